@@ -1,0 +1,517 @@
+/*
+ * ferry — zero-copy transport of large frames between processes on one host.
+ *
+ * A publisher owns a data segment (a sealed memfd) and hands out chunks of it as writable loans.
+ * Publishing a loan passes a reference to every connected subscriber; subscribers map the
+ * publisher's segment read-only and take samples that point straight into it. No payload byte is
+ * copied. Publishers and subscribers find each other through a domain directory of Unix-domain
+ * sockets: there is no daemon and no configuration file.
+ *
+ * Concurrency: a node may be used from any thread; creating and destroying its publishers,
+ * subscribers and waitsets is serialised inside the node. A publisher, a subscriber or a waitset is
+ * used by one thread at a time (the caller serialises); different ones may be used concurrently.
+ *
+ * Errors: every function returns a ferry_err; 0 (FERRY_OK) is success and ferry_strerror() gives a
+ * printable message for every code. Where a system call failed the code is FERRY_ESYS and errno
+ * still holds the cause when the function returns.
+ *
+ * Housekeeping (accepting subscribers, taking back returned chunks, noticing dead peers) runs
+ * inside the calls the application already makes, bounded and rate-limited, plus the pollable
+ * descriptors ferry_publisher_fd() and ferry_subscriber_fd(). ferry starts no thread.
+ */
+#ifndef FERRY_FERRY_H
+#define FERRY_FERRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(FERRY_STATIC)
+#define FERRY_API
+#elif defined(FERRY_BUILDING)
+#define FERRY_API __attribute__((visibility("default")))
+#else
+#define FERRY_API
+#endif
+
+/** Version of the library and of the shared-memory and socket protocol. */
+#define FERRY_VERSION_MAJOR 0
+#define FERRY_VERSION_MINOR 1
+#define FERRY_PROTOCOL_VERSION 1
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+
+/** Every ferry call returns one of these. 0 is success; the others are positive. */
+typedef enum ferry_err {
+    FERRY_OK = 0,
+    FERRY_EINVAL,    /**< an argument is invalid (NULL, zero, out of range, unknown flag) */
+    FERRY_ENOMEM,    /**< out of memory (heap, memfd pages or mappings) */
+    FERRY_EAGAIN,    /**< nothing available now (no sample yet); try again later */
+    FERRY_ETIMEDOUT, /**< a blocking call's timeout expired */
+    FERRY_ETYPE,     /**< the topic is in use with another type name or type hash */
+    FERRY_ETOOBIG,   /**< a size exceeds the configured maximum */
+    FERRY_EPOOL,     /**< the publisher's pool is exhausted (byte cap or chunk cap reached) */
+    FERRY_ESTATE,    /**< the object is not in a state that allows the call (double release, ...) */
+    FERRY_ECLOSED,   /**< the handle was destroyed */
+    FERRY_EBUSY,     /**< the object still has live children, loans or held samples */
+    FERRY_ELIMIT,    /**< a configured limit is reached (held samples, subscribers) */
+    FERRY_ENAME,     /**< a topic or node name is not valid */
+    FERRY_ESYS,      /**< a system call failed; errno holds the cause */
+    FERRY_EPROTO,    /**< a peer broke the protocol or corrupted shared memory */
+    FERRY_EPERM,     /**< permission denied (peer credentials, file modes) */
+    FERRY_ENODEV,    /**< no such device (no GPU, no CUDA driver) */
+    FERRY_ENOTSUP,   /**< not supported by this build or this platform */
+    FERRY_EFOREIGN,  /**< the sample or loan belongs to another publisher or subscriber */
+    FERRY_ERR_COUNT_ /**< number of codes; not an error */
+} ferry_err;
+
+/** A static, printable message for err ("invalid argument", ...). Never NULL. */
+FERRY_API const char *ferry_strerror(ferry_err err);
+
+/** The enum name of err ("FERRY_EINVAL"), for logs and tests. Never NULL. */
+FERRY_API const char *ferry_errname(ferry_err err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Time
+ * ------------------------------------------------------------------------------------------- */
+
+/** A point on CLOCK_MONOTONIC, in nanoseconds; comparable between processes of one host. */
+typedef struct ferry_time {
+    int64_t ns;
+} ferry_time;
+
+/** The current CLOCK_MONOTONIC time. */
+FERRY_API ferry_time ferry_now(void);
+
+/** Timeouts: a negative value waits for ever, 0 polls once. */
+#define FERRY_FOREVER ((int64_t)-1)
+
+/* ---------------------------------------------------------------------------------------------
+ * Node
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct ferry_node ferry_node;
+typedef struct ferry_publisher ferry_publisher;
+typedef struct ferry_subscriber ferry_subscriber;
+typedef struct ferry_waitset ferry_waitset;
+
+/** Log levels of the log callback. */
+typedef enum ferry_log_level {
+    FERRY_LOG_ERROR = 1,
+    FERRY_LOG_WARN = 2,
+    FERRY_LOG_INFO = 3,
+    FERRY_LOG_DEBUG = 4,
+} ferry_log_level;
+
+/** Receives ferry's diagnostics (peer rejected, protocol error, publisher gone). */
+typedef void (*ferry_log_fn)(void *arg, ferry_log_level level, const char *message);
+
+/** Largest domain number. */
+#define FERRY_DOMAIN_MAX 1023u
+/** Longest topic name, in bytes, without the terminating NUL. */
+#define FERRY_TOPIC_MAX 200u
+/** Longest type name, in bytes, without the terminating NUL. */
+#define FERRY_TYPE_NAME_MAX 127u
+/** Longest node name, in bytes, without the terminating NUL. */
+#define FERRY_NODE_NAME_MAX 63u
+
+typedef struct ferry_node_options {
+    /** Root of the domain directories. NULL: "/dev/shm/ferry-<uid>". The library reads no
+     *  environment variable; the ferry CLI takes this from FERRY_DIR. */
+    const char *dir;
+    /** Domain number, 0..FERRY_DOMAIN_MAX. Nodes see only topics of their own domain. */
+    uint32_t domain;
+    /** Node name for introspection: letters, digits, '_' and '-'. NULL: "node". */
+    const char *name;
+    /** Diagnostics sink. NULL: messages of level <= log_level go to stderr, prefixed "ferry: ". */
+    ferry_log_fn log;
+    void *log_arg;
+    /** Most verbose level passed on. 0 (the zeroed default) means FERRY_LOG_WARN. */
+    ferry_log_level log_level;
+    /** When true, processes whose group is share_gid may connect too; by default only
+     *  processes of the node's own effective uid may. */
+    bool share_with_group;
+    uint32_t share_gid;
+} ferry_node_options;
+
+/** Fills o with the defaults. Fields left zero also mean the default. */
+FERRY_API void ferry_node_options_init(ferry_node_options *o);
+
+/**
+ * Creates a node: a context for publishers and subscribers of one domain. Creates the domain
+ * directory (mode 0700) when missing.
+ *
+ * @param out      receives the node; untouched on error
+ * @param options  NULL for the defaults
+ * @retval FERRY_OK         *out is a new node, owned by the caller until ferry_node_destroy
+ * @retval FERRY_EINVAL     out is NULL or domain > FERRY_DOMAIN_MAX
+ * @retval FERRY_ENAME      the name has characters outside [A-Za-z0-9_-] or is too long
+ * @retval FERRY_EPERM      the domain directory belongs to another user or is open to others
+ * @retval FERRY_ENOMEM     out of memory
+ * @retval FERRY_ESYS       the directory could not be created (errno says why)
+ */
+FERRY_API ferry_err ferry_node_create(ferry_node **out, const ferry_node_options *options);
+
+/**
+ * Destroys a node. Refused while it has publishers, subscribers or waitsets.
+ * @retval FERRY_OK      the node is gone; the pointer must not be used again
+ * @retval FERRY_EINVAL  node is NULL or not a node
+ * @retval FERRY_EBUSY   the node still has live children; nothing changed
+ */
+FERRY_API ferry_err ferry_node_destroy(ferry_node *node);
+
+/** The domain directory of a node (e.g. "/dev/shm/ferry-1000/0"). NULL for an invalid node. */
+FERRY_API const char *ferry_node_dir(const ferry_node *node);
+
+/**
+ * Checks a topic name: 1..FERRY_TOPIC_MAX bytes of segments of [A-Za-z0-9_], separated by single
+ * '/', optionally with a leading '/' (which is implied when absent: "a/b" and "/a/b" are one topic).
+ * @retval FERRY_OK     the name is valid
+ * @retval FERRY_ENAME  it is not
+ */
+FERRY_API ferry_err ferry_topic_validate(const char *topic);
+
+/* ---------------------------------------------------------------------------------------------
+ * Publisher
+ * ------------------------------------------------------------------------------------------- */
+
+/** What ferry_loan does when no chunk is free and the byte cap or chunk cap is reached. */
+typedef enum ferry_pool_policy {
+    FERRY_POOL_ERROR = 0, /**< return FERRY_EPOOL at once (default) */
+    FERRY_POOL_BLOCK = 1, /**< wait up to block_timeout_ns for a chunk to come back */
+} ferry_pool_policy;
+
+typedef struct ferry_publisher_options {
+    /** Largest payload one loan may ask for. Default 64 MiB. */
+    size_t max_sample_size;
+    /** Byte cap of the data segment; chunks are carved on demand up to it. Default 256 MiB. */
+    size_t pool_bytes;
+    /** Most chunks the pool may hold, all size classes together. Default 256, at most 65536. */
+    uint32_t max_chunks;
+    /** Most subscribers connected at once. Default 32, at most 1024. */
+    uint32_t max_subscribers;
+    /** Samples kept for late joiners (who ask for them with their own history option). Default 0. */
+    uint32_t history;
+    /** Alignment of payloads: a power of two from 64 to 4096. Default 64. */
+    size_t payload_align;
+    /** Policy when the pool is exhausted. Default FERRY_POOL_ERROR. */
+    ferry_pool_policy on_pool_exhausted;
+    /** How long ferry_loan (FERRY_POOL_BLOCK) and ferry_publish (a subscriber with
+     *  FERRY_OVERFLOW_BLOCK) wait. 0 means the default, 100 ms; negative waits for ever. */
+    int64_t block_timeout_ns;
+} ferry_publisher_options;
+
+FERRY_API void ferry_publisher_options_init(ferry_publisher_options *o);
+
+/**
+ * Creates a publisher on a topic of type (type_name, type_hash). Publishers and subscribers of a
+ * topic must agree on both; several publishers may share a topic.
+ *
+ * @retval FERRY_OK       *out is a new publisher, destroyed with ferry_publisher_destroy
+ * @retval FERRY_EINVAL   a pointer is NULL or an option is out of range
+ * @retval FERRY_ENAME    the topic or type name is not valid
+ * @retval FERRY_ETYPE    a live publisher or subscriber of the topic uses another type
+ * @retval FERRY_ECLOSED  node was destroyed
+ * @retval FERRY_ENOMEM   out of memory (heap or segment)
+ * @retval FERRY_ESYS     a system call failed (errno says why)
+ */
+FERRY_API ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node,
+                                           const char *topic, const char *type_name,
+                                           uint64_t type_hash,
+                                           const ferry_publisher_options *options);
+
+/**
+ * Destroys a publisher: disconnects its subscribers (samples they hold stay readable until they
+ * release them), removes its socket and unmaps its segment. Outstanding loans are given up.
+ * @retval FERRY_OK       done; the pointer must not be used again
+ * @retval FERRY_EINVAL   pub is NULL
+ * @retval FERRY_ECLOSED  pub was already destroyed (detected while its node lives)
+ */
+FERRY_API ferry_err ferry_publisher_destroy(ferry_publisher *pub);
+
+/**
+ * Loans a writable payload of size bytes from the publisher's pool. The payload belongs to the
+ * caller until ferry_publish() or ferry_loan_release() succeeds.
+ *
+ * @param size     1..max_sample_size bytes
+ * @param payload  receives a pointer aligned to payload_align
+ * @retval FERRY_OK         *payload is yours to write
+ * @retval FERRY_EINVAL     pub or payload is NULL, or size is 0
+ * @retval FERRY_ETOOBIG    size > max_sample_size
+ * @retval FERRY_EPOOL      no chunk is free and the pool may not grow (FERRY_POOL_ERROR)
+ * @retval FERRY_ETIMEDOUT  none came back in time (FERRY_POOL_BLOCK)
+ * @retval FERRY_ENOMEM     the system refused memory for a new chunk
+ * @retval FERRY_ECLOSED    pub was destroyed
+ */
+FERRY_API ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload);
+
+/**
+ * Publishes a loaned payload: every connected subscriber gets a reference to it, none gets a
+ * copy. size may be smaller than the loan (a frame that compressed well); 0 means the loaned size.
+ * After FERRY_OK the payload belongs to ferry and must not be touched; on an error it is still
+ * the caller's, to publish again or release.
+ *
+ * @retval FERRY_OK         published (subscribers whose queue was full lost their oldest sample,
+ *                          counted as dropped, unless they asked to block the publisher)
+ * @retval FERRY_EINVAL     pub or payload is NULL, or size exceeds the loan
+ * @retval FERRY_EFOREIGN   payload is not a loan of this publisher
+ * @retval FERRY_ESTATE     payload is not on loan (already published or released)
+ * @retval FERRY_ETIMEDOUT  a subscriber with FERRY_OVERFLOW_BLOCK stayed full for block_timeout_ns
+ * @retval FERRY_ECLOSED    pub was destroyed
+ */
+FERRY_API ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size);
+
+/**
+ * Gives an unpublished loan back. Same errors as ferry_publish (but never FERRY_ETIMEDOUT).
+ */
+FERRY_API ferry_err ferry_loan_release(ferry_publisher *pub, void *payload);
+
+/**
+ * Convenience for small or foreign data: loans size bytes, copies data in and publishes. The copy
+ * is counted in the bytes_copied statistic; the zero-copy path is ferry_loan + ferry_publish.
+ */
+FERRY_API ferry_err ferry_publish_copy(ferry_publisher *pub, const void *data, size_t size);
+
+/**
+ * Runs housekeeping (accepts subscribers, takes back returned chunks, drops dead subscribers) and
+ * waits up to timeout_ns for something to happen. Use it in a publisher's idle time, or when
+ * ferry_publisher_fd() is readable.
+ * @retval FERRY_OK         something was handled, or the timeout passed (0 polls once)
+ * @retval FERRY_EINVAL / FERRY_ECLOSED as usual
+ */
+FERRY_API ferry_err ferry_publisher_poll(ferry_publisher *pub, int64_t timeout_ns);
+
+/**
+ * Waits, running housekeeping, until at least count subscribers are connected.
+ * @retval FERRY_OK         count or more are connected
+ * @retval FERRY_ETIMEDOUT  fewer are connected after timeout_ns
+ */
+FERRY_API ferry_err ferry_publisher_wait_subscribers(ferry_publisher *pub, uint32_t count,
+                                                     int64_t timeout_ns);
+
+/**
+ * A descriptor that becomes readable when the publisher has housekeeping to do (a subscriber
+ * connects or leaves, a blocked publish may go on). Add it to your epoll set, call
+ * ferry_publisher_poll(pub, 0) when it fires. Owned by the publisher: do not close it.
+ */
+FERRY_API ferry_err ferry_publisher_fd(ferry_publisher *pub, int *fd);
+
+/** A publisher's counters. All are since creation. */
+typedef struct ferry_publisher_stats {
+    uint64_t id;               /**< this publisher's id, as in ferry_sample.publisher_id */
+    uint64_t published;        /**< samples published */
+    uint64_t deliveries;       /**< references handed to subscribers */
+    uint64_t dropped;          /**< references taken back from full subscriber queues */
+    uint64_t bytes_copied;     /**< payload bytes ferry copied (ferry_publish_copy only) */
+    uint64_t pool_bytes;       /**< bytes carved into chunks so far */
+    uint64_t pool_bytes_cap;   /**< the byte cap */
+    uint32_t chunks_total;     /**< chunks carved */
+    uint32_t chunks_free;      /**< chunks ready to loan */
+    uint32_t chunks_loaned;    /**< chunks on loan to the application */
+    uint32_t chunks_in_use;    /**< chunks published and still referenced (queues, holders, history) */
+    uint32_t subscribers;      /**< subscribers connected now */
+    uint32_t size_classes;     /**< size classes created */
+    uint64_t subscribers_lost; /**< subscribers that hung up or died while connected */
+    uint64_t chunks_reclaimed; /**< chunk references taken back from subscribers that went away */
+    uint64_t rejected;         /**< connections refused (type, credentials, protocol) */
+    uint64_t protocol_errors;  /**< subscribers disconnected for breaking the protocol */
+} ferry_publisher_stats;
+
+FERRY_API ferry_err ferry_publisher_stats_get(ferry_publisher *pub, ferry_publisher_stats *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Subscriber
+ * ------------------------------------------------------------------------------------------- */
+
+/** What happens when a sample arrives and this subscriber's queue holds depth samples already. */
+typedef enum ferry_overflow {
+    FERRY_OVERFLOW_DROP_OLDEST = 0, /**< the publisher drops the oldest queued sample (default) */
+    FERRY_OVERFLOW_BLOCK = 1,       /**< the publisher waits up to its block_timeout_ns */
+} ferry_overflow;
+
+typedef struct ferry_subscriber_options {
+    /** Queue depth per publisher: samples delivered and not yet taken. Default 2, at most 4096. */
+    uint32_t depth;
+    /** Overflow policy. Default FERRY_OVERFLOW_DROP_OLDEST. */
+    ferry_overflow overflow;
+    /** On joining, ask each publisher for up to this many of its last samples. Default 0. */
+    uint32_t history;
+    /** Most samples taken and not released at once. Default 16. */
+    uint32_t max_held;
+    /** Most publishers connected at once. Default 16, at most 256. */
+    uint32_t max_publishers;
+} ferry_subscriber_options;
+
+FERRY_API void ferry_subscriber_options_init(ferry_subscriber_options *o);
+
+/**
+ * Creates a subscriber and connects it to the topic's publishers, now and as they come.
+ * @retval FERRY_OK       *out is a new subscriber, destroyed with ferry_subscriber_destroy
+ * @retval FERRY_EINVAL   a pointer is NULL or an option is out of range
+ * @retval FERRY_ENAME    the topic or type name is not valid
+ * @retval FERRY_ETYPE    a live publisher or subscriber of the topic uses another type
+ * @retval FERRY_ECLOSED  node was destroyed
+ * @retval FERRY_ENOMEM / FERRY_ESYS as usual
+ */
+FERRY_API ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node,
+                                            const char *topic, const char *type_name,
+                                            uint64_t type_hash,
+                                            const ferry_subscriber_options *options);
+
+/**
+ * Destroys a subscriber. Refused while it holds samples: release them first.
+ * @retval FERRY_OK       done
+ * @retval FERRY_EBUSY    samples are still held; nothing changed
+ * @retval FERRY_EINVAL / FERRY_ECLOSED as usual
+ */
+FERRY_API ferry_err ferry_subscriber_destroy(ferry_subscriber *sub);
+
+/** A taken sample: a read-only view of the publisher's own memory. */
+typedef struct ferry_sample {
+    const void *data;         /**< the payload, read-only (writing to it faults) */
+    size_t size;              /**< payload bytes */
+    uint64_t sequence;        /**< the publisher's count: 1 for its first sample */
+    ferry_time publish_time;  /**< when ferry_publish was called */
+    uint64_t publisher_id;    /**< the publisher (ferry_publisher_stats.id) */
+    uint64_t private_[3];     /**< ferry's; do not touch */
+} ferry_sample;
+
+/**
+ * Takes the oldest queued sample (across publishers: the earliest publish time). The sample is
+ * the caller's until ferry_release(); its data stays valid and unchanged until then, even when
+ * its publisher dies.
+ *
+ * @retval FERRY_OK       *sample is filled
+ * @retval FERRY_EAGAIN   no sample is queued; ferry_subscriber_fd() fires when one comes
+ * @retval FERRY_ELIMIT   max_held samples are held already; release one first
+ * @retval FERRY_EINVAL / FERRY_ECLOSED as usual
+ */
+FERRY_API ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample);
+
+/**
+ * Releases a taken sample; its data must not be read afterwards. The sample is cleared.
+ * @retval FERRY_OK       released
+ * @retval FERRY_EFOREIGN the sample was taken by another subscriber
+ * @retval FERRY_ESTATE   the sample was already released (or never taken)
+ * @retval FERRY_EINVAL / FERRY_ECLOSED as usual
+ */
+FERRY_API ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample);
+
+/**
+ * Waits until a sample is queued (ferry_take would not return FERRY_EAGAIN), running
+ * housekeeping meanwhile.
+ * @retval FERRY_OK         a sample is queued
+ * @retval FERRY_ETIMEDOUT  none came within timeout_ns
+ */
+FERRY_API ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns);
+
+/** Waits, running housekeeping, until at least count publishers are connected. */
+FERRY_API ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint32_t count,
+                                                     int64_t timeout_ns);
+
+/**
+ * A descriptor that becomes readable when a sample may be queued or housekeeping is due. It is
+ * armed by a ferry_take that returned FERRY_EAGAIN: take until FERRY_EAGAIN, then wait on the fd.
+ * Owned by the subscriber: do not close it.
+ */
+FERRY_API ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd);
+
+typedef struct ferry_subscriber_stats {
+    uint64_t received;        /**< samples taken */
+    uint64_t dropped;         /**< samples the publishers dropped from this subscriber's queues */
+    uint64_t bytes_copied;    /**< payload bytes ferry copied (always 0 for the zero-copy path) */
+    uint32_t held;            /**< samples taken and not yet released */
+    uint32_t publishers;      /**< publishers connected now */
+    uint64_t publishers_lost; /**< publishers that went away (destroyed, crashed) */
+    uint64_t rejected;        /**< connections refused (type, credentials, protocol) */
+    uint64_t protocol_errors; /**< publishers disconnected for breaking the protocol */
+} ferry_subscriber_stats;
+
+FERRY_API ferry_err ferry_subscriber_stats_get(ferry_subscriber *sub, ferry_subscriber_stats *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Waitset: wait on many subscribers at once
+ * ------------------------------------------------------------------------------------------- */
+
+/** Creates an empty waitset on node. */
+FERRY_API ferry_err ferry_waitset_create(ferry_waitset **out, ferry_node *node);
+
+/** Destroys a waitset (its subscribers are untouched). */
+FERRY_API ferry_err ferry_waitset_destroy(ferry_waitset *ws);
+
+/**
+ * Adds sub with a caller's pointer returned by ferry_waitset_wait. A subscriber may be in one
+ * waitset at a time and must be removed before it is destroyed.
+ * @retval FERRY_EBUSY  sub is in a waitset already
+ * @retval FERRY_ELIMIT the waitset holds 256 subscribers already
+ */
+FERRY_API ferry_err ferry_waitset_add(ferry_waitset *ws, ferry_subscriber *sub, void *context);
+
+/** Removes sub. @retval FERRY_ESTATE sub is not in ws. */
+FERRY_API ferry_err ferry_waitset_remove(ferry_waitset *ws, ferry_subscriber *sub);
+
+/**
+ * Waits until at least one member has a queued sample; writes the contexts of up to capacity such
+ * members to ready[] and their number to *count.
+ * @retval FERRY_OK         *count >= 1
+ * @retval FERRY_ETIMEDOUT  none within timeout_ns (*count is 0)
+ */
+FERRY_API ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready,
+                                       size_t capacity, size_t *count);
+
+/* ---------------------------------------------------------------------------------------------
+ * Introspection of a domain (for tools): what lives in the domain directory
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum ferry_endpoint_kind {
+    FERRY_ENDPOINT_PUBLISHER = 1,
+    FERRY_ENDPOINT_SUBSCRIBER = 2,
+} ferry_endpoint_kind;
+
+/** One publisher or subscriber as its status file shows it. */
+typedef struct ferry_endpoint_info {
+    ferry_endpoint_kind kind;
+    bool alive;                                /**< its process still holds it */
+    int32_t pid;
+    uint64_t id;
+    char topic[FERRY_TOPIC_MAX + 2];
+    char type_name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t type_hash;
+    char node_name[FERRY_NODE_NAME_MAX + 1];
+    ferry_publisher_stats pub;                 /**< kind == FERRY_ENDPOINT_PUBLISHER */
+    ferry_subscriber_stats sub;                /**< kind == FERRY_ENDPOINT_SUBSCRIBER */
+    uint32_t depth;                            /**< subscriber's queue depth */
+} ferry_endpoint_info;
+
+/** Called once per endpoint; return false to stop. */
+typedef bool (*ferry_inspect_fn)(void *arg, const ferry_endpoint_info *info);
+
+/**
+ * Lists the endpoints of a domain, live and dead (info.alive tells). dir as in ferry_node_options
+ * (NULL for the default). topic NULL lists every topic. Nothing is changed.
+ * @retval FERRY_OK      the walk finished (possibly over no endpoint)
+ * @retval FERRY_EINVAL  fn is NULL or domain out of range
+ * @retval FERRY_ENAME   topic is not valid
+ */
+FERRY_API ferry_err ferry_inspect(const char *dir, uint32_t domain, const char *topic,
+                                  ferry_inspect_fn fn, void *arg);
+
+/**
+ * Removes what dead processes left in a domain directory: status files, sockets and topic
+ * directories with nothing alive. *removed (may be NULL) receives the number of files removed.
+ */
+FERRY_API ferry_err ferry_clean(const char *dir, uint32_t domain, uint32_t *removed);
+
+/** A 64-bit FNV-1a hash of a string: a convenient type hash for type names. */
+FERRY_API uint64_t ferry_hash(const char *text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FERRY_FERRY_H */

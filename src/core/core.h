@@ -1,0 +1,365 @@
+/*
+ * Internals shared by the core's files: the layouts of shared memory (data segment, connection
+ * segment, status file), the control messages, and the private structs behind the public
+ * handles.
+ *
+ * Shared memory holds offsets and indices, never pointers. Every value another process can write
+ * is read once into a local, range-checked, then used; walks over shared structures are bounded.
+ * Concurrency: node functions lock node->lock; a publisher or subscriber is used by one thread at
+ * a time (the caller serialises); the rings are single-producer/single-consumer except the
+ * delivery ring's tail, which both ends advance with a CAS (see ring rules below).
+ */
+#ifndef FERRY_CORE_H
+#define FERRY_CORE_H
+
+#include <ferry/ferry.h>
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "platform/platform.h"
+
+#define FERRY__PAGE 4096u
+#define FERRY__CACHELINE 64
+#define FERRY__HOUSEKEEP_NS 1000000 /* at most one housekeeping poll per millisecond on hot paths */
+
+/* ---- data segment (publisher RW, subscribers RO) -------------------------------------------- */
+
+#define FERRY__DATA_MAGIC 0x5441445952524546ULL /* "FERRYDAT" */
+
+typedef struct ferry__data_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t header_size;
+    uint64_t segment_size;   /* bytes of the memfd (the byte cap plus header and table) */
+    uint64_t table_offset;   /* ferry__chunk_entry[max_chunks] */
+    uint64_t arena_offset;   /* first chunk; page aligned */
+    uint64_t payload_offset; /* from a chunk's start to its payload */
+    uint64_t publisher_id;
+    uint32_t max_chunks;
+    uint32_t reserved;
+} ferry__data_header;
+
+/* Written once, when the chunk is carved, before it is ever delivered. */
+typedef struct ferry__chunk_entry {
+    uint64_t offset;   /* chunk start, page aligned */
+    uint64_t capacity; /* payload bytes */
+} ferry__chunk_entry;
+
+/* At the start of every chunk; rewritten by the publisher for each loan. */
+typedef struct ferry__chunk_header {
+    uint64_t size;
+    uint64_t sequence;
+    int64_t publish_ns;
+    uint64_t publisher_id;
+    uint32_t index;
+    uint32_t generation;
+    uint64_t reserved[3];
+} ferry__chunk_header;
+
+/* ---- connection segment (publisher and one subscriber, both RW) ----------------------------- */
+
+#define FERRY__CONN_MAGIC 0x4e4e4f4359525246ULL /* "FRRYCONN" */
+
+/* A ring entry names a publication: chunk index in the low half, generation in the high half. */
+static inline uint64_t ferry__desc(uint32_t index, uint32_t gen)
+{
+    return (uint64_t)gen << 32 | index;
+}
+static inline uint32_t ferry__desc_index(uint64_t d)
+{
+    return (uint32_t)d;
+}
+static inline uint32_t ferry__desc_gen(uint64_t d)
+{
+    return (uint32_t)(d >> 32);
+}
+
+/*
+ * Ring rules. Counters run free (64 bits, never wrap in practice) and are masked only to index.
+ * Delivery ring: the publisher alone writes slots and head (store-release after the slot); the
+ * subscriber takes the entry at tail by CAS tail -> tail+1; when the ring holds depth entries and
+ * the subscriber drops oldest, the publisher takes the entry at tail by the same CAS and counts it
+ * dropped. Whoever wins the CAS owns the entry. Return ring: the subscriber writes slots and head,
+ * the publisher reads them and writes tail.
+ */
+typedef struct ferry__conn_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t header_size;
+    uint64_t size;
+    uint64_t deliver_offset;
+    uint64_t return_offset;
+    uint32_t deliver_capacity; /* power of two >= depth */
+    uint32_t depth;
+    uint32_t return_capacity; /* power of two >= max_chunks */
+    uint32_t reserved;
+    _Alignas(FERRY__CACHELINE) _Atomic uint64_t deliver_head;
+    _Alignas(FERRY__CACHELINE) _Atomic uint64_t deliver_tail;
+    _Alignas(FERRY__CACHELINE) _Atomic uint64_t return_head;
+    _Alignas(FERRY__CACHELINE) _Atomic uint64_t return_tail;
+    /* Doorbells: set by a side about to sleep, exchanged to 0 by the other side, which then
+     * signals the sleeper's notifier. */
+    _Alignas(FERRY__CACHELINE) _Atomic uint32_t sub_waiting;
+    _Atomic uint32_t pub_waiting;
+    _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
+} ferry__conn_header;
+
+/* ---- control messages (one seqpacket datagram each) ----------------------------------------- */
+
+#define FERRY__MSG_MAGIC 0x47534d5952524546ULL /* "FERRYMSG" */
+enum { FERRY__MSG_HELLO = 1, FERRY__MSG_WELCOME = 2 };
+
+typedef struct ferry__hello {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t kind;
+    uint64_t subscriber_id;
+    uint64_t type_hash;
+    int32_t pid;
+    uint32_t depth;
+    uint32_t overflow;
+    uint32_t history;
+    char topic[FERRY_TOPIC_MAX + 2];
+    char type_name[FERRY_TYPE_NAME_MAX + 1];
+    char node_name[FERRY_NODE_NAME_MAX + 1];
+} ferry__hello; /* carries one descriptor: the subscriber's notifier */
+
+typedef struct ferry__welcome {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t kind;
+    int32_t status; /* ferry_err; FERRY_OK: three descriptors follow (data RO, connection, notifier) */
+    int32_t pid;
+    uint64_t publisher_id;
+    uint64_t type_hash;
+    uint64_t data_size;
+    uint64_t table_offset;
+    uint64_t arena_offset;
+    uint64_t payload_offset;
+    uint64_t conn_size;
+    uint32_t max_chunks;
+    uint32_t depth;
+    uint32_t deliver_capacity;
+    uint32_t return_capacity;
+    char type_name[FERRY_TYPE_NAME_MAX + 1];
+} ferry__welcome;
+
+/* Checks a received message; fills a NUL-terminated copy. FERRY_EPROTO when malformed. */
+ferry_err ferry__hello_decode(const void *buf, size_t len, ferry__hello *out);
+ferry_err ferry__welcome_decode(const void *buf, size_t len, ferry__welcome *out);
+/* Checks the geometry a welcome announces against the sizes of the segments received. */
+ferry_err ferry__welcome_check(const ferry__welcome *w, uint64_t data_fd_size,
+                               uint64_t conn_fd_size);
+/* Checks a connection segment's header against what the welcome announced. */
+ferry_err ferry__conn_check(const ferry__conn_header *h, const ferry__welcome *w);
+/* Bytes of a connection segment for the given capacities, and its ring offsets. */
+uint64_t ferry__conn_layout(uint32_t deliver_capacity, uint32_t return_capacity,
+                            uint64_t *deliver_offset, uint64_t *return_offset);
+
+/* ---- status files: one per endpoint, in the topic directory --------------------------------- */
+
+#define FERRY__STATUS_MAGIC 0x5441545359525246ULL /* "FRRYSTAT" */
+#define FERRY__STATUS_SIZE 4096u
+
+typedef struct ferry__status {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t kind; /* ferry_endpoint_kind */
+    int32_t pid;
+    uint32_t depth;
+    uint64_t id;
+    uint64_t type_hash;
+    char topic[FERRY_TOPIC_MAX + 2];
+    char type_name[FERRY_TYPE_NAME_MAX + 1];
+    char node_name[FERRY_NODE_NAME_MAX + 1];
+    ferry_publisher_stats pub;
+    ferry_subscriber_stats sub;
+} ferry__status;
+
+typedef struct ferry__status_file {
+    int fd;
+    ferry__status *map;
+    char name[48];
+} ferry__status_file;
+
+ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const char *prefix,
+                               const ferry__status *initial);
+void ferry__status_remove(ferry__status_file *sf, int topic_dirfd);
+/* Reads a status file (copy, strings terminated) and whether its owner is alive. */
+ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *out, bool *alive);
+/* FERRY_ETYPE when a live endpoint of the topic directory has another type. */
+ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash);
+
+/* ---- names and directories ------------------------------------------------------------------ */
+
+/* Normalises a topic ("/a/b") and derives its directory name ("a.b"). */
+ferry_err ferry__topic_normalize(const char *topic, char *norm, size_t norm_cap, char *dirname,
+                                 size_t dir_cap);
+ferry_err ferry__type_name_validate(const char *type_name);
+ferry_err ferry__node_name_validate(const char *name);
+/* Builds "<dir or default>/<domain>". */
+ferry_err ferry__domain_path(const char *dir, uint32_t domain, char *out, size_t cap);
+
+/* ---- node ----------------------------------------------------------------------------------- */
+
+#define FERRY__NODE_MAGIC 0x45444f4e59525246ULL
+#define FERRY__PUB_MAGIC 0x4255505952524546ULL
+#define FERRY__SUB_MAGIC 0x4255535952524546ULL
+#define FERRY__WS_MAGIC 0x5357535952524546ULL
+#define FERRY__DEAD_MAGIC 0x444145445952524ULL
+
+typedef struct ferry__obj {
+    uint64_t magic;
+    struct ferry__obj *next; /* in the node's live list or graveyard */
+    struct ferry__obj *prev;
+} ferry__obj;
+
+struct ferry_node {
+    uint64_t magic;
+    pthread_mutex_t lock;
+    char path[PATH_MAX]; /* domain directory */
+    char name[FERRY_NODE_NAME_MAX + 1];
+    uint32_t domain;
+    ferry_log_fn log;
+    void *log_arg;
+    ferry_log_level log_level;
+    int64_t allow_gid;
+    ferry__obj live;      /* circular list head */
+    uint32_t live_count;
+    ferry__obj grave;     /* destroyed children, kept so stale handles fail cleanly */
+    uint32_t grave_count;
+};
+
+void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Registers a child object; fails with FERRY_ECLOSED when the node is not valid. */
+ferry_err ferry__node_adopt(ferry_node *node, ferry__obj *obj, uint64_t magic);
+/* Marks the child dead and keeps its memory (up to a bound) so stale handles are detected. */
+void ferry__node_bury(ferry_node *node, ferry__obj *obj);
+/* Opens (creating when missing) the directory of a normalised topic. Returns a dirfd or -1. */
+int ferry__node_topic_dir(ferry_node *node, const char *dirname, char *path, size_t cap);
+/* True when a connecting process with these credentials is allowed. */
+bool ferry__node_peer_allowed(const ferry_node *node, uid_t uid, gid_t gid);
+
+/* ---- publisher ------------------------------------------------------------------------------ */
+
+enum { FERRY__CHUNK_FREE = 0, FERRY__CHUNK_LOANED = 1, FERRY__CHUNK_PUBLISHED = 2 };
+#define FERRY__NONE UINT32_MAX
+
+typedef struct ferry__chunk {
+    uint64_t offset;    /* chunk start in the segment */
+    uint64_t capacity;  /* payload bytes */
+    uint64_t loan_size;
+    uint32_t refs;      /* queued or held by subscribers, plus history */
+    uint32_t gen;
+    uint32_t next_free;
+    uint16_t cls;
+    uint8_t state;
+} ferry__chunk;
+
+typedef struct ferry__class {
+    uint64_t chunk_bytes; /* chunk size, page multiple */
+    uint32_t free_head;
+    uint32_t count;
+    uint32_t free_count;
+} ferry__class;
+
+#define FERRY__MAX_CLASSES 64
+
+/* The pool: size classes carved on demand from one sealed memfd (pool.c). */
+typedef struct ferry__pool {
+    int fd;
+    int ro_fd;
+    uint8_t *base;
+    uint64_t size;
+    uint64_t arena_offset;
+    uint64_t arena_used;
+    uint64_t arena_cap;
+    uint64_t payload_offset;
+    uint64_t max_sample;
+    ferry__chunk_entry *table; /* in the segment */
+    ferry__chunk *chunks;      /* private */
+    uint32_t max_chunks;
+    uint32_t nchunks;
+    uint32_t loaned;
+    uint32_t nfree;
+    ferry__class classes[FERRY__MAX_CLASSES];
+    uint32_t nclasses;
+} ferry__pool;
+
+ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_bytes,
+                           uint32_t max_chunks, uint64_t max_sample, uint64_t align);
+void ferry__pool_fini(ferry__pool *p);
+/* A free chunk of capacity >= size (carving when needed), or FERRY__NONE with *err set. */
+uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err);
+void ferry__pool_put(ferry__pool *p, uint32_t index);
+/* Index of the chunk whose payload starts at ptr, or FERRY__NONE. */
+uint32_t ferry__pool_find(const ferry__pool *p, const void *payload);
+static inline ferry__chunk_header *ferry__pool_header(const ferry__pool *p, uint32_t index)
+{
+    return (ferry__chunk_header *)(p->base + p->chunks[index].offset);
+}
+static inline uint8_t *ferry__pool_payload(const ferry__pool *p, uint32_t index)
+{
+    return p->base + p->chunks[index].offset + p->payload_offset;
+}
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static inline uint32_t ferry__pow2_at_least(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+static inline int64_t ferry__deadline(int64_t timeout_ns)
+{
+    if (timeout_ns < 0)
+        return INT64_MAX;
+    return ferry__clock_ns() + timeout_ns;
+}
+
+static inline int64_t ferry__remaining(int64_t deadline)
+{
+    if (deadline == INT64_MAX)
+        return -1;
+    int64_t left = deadline - ferry__clock_ns();
+    return left > 0 ? left : 0;
+}
+
+/* Epoll tags: kind in the top byte, slot and connection generation below. */
+enum { FERRY__TAG_LISTEN = 1, FERRY__TAG_NOTIFY = 2, FERRY__TAG_WATCH = 3, FERRY__TAG_CONN = 4 };
+static inline uint64_t ferry__tag(unsigned kind, uint32_t slot, uint32_t gen)
+{
+    return (uint64_t)kind << 56 | (uint64_t)(slot & 0xffffffu) << 32 | gen;
+}
+static inline unsigned ferry__tag_kind(uint64_t t)
+{
+    return (unsigned)(t >> 56);
+}
+static inline uint32_t ferry__tag_slot(uint64_t t)
+{
+    return (uint32_t)(t >> 32) & 0xffffffu;
+}
+static inline uint32_t ferry__tag_gen(uint64_t t)
+{
+    return (uint32_t)t;
+}
+
+/* Subscriber internals the waitset needs. */
+bool ferry__subscriber_ready(ferry_subscriber *sub);
+/* Arms the doorbells and runs housekeeping; true when a sample is queued. */
+bool ferry__subscriber_arm(ferry_subscriber *sub);
+void ferry__subscriber_housekeep(ferry_subscriber *sub);
+int ferry__subscriber_poll_fd(const ferry_subscriber *sub);
+ferry_err ferry__subscriber_check(ferry_subscriber *sub);
+/* The waitset a subscriber belongs to (NULL when none). */
+void **ferry__subscriber_waitset_slot(ferry_subscriber *sub);
+
+#endif

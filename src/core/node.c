@@ -1,0 +1,203 @@
+/* Node: the context of publishers and subscribers of one domain. */
+#include "core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GRAVE_MAX 256 /* destroyed handles remembered per node */
+
+void ferry_node_options_init(ferry_node_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->log_level = FERRY_LOG_WARN;
+}
+
+static void list_init(ferry__obj *head)
+{
+    head->next = head->prev = head;
+}
+
+static void list_unlink(ferry__obj *o)
+{
+    o->prev->next = o->next;
+    o->next->prev = o->prev;
+    o->next = o->prev = o;
+}
+
+static void list_push(ferry__obj *head, ferry__obj *o)
+{
+    o->next = head->next;
+    o->prev = head;
+    head->next->prev = o;
+    head->next = o;
+}
+
+/* Creates every missing component of path; the last two (root and domain) must be private. */
+static int make_domain_dir(char *path)
+{
+    char *last = strrchr(path, '/');
+    if (!last || last == path)
+        return ferry__mkdir_private(path, 0700);
+    *last = '\0';
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int rc = mkdir(path, 0755);
+        *p = '/';
+        if (rc != 0 && errno != EEXIST)
+            goto fail;
+    }
+    if (ferry__mkdir_private(path, 0700) != 0)
+        goto fail;
+    *last = '/';
+    return ferry__mkdir_private(path, 0700);
+fail:
+    *last = '/';
+    return -1;
+}
+
+ferry_err ferry_node_create(ferry_node **out, const ferry_node_options *options)
+{
+    if (!out)
+        return FERRY_EINVAL;
+    ferry_node_options o;
+    if (options)
+        o = *options;
+    else
+        ferry_node_options_init(&o);
+    if (o.domain > FERRY_DOMAIN_MAX)
+        return FERRY_EINVAL;
+    const char *name = o.name ? o.name : "node";
+    ferry_err err = ferry__node_name_validate(name);
+    if (err)
+        return err;
+    if (o.log_level == 0)
+        o.log_level = FERRY_LOG_WARN;
+    if (o.log_level < FERRY_LOG_ERROR || o.log_level > FERRY_LOG_DEBUG)
+        return FERRY_EINVAL;
+
+    ferry_node *node = calloc(1, sizeof *node);
+    if (!node)
+        return FERRY_ENOMEM;
+    err = ferry__domain_path(o.dir, o.domain, node->path, sizeof node->path);
+    if (err)
+        goto fail;
+    if (make_domain_dir(node->path) != 0) {
+        err = errno == EPERM || errno == EACCES ? FERRY_EPERM : FERRY_ESYS;
+        goto fail;
+    }
+    snprintf(node->name, sizeof node->name, "%s", name);
+    node->domain = o.domain;
+    node->log = o.log;
+    node->log_arg = o.log_arg;
+    node->log_level = o.log_level;
+    node->allow_gid = o.share_with_group ? (int64_t)o.share_gid : -1;
+    pthread_mutex_init(&node->lock, NULL);
+    list_init(&node->live);
+    list_init(&node->grave);
+    node->magic = FERRY__NODE_MAGIC;
+    *out = node;
+    return FERRY_OK;
+fail:
+    free(node);
+    return err;
+}
+
+ferry_err ferry_node_destroy(ferry_node *node)
+{
+    if (!node || node->magic != FERRY__NODE_MAGIC)
+        return FERRY_EINVAL;
+    pthread_mutex_lock(&node->lock);
+    if (node->live_count > 0) {
+        pthread_mutex_unlock(&node->lock);
+        return FERRY_EBUSY;
+    }
+    while (node->grave.next != &node->grave) {
+        ferry__obj *o = node->grave.next;
+        list_unlink(o);
+        free(o);
+    }
+    node->magic = FERRY__DEAD_MAGIC;
+    pthread_mutex_unlock(&node->lock);
+    pthread_mutex_destroy(&node->lock);
+    free(node);
+    return FERRY_OK;
+}
+
+const char *ferry_node_dir(const ferry_node *node)
+{
+    if (!node || node->magic != FERRY__NODE_MAGIC)
+        return NULL;
+    return node->path;
+}
+
+void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
+{
+    if (!node || level > node->log_level)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (node->log)
+        node->log(node->log_arg, level, msg);
+    else
+        fprintf(stderr, "ferry: %s\n", msg);
+}
+
+ferry_err ferry__node_adopt(ferry_node *node, ferry__obj *obj, uint64_t magic)
+{
+    if (!node || node->magic != FERRY__NODE_MAGIC)
+        return FERRY_ECLOSED;
+    pthread_mutex_lock(&node->lock);
+    obj->magic = magic;
+    list_push(&node->live, obj);
+    node->live_count++;
+    pthread_mutex_unlock(&node->lock);
+    return FERRY_OK;
+}
+
+void ferry__node_bury(ferry_node *node, ferry__obj *obj)
+{
+    pthread_mutex_lock(&node->lock);
+    list_unlink(obj);
+    node->live_count--;
+    obj->magic = FERRY__DEAD_MAGIC;
+    list_push(&node->grave, obj);
+    if (++node->grave_count > GRAVE_MAX) {
+        ferry__obj *oldest = node->grave.prev;
+        list_unlink(oldest);
+        free(oldest);
+        node->grave_count--;
+    }
+    pthread_mutex_unlock(&node->lock);
+}
+
+int ferry__node_topic_dir(ferry_node *node, const char *dirname, char *path, size_t cap)
+{
+    int n = snprintf(path, cap, "%s/%s", node->path, dirname);
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (ferry__mkdir_private(path, 0700) != 0)
+        return -1;
+    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+bool ferry__node_peer_allowed(const ferry_node *node, uid_t uid, gid_t gid)
+{
+    if (uid == geteuid())
+        return true;
+    return node->allow_gid >= 0 && (int64_t)gid == node->allow_gid;
+}

@@ -1,0 +1,232 @@
+/*
+ * The publisher's pool: one sealed memfd holding a header, a chunk table and an arena. Chunks are
+ * carved from the arena on demand, in size classes of eight steps per doubling (at most 12.5%
+ * slack above one page), and never move. Free chunks of a class sit on a free list: a loan on a
+ * warm class is a list pop. Single-threaded: the publisher's caller serialises.
+ *
+ * Invariants: nfree + loaned + (chunks with refs > 0) == nchunks; a chunk's table entry is
+ * written before it is first delivered and never changes afterwards.
+ */
+#include "core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(ferry__chunk_header) == 64, "chunk header is one cache line");
+
+static uint64_t round_up(uint64_t v, uint64_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+static uint64_t class_bytes(uint64_t need)
+{
+    if (need <= FERRY__PAGE)
+        return FERRY__PAGE;
+    unsigned p = 63u - (unsigned)__builtin_clzll(need - 1); /* 2^p < need <= 2^(p+1) */
+    uint64_t step = ((uint64_t)1 << p) / 8;
+    if (step < FERRY__PAGE)
+        step = FERRY__PAGE;
+    return round_up(need, step);
+}
+
+ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_bytes,
+                           uint32_t max_chunks, uint64_t max_sample, uint64_t align)
+{
+    memset(p, 0, sizeof *p);
+    p->fd = p->ro_fd = -1;
+    p->max_chunks = max_chunks;
+    p->max_sample = max_sample;
+    p->payload_offset = align < sizeof(ferry__chunk_header) ? sizeof(ferry__chunk_header) : align;
+    uint64_t table_offset = round_up(sizeof(ferry__data_header), 64);
+    p->arena_offset = round_up(table_offset + (uint64_t)max_chunks * sizeof(ferry__chunk_entry),
+                               FERRY__PAGE);
+    p->arena_cap = round_up(pool_bytes, FERRY__PAGE);
+    p->size = p->arena_offset + p->arena_cap;
+
+    p->chunks = calloc(max_chunks, sizeof *p->chunks);
+    if (!p->chunks)
+        return FERRY_ENOMEM;
+    ferry_err err = FERRY_ESYS;
+    p->fd = ferry__memfd_create("ferry-data");
+    if (p->fd < 0)
+        goto fail;
+    /* Sparse: pages are allocated only as chunks are carved. */
+    if (ftruncate(p->fd, (off_t)p->size) != 0)
+        goto fail;
+    p->base = ferry__map(p->fd, p->size, true);
+    if (!p->base) {
+        err = errno == ENOMEM ? FERRY_ENOMEM : FERRY_ESYS;
+        goto fail;
+    }
+    if (ferry__fd_allocate(p->fd, 0, p->arena_offset) != 0) {
+        err = FERRY_ENOMEM;
+        goto fail;
+    }
+    /* The publisher's mapping is the only writable one there will ever be: no subscriber can
+     * write, even by reopening the descriptor it receives. */
+    if (ferry__memfd_seal(p->fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) !=
+        0)
+        goto fail;
+    p->ro_fd = ferry__fd_reopen_readonly(p->fd);
+    if (p->ro_fd < 0)
+        goto fail;
+
+    ferry__data_header *h = (ferry__data_header *)p->base;
+    h->magic = FERRY__DATA_MAGIC;
+    h->version = FERRY_PROTOCOL_VERSION;
+    h->header_size = sizeof *h;
+    h->segment_size = p->size;
+    h->table_offset = table_offset;
+    h->arena_offset = p->arena_offset;
+    h->payload_offset = p->payload_offset;
+    h->publisher_id = publisher_id;
+    h->max_chunks = max_chunks;
+    p->table = (ferry__chunk_entry *)(p->base + table_offset);
+    return FERRY_OK;
+fail: {
+    int e = errno;
+    ferry__pool_fini(p);
+    errno = e;
+    return err;
+}
+}
+
+void ferry__pool_fini(ferry__pool *p)
+{
+    if (p->base)
+        ferry__unmap(p->base, p->size);
+    if (p->fd >= 0)
+        close(p->fd);
+    if (p->ro_fd >= 0)
+        close(p->ro_fd);
+    free(p->chunks);
+    memset(p, 0, sizeof *p);
+    p->fd = p->ro_fd = -1;
+}
+
+static ferry__class *class_find(ferry__pool *p, uint64_t bytes, bool create)
+{
+    for (uint32_t i = 0; i < p->nclasses; i++)
+        if (p->classes[i].chunk_bytes == bytes)
+            return &p->classes[i];
+    if (!create || p->nclasses == FERRY__MAX_CLASSES)
+        return NULL;
+    ferry__class *c = &p->classes[p->nclasses++];
+    memset(c, 0, sizeof *c);
+    c->chunk_bytes = bytes;
+    c->free_head = FERRY__NONE;
+    return c;
+}
+
+static ferry_err carve(ferry__pool *p, ferry__class *c)
+{
+    uint64_t bytes = c->chunk_bytes;
+    if (p->nchunks == p->max_chunks || bytes > p->arena_cap - p->arena_used)
+        return FERRY_EPOOL;
+    uint64_t offset = p->arena_offset + p->arena_used;
+    if (ferry__fd_allocate(p->fd, offset, bytes) != 0)
+        return FERRY_ENOMEM;
+    ferry__prefault_write(p->base + offset, bytes);
+    uint32_t index = p->nchunks++;
+    p->arena_used += bytes;
+    p->table[index].offset = offset;
+    p->table[index].capacity = bytes - p->payload_offset;
+    ferry__chunk *ch = &p->chunks[index];
+    memset(ch, 0, sizeof *ch);
+    ch->offset = offset;
+    ch->capacity = bytes - p->payload_offset;
+    ch->cls = (uint16_t)(c - p->classes);
+    ch->state = FERRY__CHUNK_LOANED; /* ferry__pool_put moves it to the free list */
+    p->loaned++;
+    c->count++;
+    ferry__pool_put(p, index);
+    return FERRY_OK;
+}
+
+static uint32_t pop(ferry__pool *p, ferry__class *c)
+{
+    uint32_t index = c->free_head;
+    ferry__chunk *ch = &p->chunks[index];
+    c->free_head = ch->next_free;
+    c->free_count--;
+    p->nfree--;
+    p->loaned++;
+    ch->state = FERRY__CHUNK_LOANED;
+    ch->next_free = FERRY__NONE;
+    return index;
+}
+
+uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err)
+{
+    uint64_t bytes = class_bytes(p->payload_offset + size);
+    ferry__class *c = class_find(p, bytes, true);
+    if (c && c->free_head != FERRY__NONE)
+        return pop(p, c);
+    ferry_err carve_err = FERRY_EPOOL;
+    if (c) {
+        /* Carve a batch of about 64 KiB, so small samples do not grow one page at a time. */
+        uint64_t batch = 65536 / bytes;
+        if (batch < 1)
+            batch = 1;
+        if (batch > 16)
+            batch = 16;
+        for (uint64_t i = 0; i < batch; i++) {
+            ferry_err e = carve(p, c);
+            if (e) {
+                if (i == 0)
+                    carve_err = e;
+                break;
+            }
+        }
+        if (c->free_head != FERRY__NONE)
+            return pop(p, c);
+    }
+    /* No room to grow: a free chunk of a larger class will do (a camera lowered its
+     * resolution); take the smallest that fits. */
+    ferry__class *best = NULL;
+    for (uint32_t i = 0; i < p->nclasses; i++) {
+        ferry__class *k = &p->classes[i];
+        if (k->chunk_bytes > bytes && k->free_head != FERRY__NONE &&
+            (!best || k->chunk_bytes < best->chunk_bytes))
+            best = k;
+    }
+    if (best)
+        return pop(p, best);
+    *err = carve_err;
+    return FERRY__NONE;
+}
+
+void ferry__pool_put(ferry__pool *p, uint32_t index)
+{
+    ferry__chunk *ch = &p->chunks[index];
+    ferry__class *c = &p->classes[ch->cls];
+    if (ch->state == FERRY__CHUNK_LOANED)
+        p->loaned--;
+    ch->state = FERRY__CHUNK_FREE;
+    ch->refs = 0;
+    ch->next_free = c->free_head;
+    c->free_head = index;
+    c->free_count++;
+    p->nfree++;
+}
+
+uint32_t ferry__pool_find(const ferry__pool *p, const void *payload)
+{
+    uintptr_t a = (uintptr_t)payload, base = (uintptr_t)p->base;
+    if (!p->base || a < base + p->arena_offset + p->payload_offset ||
+        a >= base + p->arena_offset + p->arena_used)
+        return FERRY__NONE;
+    uint64_t offset = a - base - p->payload_offset;
+    if (offset % FERRY__PAGE)
+        return FERRY__NONE;
+    /* The header is the application's own memory and may have been overwritten: check it
+     * against the private table. */
+    uint32_t index = ((const ferry__chunk_header *)(p->base + offset))->index;
+    if (index >= p->nchunks || p->chunks[index].offset != offset)
+        return FERRY__NONE;
+    return index;
+}

@@ -1,0 +1,918 @@
+/*
+ * Publisher: owns a pool (its data segment) and one connection segment per subscriber.
+ *
+ * Every chunk reference handed to a subscriber is recorded privately, in a bit per chunk per
+ * connection, so the publisher alone decides when a chunk is free: when its last reference comes
+ * back through a return ring, is dropped from a full delivery ring, or is taken back because the
+ * subscriber hung up (its socket closed: exit, crash or SIGKILL alike). Nothing the subscriber
+ * writes is trusted: returns of chunks it does not hold, counters that run backwards or past the
+ * head, and malformed messages disconnect it.
+ *
+ * Single-threaded per publisher: the caller serialises.
+ */
+#include "core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { PC_FREE = 0, PC_PENDING = 1, PC_ACTIVE = 2 };
+#define PENDING_TIMEOUT_NS 2000000000LL /* a connection that sends no hello in 2 s is dropped */
+
+typedef struct pconn {
+    int state;
+    uint32_t gen;
+    int sock;
+    int sub_efd;
+    int conn_fd;
+    ferry__conn_header *hdr;
+    uint64_t conn_size;
+    _Atomic uint64_t *dslots;
+    _Atomic uint64_t *rslots;
+    uint32_t dmask, rmask, depth;
+    uint8_t overflow;
+    uint64_t head;      /* private copy of deliver_head: the shared one is never read back */
+    uint64_t tail_seen; /* the delivery tail may only move forward, up to head */
+    uint64_t rtail;     /* private copy of return_tail */
+    uint64_t *bits;     /* chunks referenced by this subscriber (queued or held) */
+    uint32_t outstanding;
+    uint64_t dropped;
+    uint64_t sub_id;
+    int32_t pid;
+    int64_t since;
+} pconn;
+
+struct ferry_publisher {
+    ferry__obj obj;
+    ferry_node *node;
+    uint64_t id;
+    char topic[FERRY_TOPIC_MAX + 2];
+    char type_name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t type_hash;
+    ferry_publisher_options opt;
+    int dirfd;
+    char sock_name[64];
+    int listen_fd, efd, epfd;
+    ferry__pool pool;
+    ferry__status_file status;
+    ferry_publisher_stats *st; /* counters, in the status file */
+    pconn *conns;
+    uint64_t *bits; /* max_subscribers * words_per_conn */
+    uint32_t words;
+    uint32_t nconns;    /* slots in use (pending or active) */
+    uint32_t nactive;
+    uint32_t *history;
+    uint32_t hist_len, hist_head;
+    uint64_t seq;
+    int64_t next_housekeep;
+};
+
+void ferry_publisher_options_init(ferry_publisher_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->max_sample_size = (size_t)64 << 20;
+    o->pool_bytes = (size_t)256 << 20;
+    o->max_chunks = 256;
+    o->max_subscribers = 32;
+    o->payload_align = 64;
+    o->block_timeout_ns = 100000000;
+}
+
+static ferry_err options_resolve(ferry_publisher_options *o)
+{
+    ferry_publisher_options d;
+    ferry_publisher_options_init(&d);
+    if (!o->max_sample_size)
+        o->max_sample_size = d.max_sample_size;
+    if (!o->pool_bytes)
+        o->pool_bytes = d.pool_bytes;
+    if (!o->max_chunks)
+        o->max_chunks = d.max_chunks;
+    if (!o->max_subscribers)
+        o->max_subscribers = d.max_subscribers;
+    if (!o->payload_align)
+        o->payload_align = d.payload_align;
+    if (!o->block_timeout_ns)
+        o->block_timeout_ns = d.block_timeout_ns;
+    if (o->max_chunks > 65536 || o->max_subscribers > 1024 || o->history > 4096)
+        return FERRY_EINVAL;
+    if (o->history >= o->max_chunks)
+        return FERRY_EINVAL;
+    if (o->payload_align < 64 || o->payload_align > FERRY__PAGE ||
+        (o->payload_align & (o->payload_align - 1)))
+        return FERRY_EINVAL;
+    if (o->max_sample_size > ((size_t)1 << 40) || o->pool_bytes > ((size_t)1 << 42))
+        return FERRY_EINVAL;
+    if (o->max_sample_size > o->pool_bytes)
+        o->max_sample_size = o->pool_bytes - FERRY__PAGE;
+    if (o->on_pool_exhausted != FERRY_POOL_ERROR && o->on_pool_exhausted != FERRY_POOL_BLOCK)
+        return FERRY_EINVAL;
+    if (o->pool_bytes < 2 * FERRY__PAGE)
+        return FERRY_EINVAL;
+    return FERRY_OK;
+}
+
+static ferry_err check(ferry_publisher *pub)
+{
+    if (!pub)
+        return FERRY_EINVAL;
+    if (pub->obj.magic == FERRY__DEAD_MAGIC)
+        return FERRY_ECLOSED;
+    if (pub->obj.magic != FERRY__PUB_MAGIC)
+        return FERRY_EINVAL;
+    return FERRY_OK;
+}
+
+static void sync_stats(ferry_publisher *pub)
+{
+    ferry_publisher_stats *s = pub->st;
+    const ferry__pool *p = &pub->pool;
+    s->pool_bytes = p->arena_used;
+    s->pool_bytes_cap = p->arena_cap;
+    s->chunks_total = p->nchunks;
+    s->chunks_free = p->nfree;
+    s->chunks_loaned = p->loaned;
+    s->chunks_in_use = p->nchunks - p->nfree - p->loaned;
+    s->subscribers = pub->nactive;
+    s->size_classes = p->nclasses;
+}
+
+/* ---- references --------------------------------------------------------------------------- */
+
+static void unref(ferry_publisher *pub, uint32_t index)
+{
+    ferry__chunk *ch = &pub->pool.chunks[index];
+    if (ch->refs > 0 && --ch->refs == 0 && ch->state == FERRY__CHUNK_PUBLISHED)
+        ferry__pool_put(&pub->pool, index);
+}
+
+static bool bit_test(const pconn *c, uint32_t i)
+{
+    return (c->bits[i / 64] >> (i % 64)) & 1;
+}
+static void bit_set(pconn *c, uint32_t i)
+{
+    c->bits[i / 64] |= (uint64_t)1 << (i % 64);
+}
+static void bit_clear(pconn *c, uint32_t i)
+{
+    c->bits[i / 64] &= ~((uint64_t)1 << (i % 64));
+}
+
+/* A descriptor a subscriber gave back (or left in its ring): it must name a chunk this
+ * connection references, in its current generation. */
+static bool desc_valid(ferry_publisher *pub, const pconn *c, uint64_t d)
+{
+    uint32_t i = ferry__desc_index(d);
+    return i < pub->pool.nchunks && bit_test(c, i) && pub->pool.chunks[i].gen == ferry__desc_gen(d);
+}
+
+static void drop_ref(ferry_publisher *pub, pconn *c, uint32_t index)
+{
+    bit_clear(c, index);
+    c->outstanding--;
+    unref(pub, index);
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
+{
+    if (c->state == PC_FREE)
+        return;
+    if (c->state == PC_ACTIVE) {
+        /* Take back every reference the subscriber had: queued, held, or in flight back. */
+        uint32_t reclaimed = 0;
+        for (uint32_t w = 0; w < pub->words; w++) {
+            while (c->bits[w]) {
+                uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(c->bits[w]);
+                drop_ref(pub, c, i);
+                reclaimed++;
+            }
+        }
+        pub->st->chunks_reclaimed += lost ? reclaimed : 0;
+        pub->st->subscribers_lost += lost;
+        pub->nactive--;
+        ferry__unmap(c->hdr, c->conn_size);
+        close(c->conn_fd);
+        close(c->sub_efd);
+        ferry__log(pub->node, lost ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
+                   "%s: subscriber pid %d left, %u chunk references taken back", pub->topic,
+                   (int)c->pid, reclaimed);
+    }
+    ferry__poller_del(pub->epfd, c->sock);
+    close(c->sock);
+    uint64_t *bits = c->bits;
+    uint32_t gen = c->gen + 1;
+    memset(c, 0, sizeof *c);
+    c->bits = bits;
+    c->gen = gen;
+    c->state = PC_FREE;
+    pub->nconns--;
+    sync_stats(pub);
+}
+
+static void conn_fail(ferry_publisher *pub, pconn *c, const char *why)
+{
+    pub->st->protocol_errors++;
+    ferry__log(pub->node, FERRY_LOG_WARN, "%s: subscriber pid %d disconnected: %s", pub->topic,
+               (int)c->pid, why);
+    conn_close(pub, c, true);
+}
+
+static void drain_returns(ferry_publisher *pub, pconn *c)
+{
+    uint64_t head = atomic_load_explicit(&c->hdr->return_head, memory_order_acquire);
+    if (head == c->rtail)
+        return;
+    if (head - c->rtail > (uint64_t)c->rmask + 1) {
+        conn_fail(pub, c, "return ring counter out of range");
+        return;
+    }
+    while (c->rtail != head) {
+        uint64_t d = atomic_load_explicit(&c->rslots[c->rtail & c->rmask], memory_order_relaxed);
+        if (!desc_valid(pub, c, d)) {
+            conn_fail(pub, c, "returned a chunk it did not hold");
+            return;
+        }
+        drop_ref(pub, c, ferry__desc_index(d));
+        c->rtail++;
+    }
+    /* Release: our reads of the slots happen before the subscriber may reuse them. */
+    atomic_store_explicit(&c->hdr->return_tail, c->rtail, memory_order_release);
+}
+
+static void drain_all_returns(ferry_publisher *pub)
+{
+    for (uint32_t i = 0; i < pub->opt.max_subscribers && pub->nactive; i++)
+        if (pub->conns[i].state == PC_ACTIVE)
+            drain_returns(pub, &pub->conns[i]);
+}
+
+/* Reads the delivery tail and checks it moved only forward and not past head. */
+static bool load_tail(ferry_publisher *pub, pconn *c, uint64_t *tail)
+{
+    uint64_t t = atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+    if (t - c->tail_seen > c->head - c->tail_seen) {
+        conn_fail(pub, c, "delivery ring counter out of range");
+        return false;
+    }
+    c->tail_seen = t;
+    *tail = t;
+    return true;
+}
+
+static void wake_subscriber(pconn *c)
+{
+    /* Pairs with the subscriber's store of sub_waiting then fence then ring check: one of us
+     * sees the other's write. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) &&
+        atomic_exchange_explicit(&c->hdr->sub_waiting, 0, memory_order_acq_rel))
+        ferry__notifier_signal(c->sub_efd);
+}
+
+/* Appends a reference to chunk index on c. Returns false when c was dropped. */
+static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
+{
+    uint64_t tail;
+    if (!load_tail(pub, c, &tail))
+        return false;
+    if (c->head - tail >= c->depth) {
+        /* Full: drop the oldest. If the subscriber takes it first our CAS fails and there is
+         * room anyway. */
+        uint64_t old = atomic_load_explicit(&c->dslots[tail & c->dmask], memory_order_relaxed);
+        if (atomic_compare_exchange_strong_explicit(&c->hdr->deliver_tail, &tail, tail + 1,
+                                                    memory_order_acq_rel, memory_order_acquire)) {
+            c->tail_seen = tail + 1;
+            if (!desc_valid(pub, c, old)) {
+                conn_fail(pub, c, "delivery ring slot corrupted");
+                return false;
+            }
+            drop_ref(pub, c, ferry__desc_index(old));
+            c->dropped++;
+            pub->st->dropped++;
+            atomic_store_explicit(&c->hdr->dropped, c->dropped, memory_order_relaxed);
+        } else if (!load_tail(pub, c, &tail) || c->head - tail >= c->depth) {
+            if (c->state == PC_ACTIVE)
+                conn_fail(pub, c, "delivery ring counter out of range");
+            return false;
+        }
+    }
+    ferry__chunk *ch = &pub->pool.chunks[index];
+    atomic_store_explicit(&c->dslots[c->head & c->dmask], ferry__desc(index, ch->gen),
+                          memory_order_relaxed);
+    c->head++;
+    /* Release: the chunk's header and payload, and the slot, are visible before the new head. */
+    atomic_store_explicit(&c->hdr->deliver_head, c->head, memory_order_release);
+    bit_set(c, index);
+    c->outstanding++;
+    ch->refs++;
+    pub->st->deliveries++;
+    if (wake)
+        wake_subscriber(c);
+    return true;
+}
+
+static void reject(ferry_publisher *pub, pconn *c, ferry_err status, const char *why)
+{
+    ferry__welcome w;
+    memset(&w, 0, sizeof w);
+    w.magic = FERRY__MSG_MAGIC;
+    w.version = FERRY_PROTOCOL_VERSION;
+    w.kind = FERRY__MSG_WELCOME;
+    w.status = (int32_t)status;
+    w.pid = (int32_t)getpid();
+    w.publisher_id = pub->id;
+    w.type_hash = pub->type_hash;
+    memcpy(w.type_name, pub->type_name, sizeof w.type_name);
+    ferry__send_msg(c->sock, &w, sizeof w, NULL, 0);
+    pub->st->rejected++;
+    ferry__log(pub->node, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s", pub->topic,
+               (int)c->pid, why);
+    conn_close(pub, c, false);
+}
+
+static void handshake(ferry_publisher *pub, pconn *c)
+{
+    union {
+        ferry__hello h;
+        char raw[sizeof(ferry__hello) + 1];
+    } buf;
+    int fds[1];
+    int nfds = 1;
+    ssize_t n = ferry__recv_msg(c->sock, buf.raw, sizeof buf.raw, fds, &nfds);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        conn_close(pub, c, false);
+        return;
+    }
+    ferry__hello hello;
+    if (ferry__hello_decode(buf.raw, (size_t)n, &hello) != FERRY_OK || nfds != 1 ||
+        ferry__fd_is_eventfd(fds[0]) != 1) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        pub->st->protocol_errors++;
+        reject(pub, c, FERRY_EPROTO, "malformed hello");
+        return;
+    }
+    c->sub_efd = fds[0];
+    if (strcmp(hello.topic, pub->topic) != 0) {
+        close(c->sub_efd);
+        reject(pub, c, FERRY_EPROTO, "hello for another topic");
+        return;
+    }
+    if (hello.type_hash != pub->type_hash || strcmp(hello.type_name, pub->type_name) != 0) {
+        close(c->sub_efd);
+        char why[400];
+        snprintf(why, sizeof why, "type mismatch (it has %s/%016llx, the topic has %s/%016llx)",
+                 hello.type_name, (unsigned long long)hello.type_hash, pub->type_name,
+                 (unsigned long long)pub->type_hash);
+        reject(pub, c, FERRY_ETYPE, why);
+        return;
+    }
+
+    /* A subscriber that asks for history gets a queue deep enough to hold it. */
+    uint32_t depth = hello.depth > hello.history ? hello.depth : hello.history;
+    uint32_t dcap = ferry__pow2_at_least(depth);
+    uint32_t rcap = ferry__pow2_at_least(pub->opt.max_chunks);
+    uint64_t doff, roff;
+    uint64_t size = ferry__conn_layout(dcap, rcap, &doff, &roff);
+    int fd = ferry__memfd_create("ferry-conn");
+    ferry__conn_header *h = NULL;
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || ferry__fd_allocate(fd, 0, size) != 0 ||
+        ferry__memfd_seal(fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+        !(h = ferry__map(fd, size, true))) {
+        ferry__log(pub->node, FERRY_LOG_ERROR, "%s: connection segment: %s", pub->topic,
+                   strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        close(c->sub_efd);
+        reject(pub, c, FERRY_ENOMEM, "no memory for the connection segment");
+        return;
+    }
+    h->magic = FERRY__CONN_MAGIC;
+    h->version = FERRY_PROTOCOL_VERSION;
+    h->header_size = sizeof *h;
+    h->size = size;
+    h->deliver_offset = doff;
+    h->return_offset = roff;
+    h->deliver_capacity = dcap;
+    h->depth = depth;
+    h->return_capacity = rcap;
+
+    ferry__welcome w;
+    memset(&w, 0, sizeof w);
+    w.magic = FERRY__MSG_MAGIC;
+    w.version = FERRY_PROTOCOL_VERSION;
+    w.kind = FERRY__MSG_WELCOME;
+    w.status = FERRY_OK;
+    w.pid = (int32_t)getpid();
+    w.publisher_id = pub->id;
+    w.type_hash = pub->type_hash;
+    w.data_size = pub->pool.size;
+    w.table_offset = (uint64_t)((uint8_t *)pub->pool.table - pub->pool.base);
+    w.arena_offset = pub->pool.arena_offset;
+    w.payload_offset = pub->pool.payload_offset;
+    w.conn_size = size;
+    w.max_chunks = pub->opt.max_chunks;
+    w.depth = depth;
+    w.deliver_capacity = dcap;
+    w.return_capacity = rcap;
+    memcpy(w.type_name, pub->type_name, sizeof w.type_name);
+
+    c->conn_fd = fd;
+    c->hdr = h;
+    c->conn_size = size;
+    c->dslots = (_Atomic uint64_t *)((uint8_t *)h + doff);
+    c->rslots = (_Atomic uint64_t *)((uint8_t *)h + roff);
+    c->dmask = dcap - 1;
+    c->rmask = rcap - 1;
+    c->depth = depth;
+    c->overflow = (uint8_t)hello.overflow;
+    c->sub_id = hello.subscriber_id;
+    c->state = PC_ACTIVE;
+    pub->nactive++;
+
+    int send_fds[3] = {pub->pool.ro_fd, fd, pub->efd};
+    if (ferry__send_msg(c->sock, &w, sizeof w, send_fds, 3) != 0) {
+        ferry__log(pub->node, FERRY_LOG_WARN, "%s: welcome to pid %d failed: %s", pub->topic,
+                   (int)c->pid, strerror(errno));
+        conn_close(pub, c, false);
+        return;
+    }
+    /* Late joiner: the last samples, oldest first. */
+    uint32_t want = hello.history < pub->hist_len ? hello.history : pub->hist_len;
+    for (uint32_t k = 0; k < want; k++) {
+        uint32_t pos = (pub->hist_head + pub->opt.history - want + k) % pub->opt.history;
+        if (!deliver(pub, c, pub->history[pos], k + 1 == want))
+            return;
+    }
+    ferry__log(pub->node, FERRY_LOG_DEBUG, "%s: subscriber pid %d connected", pub->topic,
+               (int)c->pid);
+    sync_stats(pub);
+}
+
+static void accept_all(ferry_publisher *pub)
+{
+    for (int k = 0; k < 16; k++) {
+        int fd = ferry__accept(pub->listen_fd);
+        if (fd < 0)
+            return;
+        pid_t pid = 0;
+        uid_t uid = 0;
+        gid_t gid = 0;
+        if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
+            !ferry__node_peer_allowed(pub->node, uid, gid)) {
+            pub->st->rejected++;
+            ferry__log(pub->node, FERRY_LOG_WARN,
+                       "%s: refused connection from pid %d uid %u: not allowed", pub->topic,
+                       (int)pid, (unsigned)uid);
+            close(fd);
+            continue;
+        }
+        pconn *c = NULL;
+        for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
+            if (pub->conns[i].state == PC_FREE) {
+                c = &pub->conns[i];
+                break;
+            }
+        if (!c) {
+            pub->st->rejected++;
+            ferry__log(pub->node, FERRY_LOG_WARN, "%s: refused pid %d: %u subscribers already",
+                       pub->topic, (int)pid, pub->opt.max_subscribers);
+            close(fd);
+            continue;
+        }
+        uint32_t slot = (uint32_t)(c - pub->conns);
+        c->state = PC_PENDING;
+        c->sock = fd;
+        c->pid = (int32_t)pid;
+        c->since = ferry__clock_ns();
+        pub->nconns++;
+        if (ferry__poller_add(pub->epfd, fd, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0) {
+            conn_close(pub, c, false);
+            continue;
+        }
+        handshake(pub, c); /* the hello is usually there already */
+    }
+}
+
+static void housekeep(ferry_publisher *pub, int64_t timeout_ns)
+{
+    ferry__event ev[16];
+    int n = ferry__poller_wait(pub->epfd, ev, 16, timeout_ns);
+    for (int i = 0; i < n; i++) {
+        unsigned kind = ferry__tag_kind(ev[i].tag);
+        if (kind == FERRY__TAG_LISTEN) {
+            accept_all(pub);
+        } else if (kind == FERRY__TAG_NOTIFY) {
+            ferry__notifier_drain(pub->efd);
+        } else if (kind == FERRY__TAG_CONN) {
+            uint32_t slot = ferry__tag_slot(ev[i].tag);
+            if (slot >= pub->opt.max_subscribers)
+                continue;
+            pconn *c = &pub->conns[slot];
+            if (c->state == PC_FREE || c->gen != ferry__tag_gen(ev[i].tag))
+                continue;
+            if (c->state == PC_PENDING) {
+                handshake(pub, c);
+                continue;
+            }
+            /* Nothing more is expected from an active subscriber: data or a hang-up ends it. */
+            char junk[64];
+            int nfds = 0;
+            ssize_t got = ferry__recv_msg(c->sock, junk, sizeof junk, NULL, &nfds);
+            if (got == 0 || ev[i].hup || ev[i].err ||
+                (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                conn_close(pub, c, true);
+            else if (got > 0)
+                conn_fail(pub, c, "unexpected message");
+        }
+    }
+    if (pub->nconns > pub->nactive) {
+        int64_t now = ferry__clock_ns();
+        for (uint32_t i = 0; i < pub->opt.max_subscribers; i++) {
+            pconn *c = &pub->conns[i];
+            if (c->state == PC_PENDING && now - c->since > PENDING_TIMEOUT_NS)
+                conn_fail(pub, c, "no hello");
+        }
+    }
+    drain_all_returns(pub);
+    pub->next_housekeep = ferry__clock_ns() + FERRY__HOUSEKEEP_NS;
+}
+
+static void housekeep_maybe(ferry_publisher *pub)
+{
+    if (ferry__clock_ns() >= pub->next_housekeep)
+        housekeep(pub, 0);
+}
+
+/* Asks every subscriber to signal our notifier when it takes or returns, then sleeps at most
+ * until deadline. */
+static void sleep_for_subscribers(ferry_publisher *pub, int64_t deadline)
+{
+    for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
+        if (pub->conns[i].state == PC_ACTIVE)
+            atomic_store_explicit(&pub->conns[i].hdr->pub_waiting, 1, memory_order_relaxed);
+    /* Pairs with the subscriber's fence after its take or return. */
+    atomic_thread_fence(memory_order_seq_cst);
+    drain_all_returns(pub);
+    int64_t left = ferry__remaining(deadline);
+    /* Bound each sleep so a subscriber that missed the doorbell cannot stall us. */
+    if (left < 0 || left > 10000000)
+        left = 10000000;
+    housekeep(pub, left);
+}
+
+/* ---- public API --------------------------------------------------------------------------- */
+
+ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const char *topic,
+                                 const char *type_name, uint64_t type_hash,
+                                 const ferry_publisher_options *options)
+{
+    if (!out || !node || !topic || !type_name)
+        return FERRY_EINVAL;
+    if (node->magic != FERRY__NODE_MAGIC)
+        return node->magic == FERRY__DEAD_MAGIC ? FERRY_ECLOSED : FERRY_EINVAL;
+    ferry_publisher_options o;
+    if (options)
+        o = *options;
+    else
+        ferry_publisher_options_init(&o);
+    ferry_err err = options_resolve(&o);
+    if (err)
+        return err;
+    char norm[FERRY_TOPIC_MAX + 2], dirname[FERRY_TOPIC_MAX + 2];
+    if ((err = ferry__topic_normalize(topic, norm, sizeof norm, dirname, sizeof dirname)) ||
+        (err = ferry__type_name_validate(type_name)))
+        return err;
+
+    ferry_publisher *pub = calloc(1, sizeof *pub);
+    if (!pub)
+        return FERRY_ENOMEM;
+    pub->node = node;
+    pub->opt = o;
+    pub->dirfd = pub->listen_fd = pub->efd = pub->epfd = -1;
+    pub->status.fd = -1;
+    pub->pool.fd = pub->pool.ro_fd = -1;
+    pub->id = ferry__random64();
+    pub->type_hash = type_hash;
+    snprintf(pub->topic, sizeof pub->topic, "%s", norm);
+    snprintf(pub->type_name, sizeof pub->type_name, "%s", type_name);
+    pub->words = (o.max_chunks + 63) / 64;
+    pub->conns = calloc(o.max_subscribers, sizeof *pub->conns);
+    pub->bits = calloc((size_t)o.max_subscribers * pub->words, sizeof *pub->bits);
+    pub->history = o.history ? calloc(o.history, sizeof *pub->history) : NULL;
+    if (!pub->conns || !pub->bits || (o.history && !pub->history)) {
+        err = FERRY_ENOMEM;
+        goto fail;
+    }
+    for (uint32_t i = 0; i < o.max_subscribers; i++)
+        pub->conns[i].bits = pub->bits + (size_t)i * pub->words;
+
+    char path[PATH_MAX];
+    err = FERRY_ESYS;
+    pub->dirfd = ferry__node_topic_dir(node, dirname, path, sizeof path);
+    if (pub->dirfd < 0) {
+        err = errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
+        goto fail;
+    }
+    if ((err = ferry__status_check_type(pub->dirfd, type_name, type_hash)))
+        goto fail;
+    if ((err = ferry__pool_init(&pub->pool, pub->id, o.pool_bytes, o.max_chunks,
+                                o.max_sample_size, o.payload_align)))
+        goto fail;
+    err = FERRY_ESYS;
+    if ((pub->efd = ferry__notifier_create()) < 0 || (pub->epfd = ferry__poller_create()) < 0)
+        goto fail;
+
+    ferry__status init;
+    memset(&init, 0, sizeof init);
+    init.magic = FERRY__STATUS_MAGIC;
+    init.version = FERRY_PROTOCOL_VERSION;
+    init.kind = FERRY_ENDPOINT_PUBLISHER;
+    init.pid = (int32_t)getpid();
+    init.id = pub->id;
+    init.type_hash = type_hash;
+    memcpy(init.topic, pub->topic, sizeof init.topic);
+    memcpy(init.type_name, pub->type_name, sizeof init.type_name);
+    memcpy(init.node_name, node->name, sizeof init.node_name);
+    init.pub.id = pub->id;
+    if ((err = ferry__status_create(&pub->status, pub->dirfd, "pub", &init)))
+        goto fail;
+    pub->st = &pub->status.map->pub;
+    sync_stats(pub);
+
+    char tmp[80];
+    snprintf(pub->sock_name, sizeof pub->sock_name, "pub.%016llx.sock",
+             (unsigned long long)pub->id);
+    snprintf(tmp, sizeof tmp, ".%s.tmp", pub->sock_name);
+    err = FERRY_ESYS;
+    pub->listen_fd = ferry__listen_at(pub->dirfd, pub->sock_name, tmp);
+    if (pub->listen_fd < 0)
+        goto fail;
+    if (ferry__poller_add(pub->epfd, pub->listen_fd, ferry__tag(FERRY__TAG_LISTEN, 0, 0)) != 0 ||
+        ferry__poller_add(pub->epfd, pub->efd, ferry__tag(FERRY__TAG_NOTIFY, 0, 0)) != 0)
+        goto fail;
+    if ((err = ferry__node_adopt(node, &pub->obj, FERRY__PUB_MAGIC)))
+        goto fail;
+    *out = pub;
+    return FERRY_OK;
+fail: {
+    int e = errno;
+    if (pub->listen_fd >= 0) {
+        unlinkat(pub->dirfd, pub->sock_name, 0);
+        close(pub->listen_fd);
+    }
+    if (pub->dirfd >= 0)
+        ferry__status_remove(&pub->status, pub->dirfd);
+    ferry__pool_fini(&pub->pool);
+    if (pub->efd >= 0)
+        close(pub->efd);
+    if (pub->epfd >= 0)
+        close(pub->epfd);
+    if (pub->dirfd >= 0)
+        close(pub->dirfd);
+    free(pub->conns);
+    free(pub->bits);
+    free(pub->history);
+    free(pub);
+    errno = e;
+    return err;
+}
+}
+
+ferry_err ferry_publisher_destroy(ferry_publisher *pub)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    /* The socket goes first, so no subscriber connects to a publisher on its way out. */
+    unlinkat(pub->dirfd, pub->sock_name, 0);
+    close(pub->listen_fd);
+    for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
+        conn_close(pub, &pub->conns[i], false);
+    ferry__status_remove(&pub->status, pub->dirfd);
+    ferry__pool_fini(&pub->pool);
+    close(pub->efd);
+    close(pub->epfd);
+    close(pub->dirfd);
+    free(pub->conns);
+    free(pub->bits);
+    free(pub->history);
+    pub->conns = NULL;
+    pub->bits = NULL;
+    pub->history = NULL;
+    ferry__node_bury(pub->node, &pub->obj);
+    return FERRY_OK;
+}
+
+ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    if (!payload || size == 0)
+        return FERRY_EINVAL;
+    if (size > pub->opt.max_sample_size)
+        return FERRY_ETOOBIG;
+    housekeep_maybe(pub);
+    drain_all_returns(pub);
+    uint32_t index = ferry__pool_get(&pub->pool, size, &err);
+    if (index == FERRY__NONE && err == FERRY_EPOOL &&
+        pub->opt.on_pool_exhausted == FERRY_POOL_BLOCK) {
+        int64_t deadline = ferry__deadline(pub->opt.block_timeout_ns);
+        while (index == FERRY__NONE && err == FERRY_EPOOL) {
+            if (ferry__remaining(deadline) == 0) {
+                err = FERRY_ETIMEDOUT;
+                break;
+            }
+            sleep_for_subscribers(pub, deadline);
+            index = ferry__pool_get(&pub->pool, size, &err);
+        }
+    }
+    if (index == FERRY__NONE) {
+        sync_stats(pub);
+        return err;
+    }
+    ferry__chunk *ch = &pub->pool.chunks[index];
+    ch->gen++;
+    ch->loan_size = size;
+    ferry__chunk_header *h = ferry__pool_header(&pub->pool, index);
+    h->index = index;
+    h->generation = ch->gen;
+    h->size = size;
+    h->publisher_id = pub->id;
+    *payload = ferry__pool_payload(&pub->pool, index);
+    return FERRY_OK;
+}
+
+static ferry_err find_loan(ferry_publisher *pub, void *payload, uint32_t *index)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    if (!payload)
+        return FERRY_EINVAL;
+    uint32_t i = ferry__pool_find(&pub->pool, payload);
+    if (i == FERRY__NONE)
+        return FERRY_EFOREIGN;
+    if (pub->pool.chunks[i].state != FERRY__CHUNK_LOANED)
+        return FERRY_ESTATE;
+    *index = i;
+    return FERRY_OK;
+}
+
+/* Waits until every subscriber that blocks the publisher has room in its queue. */
+static ferry_err wait_for_room(ferry_publisher *pub)
+{
+    int64_t deadline = 0;
+    for (;;) {
+        bool full = false;
+        for (uint32_t i = 0; i < pub->opt.max_subscribers && !full; i++) {
+            pconn *c = &pub->conns[i];
+            uint64_t tail;
+            if (c->state == PC_ACTIVE && c->overflow == FERRY_OVERFLOW_BLOCK &&
+                load_tail(pub, c, &tail) && c->head - tail >= c->depth)
+                full = true;
+        }
+        if (!full)
+            return FERRY_OK;
+        if (!deadline)
+            deadline = ferry__deadline(pub->opt.block_timeout_ns);
+        else if (ferry__remaining(deadline) == 0)
+            return FERRY_ETIMEDOUT;
+        sleep_for_subscribers(pub, deadline);
+    }
+}
+
+ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
+{
+    uint32_t index;
+    ferry_err err = find_loan(pub, payload, &index);
+    if (err)
+        return err;
+    ferry__chunk *ch = &pub->pool.chunks[index];
+    if (size > ch->loan_size)
+        return FERRY_EINVAL;
+    if (size == 0)
+        size = ch->loan_size;
+    housekeep_maybe(pub);
+    if ((err = wait_for_room(pub)))
+        return err;
+    ferry__chunk_header *h = ferry__pool_header(&pub->pool, index);
+    h->index = index; /* restore what the application may have overwritten */
+    h->generation = ch->gen;
+    h->publisher_id = pub->id;
+    h->size = size;
+    h->sequence = ++pub->seq;
+    h->publish_ns = ferry__clock_ns();
+    ch->state = FERRY__CHUNK_PUBLISHED;
+    ch->refs = 0;
+    pub->pool.loaned--;
+    for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
+        if (pub->conns[i].state == PC_ACTIVE)
+            deliver(pub, &pub->conns[i], index, true);
+    if (pub->opt.history) {
+        if (pub->hist_len == pub->opt.history)
+            unref(pub, pub->history[pub->hist_head]);
+        else
+            pub->hist_len++;
+        pub->history[pub->hist_head] = index;
+        pub->hist_head = (pub->hist_head + 1) % pub->opt.history;
+        ch->refs++;
+    }
+    if (ch->refs == 0)
+        ferry__pool_put(&pub->pool, index);
+    pub->st->published++;
+    sync_stats(pub);
+    return FERRY_OK;
+}
+
+ferry_err ferry_loan_release(ferry_publisher *pub, void *payload)
+{
+    uint32_t index;
+    ferry_err err = find_loan(pub, payload, &index);
+    if (err)
+        return err;
+    ferry__pool_put(&pub->pool, index);
+    return FERRY_OK;
+}
+
+ferry_err ferry_publish_copy(ferry_publisher *pub, const void *data, size_t size)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    if (!data)
+        return FERRY_EINVAL;
+    void *payload;
+    if ((err = ferry_loan(pub, size, &payload)))
+        return err;
+    memcpy(payload, data, size);
+    if ((err = ferry_publish(pub, payload, size))) {
+        ferry_loan_release(pub, payload);
+        return err;
+    }
+    pub->st->bytes_copied += size;
+    return FERRY_OK;
+}
+
+ferry_err ferry_publisher_poll(ferry_publisher *pub, int64_t timeout_ns)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    housekeep(pub, timeout_ns);
+    sync_stats(pub);
+    return FERRY_OK;
+}
+
+ferry_err ferry_publisher_wait_subscribers(ferry_publisher *pub, uint32_t count,
+                                           int64_t timeout_ns)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    int64_t deadline = ferry__deadline(timeout_ns);
+    housekeep(pub, 0);
+    while (pub->nactive < count) {
+        int64_t left = ferry__remaining(deadline);
+        if (left == 0)
+            return FERRY_ETIMEDOUT;
+        housekeep(pub, left);
+    }
+    sync_stats(pub);
+    return FERRY_OK;
+}
+
+ferry_err ferry_publisher_fd(ferry_publisher *pub, int *fd)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    if (!fd)
+        return FERRY_EINVAL;
+    *fd = pub->epfd;
+    return FERRY_OK;
+}
+
+ferry_err ferry_publisher_stats_get(ferry_publisher *pub, ferry_publisher_stats *out)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    if (!out)
+        return FERRY_EINVAL;
+    drain_all_returns(pub);
+    sync_stats(pub);
+    *out = *pub->st;
+    return FERRY_OK;
+}

@@ -1,0 +1,130 @@
+/*
+ * Status files: one small shared file per endpoint in its topic directory, holding identity,
+ * type and counters. The owner keeps an exclusive lock on it for as long as it lives, so anyone
+ * can tell a live endpoint from one whose process died (the lock goes with the process), with no
+ * pid guessing. The owner writes counters with plain stores; readers copy and tolerate tearing.
+ */
+#include "core/core.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(ferry__status) <= FERRY__STATUS_SIZE, "status must fit its file");
+
+ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const char *prefix,
+                               const ferry__status *initial)
+{
+    char tmp[64];
+    snprintf(sf->name, sizeof sf->name, "%s.%016llx.status", prefix,
+             (unsigned long long)initial->id);
+    snprintf(tmp, sizeof tmp, ".%s.tmp", sf->name);
+    int fd = openat(topic_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errno == ENOSPC || errno == ENOMEM ? FERRY_ENOMEM : FERRY_ESYS;
+    ferry_err err = FERRY_ESYS;
+    if (ftruncate(fd, FERRY__STATUS_SIZE) != 0) {
+        err = errno == ENOSPC ? FERRY_ENOMEM : FERRY_ESYS;
+        goto fail;
+    }
+    if (ferry__lock_exclusive(fd) != 0)
+        goto fail;
+    sf->map = ferry__map(fd, FERRY__STATUS_SIZE, true);
+    if (!sf->map)
+        goto fail;
+    memcpy(sf->map, initial, sizeof *initial);
+    /* Appears under its real name complete and locked. */
+    if (renameat(topic_dirfd, tmp, topic_dirfd, sf->name) != 0) {
+        ferry__unmap(sf->map, FERRY__STATUS_SIZE);
+        goto fail;
+    }
+    sf->fd = fd;
+    return FERRY_OK;
+fail: {
+    int e = errno;
+    unlinkat(topic_dirfd, tmp, 0);
+    close(fd);
+    sf->map = NULL;
+    errno = e;
+    return err;
+}
+}
+
+void ferry__status_remove(ferry__status_file *sf, int topic_dirfd)
+{
+    if (!sf->map)
+        return;
+    unlinkat(topic_dirfd, sf->name, 0);
+    ferry__unmap(sf->map, FERRY__STATUS_SIZE);
+    close(sf->fd);
+    sf->map = NULL;
+    sf->fd = -1;
+}
+
+static void terminate(char *s, size_t cap)
+{
+    s[cap - 1] = '\0';
+}
+
+ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *out, bool *alive)
+{
+    int fd = openat(topic_dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return FERRY_ESYS;
+    ferry_err err = FERRY_EPROTO;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof *out)
+        goto done;
+    if (pread(fd, out, sizeof *out, 0) != (ssize_t)sizeof *out)
+        goto done;
+    if (out->magic != FERRY__STATUS_MAGIC || out->version != FERRY_PROTOCOL_VERSION)
+        goto done;
+    terminate(out->topic, sizeof out->topic);
+    terminate(out->type_name, sizeof out->type_name);
+    terminate(out->node_name, sizeof out->node_name);
+    int held = ferry__lock_held_by_other(fd);
+    *alive = held == 1;
+    err = FERRY_OK;
+done:
+    close(fd);
+    return err;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash)
+{
+    int fd = dup(topic_dirfd);
+    if (fd < 0)
+        return FERRY_ESYS;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return FERRY_ESYS;
+    }
+    rewinddir(d);
+    ferry_err result = FERRY_OK;
+    struct dirent *e;
+    for (unsigned seen = 0; (e = readdir(d)) != NULL && seen < 4096; seen++) {
+        if (e->d_name[0] == '.' || !ends_with(e->d_name, ".status"))
+            continue;
+        ferry__status st;
+        bool alive = false;
+        if (ferry__status_read(topic_dirfd, e->d_name, &st, &alive) != FERRY_OK || !alive)
+            continue;
+        if (st.type_hash != type_hash || strcmp(st.type_name, type_name) != 0) {
+            result = FERRY_ETYPE;
+            break;
+        }
+    }
+    closedir(d);
+    return result;
+}

@@ -1,0 +1,884 @@
+/*
+ * Subscriber: finds the topic's publishers in the topic directory (a directory watch plus a
+ * bounded rescan), connects to each, maps its data segment read-only and takes samples from the
+ * delivery ring of its connection segment.
+ *
+ * Everything a publisher wrote is checked before use: ring counters, descriptors, the chunk table
+ * and chunk headers are read once into locals and range-checked against the geometry received at
+ * connect (itself checked against the sizes of the segments received). A publisher that breaks
+ * the rules is disconnected; samples already taken from it stay readable.
+ *
+ * Single-threaded per subscriber: the caller serialises.
+ */
+#include "core/core.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3 };
+#define REFUSED_MAX 16
+#define RESCAN_NS 1000000000LL      /* safety-net rescan of the topic directory */
+#define PENDING_TIMEOUT_NS 5000000000LL
+
+typedef struct sconn {
+    int state;
+    uint32_t gen;
+    int sock;
+    int pub_efd;
+    char name[64]; /* the publisher's socket file */
+    uint64_t pub_id;
+    int32_t pid;
+    int64_t since;
+    const uint8_t *data;
+    uint64_t data_size;
+    ferry__conn_header *hdr;
+    uint64_t conn_size;
+    _Atomic uint64_t *dslots;
+    _Atomic uint64_t *rslots;
+    uint32_t dmask, rmask;
+    uint32_t max_chunks;
+    uint64_t table_offset, arena_offset, payload_offset;
+    uint64_t rhead; /* private copy of return_head */
+    uint64_t *held_bits;
+    uint32_t held;
+    bool armed;
+} sconn;
+
+struct ferry_subscriber {
+    ferry__obj obj;
+    ferry_node *node;
+    uint64_t id;
+    uint64_t cookie;
+    char topic[FERRY_TOPIC_MAX + 2];
+    char type_name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t type_hash;
+    ferry_subscriber_options opt;
+    int dirfd;
+    char dirpath[PATH_MAX];
+    int efd, epfd, watch_fd;
+    ferry__status_file status;
+    ferry_subscriber_stats *st;
+    sconn *conns;
+    uint32_t nconns, nactive;
+    uint32_t held;
+    uint64_t dropped_closed;
+    char refused[REFUSED_MAX][64];
+    uint32_t refused_next;
+    bool rescan;
+    int64_t next_rescan;
+    int64_t next_housekeep;
+    void *waitset;
+};
+
+void ferry_subscriber_options_init(ferry_subscriber_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->depth = 2;
+    o->max_held = 16;
+    o->max_publishers = 16;
+}
+
+static ferry_err options_resolve(ferry_subscriber_options *o)
+{
+    ferry_subscriber_options d;
+    ferry_subscriber_options_init(&d);
+    if (!o->depth)
+        o->depth = d.depth;
+    if (!o->max_held)
+        o->max_held = d.max_held;
+    if (!o->max_publishers)
+        o->max_publishers = d.max_publishers;
+    if (o->depth > 4096 || o->history > 4096 || o->max_publishers > 256 ||
+        o->max_held > 65536)
+        return FERRY_EINVAL;
+    if (o->overflow != FERRY_OVERFLOW_DROP_OLDEST && o->overflow != FERRY_OVERFLOW_BLOCK)
+        return FERRY_EINVAL;
+    return FERRY_OK;
+}
+
+ferry_err ferry__subscriber_check(ferry_subscriber *sub)
+{
+    if (!sub)
+        return FERRY_EINVAL;
+    if (sub->obj.magic == FERRY__DEAD_MAGIC)
+        return FERRY_ECLOSED;
+    if (sub->obj.magic != FERRY__SUB_MAGIC)
+        return FERRY_EINVAL;
+    return FERRY_OK;
+}
+
+static void update_stats(ferry_subscriber *sub)
+{
+    uint64_t dropped = sub->dropped_closed;
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
+        sconn *c = &sub->conns[i];
+        if (c->state == SC_ACTIVE || c->state == SC_GONE)
+            dropped += atomic_load_explicit(&c->hdr->dropped, memory_order_relaxed);
+    }
+    sub->st->dropped = dropped;
+    sub->st->held = sub->held;
+    sub->st->publishers = sub->nactive;
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+static void conn_release_resources(ferry_subscriber *sub, sconn *c)
+{
+    if (c->sock >= 0) {
+        ferry__poller_del(sub->epfd, c->sock);
+        close(c->sock);
+        c->sock = -1;
+    }
+    if (c->pub_efd >= 0) {
+        close(c->pub_efd);
+        c->pub_efd = -1;
+    }
+}
+
+static void conn_close(ferry_subscriber *sub, sconn *c)
+{
+    if (c->state == SC_FREE)
+        return;
+    if (c->state == SC_ACTIVE)
+        sub->nactive--;
+    if (c->state == SC_ACTIVE || c->state == SC_GONE) {
+        sub->dropped_closed += atomic_load_explicit(&c->hdr->dropped, memory_order_relaxed);
+        ferry__unmap((void *)c->data, c->data_size);
+        ferry__unmap(c->hdr, c->conn_size);
+        sub->held -= c->held;
+        free(c->held_bits);
+    }
+    conn_release_resources(sub, c);
+    uint32_t gen = c->gen + 1;
+    memset(c, 0, sizeof *c);
+    c->gen = gen;
+    c->sock = c->pub_efd = -1;
+    sub->nconns--;
+    update_stats(sub);
+}
+
+static bool ring_empty(const sconn *c)
+{
+    return atomic_load_explicit(&c->hdr->deliver_head, memory_order_acquire) ==
+           atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+}
+
+/* The publisher went away (or misbehaved): no more returns; what is queued may still be taken
+ * and what is held stays mapped until released. */
+static void conn_gone(ferry_subscriber *sub, sconn *c, bool lost)
+{
+    if (c->state == SC_PENDING) {
+        conn_close(sub, c);
+        return;
+    }
+    if (c->state != SC_ACTIVE)
+        return;
+    c->state = SC_GONE;
+    sub->nactive--;
+    sub->st->publishers_lost += lost;
+    conn_release_resources(sub, c);
+    ferry__log(sub->node, FERRY_LOG_INFO, "%s: publisher pid %d gone", sub->topic, (int)c->pid);
+    if (c->held == 0 && ring_empty(c))
+        conn_close(sub, c);
+    update_stats(sub);
+}
+
+static void conn_fail(ferry_subscriber *sub, sconn *c, const char *why)
+{
+    sub->st->protocol_errors++;
+    ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d disconnected: %s", sub->topic,
+               (int)c->pid, why);
+    /* Queued samples from a publisher that broke the rules are not taken. */
+    if (c->state == SC_ACTIVE) {
+        c->state = SC_GONE;
+        sub->nactive--;
+        sub->st->publishers_lost++;
+        conn_release_resources(sub, c);
+    }
+    if (c->state == SC_GONE && c->held == 0)
+        conn_close(sub, c);
+    else if (c->state == SC_PENDING)
+        conn_close(sub, c);
+}
+
+static bool refused(const ferry_subscriber *sub, const char *name)
+{
+    for (uint32_t i = 0; i < REFUSED_MAX; i++)
+        if (strcmp(sub->refused[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void remember_refused(ferry_subscriber *sub, const char *name)
+{
+    snprintf(sub->refused[sub->refused_next], sizeof sub->refused[0], "%s", name);
+    sub->refused_next = (sub->refused_next + 1) % REFUSED_MAX;
+}
+
+static void welcome(ferry_subscriber *sub, sconn *c)
+{
+    union {
+        ferry__welcome w;
+        char raw[sizeof(ferry__welcome) + 1];
+    } buf;
+    int fds[3];
+    int nfds = 3;
+    ssize_t n = ferry__recv_msg(c->sock, buf.raw, sizeof buf.raw, fds, &nfds);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        conn_close(sub, c);
+        return;
+    }
+    ferry__welcome w;
+    const char *why = NULL;
+    ferry_err err = ferry__welcome_decode(buf.raw, (size_t)n, &w);
+    uint64_t data_size = 0, conn_size = 0;
+    if (err) {
+        why = "malformed welcome";
+    } else if (w.status != FERRY_OK) {
+        sub->st->rejected++;
+        remember_refused(sub, c->name);
+        ferry__log(sub->node, FERRY_LOG_WARN,
+                   "%s: publisher pid %d refused us: %s (it has type %s/%016llx)", sub->topic,
+                   (int)w.pid, ferry_strerror((ferry_err)w.status), w.type_name,
+                   (unsigned long long)w.type_hash);
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        conn_close(sub, c);
+        return;
+    } else if (nfds != 3 || ferry__fd_is_memfd(fds[0]) != 1 || ferry__fd_is_memfd(fds[1]) != 1 ||
+               ferry__fd_is_eventfd(fds[2]) != 1 || ferry__fd_size(fds[0], &data_size) != 0 ||
+               ferry__fd_size(fds[1], &conn_size) != 0) {
+        why = "welcome without its descriptors";
+    } else if (ferry__welcome_check(&w, data_size, conn_size) != FERRY_OK) {
+        why = "welcome with an impossible geometry";
+    } else if (w.type_hash != sub->type_hash || strcmp(w.type_name, sub->type_name) != 0) {
+        sub->st->rejected++;
+        remember_refused(sub, c->name);
+        why = "type mismatch";
+    }
+    if (why) {
+        if (err || nfds != 3)
+            sub->st->protocol_errors++;
+        ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: %s", sub->topic,
+                   (int)c->pid, why);
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        conn_close(sub, c);
+        return;
+    }
+    const uint8_t *data = ferry__map(fds[0], data_size, false);
+    ferry__conn_header *hdr = ferry__map(fds[1], conn_size, true);
+    uint64_t *bits = calloc((w.max_chunks + 63) / 64, sizeof *bits);
+    close(fds[0]);
+    close(fds[1]);
+    const ferry__data_header *dh = (const ferry__data_header *)data;
+    if (!data || !hdr || !bits || ferry__conn_check(hdr, &w) != FERRY_OK ||
+        dh->magic != FERRY__DATA_MAGIC || dh->publisher_id != w.publisher_id) {
+        ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
+                   sub->topic, (int)c->pid);
+        sub->st->protocol_errors += data && hdr && bits;
+        ferry__unmap((void *)data, data_size);
+        ferry__unmap(hdr, conn_size);
+        free(bits);
+        close(fds[2]);
+        conn_close(sub, c);
+        return;
+    }
+    c->data = data;
+    c->data_size = data_size;
+    c->hdr = hdr;
+    c->conn_size = conn_size;
+    c->dslots = (_Atomic uint64_t *)((uint8_t *)hdr + hdr->deliver_offset);
+    c->rslots = (_Atomic uint64_t *)((uint8_t *)hdr + hdr->return_offset);
+    c->dmask = w.deliver_capacity - 1;
+    c->rmask = w.return_capacity - 1;
+    c->max_chunks = w.max_chunks;
+    c->table_offset = w.table_offset;
+    c->arena_offset = w.arena_offset;
+    c->payload_offset = w.payload_offset;
+    c->rhead = atomic_load_explicit(&hdr->return_head, memory_order_relaxed);
+    c->held_bits = bits;
+    c->pub_efd = fds[2];
+    c->pub_id = w.publisher_id;
+    c->state = SC_ACTIVE;
+    sub->nactive++;
+    update_stats(sub);
+    ferry__log(sub->node, FERRY_LOG_DEBUG, "%s: connected to publisher pid %d", sub->topic,
+               (int)c->pid);
+}
+
+static void connect_to(ferry_subscriber *sub, const char *name)
+{
+    sconn *c = NULL;
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
+        if (sub->conns[i].state == SC_FREE) {
+            c = &sub->conns[i];
+            break;
+        }
+    if (!c) {
+        ferry__log(sub->node, FERRY_LOG_WARN, "%s: more than %u publishers; ignoring %s",
+                   sub->topic, sub->opt.max_publishers, name);
+        return;
+    }
+    int fd = ferry__connect_at(sub->dirfd, name);
+    if (fd < 0) {
+        if (errno == ECONNREFUSED) {
+            /* Nobody listens: its publisher died. Whoever finds a stale socket removes it,
+             * together with the dead publisher's status file. */
+            char status[80];
+            ferry__status st;
+            bool alive = true;
+            size_t len = strlen(name);
+            if (len > 5 && len < 64) {
+                snprintf(status, sizeof status, "%.*s.status", (int)(len - 5), name);
+                if (ferry__status_read(sub->dirfd, status, &st, &alive) != FERRY_OK || !alive)
+                    unlinkat(sub->dirfd, status, 0);
+            }
+            unlinkat(sub->dirfd, name, 0);
+        } else if (errno == EAGAIN) {
+            sub->next_rescan = ferry__clock_ns() + 10000000; /* its backlog is full */
+        }
+        return;
+    }
+    pid_t pid = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
+        !ferry__node_peer_allowed(sub->node, uid, gid)) {
+        sub->st->rejected++;
+        remember_refused(sub, name);
+        ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d uid %u not allowed",
+                   sub->topic, (int)pid, (unsigned)uid);
+        close(fd);
+        return;
+    }
+    ferry__hello h;
+    memset(&h, 0, sizeof h);
+    h.magic = FERRY__MSG_MAGIC;
+    h.version = FERRY_PROTOCOL_VERSION;
+    h.kind = FERRY__MSG_HELLO;
+    h.subscriber_id = sub->id;
+    h.type_hash = sub->type_hash;
+    h.pid = (int32_t)getpid();
+    h.depth = sub->opt.depth;
+    h.overflow = (uint32_t)sub->opt.overflow;
+    h.history = sub->opt.history;
+    memcpy(h.topic, sub->topic, sizeof h.topic);
+    memcpy(h.type_name, sub->type_name, sizeof h.type_name);
+    memcpy(h.node_name, sub->node->name, sizeof h.node_name);
+    if (ferry__send_msg(fd, &h, sizeof h, &sub->efd, 1) != 0) {
+        close(fd);
+        return;
+    }
+    uint32_t slot = (uint32_t)(c - sub->conns);
+    c->state = SC_PENDING;
+    c->sock = fd;
+    c->pub_efd = -1;
+    c->pid = (int32_t)pid;
+    c->since = ferry__clock_ns();
+    snprintf(c->name, sizeof c->name, "%s", name);
+    sub->nconns++;
+    if (ferry__poller_add(sub->epfd, fd, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0)
+        conn_close(sub, c);
+}
+
+static bool known(const ferry_subscriber *sub, const char *name)
+{
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
+        if (sub->conns[i].state != SC_FREE && strcmp(sub->conns[i].name, name) == 0)
+            return true;
+    return refused(sub, name);
+}
+
+static void scan(ferry_subscriber *sub)
+{
+    sub->rescan = false;
+    sub->next_rescan = ferry__clock_ns() + RESCAN_NS;
+    int fd = dup(sub->dirfd);
+    if (fd < 0)
+        return;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    rewinddir(d);
+    struct dirent *e;
+    for (unsigned seen = 0; (e = readdir(d)) != NULL && seen < 4096; seen++) {
+        size_t len = strlen(e->d_name);
+        if (len >= 64 || len < 10 || strncmp(e->d_name, "pub.", 4) != 0 ||
+            strcmp(e->d_name + len - 5, ".sock") != 0)
+            continue;
+        if (!known(sub, e->d_name))
+            connect_to(sub, e->d_name);
+    }
+    closedir(d);
+}
+
+static void rewatch(ferry_subscriber *sub)
+{
+    /* The topic directory was removed (by a clean-up): make it again and watch the new one. */
+    ferry__poller_del(sub->epfd, sub->watch_fd);
+    close(sub->watch_fd);
+    sub->watch_fd = -1;
+    close(sub->dirfd);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", sub->dirpath);
+    const char *dirname = strrchr(path, '/') + 1;
+    sub->dirfd = ferry__node_topic_dir(sub->node, dirname, sub->dirpath, sizeof sub->dirpath);
+    if (sub->dirfd < 0)
+        return;
+    if (ferry__dirwatch_create(&sub->watch_fd, sub->dirpath) == 0)
+        ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0));
+    sub->rescan = true;
+}
+
+static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
+{
+    ferry__event ev[16];
+    int n = ferry__poller_wait(sub->epfd, ev, 16, timeout_ns);
+    for (int i = 0; i < n; i++) {
+        unsigned kind = ferry__tag_kind(ev[i].tag);
+        if (kind == FERRY__TAG_WATCH) {
+            if (ferry__dirwatch_drain(sub->watch_fd))
+                rewatch(sub);
+            sub->rescan = true;
+        } else if (kind == FERRY__TAG_NOTIFY) {
+            ferry__notifier_drain(sub->efd);
+        } else if (kind == FERRY__TAG_CONN) {
+            uint32_t slot = ferry__tag_slot(ev[i].tag);
+            if (slot >= sub->opt.max_publishers)
+                continue;
+            sconn *c = &sub->conns[slot];
+            if (c->gen != ferry__tag_gen(ev[i].tag) || c->sock < 0)
+                continue;
+            if (c->state == SC_PENDING) {
+                welcome(sub, c);
+            } else if (c->state == SC_ACTIVE) {
+                char junk[64];
+                int nfds = 0;
+                ssize_t got = ferry__recv_msg(c->sock, junk, sizeof junk, NULL, &nfds);
+                if (got == 0 || ev[i].hup || ev[i].err ||
+                    (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                    conn_gone(sub, c, true);
+                else if (got > 0)
+                    conn_fail(sub, c, "unexpected message");
+            }
+        }
+    }
+    int64_t now = ferry__clock_ns();
+    if (sub->rescan || now >= sub->next_rescan)
+        scan(sub);
+    for (uint32_t i = 0; i < sub->opt.max_publishers && sub->nconns; i++) {
+        sconn *c = &sub->conns[i];
+        if (c->state == SC_GONE && c->held == 0 && ring_empty(c))
+            conn_close(sub, c);
+        else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS)
+            conn_close(sub, c);
+    }
+    update_stats(sub);
+    sub->next_housekeep = ferry__clock_ns() + FERRY__HOUSEKEEP_NS;
+}
+
+void ferry__subscriber_housekeep(ferry_subscriber *sub)
+{
+    housekeep(sub, 0);
+}
+
+/* ---- taking ------------------------------------------------------------------------------- */
+
+typedef struct peeked {
+    uint64_t tail;
+    uint64_t desc;
+    ferry__chunk_header h;
+    uint64_t offset;
+} peeked;
+
+/* Reads the oldest queued entry of c and checks everything about it. 1: found, 0: empty,
+ * -1: the publisher broke the rules (c is closed). */
+static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
+{
+    uint64_t tail = atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+    /* Acquire: pairs with the publisher's release of head; the slot and the chunk it names are
+     * visible once we see the head that covers them. */
+    uint64_t head = atomic_load_explicit(&c->hdr->deliver_head, memory_order_acquire);
+    if (head == tail)
+        return 0;
+    if (head - tail > (uint64_t)c->dmask + 1) {
+        conn_fail(sub, c, "delivery ring counters out of range");
+        return -1;
+    }
+    uint64_t d = atomic_load_explicit(&c->dslots[tail & c->dmask], memory_order_relaxed);
+    uint32_t index = ferry__desc_index(d);
+    if (index >= c->max_chunks) {
+        conn_fail(sub, c, "chunk index out of range");
+        return -1;
+    }
+    ferry__chunk_entry e;
+    memcpy(&e, c->data + c->table_offset + (uint64_t)index * sizeof e, sizeof e);
+    if (e.offset < c->arena_offset || e.offset % FERRY__PAGE || e.offset >= c->data_size ||
+        c->payload_offset > c->data_size - e.offset ||
+        e.capacity > c->data_size - e.offset - c->payload_offset) {
+        conn_fail(sub, c, "chunk table entry out of range");
+        return -1;
+    }
+    memcpy(&p->h, c->data + e.offset, sizeof p->h);
+    if (p->h.index != index || p->h.generation != ferry__desc_gen(d) || p->h.size == 0 ||
+        p->h.size > e.capacity) {
+        /* The entry may have been dropped and its chunk reused while we looked: only a stable
+         * tail makes this a real violation. */
+        if (atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire) != tail)
+            return 2;
+        conn_fail(sub, c, "chunk header does not match its descriptor");
+        return -1;
+    }
+    p->tail = tail;
+    p->desc = d;
+    p->offset = e.offset;
+    return 1;
+}
+
+static void wake_publisher(sconn *c)
+{
+    /* Pairs with the publisher's store of pub_waiting, fence, re-check. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->hdr->pub_waiting, memory_order_relaxed) &&
+        atomic_exchange_explicit(&c->hdr->pub_waiting, 0, memory_order_acq_rel) && c->pub_efd >= 0)
+        ferry__notifier_signal(c->pub_efd);
+}
+
+static bool try_take(ferry_subscriber *sub, ferry_sample *out)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        sconn *best = NULL;
+        peeked bp = {0}, p;
+        bool raced = false;
+        for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
+            sconn *c = &sub->conns[i];
+            if (c->state != SC_ACTIVE && c->state != SC_GONE)
+                continue;
+            int r = peek(sub, c, &p);
+            if (r == 2)
+                raced = true;
+            if (r == 1 && (!best || p.h.publish_ns < bp.h.publish_ns)) {
+                best = c;
+                bp = p;
+            }
+        }
+        if (!best) {
+            if (raced)
+                continue;
+            return false;
+        }
+        uint64_t tail = bp.tail;
+        if (!atomic_compare_exchange_strong_explicit(&best->hdr->deliver_tail, &tail, bp.tail + 1,
+                                                     memory_order_acq_rel,
+                                                     memory_order_acquire))
+            continue; /* the publisher dropped it first */
+        uint32_t index = ferry__desc_index(bp.desc);
+        if ((best->held_bits[index / 64] >> (index % 64)) & 1) {
+            conn_fail(sub, best, "delivered a chunk we already hold");
+            continue;
+        }
+        best->held_bits[index / 64] |= (uint64_t)1 << (index % 64);
+        best->held++;
+        sub->held++;
+        sub->st->received++;
+        sub->st->held = sub->held;
+        out->data = best->data + bp.offset + best->payload_offset;
+        out->size = bp.h.size;
+        out->sequence = bp.h.sequence;
+        out->publish_time.ns = bp.h.publish_ns;
+        out->publisher_id = best->pub_id;
+        out->private_[0] = sub->cookie;
+        out->private_[1] = (uint64_t)(best - sub->conns) << 32 | best->gen;
+        out->private_[2] = bp.desc;
+        if (best->state == SC_ACTIVE)
+            wake_publisher(best);
+        return true;
+    }
+    return false;
+}
+
+bool ferry__subscriber_ready(ferry_subscriber *sub)
+{
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
+        sconn *c = &sub->conns[i];
+        if ((c->state == SC_ACTIVE || c->state == SC_GONE) && !ring_empty(c))
+            return true;
+    }
+    return false;
+}
+
+bool ferry__subscriber_arm(ferry_subscriber *sub)
+{
+    bool fired = false;
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
+        sconn *c = &sub->conns[i];
+        if (c->state != SC_ACTIVE)
+            continue;
+        /* A doorbell we set that is clear again means its publisher signalled our notifier. */
+        if (c->armed && atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) == 0)
+            fired = true;
+        atomic_store_explicit(&c->hdr->sub_waiting, 1, memory_order_relaxed);
+        c->armed = true;
+    }
+    if (fired)
+        ferry__notifier_drain(sub->efd);
+    /* Pairs with the publisher's fence between its new head and its doorbell check. */
+    atomic_thread_fence(memory_order_seq_cst);
+    return ferry__subscriber_ready(sub);
+}
+
+ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!sample)
+        return FERRY_EINVAL;
+    if (sub->held >= sub->opt.max_held)
+        return FERRY_ELIMIT;
+    if (try_take(sub, sample))
+        return FERRY_OK;
+    /* About to report "nothing": arm the doorbells (so the fd fires on the next delivery) and
+     * run housekeeping at a bounded rate (so a pending hang-up cannot keep the fd readable). */
+    ferry__subscriber_arm(sub);
+    if (ferry__clock_ns() >= sub->next_housekeep)
+        housekeep(sub, 0);
+    if (try_take(sub, sample))
+        return FERRY_OK;
+    return FERRY_EAGAIN;
+}
+
+ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!sample)
+        return FERRY_EINVAL;
+    if (sample->private_[0] != sub->cookie)
+        return sample->private_[0] == 0 ? FERRY_ESTATE : FERRY_EFOREIGN;
+    uint32_t slot = (uint32_t)(sample->private_[1] >> 32);
+    uint32_t gen = (uint32_t)sample->private_[1];
+    if (slot >= sub->opt.max_publishers)
+        return FERRY_ESTATE;
+    sconn *c = &sub->conns[slot];
+    uint64_t d = sample->private_[2];
+    uint32_t index = ferry__desc_index(d);
+    if (c->gen != gen || (c->state != SC_ACTIVE && c->state != SC_GONE) ||
+        index >= c->max_chunks || !((c->held_bits[index / 64] >> (index % 64)) & 1))
+        return FERRY_ESTATE;
+    c->held_bits[index / 64] &= ~((uint64_t)1 << (index % 64));
+    c->held--;
+    sub->held--;
+    sub->st->held = sub->held;
+    memset(sample, 0, sizeof *sample);
+    if (c->state == SC_ACTIVE) {
+        uint64_t tail = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
+        if (c->rhead - tail >= (uint64_t)c->rmask + 1) {
+            conn_fail(sub, c, "return ring counters out of range");
+            return FERRY_OK;
+        }
+        atomic_store_explicit(&c->rslots[c->rhead & c->rmask], d, memory_order_relaxed);
+        c->rhead++;
+        /* Release: the slot is written before the publisher sees the new head. */
+        atomic_store_explicit(&c->hdr->return_head, c->rhead, memory_order_release);
+        wake_publisher(c);
+    } else if (c->held == 0 && ring_empty(c)) {
+        conn_close(sub, c);
+    }
+    return FERRY_OK;
+}
+
+ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    int64_t deadline = ferry__deadline(timeout_ns);
+    for (;;) {
+        if (ferry__subscriber_ready(sub) || ferry__subscriber_arm(sub))
+            return FERRY_OK;
+        int64_t left = ferry__remaining(deadline);
+        housekeep(sub, left);
+        if (left == 0)
+            return ferry__subscriber_ready(sub) ? FERRY_OK : FERRY_ETIMEDOUT;
+    }
+}
+
+ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint32_t count,
+                                           int64_t timeout_ns)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    int64_t deadline = ferry__deadline(timeout_ns);
+    housekeep(sub, 0);
+    while (sub->nactive < count) {
+        int64_t left = ferry__remaining(deadline);
+        if (left == 0)
+            return FERRY_ETIMEDOUT;
+        /* Short sleeps: a publisher answers during its own calls, which we cannot see. */
+        housekeep(sub, left < 0 || left > 5000000 ? 5000000 : left);
+    }
+    return FERRY_OK;
+}
+
+ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!fd)
+        return FERRY_EINVAL;
+    *fd = sub->epfd;
+    return FERRY_OK;
+}
+
+int ferry__subscriber_poll_fd(const ferry_subscriber *sub)
+{
+    return sub->epfd;
+}
+
+void **ferry__subscriber_waitset_slot(ferry_subscriber *sub)
+{
+    return &sub->waitset;
+}
+
+ferry_err ferry_subscriber_stats_get(ferry_subscriber *sub, ferry_subscriber_stats *out)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!out)
+        return FERRY_EINVAL;
+    update_stats(sub);
+    *out = *sub->st;
+    return FERRY_OK;
+}
+
+ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, const char *topic,
+                                  const char *type_name, uint64_t type_hash,
+                                  const ferry_subscriber_options *options)
+{
+    if (!out || !node || !topic || !type_name)
+        return FERRY_EINVAL;
+    if (node->magic != FERRY__NODE_MAGIC)
+        return node->magic == FERRY__DEAD_MAGIC ? FERRY_ECLOSED : FERRY_EINVAL;
+    ferry_subscriber_options o;
+    if (options)
+        o = *options;
+    else
+        ferry_subscriber_options_init(&o);
+    ferry_err err = options_resolve(&o);
+    if (err)
+        return err;
+    char norm[FERRY_TOPIC_MAX + 2], dirname[FERRY_TOPIC_MAX + 2];
+    if ((err = ferry__topic_normalize(topic, norm, sizeof norm, dirname, sizeof dirname)) ||
+        (err = ferry__type_name_validate(type_name)))
+        return err;
+    ferry_subscriber *sub = calloc(1, sizeof *sub);
+    if (!sub)
+        return FERRY_ENOMEM;
+    sub->node = node;
+    sub->opt = o;
+    sub->id = ferry__random64();
+    sub->cookie = ferry__random64();
+    sub->type_hash = type_hash;
+    sub->dirfd = sub->efd = sub->epfd = sub->watch_fd = -1;
+    sub->status.fd = -1;
+    snprintf(sub->topic, sizeof sub->topic, "%s", norm);
+    snprintf(sub->type_name, sizeof sub->type_name, "%s", type_name);
+    sub->conns = calloc(o.max_publishers, sizeof *sub->conns);
+    if (!sub->conns) {
+        free(sub);
+        return FERRY_ENOMEM;
+    }
+    for (uint32_t i = 0; i < o.max_publishers; i++)
+        sub->conns[i].sock = sub->conns[i].pub_efd = -1;
+
+    err = FERRY_ESYS;
+    sub->dirfd = ferry__node_topic_dir(node, dirname, sub->dirpath, sizeof sub->dirpath);
+    if (sub->dirfd < 0) {
+        err = errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
+        goto fail;
+    }
+    if ((err = ferry__status_check_type(sub->dirfd, type_name, type_hash)))
+        goto fail;
+    err = FERRY_ESYS;
+    if ((sub->efd = ferry__notifier_create()) < 0 || (sub->epfd = ferry__poller_create()) < 0 ||
+        ferry__dirwatch_create(&sub->watch_fd, sub->dirpath) != 0)
+        goto fail;
+    if (ferry__poller_add(sub->epfd, sub->efd, ferry__tag(FERRY__TAG_NOTIFY, 0, 0)) != 0 ||
+        ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
+        goto fail;
+
+    ferry__status init;
+    memset(&init, 0, sizeof init);
+    init.magic = FERRY__STATUS_MAGIC;
+    init.version = FERRY_PROTOCOL_VERSION;
+    init.kind = FERRY_ENDPOINT_SUBSCRIBER;
+    init.pid = (int32_t)getpid();
+    init.depth = o.depth;
+    init.id = sub->id;
+    init.type_hash = type_hash;
+    memcpy(init.topic, sub->topic, sizeof init.topic);
+    memcpy(init.type_name, sub->type_name, sizeof init.type_name);
+    memcpy(init.node_name, node->name, sizeof init.node_name);
+    if ((err = ferry__status_create(&sub->status, sub->dirfd, "sub", &init)))
+        goto fail;
+    sub->st = &sub->status.map->sub;
+    if ((err = ferry__node_adopt(node, &sub->obj, FERRY__SUB_MAGIC))) {
+        ferry__status_remove(&sub->status, sub->dirfd);
+        goto fail;
+    }
+    scan(sub);
+    *out = sub;
+    return FERRY_OK;
+fail: {
+    int e = errno;
+    if (sub->watch_fd >= 0)
+        close(sub->watch_fd);
+    if (sub->epfd >= 0)
+        close(sub->epfd);
+    if (sub->efd >= 0)
+        close(sub->efd);
+    if (sub->dirfd >= 0)
+        close(sub->dirfd);
+    free(sub->conns);
+    free(sub);
+    errno = e;
+    return err;
+}
+}
+
+ferry_err ferry_subscriber_destroy(ferry_subscriber *sub)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (sub->held > 0 || sub->waitset)
+        return FERRY_EBUSY;
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
+        conn_close(sub, &sub->conns[i]);
+    ferry__status_remove(&sub->status, sub->dirfd);
+    close(sub->watch_fd);
+    close(sub->epfd);
+    close(sub->efd);
+    close(sub->dirfd);
+    free(sub->conns);
+    sub->conns = NULL;
+    ferry__node_bury(sub->node, &sub->obj);
+    return FERRY_OK;
+}

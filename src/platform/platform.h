@@ -1,0 +1,79 @@
+/*
+ * The OS seam: every system facility the core uses, behind a small named set of primitives
+ * (memfd segments, Unix-domain sockets with descriptor passing, a poller, a notifier, a directory
+ * watch, file locks, clocks). One implementation for Linux (posix.c).
+ *
+ * Functions return 0 on success and -1 with errno set on failure, unless stated otherwise.
+ * All descriptors are created close-on-exec. Safe from any thread.
+ */
+#ifndef FERRY_PLATFORM_H
+#define FERRY_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
+int64_t ferry__clock_ns(void);
+
+/* Anonymous shared memory. */
+int ferry__memfd_create(const char *name);                     /* sealable, returns fd or -1 */
+int ferry__memfd_seal(int fd, unsigned seals);                 /* F_SEAL_* bits */
+int ferry__fd_reopen_readonly(int fd);                         /* a new read-only description */
+int ferry__fd_size(int fd, uint64_t *size);
+int ferry__fd_is_memfd(int fd);                                /* 1 yes, 0 no, -1 error */
+int ferry__fd_is_eventfd(int fd);                              /* 1 yes, 0 no, -1 error */
+/* Reserves pages [offset, offset+len) so that later writes cannot fail with SIGBUS. */
+int ferry__fd_allocate(int fd, uint64_t offset, uint64_t len);
+void *ferry__map(int fd, size_t size, bool writable);          /* shared mapping or NULL */
+void ferry__unmap(void *addr, size_t size);
+void ferry__prefault_write(void *addr, size_t size);           /* best effort */
+
+/* Seqpacket Unix-domain sockets named relative to a directory descriptor. */
+int ferry__listen_at(int dirfd, const char *name, const char *tmp_name);  /* fd or -1 */
+int ferry__connect_at(int dirfd, const char *name);           /* fd (non-blocking) or -1 */
+int ferry__accept(int listen_fd);                             /* fd (non-blocking) or -1 */
+int ferry__peer_cred(int sock, pid_t *pid, uid_t *uid, gid_t *gid);
+/* Sends one datagram with up to 4 descriptors; never blocks (EAGAIN when the peer is full). */
+int ferry__send_msg(int sock, const void *buf, size_t len, const int *fds, int nfds);
+/* Receives one datagram; *nfds in: capacity of fds, out: received (extra ones are closed).
+ * Returns the byte count, 0 at end of stream, -1 on error (EAGAIN when nothing is there).
+ * A truncated datagram fails with EMSGSIZE after closing the descriptors it carried. */
+ssize_t ferry__recv_msg(int sock, void *buf, size_t cap, int *fds, int *nfds);
+
+/* Poller (epoll): level-triggered, 64-bit tag per descriptor. */
+typedef struct ferry__event {
+    uint64_t tag;
+    uint32_t in : 1, hup : 1, err : 1;
+} ferry__event;
+int ferry__poller_create(void);
+int ferry__poller_add(int poller, int fd, uint64_t tag);
+int ferry__poller_del(int poller, int fd);
+/* Waits up to timeout_ns (negative: for ever); returns the number of events, 0 on timeout,
+ * -1 on error. EINTR is returned as 0 events. */
+int ferry__poller_wait(int poller, ferry__event *events, int capacity, int64_t timeout_ns);
+
+/* Notifier (eventfd). */
+int ferry__notifier_create(void);
+void ferry__notifier_signal(int fd);
+void ferry__notifier_drain(int fd);
+
+/* Directory watch (inotify) for entries created or moved in and the directory going away. */
+int ferry__dirwatch_create(int *watch_fd, const char *path);
+/* Drains the watch; returns 1 when the watched directory itself went away, else 0. */
+int ferry__dirwatch_drain(int watch_fd);
+
+/* Liveness locks on status files (whole-file, per open file description). */
+int ferry__lock_exclusive(int fd);                              /* non-blocking */
+/* 1: someone holds a lock (the owner is alive); 0: nobody; -1: error. */
+int ferry__lock_held_by_other(int fd);
+
+/* Random 64-bit value (not zero). */
+uint64_t ferry__random64(void);
+
+/* Creates a directory (mode) unless it exists; then checks it is a directory (not a link) owned
+ * by the caller's effective uid and not writable by others. */
+int ferry__mkdir_private(const char *path, unsigned mode);
+
+#endif

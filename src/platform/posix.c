@@ -1,0 +1,418 @@
+/* Linux implementation of the OS seam (platform.h). */
+#include "platform/platform.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int64_t ferry__clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int ferry__memfd_create(const char *name)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+    if (fd < 0 && errno == EINVAL) /* kernels before 6.3 do not know MFD_NOEXEC_SEAL */
+        fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    return fd;
+}
+
+int ferry__memfd_seal(int fd, unsigned seals)
+{
+    return fcntl(fd, F_ADD_SEALS, (int)seals);
+}
+
+int ferry__fd_reopen_readonly(int fd)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int ferry__fd_size(int fd, uint64_t *size)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+static int fd_link_starts_with(int fd, const char *prefix)
+{
+    char path[64], target[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0)
+        return -1;
+    target[n] = '\0';
+    return strncmp(target, prefix, strlen(prefix)) == 0;
+}
+
+int ferry__fd_is_memfd(int fd)
+{
+    return fd_link_starts_with(fd, "/memfd:");
+}
+
+int ferry__fd_is_eventfd(int fd)
+{
+    return fd_link_starts_with(fd, "anon_inode:[eventfd]");
+}
+
+int ferry__fd_allocate(int fd, uint64_t offset, uint64_t len)
+{
+    int rc;
+    do {
+        rc = fallocate(fd, 0, (off_t)offset, (off_t)len);
+    } while (rc != 0 && errno == EINTR);
+    return rc;
+}
+
+void *ferry__map(int fd, size_t size, bool writable)
+{
+    int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    void *p = mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void ferry__unmap(void *addr, size_t size)
+{
+    if (addr)
+        munmap(addr, size);
+}
+
+void ferry__prefault_write(void *addr, size_t size)
+{
+    if (madvise(addr, size, MADV_POPULATE_WRITE) == 0)
+        return;
+    /* Older kernels: touch one byte per page (the pages are allocated already, so this maps
+     * them without changing their content). */
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < size; off += (size_t)page) {
+        volatile unsigned char *b = (volatile unsigned char *)addr + off;
+        *b = *b;
+    }
+}
+
+/* Binds through /proc/self/fd/<dirfd>/name so that sun_path stays short however deep the
+ * domain directory is. */
+static int sockaddr_at(struct sockaddr_un *sa, int dirfd, const char *name)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path, sizeof sa->sun_path, "/proc/self/fd/%d/%s", dirfd, name);
+    if (n < 0 || (size_t)n >= sizeof sa->sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+int ferry__listen_at(int dirfd, const char *name, const char *tmp_name)
+{
+    struct sockaddr_un sa;
+    if (sockaddr_at(&sa, dirfd, tmp_name) != 0)
+        return -1;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    unlinkat(dirfd, tmp_name, 0);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        goto fail;
+    fchmodat(dirfd, tmp_name, 0600, 0);
+    if (listen(fd, 64) != 0)
+        goto fail_unlink;
+    /* Only a listening socket becomes visible under its real name: a connect never meets a
+     * bound-but-not-listening socket. */
+    if (renameat(dirfd, tmp_name, dirfd, name) != 0)
+        goto fail_unlink;
+    return fd;
+fail_unlink: {
+    int e = errno;
+    unlinkat(dirfd, tmp_name, 0);
+    errno = e;
+}
+fail: {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+}
+
+int ferry__connect_at(int dirfd, const char *name)
+{
+    struct sockaddr_un sa;
+    if (sockaddr_at(&sa, dirfd, name) != 0)
+        return -1;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int ferry__accept(int listen_fd)
+{
+    return accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int ferry__peer_cred(int sock, pid_t *pid, uid_t *uid, gid_t *gid)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int ferry__send_msg(int sock, const void *buf, size_t len, const int *fds, int nfds)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds < 0 || nfds > 4) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (nfds > 0) {
+        memset(&control, 0, sizeof control);
+        msg.msg_control = control.buf;
+        msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    ssize_t n;
+    do {
+        n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -1;
+    if ((size_t)n != len) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    return 0;
+}
+
+ssize_t ferry__recv_msg(int sock, void *buf, size_t cap, int *fds, int *nfds)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = cap};
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(8 * sizeof(int))];
+    } control;
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.buf,
+                         .msg_controllen = sizeof control.buf};
+    int capacity = *nfds;
+    *nfds = 0;
+    ssize_t n;
+    do {
+        n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -1;
+    /* Take every descriptor that came, so none leaks, then keep what the caller has room for. */
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            if (*nfds < capacity)
+                fds[(*nfds)++] = fd;
+            else
+                close(fd);
+        }
+    }
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        for (int i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = 0;
+        errno = EMSGSIZE;
+        return -1;
+    }
+    return n;
+}
+
+int ferry__poller_create(void)
+{
+    return epoll_create1(EPOLL_CLOEXEC);
+}
+
+int ferry__poller_add(int poller, int fd, uint64_t tag)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = tag};
+    return epoll_ctl(poller, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int ferry__poller_del(int poller, int fd)
+{
+    return epoll_ctl(poller, EPOLL_CTL_DEL, fd, NULL);
+}
+
+int ferry__poller_wait(int poller, ferry__event *events, int capacity, int64_t timeout_ns)
+{
+    struct epoll_event evs[32];
+    if (capacity > 32)
+        capacity = 32;
+    int ms;
+    if (timeout_ns < 0)
+        ms = -1;
+    else if (timeout_ns == 0)
+        ms = 0;
+    else if (timeout_ns > (int64_t)INT_MAX * 1000000)
+        ms = INT_MAX;
+    else
+        ms = (int)((timeout_ns + 999999) / 1000000);
+    int n = epoll_wait(poller, evs, capacity, ms);
+    if (n < 0)
+        return errno == EINTR ? 0 : -1;
+    for (int i = 0; i < n; i++) {
+        events[i].tag = evs[i].data.u64;
+        events[i].in = (evs[i].events & EPOLLIN) != 0;
+        events[i].hup = (evs[i].events & (EPOLLHUP | EPOLLRDHUP)) != 0;
+        events[i].err = (evs[i].events & EPOLLERR) != 0;
+    }
+    return n;
+}
+
+int ferry__notifier_create(void)
+{
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+void ferry__notifier_signal(int fd)
+{
+    uint64_t one = 1;
+    ssize_t n;
+    do {
+        n = write(fd, &one, sizeof one);
+    } while (n < 0 && errno == EINTR);
+}
+
+void ferry__notifier_drain(int fd)
+{
+    uint64_t v;
+    ssize_t n;
+    do {
+        n = read(fd, &v, sizeof v);
+    } while (n < 0 && errno == EINTR);
+}
+
+int ferry__dirwatch_create(int *watch_fd, const char *path)
+{
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (inotify_add_watch(fd, path, IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
+                                        IN_ONLYDIR) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    *watch_fd = fd;
+    return 0;
+}
+
+int ferry__dirwatch_drain(int watch_fd)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int gone = 0;
+    for (int rounds = 0; rounds < 64; rounds++) {
+        ssize_t n = read(watch_fd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+            struct inotify_event ev;
+            memcpy(&ev, buf + off, sizeof ev);
+            if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
+                gone = 1;
+            off += (ssize_t)sizeof ev + ev.len;
+        }
+    }
+    return gone;
+}
+
+int ferry__lock_exclusive(int fd)
+{
+    return flock(fd, LOCK_EX | LOCK_NB);
+}
+
+int ferry__lock_held_by_other(int fd)
+{
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        flock(fd, LOCK_UN);
+        return 0;
+    }
+    return errno == EWOULDBLOCK ? 1 : -1;
+}
+
+uint64_t ferry__random64(void)
+{
+    uint64_t v = 0;
+    while (v == 0) {
+        if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+            v = (uint64_t)ferry__clock_ns() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+    }
+    return v;
+}
+
+int ferry__mkdir_private(const char *path, unsigned mode)
+{
+    if (mkdir(path, (mode_t)mode) != 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & S_IWOTH)) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
