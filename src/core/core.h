@@ -24,7 +24,12 @@
 
 #define FERRY__PAGE 4096u
 #define FERRY__CACHELINE 64
-#define FERRY__HOUSEKEEP_NS 1000000 /* at most one housekeeping poll per millisecond on hot paths */
+/* Hot paths poll for housekeeping at most this often: a subscriber that found nothing every
+ * millisecond (so an application's epoll loop cannot spin on a pending hang-up), a publisher
+ * every 50 ms (so a dead subscriber's chunks come back within 100 ms at 30 Hz, and a 30 Hz
+ * camera pays the system call on every other frame, after its wake-ups). */
+#define FERRY__HOUSEKEEP_NS 1000000
+#define FERRY__PUB_HOUSEKEEP_NS 50000000
 
 /* ---- data segment (publisher RW, subscribers RO) -------------------------------------------- */
 
@@ -108,10 +113,20 @@ typedef struct ferry__conn_header {
     _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
 } ferry__conn_header;
 
+/* Doorbell values: how the side that set it sleeps. */
+enum { FERRY__DOORBELL_NOTIFIER = 1, FERRY__DOORBELL_FUTEX = 2 };
+
 /* ---- control messages (one seqpacket datagram each) ----------------------------------------- */
 
 #define FERRY__MSG_MAGIC 0x47534d5952524546ULL /* "FERRYMSG" */
-enum { FERRY__MSG_HELLO = 1, FERRY__MSG_WELCOME = 2 };
+enum { FERRY__MSG_HELLO = 1, FERRY__MSG_WELCOME = 2, FERRY__MSG_BYE = 3 };
+
+/* A subscriber leaving on purpose says so, so that its hang-up does not count as a death. */
+typedef struct ferry__bye {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t kind;
+} ferry__bye;
 
 typedef struct ferry__hello {
     uint64_t magic;
@@ -151,6 +166,8 @@ typedef struct ferry__welcome {
 /* Checks a received message; fills a NUL-terminated copy. FERRY_EPROTO when malformed. */
 ferry_err ferry__hello_decode(const void *buf, size_t len, ferry__hello *out);
 ferry_err ferry__welcome_decode(const void *buf, size_t len, ferry__welcome *out);
+ferry_err ferry__bye_decode(const void *buf, size_t len);
+void ferry__bye_init(ferry__bye *out);
 /* Checks the geometry a welcome announces against the sizes of the segments received. */
 ferry_err ferry__welcome_check(const ferry__welcome *w, uint64_t data_fd_size,
                                uint64_t conn_fd_size);
@@ -191,7 +208,10 @@ ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const ch
 void ferry__status_remove(ferry__status_file *sf, int topic_dirfd);
 /* Reads a status file (copy, strings terminated) and whether its owner is alive. */
 ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *out, bool *alive);
-/* FERRY_ETYPE when a live endpoint of the topic directory has another type. */
+/* Removes a dead endpoint's status file (and a publisher's socket). */
+void ferry__status_remove_dead(int topic_dirfd, const char *name);
+/* FERRY_ETYPE when a live endpoint of the topic directory has another type. Removes the files
+ * of dead endpoints it meets. */
 ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash);
 
 /* ---- names and directories ------------------------------------------------------------------ */

@@ -100,3 +100,23 @@ ferry_err ferry__conn_check(const ferry__conn_header *h, const ferry__welcome *w
         return FERRY_EPROTO;
     return FERRY_OK;
 }
+
+void ferry__bye_init(ferry__bye *out)
+{
+    memset(out, 0, sizeof *out);
+    out->magic = FERRY__MSG_MAGIC;
+    out->version = FERRY_PROTOCOL_VERSION;
+    out->kind = FERRY__MSG_BYE;
+}
+
+ferry_err ferry__bye_decode(const void *buf, size_t len)
+{
+    ferry__bye b;
+    if (len != sizeof b)
+        return FERRY_EPROTO;
+    memcpy(&b, buf, sizeof b);
+    if (b.magic != FERRY__MSG_MAGIC || b.version != FERRY_PROTOCOL_VERSION ||
+        b.kind != FERRY__MSG_BYE)
+        return FERRY_EPROTO;
+    return FERRY_OK;
+}

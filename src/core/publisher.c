@@ -58,8 +58,11 @@ struct ferry_publisher {
     int listen_fd, efd, epfd;
     ferry__pool pool;
     ferry__status_file status;
-    ferry_publisher_stats *st; /* counters, in the status file */
+    ferry_publisher_stats *st; /* private counters, copied to the status file by sync_stats */
+    ferry_publisher_stats stats;
     pconn *conns;
+    uint16_t *active; /* slots of the active connections, dense: hot loops touch only these */
+    uint32_t nblocking; /* active connections whose subscriber blocks the publisher */
     uint64_t *bits; /* max_subscribers * words_per_conn */
     uint32_t words;
     uint32_t nconns;    /* slots in use (pending or active) */
@@ -130,7 +133,7 @@ static ferry_err check(ferry_publisher *pub)
 
 static void sync_stats(ferry_publisher *pub)
 {
-    ferry_publisher_stats *s = pub->st;
+    ferry_publisher_stats *s = &pub->stats;
     const ferry__pool *p = &pub->pool;
     s->pool_bytes = p->arena_used;
     s->pool_bytes_cap = p->arena_cap;
@@ -140,6 +143,13 @@ static void sync_stats(ferry_publisher *pub)
     s->chunks_in_use = p->nchunks - p->nfree - p->loaned;
     s->subscribers = pub->nactive;
     s->size_classes = p->nclasses;
+}
+
+/* Copies the counters to the status file, for tools; off the hot path. */
+static void publish_status(ferry_publisher *pub)
+{
+    sync_stats(pub);
+    *pub->st = pub->stats;
 }
 
 /* ---- references --------------------------------------------------------------------------- */
@@ -195,9 +205,16 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
                 reclaimed++;
             }
         }
-        pub->st->chunks_reclaimed += lost ? reclaimed : 0;
-        pub->st->subscribers_lost += lost;
+        pub->stats.chunks_reclaimed += lost ? reclaimed : 0;
+        pub->stats.subscribers_lost += lost;
+        uint16_t slot = (uint16_t)(c - pub->conns);
+        for (uint32_t k = 0; k < pub->nactive; k++)
+            if (pub->active[k] == slot) {
+                pub->active[k] = pub->active[pub->nactive - 1];
+                break;
+            }
         pub->nactive--;
+        pub->nblocking -= c->overflow == FERRY_OVERFLOW_BLOCK;
         ferry__unmap(c->hdr, c->conn_size);
         close(c->conn_fd);
         close(c->sub_efd);
@@ -219,7 +236,7 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
 
 static void conn_fail(ferry_publisher *pub, pconn *c, const char *why)
 {
-    pub->st->protocol_errors++;
+    pub->stats.protocol_errors++;
     ferry__log(pub->node, FERRY_LOG_WARN, "%s: subscriber pid %d disconnected: %s", pub->topic,
                (int)c->pid, why);
     conn_close(pub, c, true);
@@ -247,11 +264,12 @@ static void drain_returns(ferry_publisher *pub, pconn *c)
     atomic_store_explicit(&c->hdr->return_tail, c->rtail, memory_order_release);
 }
 
+/* Loops over the active connections run backwards: a connection that fails is swapped out of
+ * the dense list with one already visited. */
 static void drain_all_returns(ferry_publisher *pub)
 {
-    for (uint32_t i = 0; i < pub->opt.max_subscribers && pub->nactive; i++)
-        if (pub->conns[i].state == PC_ACTIVE)
-            drain_returns(pub, &pub->conns[i]);
+    for (uint32_t k = pub->nactive; k-- > 0;)
+        drain_returns(pub, &pub->conns[pub->active[k]]);
 }
 
 /* Reads the delivery tail and checks it moved only forward and not past head. */
@@ -272,8 +290,14 @@ static void wake_subscriber(pconn *c)
     /* Pairs with the subscriber's store of sub_waiting then fence then ring check: one of us
      * sees the other's write. */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) &&
-        atomic_exchange_explicit(&c->hdr->sub_waiting, 0, memory_order_acq_rel))
+    if (!atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed))
+        return;
+    /* The doorbell says how the subscriber sleeps: in ferry_wait on the word itself, or on its
+     * notifier (an epoll set of its own or the application's). */
+    uint32_t how = atomic_exchange_explicit(&c->hdr->sub_waiting, 0, memory_order_acq_rel);
+    if (how == FERRY__DOORBELL_FUTEX)
+        ferry__futex_wake((void *)&c->hdr->sub_waiting);
+    else if (how == FERRY__DOORBELL_NOTIFIER)
         ferry__notifier_signal(c->sub_efd);
 }
 
@@ -296,7 +320,7 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
             }
             drop_ref(pub, c, ferry__desc_index(old));
             c->dropped++;
-            pub->st->dropped++;
+            pub->stats.dropped++;
             atomic_store_explicit(&c->hdr->dropped, c->dropped, memory_order_relaxed);
         } else if (!load_tail(pub, c, &tail) || c->head - tail >= c->depth) {
             if (c->state == PC_ACTIVE)
@@ -313,7 +337,7 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
     bit_set(c, index);
     c->outstanding++;
     ch->refs++;
-    pub->st->deliveries++;
+    pub->stats.deliveries++;
     if (wake)
         wake_subscriber(c);
     return true;
@@ -332,7 +356,7 @@ static void reject(ferry_publisher *pub, pconn *c, ferry_err status, const char 
     w.type_hash = pub->type_hash;
     memcpy(w.type_name, pub->type_name, sizeof w.type_name);
     ferry__send_msg(c->sock, &w, sizeof w, NULL, 0);
-    pub->st->rejected++;
+    pub->stats.rejected++;
     ferry__log(pub->node, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s", pub->topic,
                (int)c->pid, why);
     conn_close(pub, c, false);
@@ -358,7 +382,7 @@ static void handshake(ferry_publisher *pub, pconn *c)
         ferry__fd_is_eventfd(fds[0]) != 1) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
-        pub->st->protocol_errors++;
+        pub->stats.protocol_errors++;
         reject(pub, c, FERRY_EPROTO, "malformed hello");
         return;
     }
@@ -438,7 +462,8 @@ static void handshake(ferry_publisher *pub, pconn *c)
     c->overflow = (uint8_t)hello.overflow;
     c->sub_id = hello.subscriber_id;
     c->state = PC_ACTIVE;
-    pub->nactive++;
+    pub->active[pub->nactive++] = (uint16_t)(c - pub->conns);
+    pub->nblocking += c->overflow == FERRY_OVERFLOW_BLOCK;
 
     int send_fds[3] = {pub->pool.ro_fd, fd, pub->efd};
     if (ferry__send_msg(c->sock, &w, sizeof w, send_fds, 3) != 0) {
@@ -470,7 +495,7 @@ static void accept_all(ferry_publisher *pub)
         gid_t gid = 0;
         if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
             !ferry__node_peer_allowed(pub->node, uid, gid)) {
-            pub->st->rejected++;
+            pub->stats.rejected++;
             ferry__log(pub->node, FERRY_LOG_WARN,
                        "%s: refused connection from pid %d uid %u: not allowed", pub->topic,
                        (int)pid, (unsigned)uid);
@@ -484,7 +509,7 @@ static void accept_all(ferry_publisher *pub)
                 break;
             }
         if (!c) {
-            pub->st->rejected++;
+            pub->stats.rejected++;
             ferry__log(pub->node, FERRY_LOG_WARN, "%s: refused pid %d: %u subscribers already",
                        pub->topic, (int)pid, pub->opt.max_subscribers);
             close(fd);
@@ -525,15 +550,18 @@ static void housekeep(ferry_publisher *pub, int64_t timeout_ns)
                 handshake(pub, c);
                 continue;
             }
-            /* Nothing more is expected from an active subscriber: data or a hang-up ends it. */
-            char junk[64];
+            /* The only message an active subscriber sends is its goodbye; a hang-up without
+             * one is a death. */
+            ferry__bye bye;
             int nfds = 0;
-            ssize_t got = ferry__recv_msg(c->sock, junk, sizeof junk, NULL, &nfds);
-            if (got == 0 || ev[i].hup || ev[i].err ||
-                (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
-                conn_close(pub, c, true);
+            ssize_t got = ferry__recv_msg(c->sock, &bye, sizeof bye, NULL, &nfds);
+            if (got > 0 && ferry__bye_decode(&bye, (size_t)got) == FERRY_OK)
+                conn_close(pub, c, false);
             else if (got > 0)
                 conn_fail(pub, c, "unexpected message");
+            else if (got == 0 || ev[i].hup || ev[i].err ||
+                     (errno != EAGAIN && errno != EWOULDBLOCK))
+                conn_close(pub, c, true);
         }
     }
     if (pub->nconns > pub->nactive) {
@@ -545,7 +573,8 @@ static void housekeep(ferry_publisher *pub, int64_t timeout_ns)
         }
     }
     drain_all_returns(pub);
-    pub->next_housekeep = ferry__clock_ns() + FERRY__HOUSEKEEP_NS;
+    publish_status(pub);
+    pub->next_housekeep = ferry__clock_ns() + FERRY__PUB_HOUSEKEEP_NS;
 }
 
 static void housekeep_maybe(ferry_publisher *pub)
@@ -558,9 +587,9 @@ static void housekeep_maybe(ferry_publisher *pub)
  * until deadline. */
 static void sleep_for_subscribers(ferry_publisher *pub, int64_t deadline)
 {
-    for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
-        if (pub->conns[i].state == PC_ACTIVE)
-            atomic_store_explicit(&pub->conns[i].hdr->pub_waiting, 1, memory_order_relaxed);
+    for (uint32_t k = 0; k < pub->nactive; k++)
+        atomic_store_explicit(&pub->conns[pub->active[k]].hdr->pub_waiting, 1,
+                              memory_order_relaxed);
     /* Pairs with the subscriber's fence after its take or return. */
     atomic_thread_fence(memory_order_seq_cst);
     drain_all_returns(pub);
@@ -608,9 +637,10 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
     snprintf(pub->type_name, sizeof pub->type_name, "%s", type_name);
     pub->words = (o.max_chunks + 63) / 64;
     pub->conns = calloc(o.max_subscribers, sizeof *pub->conns);
+    pub->active = calloc(o.max_subscribers, sizeof *pub->active);
     pub->bits = calloc((size_t)o.max_subscribers * pub->words, sizeof *pub->bits);
     pub->history = o.history ? calloc(o.history, sizeof *pub->history) : NULL;
-    if (!pub->conns || !pub->bits || (o.history && !pub->history)) {
+    if (!pub->conns || !pub->active || !pub->bits || (o.history && !pub->history)) {
         err = FERRY_ENOMEM;
         goto fail;
     }
@@ -648,7 +678,8 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
     if ((err = ferry__status_create(&pub->status, pub->dirfd, "pub", &init)))
         goto fail;
     pub->st = &pub->status.map->pub;
-    sync_stats(pub);
+    pub->stats.id = pub->id;
+    publish_status(pub);
 
     char tmp[80];
     snprintf(pub->sock_name, sizeof pub->sock_name, "pub.%016llx.sock",
@@ -681,6 +712,7 @@ fail: {
     if (pub->dirfd >= 0)
         close(pub->dirfd);
     free(pub->conns);
+    free(pub->active);
     free(pub->bits);
     free(pub->history);
     free(pub);
@@ -705,9 +737,11 @@ ferry_err ferry_publisher_destroy(ferry_publisher *pub)
     close(pub->epfd);
     close(pub->dirfd);
     free(pub->conns);
+    free(pub->active);
     free(pub->bits);
     free(pub->history);
     pub->conns = NULL;
+    pub->active = NULL;
     pub->bits = NULL;
     pub->history = NULL;
     ferry__node_bury(pub->node, &pub->obj);
@@ -723,9 +757,20 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
         return FERRY_EINVAL;
     if (size > pub->opt.max_sample_size)
         return FERRY_ETOOBIG;
-    housekeep_maybe(pub);
     drain_all_returns(pub);
     uint32_t index = ferry__pool_get(&pub->pool, size, &err);
+    if (index == FERRY__NONE) {
+        /* Housekeeping may find a dead subscriber whose chunks come back. */
+        housekeep(pub, 0);
+        index = ferry__pool_get(&pub->pool, size, &err);
+    }
+    /* History is a courtesy to late joiners: it never starves the live stream. */
+    while (index == FERRY__NONE && err == FERRY_EPOOL && pub->hist_len > 0) {
+        uint32_t oldest = (pub->hist_head + pub->opt.history - pub->hist_len) % pub->opt.history;
+        pub->hist_len--;
+        unref(pub, pub->history[oldest]);
+        index = ferry__pool_get(&pub->pool, size, &err);
+    }
     if (index == FERRY__NONE && err == FERRY_EPOOL &&
         pub->opt.on_pool_exhausted == FERRY_POOL_BLOCK) {
         int64_t deadline = ferry__deadline(pub->opt.block_timeout_ns);
@@ -774,13 +819,13 @@ static ferry_err find_loan(ferry_publisher *pub, void *payload, uint32_t *index)
 static ferry_err wait_for_room(ferry_publisher *pub)
 {
     int64_t deadline = 0;
-    for (;;) {
+    while (pub->nblocking > 0) {
         bool full = false;
-        for (uint32_t i = 0; i < pub->opt.max_subscribers && !full; i++) {
-            pconn *c = &pub->conns[i];
+        for (uint32_t k = pub->nactive; k-- > 0 && !full;) {
+            pconn *c = &pub->conns[pub->active[k]];
             uint64_t tail;
-            if (c->state == PC_ACTIVE && c->overflow == FERRY_OVERFLOW_BLOCK &&
-                load_tail(pub, c, &tail) && c->head - tail >= c->depth)
+            if (c->overflow == FERRY_OVERFLOW_BLOCK && load_tail(pub, c, &tail) &&
+                c->head - tail >= c->depth)
                 full = true;
         }
         if (!full)
@@ -791,6 +836,7 @@ static ferry_err wait_for_room(ferry_publisher *pub)
             return FERRY_ETIMEDOUT;
         sleep_for_subscribers(pub, deadline);
     }
+    return FERRY_OK;
 }
 
 ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
@@ -804,7 +850,6 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
         return FERRY_EINVAL;
     if (size == 0)
         size = ch->loan_size;
-    housekeep_maybe(pub);
     if ((err = wait_for_room(pub)))
         return err;
     ferry__chunk_header *h = ferry__pool_header(&pub->pool, index);
@@ -817,9 +862,8 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     ch->state = FERRY__CHUNK_PUBLISHED;
     ch->refs = 0;
     pub->pool.loaned--;
-    for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
-        if (pub->conns[i].state == PC_ACTIVE)
-            deliver(pub, &pub->conns[i], index, true);
+    for (uint32_t k = pub->nactive; k-- > 0;)
+        deliver(pub, &pub->conns[pub->active[k]], index, true);
     if (pub->opt.history) {
         if (pub->hist_len == pub->opt.history)
             unref(pub, pub->history[pub->hist_head]);
@@ -831,8 +875,11 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     }
     if (ch->refs == 0)
         ferry__pool_put(&pub->pool, index);
-    pub->st->published++;
-    sync_stats(pub);
+    pub->stats.published++;
+    /* After the wake-ups: cold pages and system calls cost microseconds that would otherwise
+     * sit between a frame and its subscribers. */
+    publish_status(pub);
+    housekeep_maybe(pub);
     return FERRY_OK;
 }
 
@@ -861,7 +908,7 @@ ferry_err ferry_publish_copy(ferry_publisher *pub, const void *data, size_t size
         ferry_loan_release(pub, payload);
         return err;
     }
-    pub->st->bytes_copied += size;
+    pub->stats.bytes_copied += size;
     return FERRY_OK;
 }
 
@@ -912,7 +959,7 @@ ferry_err ferry_publisher_stats_get(ferry_publisher *pub, ferry_publisher_stats 
     if (!out)
         return FERRY_EINVAL;
     drain_all_returns(pub);
-    sync_stats(pub);
-    *out = *pub->st;
+    publish_status(pub);
+    *out = pub->stats;
     return FERRY_OK;
 }

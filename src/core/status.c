@@ -94,6 +94,19 @@ done:
     return err;
 }
 
+void ferry__status_remove_dead(int topic_dirfd, const char *name)
+{
+    size_t len = strlen(name);
+    if (len < 8 || len >= 64 || strcmp(name + len - 7, ".status") != 0)
+        return;
+    unlinkat(topic_dirfd, name, 0);
+    if (strncmp(name, "pub.", 4) == 0) {
+        char sock[72];
+        snprintf(sock, sizeof sock, "%.*s.sock", (int)(len - 7), name);
+        unlinkat(topic_dirfd, sock, 0);
+    }
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -118,8 +131,14 @@ ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint6
             continue;
         ferry__status st;
         bool alive = false;
-        if (ferry__status_read(topic_dirfd, e->d_name, &st, &alive) != FERRY_OK || !alive)
+        if (ferry__status_read(topic_dirfd, e->d_name, &st, &alive) != FERRY_OK)
             continue;
+        if (!alive) {
+            /* Its process died (the lock went with it): whoever finds the remains removes them,
+             * so a crash loop cannot fill the directory. */
+            ferry__status_remove_dead(topic_dirfd, e->d_name);
+            continue;
+        }
         if (st.type_hash != type_hash || strcmp(st.type_name, type_name) != 0) {
             result = FERRY_ETYPE;
             break;

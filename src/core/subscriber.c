@@ -24,6 +24,7 @@ enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3 };
 #define REFUSED_MAX 16
 #define RESCAN_NS 1000000000LL      /* safety-net rescan of the topic directory */
 #define PENDING_TIMEOUT_NS 5000000000LL
+#define FUTEX_SLICE_NS 50000000LL /* longest doorbell sleep before housekeeping runs again */
 
 typedef struct sconn {
     int state;
@@ -46,7 +47,7 @@ typedef struct sconn {
     uint64_t rhead; /* private copy of return_head */
     uint64_t *held_bits;
     uint32_t held;
-    bool armed;
+    uint32_t armed; /* doorbell value we last set, 0 when none */
 } sconn;
 
 struct ferry_subscriber {
@@ -62,14 +63,18 @@ struct ferry_subscriber {
     char dirpath[PATH_MAX];
     int efd, epfd, watch_fd;
     ferry__status_file status;
-    ferry_subscriber_stats *st;
+    ferry_subscriber_stats *st; /* in the status file; written by publish_status only */
+    ferry_subscriber_stats stats;
     sconn *conns;
+    uint16_t *live; /* slots of connections that may hold queued samples (active or gone) */
+    uint32_t nlive;
     uint32_t nconns, nactive;
     uint32_t held;
     uint64_t dropped_closed;
     char refused[REFUSED_MAX][64];
     uint32_t refused_next;
     bool rescan;
+    bool no_futex; /* the kernel lacks futex_waitv: sleep on the notifier */
     int64_t next_rescan;
     int64_t next_housekeep;
     void *waitset;
@@ -117,14 +122,29 @@ ferry_err ferry__subscriber_check(ferry_subscriber *sub)
 static void update_stats(ferry_subscriber *sub)
 {
     uint64_t dropped = sub->dropped_closed;
-    for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
-        sconn *c = &sub->conns[i];
-        if (c->state == SC_ACTIVE || c->state == SC_GONE)
-            dropped += atomic_load_explicit(&c->hdr->dropped, memory_order_relaxed);
-    }
-    sub->st->dropped = dropped;
-    sub->st->held = sub->held;
-    sub->st->publishers = sub->nactive;
+    for (uint32_t k = 0; k < sub->nlive; k++)
+        dropped += atomic_load_explicit(&sub->conns[sub->live[k]].hdr->dropped,
+                                        memory_order_relaxed);
+    sub->stats.dropped = dropped;
+    sub->stats.held = sub->held;
+    sub->stats.publishers = sub->nactive;
+}
+
+/* Copies the counters to the status file, for tools; off the hot path. */
+static void publish_status(ferry_subscriber *sub)
+{
+    update_stats(sub);
+    *sub->st = sub->stats;
+}
+
+static void live_remove(ferry_subscriber *sub, sconn *c)
+{
+    uint16_t slot = (uint16_t)(c - sub->conns);
+    for (uint32_t k = 0; k < sub->nlive; k++)
+        if (sub->live[k] == slot) {
+            sub->live[k] = sub->live[--sub->nlive];
+            return;
+        }
 }
 
 /* ---- connections -------------------------------------------------------------------------- */
@@ -149,6 +169,7 @@ static void conn_close(ferry_subscriber *sub, sconn *c)
     if (c->state == SC_ACTIVE)
         sub->nactive--;
     if (c->state == SC_ACTIVE || c->state == SC_GONE) {
+        live_remove(sub, c);
         sub->dropped_closed += atomic_load_explicit(&c->hdr->dropped, memory_order_relaxed);
         ferry__unmap((void *)c->data, c->data_size);
         ferry__unmap(c->hdr, c->conn_size);
@@ -182,7 +203,7 @@ static void conn_gone(ferry_subscriber *sub, sconn *c, bool lost)
         return;
     c->state = SC_GONE;
     sub->nactive--;
-    sub->st->publishers_lost += lost;
+    sub->stats.publishers_lost += lost;
     conn_release_resources(sub, c);
     ferry__log(sub->node, FERRY_LOG_INFO, "%s: publisher pid %d gone", sub->topic, (int)c->pid);
     if (c->held == 0 && ring_empty(c))
@@ -192,14 +213,14 @@ static void conn_gone(ferry_subscriber *sub, sconn *c, bool lost)
 
 static void conn_fail(ferry_subscriber *sub, sconn *c, const char *why)
 {
-    sub->st->protocol_errors++;
+    sub->stats.protocol_errors++;
     ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d disconnected: %s", sub->topic,
                (int)c->pid, why);
     /* Queued samples from a publisher that broke the rules are not taken. */
     if (c->state == SC_ACTIVE) {
         c->state = SC_GONE;
         sub->nactive--;
-        sub->st->publishers_lost++;
+        sub->stats.publishers_lost++;
         conn_release_resources(sub, c);
     }
     if (c->state == SC_GONE && c->held == 0)
@@ -244,7 +265,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     if (err) {
         why = "malformed welcome";
     } else if (w.status != FERRY_OK) {
-        sub->st->rejected++;
+        sub->stats.rejected++;
         remember_refused(sub, c->name);
         ferry__log(sub->node, FERRY_LOG_WARN,
                    "%s: publisher pid %d refused us: %s (it has type %s/%016llx)", sub->topic,
@@ -261,13 +282,13 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     } else if (ferry__welcome_check(&w, data_size, conn_size) != FERRY_OK) {
         why = "welcome with an impossible geometry";
     } else if (w.type_hash != sub->type_hash || strcmp(w.type_name, sub->type_name) != 0) {
-        sub->st->rejected++;
+        sub->stats.rejected++;
         remember_refused(sub, c->name);
         why = "type mismatch";
     }
     if (why) {
         if (err || nfds != 3)
-            sub->st->protocol_errors++;
+            sub->stats.protocol_errors++;
         ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: %s", sub->topic,
                    (int)c->pid, why);
         for (int i = 0; i < nfds; i++)
@@ -285,7 +306,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         dh->magic != FERRY__DATA_MAGIC || dh->publisher_id != w.publisher_id) {
         ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
                    sub->topic, (int)c->pid);
-        sub->st->protocol_errors += data && hdr && bits;
+        sub->stats.protocol_errors += data && hdr && bits;
         ferry__unmap((void *)data, data_size);
         ferry__unmap(hdr, conn_size);
         free(bits);
@@ -311,6 +332,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     c->pub_id = w.publisher_id;
     c->state = SC_ACTIVE;
     sub->nactive++;
+    sub->live[sub->nlive++] = (uint16_t)(c - sub->conns);
     update_stats(sub);
     ferry__log(sub->node, FERRY_LOG_DEBUG, "%s: connected to publisher pid %d", sub->topic,
                (int)c->pid);
@@ -354,7 +376,7 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     gid_t gid = 0;
     if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
         !ferry__node_peer_allowed(sub->node, uid, gid)) {
-        sub->st->rejected++;
+        sub->stats.rejected++;
         remember_refused(sub, name);
         ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d uid %u not allowed",
                    sub->topic, (int)pid, (unsigned)uid);
@@ -453,7 +475,10 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
                 rewatch(sub);
             sub->rescan = true;
         } else if (kind == FERRY__TAG_NOTIFY) {
-            ferry__notifier_drain(sub->efd);
+            /* A wake-up for a queued sample is drained later, by the arming that precedes the
+             * next sleep: the take comes first. Anything else is drained now. */
+            if (!ferry__subscriber_ready(sub))
+                ferry__notifier_drain(sub->efd);
         } else if (kind == FERRY__TAG_CONN) {
             uint32_t slot = ferry__tag_slot(ev[i].tag);
             if (slot >= sub->opt.max_publishers)
@@ -485,7 +510,7 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
         else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS)
             conn_close(sub, c);
     }
-    update_stats(sub);
+    publish_status(sub);
     sub->next_housekeep = ferry__clock_ns() + FERRY__HOUSEKEEP_NS;
 }
 
@@ -514,6 +539,10 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
     if (head == tail)
         return 0;
     if (head - tail > (uint64_t)c->dmask + 1) {
+        /* Between our two loads the publisher may have dropped the oldest entry and appended
+         * one: only a tail that stayed put makes these counters impossible. */
+        if (atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire) != tail)
+            return 2;
         conn_fail(sub, c, "delivery ring counters out of range");
         return -1;
     }
@@ -562,10 +591,8 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
         sconn *best = NULL;
         peeked bp = {0}, p;
         bool raced = false;
-        for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
-            sconn *c = &sub->conns[i];
-            if (c->state != SC_ACTIVE && c->state != SC_GONE)
-                continue;
+        for (uint32_t k = sub->nlive; k-- > 0;) {
+            sconn *c = &sub->conns[sub->live[k]];
             int r = peek(sub, c, &p);
             if (r == 2)
                 raced = true;
@@ -592,8 +619,8 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
         best->held_bits[index / 64] |= (uint64_t)1 << (index % 64);
         best->held++;
         sub->held++;
-        sub->st->received++;
-        sub->st->held = sub->held;
+        sub->stats.received++;
+        sub->stats.held = sub->held;
         out->data = best->data + bp.offset + best->payload_offset;
         out->size = bp.h.size;
         out->sequence = bp.h.sequence;
@@ -611,32 +638,64 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
 
 bool ferry__subscriber_ready(ferry_subscriber *sub)
 {
-    for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
-        sconn *c = &sub->conns[i];
-        if ((c->state == SC_ACTIVE || c->state == SC_GONE) && !ring_empty(c))
+    for (uint32_t k = 0; k < sub->nlive; k++)
+        if (!ring_empty(&sub->conns[sub->live[k]]))
             return true;
-    }
     return false;
 }
 
-bool ferry__subscriber_arm(ferry_subscriber *sub)
+/* Sets every active connection's doorbell to how (a FERRY__DOORBELL_ value), then checks the
+ * rings once more; true when a sample is queued. */
+static bool arm(ferry_subscriber *sub, uint32_t how)
 {
     bool fired = false;
-    for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
-        sconn *c = &sub->conns[i];
+    for (uint32_t k = 0; k < sub->nlive; k++) {
+        sconn *c = &sub->conns[sub->live[k]];
         if (c->state != SC_ACTIVE)
             continue;
-        /* A doorbell we set that is clear again means its publisher signalled our notifier. */
-        if (c->armed && atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) == 0)
+        /* A notifier doorbell we set that is clear again means its publisher wrote to our
+         * notifier: drain it so the descriptor does not stay readable. */
+        if (c->armed == FERRY__DOORBELL_NOTIFIER &&
+            atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) == 0)
             fired = true;
-        atomic_store_explicit(&c->hdr->sub_waiting, 1, memory_order_relaxed);
-        c->armed = true;
+        atomic_store_explicit(&c->hdr->sub_waiting, how, memory_order_relaxed);
+        c->armed = how;
     }
     if (fired)
         ferry__notifier_drain(sub->efd);
     /* Pairs with the publisher's fence between its new head and its doorbell check. */
     atomic_thread_fence(memory_order_seq_cst);
     return ferry__subscriber_ready(sub);
+}
+
+bool ferry__subscriber_arm(ferry_subscriber *sub)
+{
+    return arm(sub, FERRY__DOORBELL_NOTIFIER);
+}
+
+/* Sleeps on the doorbell words of the active connections (a futex wait is cheaper to wake than
+ * an eventfd behind epoll). Returns false when that is not possible here. */
+static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
+{
+    void *words[128];
+    uint32_t expected[128];
+    unsigned n = 0;
+    if (sub->no_futex || sub->nactive == 0 || sub->nactive > 128 || sub->nconns != sub->nactive)
+        return false;
+    if (arm(sub, FERRY__DOORBELL_FUTEX))
+        return true;
+    for (uint32_t k = 0; k < sub->nlive; k++) {
+        sconn *c = &sub->conns[sub->live[k]];
+        if (c->state == SC_ACTIVE) {
+            words[n] = (void *)&c->hdr->sub_waiting;
+            expected[n++] = FERRY__DOORBELL_FUTEX;
+        }
+    }
+    if (ferry__futex_waitv(words, expected, n, timeout_ns) != 0 && errno == ENOSYS) {
+        sub->no_futex = true;
+        return false;
+    }
+    return true;
 }
 
 ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
@@ -682,7 +741,7 @@ ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
     c->held_bits[index / 64] &= ~((uint64_t)1 << (index % 64));
     c->held--;
     sub->held--;
-    sub->st->held = sub->held;
+    sub->stats.held = sub->held;
     memset(sample, 0, sizeof *sample);
     if (c->state == SC_ACTIVE) {
         uint64_t tail = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
@@ -698,6 +757,7 @@ ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
     } else if (c->held == 0 && ring_empty(c)) {
         conn_close(sub, c);
     }
+    publish_status(sub);
     return FERRY_OK;
 }
 
@@ -708,9 +768,19 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
         return err;
     int64_t deadline = ferry__deadline(timeout_ns);
     for (;;) {
-        if (ferry__subscriber_ready(sub) || ferry__subscriber_arm(sub))
+        if (ferry__subscriber_ready(sub))
             return FERRY_OK;
         int64_t left = ferry__remaining(deadline);
+        /* With every connection established, sleep on the doorbells, in slices, so that new
+         * publishers and hang-ups are still noticed; otherwise on the poller, which sees
+         * everything. */
+        if (ferry__clock_ns() >= sub->next_housekeep)
+            housekeep(sub, 0);
+        int64_t slice = left < 0 || left > FUTEX_SLICE_NS ? FUTEX_SLICE_NS : left;
+        if (left != 0 && sleep_on_doorbells(sub, slice))
+            continue;
+        if (arm(sub, FERRY__DOORBELL_NOTIFIER))
+            return FERRY_OK;
         housekeep(sub, left);
         if (left == 0)
             return ferry__subscriber_ready(sub) ? FERRY_OK : FERRY_ETIMEDOUT;
@@ -763,8 +833,8 @@ ferry_err ferry_subscriber_stats_get(ferry_subscriber *sub, ferry_subscriber_sta
         return err;
     if (!out)
         return FERRY_EINVAL;
-    update_stats(sub);
-    *out = *sub->st;
+    publish_status(sub);
+    *out = sub->stats;
     return FERRY_OK;
 }
 
@@ -801,7 +871,10 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     snprintf(sub->topic, sizeof sub->topic, "%s", norm);
     snprintf(sub->type_name, sizeof sub->type_name, "%s", type_name);
     sub->conns = calloc(o.max_publishers, sizeof *sub->conns);
-    if (!sub->conns) {
+    sub->live = calloc(o.max_publishers, sizeof *sub->live);
+    if (!sub->conns || !sub->live) {
+        free(sub->conns);
+        free(sub->live);
         free(sub);
         return FERRY_ENOMEM;
     }
@@ -857,6 +930,7 @@ fail: {
     if (sub->dirfd >= 0)
         close(sub->dirfd);
     free(sub->conns);
+    free(sub->live);
     free(sub);
     errno = e;
     return err;
@@ -870,15 +944,22 @@ ferry_err ferry_subscriber_destroy(ferry_subscriber *sub)
         return err;
     if (sub->held > 0 || sub->waitset)
         return FERRY_EBUSY;
-    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
+    ferry__bye bye;
+    ferry__bye_init(&bye);
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++) {
+        if (sub->conns[i].state == SC_ACTIVE)
+            ferry__send_msg(sub->conns[i].sock, &bye, sizeof bye, NULL, 0);
         conn_close(sub, &sub->conns[i]);
+    }
     ferry__status_remove(&sub->status, sub->dirfd);
     close(sub->watch_fd);
     close(sub->epfd);
     close(sub->efd);
     close(sub->dirfd);
     free(sub->conns);
+    free(sub->live);
     sub->conns = NULL;
+    sub->live = NULL;
     ferry__node_bury(sub->node, &sub->obj);
     return FERRY_OK;
 }

@@ -151,7 +151,7 @@ ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready
         ferry__event ev[32];
         int got = ferry__poller_wait(ws->epfd, ev, 32, left);
         for (int i = 0; i < got; i++)
-            if (ev[i].tag < ws->count)
+            if (ev[i].tag < ws->count && !ferry__subscriber_ready(ws->members[ev[i].tag].sub))
                 ferry__subscriber_housekeep(ws->members[ev[i].tag].sub);
         if (left == 0) {
             *count = collect(ws, ready, capacity);

@@ -59,6 +59,14 @@ int ferry__notifier_create(void);
 void ferry__notifier_signal(int fd);
 void ferry__notifier_drain(int fd);
 
+/* Futexes on 32-bit words of shared mappings (process-shared). */
+void ferry__futex_wake(void *word);
+/* Sleeps until a wake-up on one of the n words (n <= 128), a word differs from its expected
+ * value, or timeout_ns passes (negative: for ever). Returns 0, or -1 with errno ETIMEDOUT,
+ * EAGAIN (a word differed), EINTR, or ENOSYS (the kernel has no vectored futex wait). */
+int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n,
+                       int64_t timeout_ns);
+
 /* Directory watch (inotify) for entries created or moved in and the directory going away. */
 int ferry__dirwatch_create(int *watch_fd, const char *path);
 /* Drains the watch; returns 1 when the watched directory itself went away, else 0. */

@@ -13,7 +13,9 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -338,6 +340,45 @@ void ferry__notifier_drain(int fd)
     do {
         n = read(fd, &v, sizeof v);
     } while (n < 0 && errno == EINTR);
+}
+
+void ferry__futex_wake(void *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n,
+                       int64_t timeout_ns)
+{
+#ifdef SYS_futex_waitv
+    struct futex_waitv w[FUTEX_WAITV_MAX];
+    if (n == 0 || n > FUTEX_WAITV_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(w, 0, n * sizeof w[0]);
+    for (unsigned i = 0; i < n; i++) {
+        w[i].val = expected[i];
+        w[i].uaddr = (uint64_t)(uintptr_t)words[i];
+        w[i].flags = FUTEX_32; /* shared, not FUTEX_PRIVATE_FLAG: the words live in memfds */
+    }
+    struct timespec ts, *tp = NULL;
+    if (timeout_ns >= 0) {
+        int64_t at = ferry__clock_ns() + timeout_ns;
+        ts.tv_sec = at / 1000000000;
+        ts.tv_nsec = at % 1000000000;
+        tp = &ts;
+    }
+    long rc = syscall(SYS_futex_waitv, w, n, 0, tp, CLOCK_MONOTONIC);
+    return rc < 0 ? -1 : 0;
+#else
+    (void)words;
+    (void)expected;
+    (void)n;
+    (void)timeout_ns;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 int ferry__dirwatch_create(int *watch_fd, const char *path)
