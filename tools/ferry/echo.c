@@ -1,0 +1,311 @@
+/*
+ * ferry echo: subscribes to a topic and prints one line per sample: its sequence, size, one-way
+ * latency and publisher, and with --verify whether a synthetic frame arrived intact.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+
+#define CMD "echo"
+#define NS_PER_S 1000000000LL
+#define WAIT_SLICE_NS 100000000LL
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* No SA_RESTART: a signal ends the wait it interrupts, so the loop sees the flag promptly. */
+static void install_handlers(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void usage(FILE *to)
+{
+    fputs("usage: ferry echo TOPIC [options]\n"
+          "Prints one line per sample taken from TOPIC:\n"
+          "  seq=N size=N latency_us=X.X publisher=HEX [ok|CORRUPT]\n"
+          "latency_us is the time from ferry_publish to the take. A summary goes to stderr at\n"
+          "the end. Exits 1 when a frame failed --verify, or when --timeout expired before\n"
+          "--count samples came.\n"
+          "\n"
+          "options:\n"
+          "  --count N        stop after N samples; 0 runs until a signal (default 0)\n"
+          "  --verify         check each synthetic frame's header and checksum (ok / CORRUPT)\n"
+          "  --quiet          print no line per sample, only the summary\n"
+          "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
+          "                   live endpoints, else " CLI_FRAME_TYPE ")\n"
+          "  --depth N        queue depth per publisher (default: the library's, 2)\n"
+          "  --history N      ask each publisher for its last N samples on joining (default 0)\n"
+          "  --timeout SEC    give up after SEC seconds (default: never)\n"
+          "  --domain N       domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
+          "                   /dev/shm/ferry-<uid>)\n"
+          "  -h, --help       print this help\n",
+          to);
+}
+
+typedef struct echo_args {
+    cli_where where;
+    const char *topic;
+    const char *type;
+    uint64_t count;
+    uint64_t depth;
+    uint64_t history;
+    double timeout_s;
+    bool verify;
+    bool quiet;
+} echo_args;
+
+static int parse_args(int argc, char **argv, echo_args *a)
+{
+    enum {
+        O_COUNT = 256,
+        O_VERIFY,
+        O_QUIET,
+        O_TYPE,
+        O_DEPTH,
+        O_HISTORY,
+        O_TIMEOUT,
+        O_DOMAIN,
+        O_DIR
+    };
+    static const struct option options[] = {
+        {"count", required_argument, NULL, O_COUNT},
+        {"verify", no_argument, NULL, O_VERIFY},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"type", required_argument, NULL, O_TYPE},
+        {"depth", required_argument, NULL, O_DEPTH},
+        {"history", required_argument, NULL, O_HISTORY},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"domain", required_argument, NULL, O_DOMAIN},
+        {"dir", required_argument, NULL, O_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    memset(a, 0, sizeof *a);
+    a->timeout_s = -1.0;
+    if (!cli_where_from_env(&a->where)) return 2;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case O_COUNT:
+            if (!cli_parse_u64(optarg, &a->count))
+                return cli_fail(CMD, 2, "invalid --count '%s'", optarg);
+            break;
+        case O_VERIFY:
+            a->verify = true;
+            break;
+        case O_QUIET:
+            a->quiet = true;
+            break;
+        case O_TYPE:
+            if (optarg[0] == '\0' || strlen(optarg) > FERRY_TYPE_NAME_MAX)
+                return cli_fail(CMD, 2, "invalid --type '%s'", optarg);
+            a->type = optarg;
+            break;
+        case O_DEPTH:
+            if (!cli_parse_u64(optarg, &a->depth) || a->depth == 0 || a->depth > UINT32_MAX)
+                return cli_fail(CMD, 2, "invalid --depth '%s'", optarg);
+            break;
+        case O_HISTORY:
+            if (!cli_parse_u64(optarg, &a->history) || a->history > UINT32_MAX)
+                return cli_fail(CMD, 2, "invalid --history '%s'", optarg);
+            break;
+        case O_TIMEOUT:
+            if (!cli_parse_double(optarg, &a->timeout_s) || a->timeout_s < 0.0 ||
+                a->timeout_s > 1e9)
+                return cli_fail(CMD, 2, "invalid --timeout '%s' (seconds)", optarg);
+            break;
+        case O_DOMAIN:
+            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            break;
+        case O_DIR:
+            a->where.dir = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+            return cli_fail(CMD, 2, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
+                return cli_fail(CMD, 2, "option '%s' takes no value", argv[optind - 1]);
+            if (strncmp(argv[optind - 1], "--", 2) == 0 || optopt == 0)
+                return cli_fail(CMD, 2, "unknown option '%s' (try 'ferry echo --help')",
+                                argv[optind - 1]);
+            return cli_fail(CMD, 2, "unknown option '-%c' (try 'ferry echo --help')", optopt);
+        }
+    }
+    if (optind >= argc) return cli_fail(CMD, 2, "missing TOPIC (try 'ferry echo --help')");
+    if (optind + 1 < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind + 1]);
+    a->topic = argv[optind];
+    return -1;
+}
+
+/* The type of a topic as its live endpoints declare it; publishers take precedence. */
+typedef struct found_type {
+    char name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t hash;
+    bool from_publisher;
+    bool found;
+} found_type;
+
+static bool note_type(void *arg, const ferry_endpoint_info *info)
+{
+    found_type *t = arg;
+
+    if (!info->alive || (t->found && t->from_publisher)) return true;
+    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    snprintf(t->name, sizeof t->name, "%s", info->type_name);
+    t->hash = info->type_hash;
+    t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
+    t->found = true;
+    return !t->from_publisher;
+}
+
+static void topic_type(const echo_args *a, found_type *t)
+{
+    memset(t, 0, sizeof *t);
+    if (a->type == NULL) ferry_inspect(a->where.dir, a->where.domain, a->topic, note_type, t);
+    if (!t->found) {
+        snprintf(t->name, sizeof t->name, "%s", a->type ? a->type : CLI_FRAME_TYPE);
+        t->hash = ferry_hash(t->name);
+    }
+}
+
+typedef struct echo_totals {
+    uint64_t received;
+    uint64_t corrupt;
+    bool output_failed;
+} echo_totals;
+
+static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot, bool *timed_out)
+{
+    int64_t deadline = a->timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a->timeout_s * 1e9) : -1;
+
+    while (!stop_requested && (a->count == 0 || tot->received < a->count)) {
+        ferry_sample s;
+        ferry_err err = ferry_take(sub, &s);
+
+        if (err == FERRY_OK) {
+            int64_t latency = ferry_now().ns - s.publish_time.ns;
+            bool intact = !a->verify || cli_frame_verify(s.data, s.size);
+
+            tot->received++;
+            if (!intact) tot->corrupt++;
+            if (!a->quiet) {
+                printf("seq=%" PRIu64 " size=%zu latency_us=%.1f publisher=%" PRIx64 "%s\n",
+                       s.sequence, s.size, (double)latency / 1e3, s.publisher_id,
+                       !a->verify ? ""
+                       : intact   ? " ok"
+                                  : " CORRUPT");
+                if (ferror(stdout)) {
+                    /* A reader that left (EPIPE) ends the command like a signal does. */
+                    tot->output_failed = errno != EPIPE;
+                    stop_requested = 1;
+                }
+            }
+            err = ferry_release(sub, &s);
+            if (err != FERRY_OK) return cli_fail(CMD, 1, "ferry_release: %s", ferry_strerror(err));
+            continue;
+        }
+        if (err != FERRY_EAGAIN) return cli_fail(CMD, 1, "ferry_take: %s", ferry_strerror(err));
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left <= 0) {
+                *timed_out = true;
+                return 0;
+            }
+            err = ferry_wait(sub, left < WAIT_SLICE_NS ? left : WAIT_SLICE_NS);
+        } else {
+            err = ferry_wait(sub, WAIT_SLICE_NS);
+        }
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
+            return cli_fail(CMD, 1, "ferry_wait: %s", ferry_strerror(err));
+    }
+    return 0;
+}
+
+int ferry_cmd_echo(int argc, char **argv)
+{
+    ferry_subscriber_options o;
+    ferry_subscriber_stats st;
+    ferry_subscriber *sub = NULL;
+    ferry_node *node = NULL;
+    echo_totals tot = {0, 0, false};
+    bool timed_out = false;
+    found_type type;
+    ferry_err err;
+    echo_args a;
+    int status;
+
+    status = parse_args(argc, argv, &a);
+    if (status >= 0) return status;
+    if (ferry_topic_validate(a.topic) != FERRY_OK)
+        return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
+    topic_type(&a, &type);
+
+    ferry_subscriber_options_init(&o);
+    if (a.depth != 0) o.depth = (uint32_t)a.depth;
+    o.history = (uint32_t)a.history;
+
+    /* Lines go out as they come, also into a pipe, so a reader sees samples live. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    install_handlers();
+    if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;
+    err = ferry_subscriber_create(&sub, node, a.topic, type.name, type.hash, &o);
+    if (err != FERRY_OK) {
+        int saved = errno;
+
+        status = cli_fail(CMD, 1, "cannot subscribe to '%s' (type %s): %s%s%s", a.topic, type.name,
+                          ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
+                          err == FERRY_ESYS ? strerror(saved) : "");
+        ferry_node_destroy(node);
+        return status;
+    }
+
+    status = echo_loop(sub, &a, &tot, &timed_out);
+
+    memset(&st, 0, sizeof st);
+    err = ferry_subscriber_stats_get(sub, &st);
+    if (err != FERRY_OK && status == 0)
+        status = cli_fail(CMD, 1, "ferry_subscriber_stats_get: %s", ferry_strerror(err));
+    fprintf(stderr, "ferry echo: %s: received %" PRIu64 ", dropped %" PRIu64, a.topic, tot.received,
+            st.dropped);
+    if (a.verify) fprintf(stderr, ", corrupt %" PRIu64, tot.corrupt);
+    fprintf(stderr, ", publishers %" PRIu32 "\n", st.publishers);
+    /* With no --count, --timeout is simply how long to listen. */
+    if (timed_out && a.count != 0 && status == 0)
+        status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples",
+                          a.timeout_s, tot.received, a.count);
+    if (tot.corrupt != 0 && status == 0) status = 1;
+
+    err = ferry_subscriber_destroy(sub);
+    if (err != FERRY_OK && status == 0)
+        status = cli_fail(CMD, 1, "ferry_subscriber_destroy: %s", ferry_strerror(err));
+    err = ferry_node_destroy(node);
+    if (err != FERRY_OK && status == 0)
+        status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+    if (tot.output_failed && status == 0) status = 1;
+    return status;
+}

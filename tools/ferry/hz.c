@@ -1,0 +1,340 @@
+/*
+ * ferry hz: measures a topic's rate, like `rostopic hz`. Once a second it prints the rate, the
+ * minimum, maximum, mean and standard deviation of the period and the bandwidth over the last
+ * --window samples. Periods are taken between the publish times of the samples received.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CMD "hz"
+#define NS_PER_S 1000000000LL
+#define WAIT_SLICE_NS 100000000LL
+#define WINDOW_DEFAULT 100u
+#define WINDOW_MAX 1000000u
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* No SA_RESTART: a signal ends the wait it interrupts, so the loop sees the flag promptly. */
+static void install_handlers(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void usage(FILE *to)
+{
+    fputs("usage: ferry hz TOPIC [options]\n"
+          "Prints once a second, over the last --window samples received:\n"
+          "  rate R Hz  period min A ms max B ms mean C ms std D ms  bandwidth E MB/s  window N\n"
+          "(MB = 10^6 bytes). Periods are measured between publish times; a second with no new\n"
+          "sample prints 'no new samples'.\n"
+          "\n"
+          "options:\n"
+          "  --window N       samples the statistics cover, >= 2 (default 100)\n"
+          "  --count N        stop after N rate reports; 0 runs until a signal (default 0)\n"
+          "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
+          "                   live endpoints, else " CLI_FRAME_TYPE ")\n"
+          "  --timeout SEC    give up after SEC seconds; exits 1 if --count reports were not\n"
+          "                   printed by then (default: never)\n"
+          "  --domain N       domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
+          "                   /dev/shm/ferry-<uid>)\n"
+          "  -h, --help       print this help\n",
+          to);
+}
+
+typedef struct hz_args {
+    cli_where where;
+    const char *topic;
+    const char *type;
+    uint64_t window;
+    uint64_t count;
+    double timeout_s;
+} hz_args;
+
+static int parse_args(int argc, char **argv, hz_args *a)
+{
+    enum { O_WINDOW = 256, O_COUNT, O_TYPE, O_TIMEOUT, O_DOMAIN, O_DIR };
+    static const struct option options[] = {
+        {"window", required_argument, NULL, O_WINDOW},
+        {"count", required_argument, NULL, O_COUNT},
+        {"type", required_argument, NULL, O_TYPE},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"domain", required_argument, NULL, O_DOMAIN},
+        {"dir", required_argument, NULL, O_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    memset(a, 0, sizeof *a);
+    a->window = WINDOW_DEFAULT;
+    a->timeout_s = -1.0;
+    if (!cli_where_from_env(&a->where)) return 2;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case O_WINDOW:
+            if (!cli_parse_u64(optarg, &a->window) || a->window < 2 || a->window > WINDOW_MAX)
+                return cli_fail(CMD, 2, "invalid --window '%s' (2..%u)", optarg, WINDOW_MAX);
+            break;
+        case O_COUNT:
+            if (!cli_parse_u64(optarg, &a->count))
+                return cli_fail(CMD, 2, "invalid --count '%s'", optarg);
+            break;
+        case O_TYPE:
+            if (optarg[0] == '\0' || strlen(optarg) > FERRY_TYPE_NAME_MAX)
+                return cli_fail(CMD, 2, "invalid --type '%s'", optarg);
+            a->type = optarg;
+            break;
+        case O_TIMEOUT:
+            if (!cli_parse_double(optarg, &a->timeout_s) || a->timeout_s < 0.0 ||
+                a->timeout_s > 1e9)
+                return cli_fail(CMD, 2, "invalid --timeout '%s' (seconds)", optarg);
+            break;
+        case O_DOMAIN:
+            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            break;
+        case O_DIR:
+            a->where.dir = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+            return cli_fail(CMD, 2, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
+                return cli_fail(CMD, 2, "option '%s' takes no value", argv[optind - 1]);
+            if (strncmp(argv[optind - 1], "--", 2) == 0 || optopt == 0)
+                return cli_fail(CMD, 2, "unknown option '%s' (try 'ferry hz --help')",
+                                argv[optind - 1]);
+            return cli_fail(CMD, 2, "unknown option '-%c' (try 'ferry hz --help')", optopt);
+        }
+    }
+    if (optind >= argc) return cli_fail(CMD, 2, "missing TOPIC (try 'ferry hz --help')");
+    if (optind + 1 < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind + 1]);
+    a->topic = argv[optind];
+    return -1;
+}
+
+/* The type of a topic as its live endpoints declare it; publishers take precedence. */
+typedef struct found_type {
+    char name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t hash;
+    bool from_publisher;
+    bool found;
+} found_type;
+
+static bool note_type(void *arg, const ferry_endpoint_info *info)
+{
+    found_type *t = arg;
+
+    if (!info->alive || (t->found && t->from_publisher)) return true;
+    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    snprintf(t->name, sizeof t->name, "%s", info->type_name);
+    t->hash = info->type_hash;
+    t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
+    t->found = true;
+    return !t->from_publisher;
+}
+
+static void topic_type(const hz_args *a, found_type *t)
+{
+    memset(t, 0, sizeof *t);
+    if (a->type == NULL) ferry_inspect(a->where.dir, a->where.domain, a->topic, note_type, t);
+    if (!t->found) {
+        snprintf(t->name, sizeof t->name, "%s", a->type ? a->type : CLI_FRAME_TYPE);
+        t->hash = ferry_hash(t->name);
+    }
+}
+
+/* The last cap samples received: publish times and sizes, in a ring. */
+typedef struct window {
+    int64_t *t_ns;
+    size_t *size;
+    size_t cap, count, next;
+    uint64_t fresh; /* samples since the last report */
+} window;
+
+static bool window_init(window *w, size_t cap)
+{
+    memset(w, 0, sizeof *w);
+    w->t_ns = malloc(cap * sizeof *w->t_ns);
+    w->size = malloc(cap * sizeof *w->size);
+    w->cap = cap;
+    return w->t_ns != NULL && w->size != NULL;
+}
+
+static void window_free(window *w)
+{
+    free(w->t_ns);
+    free(w->size);
+}
+
+static void window_add(window *w, int64_t t_ns, size_t size)
+{
+    w->t_ns[w->next] = t_ns;
+    w->size[w->next] = size;
+    w->next = (w->next + 1) % w->cap;
+    if (w->count < w->cap) w->count++;
+    w->fresh++;
+}
+
+/* Prints one report; returns false when the window holds too little for a rate. */
+static bool window_report(const window *w)
+{
+    size_t first = (w->next + w->cap - w->count) % w->cap, i;
+    int64_t pmin = INT64_MAX, pmax = INT64_MIN, span;
+    double sum = 0.0, sumsq = 0.0, mean, var, bytes = 0.0;
+    size_t periods = 0;
+
+    if (w->count < 2) return false;
+    for (i = 1; i < w->count; i++) {
+        size_t prev = (first + i - 1) % w->cap, cur = (first + i) % w->cap;
+        int64_t p = w->t_ns[cur] - w->t_ns[prev];
+
+        pmin = p < pmin ? p : pmin;
+        pmax = p > pmax ? p : pmax;
+        sum += (double)p;
+        sumsq += (double)p * (double)p;
+        bytes += (double)w->size[cur];
+        periods++;
+    }
+    span = w->t_ns[(first + w->count - 1) % w->cap] - w->t_ns[first];
+    if (span <= 0) return false;
+    mean = sum / (double)periods;
+    var = sumsq / (double)periods - mean * mean;
+    printf("rate %.3f Hz  period min %.3f ms max %.3f ms mean %.3f ms std %.3f ms  "
+           "bandwidth %.2f MB/s  window %zu\n",
+           (double)periods * 1e9 / (double)span, (double)pmin / 1e6, (double)pmax / 1e6, mean / 1e6,
+           var > 0.0 ? sqrt(var) / 1e6 : 0.0, bytes * 1e3 / (double)span, w->count);
+    return true;
+}
+
+static int hz_loop(ferry_subscriber *sub, const hz_args *a, window *w, uint64_t *reports,
+                   bool *timed_out)
+{
+    int64_t now = ferry_now().ns;
+    int64_t deadline = a->timeout_s >= 0.0 ? now + (int64_t)(a->timeout_s * 1e9) : -1;
+    int64_t next_report = now + NS_PER_S;
+
+    while (!stop_requested && (a->count == 0 || *reports < a->count)) {
+        ferry_sample s;
+        ferry_err err = ferry_take(sub, &s);
+        int64_t until;
+
+        if (err == FERRY_OK) {
+            window_add(w, s.publish_time.ns, s.size);
+            err = ferry_release(sub, &s);
+            if (err != FERRY_OK) return cli_fail(CMD, 1, "ferry_release: %s", ferry_strerror(err));
+        } else if (err != FERRY_EAGAIN) {
+            return cli_fail(CMD, 1, "ferry_take: %s", ferry_strerror(err));
+        }
+        now = ferry_now().ns;
+        if (now >= next_report) {
+            if (w->fresh == 0)
+                printf("no new samples\n");
+            else if (window_report(w))
+                (*reports)++;
+            w->fresh = 0;
+            /* A reader that left (EPIPE) ends the command like a signal does. */
+            if (ferror(stdout)) return errno == EPIPE ? 0 : 1;
+            next_report += NS_PER_S;
+            if (next_report <= now) next_report = now + NS_PER_S;
+            continue;
+        }
+        if (deadline >= 0 && now >= deadline) {
+            *timed_out = true;
+            return 0;
+        }
+        if (err == FERRY_OK) continue;
+        until = next_report;
+        if (deadline >= 0 && deadline < until) until = deadline;
+        if (until - now > WAIT_SLICE_NS) until = now + WAIT_SLICE_NS;
+        err = ferry_wait(sub, until - now);
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
+            return cli_fail(CMD, 1, "ferry_wait: %s", ferry_strerror(err));
+    }
+    return 0;
+}
+
+int ferry_cmd_hz(int argc, char **argv)
+{
+    ferry_subscriber_options o;
+    ferry_subscriber *sub = NULL;
+    ferry_node *node = NULL;
+    bool timed_out = false;
+    uint64_t reports = 0;
+    found_type type;
+    ferry_err err;
+    hz_args a;
+    window w;
+    int status;
+
+    status = parse_args(argc, argv, &a);
+    if (status >= 0) return status;
+    if (ferry_topic_validate(a.topic) != FERRY_OK)
+        return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
+    topic_type(&a, &type);
+    if (!window_init(&w, (size_t)a.window)) {
+        window_free(&w);
+        return cli_fail(CMD, 1, "out of memory");
+    }
+
+    /* A deeper queue than the default keeps a busy moment from showing up as drops. */
+    ferry_subscriber_options_init(&o);
+    if (o.depth < 16) o.depth = 16;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    install_handlers();
+    if (cli_node(&a.where, CMD, &node) != FERRY_OK) {
+        window_free(&w);
+        return 1;
+    }
+    err = ferry_subscriber_create(&sub, node, a.topic, type.name, type.hash, &o);
+    if (err != FERRY_OK) {
+        int saved = errno;
+
+        status = cli_fail(CMD, 1, "cannot subscribe to '%s' (type %s): %s%s%s", a.topic, type.name,
+                          ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
+                          err == FERRY_ESYS ? strerror(saved) : "");
+        ferry_node_destroy(node);
+        window_free(&w);
+        return status;
+    }
+
+    status = hz_loop(sub, &a, &w, &reports, &timed_out);
+    if (timed_out && a.count != 0 && status == 0)
+        status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " reports",
+                          a.timeout_s, reports, a.count);
+
+    err = ferry_subscriber_destroy(sub);
+    if (err != FERRY_OK && status == 0)
+        status = cli_fail(CMD, 1, "ferry_subscriber_destroy: %s", ferry_strerror(err));
+    err = ferry_node_destroy(node);
+    if (err != FERRY_OK && status == 0)
+        status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+    window_free(&w);
+    return status;
+}

@@ -1,0 +1,296 @@
+/*
+ * ferry info: shows every endpoint of one topic as its status file tells, live and dead, with
+ * its counters: for publishers the pool (chunks total, free, loaned, in use; bytes), for
+ * subscribers what they received, dropped and hold.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CMD "info"
+
+static void usage(FILE *to)
+{
+    fputs("usage: ferry info TOPIC [options]\n"
+          "Shows the publishers and subscribers of TOPIC with their counters. Endpoints whose\n"
+          "process is gone are listed too, marked dead (\"alive\": false in JSON); `ferry clean`\n"
+          "removes them. Exits 1 when the topic has no endpoint at all.\n"
+          "\n"
+          "options:\n"
+          "  --json           print one JSON object (ids and hashes as hex strings)\n"
+          "  --domain N       domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
+          "                   /dev/shm/ferry-<uid>)\n"
+          "  -h, --help       print this help\n",
+          to);
+}
+
+typedef struct endpoint_list {
+    ferry_endpoint_info *e;
+    size_t count, cap;
+    bool out_of_memory;
+} endpoint_list;
+
+static bool add_endpoint(void *arg, const ferry_endpoint_info *info)
+{
+    endpoint_list *l = arg;
+
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        ferry_endpoint_info *e = realloc(l->e, cap * sizeof *e);
+
+        if (e == NULL) {
+            l->out_of_memory = true;
+            return false;
+        }
+        l->e = e;
+        l->cap = cap;
+    }
+    l->e[l->count++] = *info;
+    return true;
+}
+
+/* Publishers first, live before dead, then by pid and id: a stable, readable order. */
+static int by_kind_then_pid(const void *pa, const void *pb)
+{
+    const ferry_endpoint_info *a = pa, *b = pb;
+
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    if (a->alive != b->alive) return a->alive ? -1 : 1;
+    if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The topic's type: a live publisher's, else any live endpoint's, else the first one's. */
+static const ferry_endpoint_info *type_source(const endpoint_list *l)
+{
+    const ferry_endpoint_info *live = NULL;
+    size_t i;
+
+    for (i = 0; i < l->count; i++) {
+        if (!l->e[i].alive) continue;
+        if (l->e[i].kind == FERRY_ENDPOINT_PUBLISHER) return &l->e[i];
+        if (live == NULL) live = &l->e[i];
+    }
+    return live ? live : &l->e[0];
+}
+
+static size_t count_kind(const endpoint_list *l, ferry_endpoint_kind kind)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < l->count; i++)
+        n += l->e[i].kind == kind;
+    return n;
+}
+
+static void json_string(FILE *to, const char *s)
+{
+    fputc('"', to);
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            fprintf(to, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(to, "\\u%04x", c);
+        else
+            fputc(c, to);
+    }
+    fputc('"', to);
+}
+
+static void json_endpoint_common(const ferry_endpoint_info *e)
+{
+    printf("{\"id\": \"%" PRIx64 "\", \"pid\": %" PRId32 ", \"alive\": %s, \"node\": ", e->id,
+           e->pid, e->alive ? "true" : "false");
+    json_string(stdout, e->node_name);
+    fputs(", \"type\": ", stdout);
+    json_string(stdout, e->type_name);
+    printf(", \"type_hash\": \"%016" PRIx64 "\"", e->type_hash);
+}
+
+static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
+{
+    const char *sep = "\n    ";
+    size_t i;
+
+    fputs("{\n  \"topic\": ", stdout);
+    json_string(stdout, t->topic);
+    fputs(",\n  \"type\": ", stdout);
+    json_string(stdout, t->type_name);
+    printf(",\n  \"type_hash\": \"%016" PRIx64 "\",\n  \"publishers\": [", t->type_hash);
+    for (i = 0; i < l->count; i++) {
+        const ferry_endpoint_info *e = &l->e[i];
+        const ferry_publisher_stats *p = &e->pub;
+
+        if (e->kind != FERRY_ENDPOINT_PUBLISHER) continue;
+        fputs(sep, stdout);
+        sep = ",\n    ";
+        json_endpoint_common(e);
+        printf(", \"published\": %" PRIu64 ", \"deliveries\": %" PRIu64 ", \"dropped\": %" PRIu64
+               ", \"bytes_copied\": %" PRIu64 ", \"chunks_total\": %" PRIu32
+               ", \"chunks_free\": %" PRIu32 ", \"chunks_loaned\": %" PRIu32
+               ", \"chunks_in_use\": %" PRIu32 ", \"size_classes\": %" PRIu32
+               ", \"pool_bytes\": %" PRIu64 ", \"pool_bytes_cap\": %" PRIu64
+               ", \"subscribers\": %" PRIu32 ", \"subscribers_lost\": %" PRIu64
+               ", \"chunks_reclaimed\": %" PRIu64 ", \"rejected\": %" PRIu64
+               ", \"protocol_errors\": %" PRIu64 "}",
+               p->published, p->deliveries, p->dropped, p->bytes_copied, p->chunks_total,
+               p->chunks_free, p->chunks_loaned, p->chunks_in_use, p->size_classes, p->pool_bytes,
+               p->pool_bytes_cap, p->subscribers, p->subscribers_lost, p->chunks_reclaimed,
+               p->rejected, p->protocol_errors);
+    }
+    if (count_kind(l, FERRY_ENDPOINT_PUBLISHER) != 0) fputs("\n  ", stdout);
+    fputs("],\n  \"subscribers\": [", stdout);
+    sep = "\n    ";
+    for (i = 0; i < l->count; i++) {
+        const ferry_endpoint_info *e = &l->e[i];
+        const ferry_subscriber_stats *s = &e->sub;
+
+        if (e->kind != FERRY_ENDPOINT_SUBSCRIBER) continue;
+        fputs(sep, stdout);
+        sep = ",\n    ";
+        json_endpoint_common(e);
+        printf(", \"received\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"held\": %" PRIu32
+               ", \"depth\": %" PRIu32 ", \"publishers\": %" PRIu32
+               ", \"publishers_lost\": %" PRIu64 ", \"bytes_copied\": %" PRIu64
+               ", \"rejected\": %" PRIu64 ", \"protocol_errors\": %" PRIu64 "}",
+               s->received, s->dropped, s->held, e->depth, s->publishers, s->publishers_lost,
+               s->bytes_copied, s->rejected, s->protocol_errors);
+    }
+    if (count_kind(l, FERRY_ENDPOINT_SUBSCRIBER) != 0) fputs("\n  ", stdout);
+    fputs("]\n}\n", stdout);
+}
+
+static void print_endpoint_head(const ferry_endpoint_info *e, const ferry_endpoint_info *t)
+{
+    printf("  id %" PRIx64 "  pid %" PRId32 "  node %s  %s", e->id, e->pid, e->node_name,
+           e->alive ? "alive" : "dead");
+    if (strcmp(e->type_name, t->type_name) != 0 || e->type_hash != t->type_hash)
+        printf("  type %s (hash %016" PRIx64 ")", e->type_name, e->type_hash);
+    putchar('\n');
+}
+
+static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
+{
+    size_t i;
+
+    printf("topic: %s\ntype:  %s (hash %016" PRIx64 ")\n", t->topic, t->type_name, t->type_hash);
+    printf("publishers: %zu\n", count_kind(l, FERRY_ENDPOINT_PUBLISHER));
+    for (i = 0; i < l->count; i++) {
+        const ferry_endpoint_info *e = &l->e[i];
+        const ferry_publisher_stats *p = &e->pub;
+
+        if (e->kind != FERRY_ENDPOINT_PUBLISHER) continue;
+        print_endpoint_head(e, t);
+        printf("    published %" PRIu64 "  deliveries %" PRIu64 "  dropped %" PRIu64
+               "  subscribers %" PRIu32 "\n",
+               p->published, p->deliveries, p->dropped, p->subscribers);
+        printf("    chunks total %" PRIu32 "  free %" PRIu32 "  loaned %" PRIu32 "  in use %" PRIu32
+               "  size classes %" PRIu32 "\n",
+               p->chunks_total, p->chunks_free, p->chunks_loaned, p->chunks_in_use,
+               p->size_classes);
+        printf("    pool %" PRIu64 " of %" PRIu64 " bytes (%.1f of %.1f MiB)  bytes copied %" PRIu64
+               "\n",
+               p->pool_bytes, p->pool_bytes_cap, (double)p->pool_bytes / 1048576.0,
+               (double)p->pool_bytes_cap / 1048576.0, p->bytes_copied);
+        printf("    subscribers lost %" PRIu64 "  chunks reclaimed %" PRIu64 "  rejected %" PRIu64
+               "  protocol errors %" PRIu64 "\n",
+               p->subscribers_lost, p->chunks_reclaimed, p->rejected, p->protocol_errors);
+    }
+    printf("subscribers: %zu\n", count_kind(l, FERRY_ENDPOINT_SUBSCRIBER));
+    for (i = 0; i < l->count; i++) {
+        const ferry_endpoint_info *e = &l->e[i];
+        const ferry_subscriber_stats *s = &e->sub;
+
+        if (e->kind != FERRY_ENDPOINT_SUBSCRIBER) continue;
+        print_endpoint_head(e, t);
+        printf("    received %" PRIu64 "  dropped %" PRIu64 "  held %" PRIu32 "  depth %" PRIu32
+               "  publishers %" PRIu32 "\n",
+               s->received, s->dropped, s->held, e->depth, s->publishers);
+        printf("    publishers lost %" PRIu64 "  rejected %" PRIu64 "  protocol errors %" PRIu64
+               "  bytes copied %" PRIu64 "\n",
+               s->publishers_lost, s->rejected, s->protocol_errors, s->bytes_copied);
+    }
+}
+
+int ferry_cmd_info(int argc, char **argv)
+{
+    enum { O_JSON = 256, O_DOMAIN, O_DIR };
+    static const struct option options[] = {
+        {"json", no_argument, NULL, O_JSON},
+        {"domain", required_argument, NULL, O_DOMAIN},
+        {"dir", required_argument, NULL, O_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    endpoint_list l = {NULL, 0, 0, false};
+    const char *topic;
+    bool json = false;
+    cli_where where;
+    ferry_err err;
+    int c;
+
+    if (!cli_where_from_env(&where)) return 2;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case O_JSON:
+            json = true;
+            break;
+        case O_DOMAIN:
+            if (!cli_parse_domain(optarg, &where.domain)) return 2;
+            break;
+        case O_DIR:
+            where.dir = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+            return cli_fail(CMD, 2, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
+                return cli_fail(CMD, 2, "option '%s' takes no value", argv[optind - 1]);
+            if (strncmp(argv[optind - 1], "--", 2) == 0 || optopt == 0)
+                return cli_fail(CMD, 2, "unknown option '%s' (try 'ferry info --help')",
+                                argv[optind - 1]);
+            return cli_fail(CMD, 2, "unknown option '-%c' (try 'ferry info --help')", optopt);
+        }
+    }
+    if (optind >= argc) return cli_fail(CMD, 2, "missing TOPIC (try 'ferry info --help')");
+    if (optind + 1 < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind + 1]);
+    topic = argv[optind];
+    if (ferry_topic_validate(topic) != FERRY_OK)
+        return cli_fail(CMD, 2, "invalid topic name '%s'", topic);
+
+    err = ferry_inspect(where.dir, where.domain, topic, add_endpoint, &l);
+    /* A domain nobody has used yet has no directory: the topic is unknown there. */
+    if (err == FERRY_ESYS && errno == ENOENT) err = FERRY_OK;
+    if (err != FERRY_OK || l.out_of_memory) {
+        int saved = errno;
+
+        free(l.e);
+        if (l.out_of_memory) return cli_fail(CMD, 1, "out of memory");
+        return cli_fail(CMD, 1, "cannot inspect '%s': %s%s%s", topic, ferry_strerror(err),
+                        err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(saved) : "");
+    }
+    if (l.count == 0) {
+        free(l.e);
+        return cli_fail(CMD, 1, "no such topic '%s' in domain %u", topic, (unsigned)where.domain);
+    }
+    qsort(l.e, l.count, sizeof *l.e, by_kind_then_pid);
+    if (json)
+        print_json(&l, type_source(&l));
+    else
+        print_text(&l, type_source(&l));
+    free(l.e);
+    if (fflush(stdout) != 0) return 1;
+    return 0;
+}

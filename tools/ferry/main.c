@@ -1,0 +1,72 @@
+/*
+ * ferry: inspect and exercise ferry topics from the shell. `ferry <command> [options]`; each
+ * command parses its own options and prints its own usage for --help.
+ */
+#include "cli.h"
+
+#include <signal.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"pub", ferry_cmd_pub, "publish synthetic frames at a rate"},
+    {"echo", ferry_cmd_echo, "print the samples of a topic (sequence, size, latency)"},
+    {"hz", ferry_cmd_hz, "print the rate, period and bandwidth of a topic once a second"},
+    {"topics", ferry_cmd_topics, "list the topics of a domain that have live endpoints"},
+    {"info", ferry_cmd_info, "show a topic's publishers and subscribers and their counters"},
+    {"clean", ferry_cmd_clean, "remove what dead processes left in a domain directory"},
+    {"demo", ferry_cmd_demo, "run a self-contained demonstration"},
+    {"bench", ferry_cmd_bench, "run the benchmarks"},
+};
+
+static void usage(FILE *to)
+{
+    size_t i;
+
+    fputs("usage: ferry <command> [options]\n"
+          "       ferry <command> --help\n"
+          "       ferry --version\n"
+          "\n"
+          "commands:\n",
+          to);
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(to, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fputs(
+        "\n"
+        "Every command takes --domain N and --dir PATH; their defaults come from the\n"
+        "environment variables FERRY_DOMAIN (else 0) and FERRY_DIR (else /dev/shm/ferry-<uid>).\n",
+        to);
+}
+
+int main(int argc, char **argv)
+{
+    const char *name;
+    size_t i;
+
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+        printf("ferry %d.%d (protocol %d)\n", FERRY_VERSION_MAJOR, FERRY_VERSION_MINOR,
+               FERRY_PROTOCOL_VERSION);
+        return 0;
+    }
+    /* A reader that goes away (`ferry echo ... | head`) must not kill a command before it
+     * destroys its endpoints: writes fail with EPIPE instead and the command stops. */
+    signal(SIGPIPE, SIG_IGN);
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    if (name[0] == '-') return cli_fail(NULL, 2, "unknown option '%s' (try 'ferry --help')", name);
+    return cli_fail(NULL, 2, "unknown command '%s' (try 'ferry --help')", name);
+}
