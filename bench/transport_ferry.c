@@ -1,0 +1,218 @@
+/*
+ * ferry's zero-copy path through the real library: ferry_loan / ferry_publish on one side,
+ * ferry_take / ferry_release on the other. The publisher writes only the small header into the
+ * loaned payload and the subscriber reads only that header: the rest of the payload is never
+ * touched, which is the point (latency independent of size).
+ */
+#include "bench.h"
+
+#include <ferry/ferry.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FB_TOPIC "/bench/transport"
+#define FB_TYPE "ferry/bench_message"
+#define FB_CONNECT_NS ((int64_t)10 * 1000000000)
+#define FB_POOL_WAIT_NS ((int64_t)2 * 1000000000)
+
+typedef struct fb_state {
+    bench_params p;
+    ferry_node *node;
+    ferry_publisher *pub;
+    ferry_subscriber *sub;
+} fb_state;
+
+static int fail(const char *what, ferry_err err)
+{
+    fprintf(stderr, "ferry bench: %s: %s\n", what, ferry_strerror(err));
+    return -1;
+}
+
+static int fb_prepare(void **state, const bench_params *p)
+{
+    fb_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->p = *p;
+    *state = s;
+    return 0;
+}
+
+static ferry_err fb_node(fb_state *s, const char *name)
+{
+    ferry_node_options o;
+    ferry_node_options_init(&o);
+    o.dir = s->p.dir;
+    o.domain = s->p.domain;
+    o.name = name;
+    return ferry_node_create(&s->node, &o);
+}
+
+static int fb_pub_open(void *state)
+{
+    fb_state *s = state;
+    ferry_err err = fb_node(s, "bench_pub");
+    if (err)
+        return fail("node", err);
+    ferry_publisher_options o;
+    ferry_publisher_options_init(&o);
+    o.max_sample_size = s->p.payload;
+    /* Enough chunks for a full queue, samples in flight and returns not yet collected. */
+    size_t chunks = (size_t)s->p.depth * 2 + 64;
+    if (chunks > 65536)
+        chunks = 65536;
+    o.max_chunks = (uint32_t)chunks;
+    /* Byte cap: room for what can be in flight with slack for size-class rounding. */
+    size_t slot = (s->p.payload + 8191) / 4096 * 4096;
+    size_t live = (size_t)s->p.depth + 32 < chunks ? (size_t)s->p.depth + 32 : chunks;
+    size_t bytes = live * slot * 2;
+    if (bytes < o.pool_bytes)
+        bytes = o.pool_bytes;
+    o.pool_bytes = bytes;
+    err = ferry_publisher_create(&s->pub, s->node, FB_TOPIC, FB_TYPE,
+                                 ferry_hash(FB_TYPE), &o);
+    if (err)
+        return fail("publisher", err);
+    err = ferry_publisher_wait_subscribers(s->pub, 1, FB_CONNECT_NS);
+    if (err)
+        return fail("waiting for the subscriber", err);
+    return 0;
+}
+
+static int fb_pub_idle(void *state, int64_t timeout_ns)
+{
+    fb_state *s = state;
+    ferry_err err = ferry_publisher_poll(s->pub, timeout_ns);
+    return err ? fail("publisher poll", err) : 0;
+}
+
+static int fb_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *send_ns)
+{
+    fb_state *s = state;
+    void *buf;
+    ferry_err err = ferry_loan(s->pub, s->p.payload, &buf);
+    if (err == FERRY_EPOOL) {
+        /* Chunks come back as the subscriber releases them; wait for returns. */
+        int64_t deadline = ferry_now().ns + FB_POOL_WAIT_NS;
+        while (err == FERRY_EPOOL && ferry_now().ns < deadline) {
+            ferry_publisher_poll(s->pub, 100000);
+            err = ferry_loan(s->pub, s->p.payload, &buf);
+        }
+    }
+    if (err)
+        return fail("loan", err);
+    /* The clock starts when the frame is ready in the sender's buffer, as for every transport:
+     * a loan is the buffer a camera fills, taken before the frame exists. */
+    int64_t t = ferry_now().ns;
+    *send_ns = t;
+    bench_wire w = {.seq = seq, .send_ns = t, .flags = flags};
+    memcpy(buf, &w, sizeof w);
+    err = ferry_publish(s->pub, buf, 0);
+    if (err) {
+        ferry_loan_release(s->pub, buf);
+        return fail("publish", err);
+    }
+    return 0;
+}
+
+static void fb_pub_close(void *state)
+{
+    fb_state *s = state;
+    ferry_err err;
+    if (s->pub && (err = ferry_publisher_destroy(s->pub)) != FERRY_OK)
+        fail("publisher destroy", err);
+    if (s->node && (err = ferry_node_destroy(s->node)) != FERRY_OK)
+        fail("node destroy", err);
+    s->pub = NULL;
+    s->node = NULL;
+}
+
+static int fb_sub_open(void *state)
+{
+    fb_state *s = state;
+    ferry_err err = fb_node(s, "bench_sub");
+    if (err)
+        return fail("node", err);
+    ferry_subscriber_options o;
+    ferry_subscriber_options_init(&o);
+    o.depth = s->p.depth;
+    o.overflow = FERRY_OVERFLOW_DROP_OLDEST;
+    err = ferry_subscriber_create(&s->sub, s->node, FB_TOPIC, FB_TYPE,
+                                  ferry_hash(FB_TYPE), &o);
+    if (err)
+        return fail("subscriber", err);
+    err = ferry_subscriber_wait_publishers(s->sub, 1, FB_CONNECT_NS);
+    if (err)
+        return fail("waiting for the publisher", err);
+    return 0;
+}
+
+static int fb_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
+{
+    fb_state *s = state;
+    int64_t deadline = timeout_ns >= 0 ? ferry_now().ns + timeout_ns : -1;
+    for (;;) {
+        ferry_sample sample;
+        ferry_err err = ferry_take(s->sub, &sample);
+        if (err == FERRY_OK) {
+            m->recv_ns = ferry_now().ns;
+            if (sample.size < sizeof(bench_wire)) {
+                ferry_release(s->sub, &sample);
+                fprintf(stderr, "ferry bench: sample of %zu bytes\n", sample.size);
+                return -1;
+            }
+            bench_wire w;
+            memcpy(&w, sample.data, sizeof w);
+            m->seq = w.seq;
+            m->send_ns = w.send_ns;
+            m->flags = w.flags;
+            err = ferry_release(s->sub, &sample);
+            return err ? fail("release", err) : 0;
+        }
+        if (err != FERRY_EAGAIN)
+            return fail("take", err);
+        int64_t left = FERRY_FOREVER;
+        if (deadline >= 0) {
+            left = deadline - ferry_now().ns;
+            if (left <= 0)
+                return 1;
+        }
+        err = ferry_wait(s->sub, left);
+        if (err == FERRY_ETIMEDOUT)
+            return 1;
+        if (err)
+            return fail("wait", err);
+    }
+}
+
+static void fb_sub_close(void *state)
+{
+    fb_state *s = state;
+    ferry_err err;
+    if (s->sub && (err = ferry_subscriber_destroy(s->sub)) != FERRY_OK)
+        fail("subscriber destroy", err);
+    if (s->node && (err = ferry_node_destroy(s->node)) != FERRY_OK)
+        fail("node destroy", err);
+    s->sub = NULL;
+    s->node = NULL;
+}
+
+static void fb_release(void *state)
+{
+    free(state);
+}
+
+const bench_transport bench_transport_ferry = {
+    .name = "ferry-zero-copy",
+    .summary = "ferry_loan/ferry_publish, ferry_take/ferry_release: no payload byte copied",
+    .prepare = fb_prepare,
+    .pub_open = fb_pub_open,
+    .pub_idle = fb_pub_idle,
+    .pub_send = fb_pub_send,
+    .pub_close = fb_pub_close,
+    .sub_open = fb_sub_open,
+    .sub_recv = fb_sub_recv,
+    .sub_close = fb_sub_close,
+    .release = fb_release,
+};
