@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# The ferry command-line tool, end to end, in a private domain directory (FERRY_DIR).
+# usage: cli_test.sh PATH_TO_FERRY
+# Exit status: 0 passed, 1 failed, 77 skipped (no ferry binary or no python3 to check JSON).
+set -u
+
+FERRY=${1:-}
+if [ -z "$FERRY" ] || [ ! -x "$FERRY" ]; then
+    echo "cli_test: skipped, no ferry executable at '$FERRY'"
+    exit 77
+fi
+PYTHON=$(command -v python3 || true)
+if [ -z "$PYTHON" ]; then
+    echo "cli_test: skipped, python3 is needed to check JSON"
+    exit 77
+fi
+
+T=$(mktemp -d /tmp/ferry-cli-test-XXXXXX)
+export FERRY_DIR=$T/root
+export FERRY_DOMAIN=5
+unset FERRY_TYPE
+OUT=$T/out
+mkdir -p "$OUT"
+BG=()
+BGOUT=()
+LAST=none
+
+cleanup() {
+    local p
+    # timeout(1) passes SIGTERM on to the ferry it runs; SIGKILL it would not.
+    for p in "${BG[@]}"; do
+        kill -TERM "$p" 2>/dev/null
+    done
+    sleep 0.2
+    for p in "${BG[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+    done
+    wait 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "cli_test.sh:${BASH_LINENO[0]}: FAIL: $*" >&2
+    for f in "$OUT/$LAST.out" "$OUT/$LAST.err" "${BGOUT[@]}"; do
+        [ -s "$f" ] || continue
+        echo "---- $(basename "$f")" >&2
+        tail -n 20 "$f" >&2
+    done
+    exit 1
+}
+
+# run NAME CMD...: runs ferry with a timeout; stdout/stderr in $OUT/NAME.{out,err}; sets RC.
+run() {
+    local name=$1
+    shift
+    LAST=$name
+    timeout 30 "$FERRY" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+    RC=$?
+}
+
+# Waits (up to 10 s) until `ferry topics` lists TOPIC with at least PUBS publishers and SUBS
+# subscribers. There is no wait API in the shell, so this polls.
+wait_topic() {
+    local topic=$1 pubs=$2 subs=$3 i
+    for i in $(seq 1 200); do
+        if timeout 10 "$FERRY" topics --json 2>/dev/null | "$PYTHON" -c '
+import json, sys
+t, p, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rows = [r for r in json.load(sys.stdin) if r["topic"] in (t, t.lstrip("/"))]
+sys.exit(0 if rows and rows[0]["publishers"] >= p and rows[0]["subscribers"] >= s else 1)
+' "$topic" "$pubs" "$subs"; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    fail "$topic never showed $pubs publisher(s) and $subs subscriber(s) in 'ferry topics'"
+}
+
+endpoint_files() {
+    find "$FERRY_DIR" \( -name '*.sock' -o -name '*.status' \) 2>/dev/null | wc -l
+}
+
+# --- help and usage errors ---------------------------------------------------------------------
+run help --help
+[ "$RC" -eq 0 ] || fail "ferry --help exited $RC"
+grep -q '^usage: ferry' "$OUT/help.out" || fail "ferry --help printed no usage"
+for cmd in pub echo hz topics info clean demo bench; do
+    run "help_$cmd" "$cmd" --help
+    [ "$RC" -eq 0 ] || fail "ferry $cmd --help exited $RC"
+    grep -q "^usage: ferry $cmd" "$OUT/help_$cmd.out" || fail "ferry $cmd --help printed no usage"
+done
+
+# Usage errors are independent of each other: report each one and go on.
+check_usage_error() {
+    local name=$1 why=""
+    shift
+    run "$name" "$@"
+    if [ "$RC" -eq 0 ]; then
+        why="exited 0"
+    elif [ "$RC" -eq 124 ]; then
+        why="hung"
+    elif [ "$(wc -l <"$OUT/$name.err")" -ne 1 ]; then
+        why="printed $(wc -l <"$OUT/$name.err") lines on stderr, expected a one-line message"
+    elif [ -s "$OUT/$name.out" ]; then
+        why="printed on stdout"
+    fi
+    if [ -n "$why" ]; then
+        echo "cli_test.sh:${BASH_LINENO[0]}: FAIL: ferry $*: $why (exit status $RC)" >&2
+        head -n 3 "$OUT/$name.err" | sed 's/^/    /' >&2
+        return 1
+    fi
+    return 0
+}
+USAGE_FAILS=0
+check_usage_error bad_pub pub /t --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_echo echo /t --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_hz hz /t --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_topics topics --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_info info /t --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_clean clean --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_demo demo --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_bench bench --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_option --bogus || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_command nosuchcommand || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_size pub /t --size banana || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error bad_domain topics --domain 1024 || USAGE_FAILS=$((USAGE_FAILS + 1))
+check_usage_error no_topic echo || USAGE_FAILS=$((USAGE_FAILS + 1))
+(export FERRY_DOMAIN=abc; check_usage_error bad_env_domain topics) || USAGE_FAILS=$((USAGE_FAILS + 1))
+
+# --- a fresh domain is empty -------------------------------------------------------------------
+run topics_empty topics
+[ "$RC" -eq 0 ] || fail "ferry topics exited $RC"
+[ ! -s "$OUT/topics_empty.out" ] || fail "ferry topics printed something for an empty domain"
+run topics_empty_json topics --json
+[ "$RC" -eq 0 ] || fail "ferry topics --json exited $RC"
+"$PYTHON" -c 'import json,sys; sys.exit(0 if json.load(sys.stdin) == [] else 1)' \
+    <"$OUT/topics_empty_json.out" || fail "ferry topics --json is not [] for an empty domain"
+
+# --- pub + echo --verify -----------------------------------------------------------------------
+timeout 30 "$FERRY" echo /t --count 10 --verify >"$OUT/echo.out" 2>"$OUT/echo.err" &
+ECHO=$!
+BG+=("$ECHO")
+BGOUT=("$OUT/echo.out" "$OUT/echo.err")
+wait_topic /t 0 1
+run pub pub /t --size 4096 --rate 200 --count 50
+[ "$RC" -eq 0 ] || fail "ferry pub exited $RC"
+wait "$ECHO"
+RC=$?
+[ "$RC" -eq 0 ] || fail "ferry echo exited $RC"
+lines=$(wc -l <"$OUT/echo.out")
+[ "$lines" -eq 10 ] || fail "ferry echo --count 10 printed $lines lines"
+okl=$(grep -cE '^seq=[0-9]+ size=4096 latency_us=[0-9.]+ publisher=[0-9a-fA-F]+ ok$' "$OUT/echo.out")
+[ "$okl" -eq 10 ] || fail "ferry echo --verify printed $okl ok lines of 10"
+awk -F'[= ]' '{ if (NR > 1 && $2 <= last) exit 1; last = $2 }' "$OUT/echo.out" ||
+    fail "echo sequence numbers do not increase"
+[ "$(endpoint_files)" -eq 0 ] || fail "endpoint files left after pub and echo ended"
+
+# --- info --json, topics --json and hz while a publisher runs ---------------------------------
+timeout 60 "$FERRY" pub /info --size 64k --rate 100 >"$OUT/pub_info.out" 2>"$OUT/pub_info.err" &
+PUB=$!
+BG+=("$PUB")
+timeout 60 "$FERRY" echo /info --quiet >"$OUT/echo_info.out" 2>"$OUT/echo_info.err" &
+ECHO=$!
+BG+=("$ECHO")
+BGOUT=("$OUT/pub_info.err" "$OUT/echo_info.err")
+wait_topic /info 1 1
+
+run info_json info /info --json
+[ "$RC" -eq 0 ] || fail "ferry info --json exited $RC"
+"$PYTHON" -m json.tool "$OUT/info_json.out" >/dev/null || fail "ferry info --json is not valid JSON"
+"$PYTHON" -c '
+import json, sys
+d = json.load(sys.stdin)
+assert len(d["publishers"]) == 1, d
+assert len(d["subscribers"]) >= 1, d
+' <"$OUT/info_json.out" || fail "ferry info --json does not list the publisher and the subscriber"
+run info info /info
+[ "$RC" -eq 0 ] || fail "ferry info exited $RC"
+grep -q '^publishers: 1' "$OUT/info.out" || fail "ferry info does not show 1 publisher"
+run topics_json topics --json
+[ "$RC" -eq 0 ] || fail "ferry topics --json exited $RC"
+"$PYTHON" -m json.tool "$OUT/topics_json.out" >/dev/null || fail "ferry topics --json is not valid JSON"
+run topics topics
+grep -q 'info' "$OUT/topics.out" || fail "ferry topics does not list /info"
+run topics_other topics --domain 6
+[ "$RC" -eq 0 ] || fail "ferry topics --domain 6 exited $RC"
+[ ! -s "$OUT/topics_other.out" ] || fail "domain 6 shows the topics of domain 5"
+run hz hz /info --count 1 --timeout 10
+[ "$RC" -eq 0 ] || fail "ferry hz exited $RC"
+grep -qE '^rate [0-9.]+ Hz' "$OUT/hz.out" || fail "ferry hz printed no rate"
+
+kill -TERM "$PUB" "$ECHO"
+wait "$PUB"
+RC=$?
+[ "$RC" -eq 0 ] || fail "ferry pub exited $RC after SIGTERM"
+wait "$ECHO"
+RC=$?
+[ "$RC" -eq 0 ] || fail "ferry echo exited $RC after SIGTERM"
+[ "$(endpoint_files)" -eq 0 ] || fail "endpoint files left after SIGTERM"
+run topics_after topics
+[ ! -s "$OUT/topics_after.out" ] || fail "ferry topics lists topics after everything stopped"
+
+# --- clean after a crash -----------------------------------------------------------------------
+# No timeout(1) wrapper here: SIGKILL must reach ferry itself.
+"$FERRY" pub /crash --size 4k --rate 10 >"$OUT/pub_crash.out" 2>"$OUT/pub_crash.err" &
+PUB=$!
+BG+=("$PUB")
+BGOUT=("$OUT/pub_crash.err")
+wait_topic /crash 1 0
+kill -KILL "$PUB"
+wait "$PUB" 2>/dev/null
+BG=()
+[ "$(endpoint_files)" -ge 1 ] || fail "a killed publisher left no files (nothing for clean to do)"
+run topics_dead topics
+[ ! -s "$OUT/topics_dead.out" ] || fail "ferry topics lists a dead publisher's topic"
+run clean clean
+[ "$RC" -eq 0 ] || fail "ferry clean exited $RC"
+grep -qE '^removed [1-9][0-9]* files' "$OUT/clean.out" || fail "ferry clean removed nothing"
+[ "$(endpoint_files)" -eq 0 ] || fail "endpoint files left after ferry clean"
+run clean_again clean
+[ "$RC" -eq 0 ] || fail "second ferry clean exited $RC"
+grep -q '^removed 0 files' "$OUT/clean_again.out" || fail "second ferry clean removed something"
+
+if [ "$USAGE_FAILS" -ne 0 ]; then
+    echo "cli_test: $USAGE_FAILS usage error check(s) failed; everything else passed" >&2
+    exit 1
+fi
+echo "cli_test: ok"
+exit 0

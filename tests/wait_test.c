@@ -1,0 +1,247 @@
+/*
+ * Waiting for samples from another process: the subscriber's pollable descriptor in an epoll
+ * set, a waitset over subscribers of several topics, and how promptly ferry_wait wakes.
+ */
+#include "testutil.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#define TYPE "test/wait"
+#define SIZE 4096
+#define NTOPICS 3
+#define ROUNDS 20
+
+enum { MSG_READY = 100, MSG_DONE, MSG_QUIT };
+
+static const char *const topics[NTOPICS] = {"/ws/a", "/ws/b", "/ws/c"};
+
+typedef struct pubctl {
+    tu_pipe to_pub;
+    int ntopics;
+    int64_t delay_ns; /* between a request and the publish */
+} pubctl;
+
+/* Publishes on topics[i] when told i, until told MSG_QUIT. */
+static int publisher_main(void *arg)
+{
+    pubctl *l = arg;
+    ferry_node *node = tu_node("waitpub");
+    ferry_publisher *pubs[NTOPICS];
+    uint64_t seq[NTOPICS];
+    for (int i = 0; i < l->ntopics; i++) {
+        TU_OK(ferry_publisher_create(&pubs[i], node, topics[i], TYPE, ferry_hash(TYPE), NULL));
+        seq[i] = 0;
+    }
+    for (int i = 0; i < l->ntopics; i++)
+        TU_OK(ferry_publisher_wait_subscribers(pubs[i], 1, TU_WAIT_NS));
+    TU_EQ_U64(tu_serve_until(pubs, (size_t)l->ntopics, &l->to_pub, TU_WAIT_MS), MSG_READY);
+    for (;;) {
+        uint64_t cmd = tu_serve_until(pubs, (size_t)l->ntopics, &l->to_pub, 30000);
+        if (cmd == MSG_QUIT)
+            break;
+        TU_CMP_U64(cmd, <, (uint64_t)l->ntopics);
+        if (l->delay_ns > 0)
+            tu_sleep_ns(l->delay_ns);
+        tu_publish_pattern(pubs[cmd], SIZE, ++seq[cmd]);
+    }
+    for (int i = 0; i < l->ntopics; i++)
+        TU_OK(ferry_publisher_destroy(pubs[i]));
+    TU_OK(ferry_node_destroy(node));
+    tu_check_child_teardown();
+    return 0;
+}
+
+static ferry_subscriber *make_sub(ferry_node *node, const char *topic)
+{
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.depth = 8;
+    ferry_subscriber *sub = NULL;
+    TU_OK(ferry_subscriber_create(&sub, node, topic, TYPE, ferry_hash(TYPE), &so));
+    TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
+    return sub;
+}
+
+static void test_epoll(void)
+{
+    pubctl l;
+    l.to_pub = tu_pipe_make();
+    l.ntopics = 1;
+    l.delay_ns = 10 * TU_MS;
+    pid_t child = tu_fork(publisher_main, &l, 60);
+    ferry_node *node = tu_node("epoll");
+    ferry_subscriber *sub = make_sub(node, topics[0]);
+    int fd = -1;
+    TU_OK(ferry_subscriber_fd(sub, &fd));
+    TU_CHECK(fd >= 0);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    TU_CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 42};
+    TU_CHECK_MSG(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll_ctl: %s", strerror(errno));
+    tu_send(&l.to_pub, MSG_READY);
+
+    ferry_sample s;
+    for (uint64_t round = 1; round <= 3; round++) {
+        /* Take until FERRY_EAGAIN arms the descriptor, then wait on it. */
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+        tu_send(&l.to_pub, 0);
+        ferry_time t0 = ferry_now();
+        int wakes = 0;
+        ferry_err e = FERRY_EAGAIN;
+        while (e == FERRY_EAGAIN) {
+            int64_t left_ms = (TU_WAIT_NS - tu_since(t0)) / TU_MS;
+            TU_CHECK_MSG(left_ms > 0, "no sample after 10 s and %d wake-ups", wakes);
+            struct epoll_event got;
+            int n = epoll_wait(ep, &got, 1, (int)left_ms);
+            if (n < 0 && errno == EINTR)
+                continue;
+            TU_CHECK_MSG(n >= 0, "epoll_wait: %s", strerror(errno));
+            if (n == 0)
+                continue;
+            TU_EQ_U64(got.data.u64, 42);
+            wakes++;
+            e = ferry_take(sub, &s);
+        }
+        TU_OK(e);
+        TU_CMP_I64(wakes, >=, 1);
+        TU_CMP_I64(wakes, <, 1000);
+        TU_EQ_U64(s.sequence, round);
+        TU_SAMPLE_INTACT(&s, SIZE);
+        TU_OK(ferry_release(sub, &s));
+    }
+    tu_send(&l.to_pub, MSG_QUIT);
+    TU_CHILD_OK(child);
+    close(ep);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+}
+
+static void test_waitset(void)
+{
+    pubctl l;
+    l.to_pub = tu_pipe_make();
+    l.ntopics = NTOPICS;
+    l.delay_ns = 0;
+    pid_t child = tu_fork(publisher_main, &l, 60);
+    ferry_node *node = tu_node("waitset");
+    ferry_subscriber *subs[NTOPICS];
+    int ctx[NTOPICS];
+    ferry_waitset *ws = NULL;
+    TU_OK(ferry_waitset_create(&ws, node));
+    for (int i = 0; i < NTOPICS; i++) {
+        subs[i] = make_sub(node, topics[i]);
+        TU_OK(ferry_waitset_add(ws, subs[i], &ctx[i]));
+    }
+    tu_send(&l.to_pub, MSG_READY);
+
+    void *ready[NTOPICS + 1];
+    size_t count = 99;
+    TU_ERR(ferry_waitset_wait(ws, 20 * TU_MS, ready, NTOPICS + 1, &count), FERRY_ETIMEDOUT);
+    TU_EQ_U64(count, 0);
+
+    uint64_t seq[NTOPICS] = {0, 0, 0};
+    static const int order[] = {1, 2, 0, 2, 1};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        int t = order[k];
+        tu_send(&l.to_pub, (uint64_t)t);
+        TU_OK(ferry_waitset_wait(ws, TU_WAIT_NS, ready, NTOPICS + 1, &count));
+        TU_EQ_U64(count, 1);
+        TU_EQ_PTR(ready[0], &ctx[t]);
+        ferry_sample s;
+        for (int i = 0; i < NTOPICS; i++)
+            if (i != t)
+                TU_ERR(ferry_take(subs[i], &s), FERRY_EAGAIN);
+        TU_OK(ferry_take(subs[t], &s));
+        TU_EQ_U64(s.sequence, ++seq[t]);
+        TU_SAMPLE_INTACT(&s, SIZE);
+        TU_OK(ferry_release(subs[t], &s));
+    }
+
+    /* Two topics at once: both contexts come out, nothing else. */
+    tu_send(&l.to_pub, 0);
+    tu_send(&l.to_pub, 2);
+    bool seen[NTOPICS] = {false, false, false};
+    ferry_time t0 = ferry_now();
+    while (!(seen[0] && seen[2])) {
+        TU_CHECK(tu_since(t0) < TU_WAIT_NS);
+        TU_OK(ferry_waitset_wait(ws, TU_WAIT_NS, ready, NTOPICS + 1, &count));
+        TU_CMP_U64(count, >=, 1);
+        TU_CMP_U64(count, <=, 2);
+        for (size_t i = 0; i < count; i++) {
+            TU_CHECK(ready[i] == &ctx[0] || ready[i] == &ctx[2]);
+            seen[(int *)ready[i] - ctx] = true;
+        }
+    }
+    for (int t = 0; t <= 2; t += 2) {
+        ferry_sample s;
+        TU_OK(ferry_take(subs[t], &s));
+        TU_EQ_U64(s.sequence, ++seq[t]);
+        TU_OK(ferry_release(subs[t], &s));
+    }
+    TU_ERR(ferry_waitset_wait(ws, 20 * TU_MS, ready, NTOPICS + 1, &count), FERRY_ETIMEDOUT);
+
+    /* A removed member no longer wakes the waitset. */
+    TU_OK(ferry_waitset_remove(ws, subs[1]));
+    tu_send(&l.to_pub, 1);
+    TU_OK(ferry_wait(subs[1], TU_WAIT_NS));
+    TU_ERR(ferry_waitset_wait(ws, 50 * TU_MS, ready, NTOPICS + 1, &count), FERRY_ETIMEDOUT);
+    ferry_sample s;
+    TU_OK(ferry_take(subs[1], &s));
+    TU_OK(ferry_release(subs[1], &s));
+
+    tu_send(&l.to_pub, MSG_QUIT);
+    TU_CHILD_OK(child);
+    for (int i = 0; i < NTOPICS; i++) {
+        if (i != 1)
+            TU_OK(ferry_waitset_remove(ws, subs[i]));
+        TU_OK(ferry_subscriber_destroy(subs[i]));
+    }
+    TU_OK(ferry_waitset_destroy(ws));
+    TU_OK(ferry_node_destroy(node));
+}
+
+static void test_wait_wakes_promptly(void)
+{
+    pubctl l;
+    l.to_pub = tu_pipe_make();
+    l.ntopics = 1;
+    l.delay_ns = 20 * TU_MS; /* so that the subscriber is asleep in ferry_wait */
+    pid_t child = tu_fork(publisher_main, &l, 60);
+    ferry_node *node = tu_node("prompt");
+    ferry_subscriber *sub = make_sub(node, topics[0]);
+    tu_send(&l.to_pub, MSG_READY);
+
+    int64_t worst = 0;
+    for (uint64_t round = 1; round <= ROUNDS; round++) {
+        ferry_time asked = ferry_now();
+        tu_send(&l.to_pub, 0);
+        TU_OK(ferry_wait(sub, TU_WAIT_NS));
+        ferry_time woke = ferry_now();
+        ferry_sample s;
+        TU_OK(ferry_take(sub, &s));
+        TU_EQ_U64(s.sequence, round);
+        TU_CMP_I64(s.publish_time.ns, >=, asked.ns + l.delay_ns);
+        int64_t latency = woke.ns - s.publish_time.ns;
+        TU_CMP_I64(latency, >=, 0);
+        TU_CMP_I64(latency, <, 100 * TU_MS);
+        if (latency > worst)
+            worst = latency;
+        TU_OK(ferry_release(sub, &s));
+    }
+    printf("    ferry_wait woke at most %.3f ms after the publish\n", (double)worst / 1e6);
+    tu_send(&l.to_pub, MSG_QUIT);
+    TU_CHILD_OK(child);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+}
+
+int main(void)
+{
+    TU_RUN(test_epoll);
+    TU_RUN(test_waitset);
+    TU_RUN(test_wait_wakes_promptly);
+    return 0;
+}
