@@ -4,13 +4,21 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEB_PACKAGES := cmake make gcc libc6-dev pkg-config
+# What the tests need beyond the build: python3 checks the CLI's JSON.
+TEST_PACKAGES := python3
 
-.PHONY: all deps build demo test clean
+.PHONY: all deps test-deps install-packages build demo test clean
 
 all: build
 
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_PACKAGES)"
+
+test-deps:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(TEST_PACKAGES)"
+
+install-packages:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -25,7 +33,7 @@ build: deps
 demo: build
 	./$(BUILD)/ferry demo
 
-test: build
+test: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 clean:
