@@ -134,8 +134,12 @@ typedef struct ferry_node_options {
     void *log_arg;
     /** Most verbose level passed on. 0 (the zeroed default) means FERRY_LOG_WARN. */
     ferry_log_level log_level;
-    /** When true, processes whose group is share_gid may connect too; by default only
-     *  processes of the node's own effective uid may. */
+    /** Who may connect. By default processes of the node's own effective uid (and root, which
+     *  can read any process's memory anyway); peers are checked with SO_PEERCRED on both ends.
+     *  When share_with_group is true, members of group share_gid (primary or supplementary) may
+     *  too: directories are then created group share_gid with mode 02770, sockets 0660 and
+     *  status files 0640, and a directory of another owner is accepted when it has that group
+     *  and mode. All sharing processes set the same dir, since the default dir is per uid. */
     bool share_with_group;
     uint32_t share_gid;
 } ferry_node_options;

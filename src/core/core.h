@@ -204,7 +204,7 @@ typedef struct ferry__status_file {
 } ferry__status_file;
 
 ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const char *prefix,
-                               const ferry__status *initial);
+                               const ferry__status *initial, unsigned mode);
 void ferry__status_remove(ferry__status_file *sf, int topic_dirfd);
 /* Reads a status file (copy, strings terminated) and whether its owner is alive. */
 ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *out, bool *alive);
@@ -263,7 +263,9 @@ void ferry__node_bury(ferry_node *node, ferry__obj *obj);
 /* Opens (creating when missing) the directory of a normalised topic. Returns a dirfd or -1. */
 int ferry__node_topic_dir(ferry_node *node, const char *dirname, char *path, size_t cap);
 /* True when a connecting process with these credentials is allowed. */
-bool ferry__node_peer_allowed(const ferry_node *node, uid_t uid, gid_t gid);
+bool ferry__node_peer_allowed(const ferry_node *node, int sock, uid_t uid);
+/* File modes for sockets and status files under the node's sharing policy. */
+unsigned ferry__node_file_mode(const ferry_node *node, bool writable_by_group);
 
 /* ---- publisher ------------------------------------------------------------------------------ */
 

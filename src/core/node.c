@@ -40,12 +40,13 @@ static void list_push(ferry__obj *head, ferry__obj *o)
     head->next = o;
 }
 
-/* Creates every missing component of path; the last two (root and domain) must be private. */
-static int make_domain_dir(char *path)
+/* Creates every missing component of path; the last two (root and domain) must be private, or
+ * shared with the node's group only. */
+static int make_domain_dir(char *path, int64_t share_gid)
 {
     char *last = strrchr(path, '/');
     if (!last || last == path)
-        return ferry__mkdir_private(path, 0700);
+        return ferry__mkdir_checked(path, share_gid);
     *last = '\0';
     for (char *p = path + 1; *p; p++) {
         if (*p != '/')
@@ -56,10 +57,10 @@ static int make_domain_dir(char *path)
         if (rc != 0 && errno != EEXIST)
             goto fail;
     }
-    if (ferry__mkdir_private(path, 0700) != 0)
+    if (ferry__mkdir_checked(path, share_gid) != 0)
         goto fail;
     *last = '/';
-    return ferry__mkdir_private(path, 0700);
+    return ferry__mkdir_checked(path, share_gid);
 fail:
     *last = '/';
     return -1;
@@ -91,7 +92,7 @@ ferry_err ferry_node_create(ferry_node **out, const ferry_node_options *options)
     err = ferry__domain_path(o.dir, o.domain, node->path, sizeof node->path);
     if (err)
         goto fail;
-    if (make_domain_dir(node->path) != 0) {
+    if (make_domain_dir(node->path, o.share_with_group ? (int64_t)o.share_gid : -1) != 0) {
         err = errno == EPERM || errno == EACCES ? FERRY_EPERM : FERRY_ESYS;
         goto fail;
     }
@@ -190,14 +191,23 @@ int ferry__node_topic_dir(ferry_node *node, const char *dirname, char *path, siz
         errno = ENAMETOOLONG;
         return -1;
     }
-    if (ferry__mkdir_private(path, 0700) != 0)
+    if (ferry__mkdir_checked(path, node->allow_gid) != 0)
         return -1;
     return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
-bool ferry__node_peer_allowed(const ferry_node *node, uid_t uid, gid_t gid)
+bool ferry__node_peer_allowed(const ferry_node *node, int sock, uid_t uid)
 {
-    if (uid == geteuid())
+    /* The same user, or root (which can read any process's memory anyway), or, when the node
+     * shares, a member of its group. */
+    if (uid == geteuid() || uid == 0)
         return true;
-    return node->allow_gid >= 0 && (int64_t)gid == node->allow_gid;
+    return node->allow_gid >= 0 && ferry__peer_in_group(sock, (gid_t)node->allow_gid) == 1;
+}
+
+unsigned ferry__node_file_mode(const ferry_node *node, bool writable_by_group)
+{
+    if (node->allow_gid < 0)
+        return 0600;
+    return writable_by_group ? 0660 : 0640;
 }

@@ -494,7 +494,7 @@ static void accept_all(ferry_publisher *pub)
         uid_t uid = 0;
         gid_t gid = 0;
         if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
-            !ferry__node_peer_allowed(pub->node, uid, gid)) {
+            !ferry__node_peer_allowed(pub->node, fd, uid)) {
             pub->stats.rejected++;
             ferry__log(pub->node, FERRY_LOG_WARN,
                        "%s: refused connection from pid %d uid %u: not allowed", pub->topic,
@@ -675,7 +675,8 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
     memcpy(init.type_name, pub->type_name, sizeof init.type_name);
     memcpy(init.node_name, node->name, sizeof init.node_name);
     init.pub.id = pub->id;
-    if ((err = ferry__status_create(&pub->status, pub->dirfd, "pub", &init)))
+    if ((err = ferry__status_create(&pub->status, pub->dirfd, "pub", &init,
+                                     ferry__node_file_mode(node, false))))
         goto fail;
     pub->st = &pub->status.map->pub;
     pub->stats.id = pub->id;
@@ -686,7 +687,8 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
              (unsigned long long)pub->id);
     snprintf(tmp, sizeof tmp, ".%s.tmp", pub->sock_name);
     err = FERRY_ESYS;
-    pub->listen_fd = ferry__listen_at(pub->dirfd, pub->sock_name, tmp);
+    pub->listen_fd = ferry__listen_at(pub->dirfd, pub->sock_name, tmp,
+                                     ferry__node_file_mode(node, true));
     if (pub->listen_fd < 0)
         goto fail;
     if (ferry__poller_add(pub->epfd, pub->listen_fd, ferry__tag(FERRY__TAG_LISTEN, 0, 0)) != 0 ||

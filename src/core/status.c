@@ -17,7 +17,7 @@
 _Static_assert(sizeof(ferry__status) <= FERRY__STATUS_SIZE, "status must fit its file");
 
 ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const char *prefix,
-                               const ferry__status *initial)
+                               const ferry__status *initial, unsigned mode)
 {
     char tmp[64];
     snprintf(sf->name, sizeof sf->name, "%s.%016llx.status", prefix,
@@ -26,6 +26,7 @@ ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const ch
     int fd = openat(topic_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return errno == ENOSPC || errno == ENOMEM ? FERRY_ENOMEM : FERRY_ESYS;
+    fchmod(fd, (mode_t)mode); /* not subject to the umask */
     ferry_err err = FERRY_ESYS;
     if (ftruncate(fd, FERRY__STATUS_SIZE) != 0) {
         err = errno == ENOSPC ? FERRY_ENOMEM : FERRY_ESYS;

@@ -375,7 +375,7 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     uid_t uid = 0;
     gid_t gid = 0;
     if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
-        !ferry__node_peer_allowed(sub->node, uid, gid)) {
+        !ferry__node_peer_allowed(sub->node, fd, uid)) {
         sub->stats.rejected++;
         remember_refused(sub, name);
         ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d uid %u not allowed",
@@ -909,7 +909,8 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     memcpy(init.topic, sub->topic, sizeof init.topic);
     memcpy(init.type_name, sub->type_name, sizeof init.type_name);
     memcpy(init.node_name, node->name, sizeof init.node_name);
-    if ((err = ferry__status_create(&sub->status, sub->dirfd, "sub", &init)))
+    if ((err = ferry__status_create(&sub->status, sub->dirfd, "sub", &init,
+                                     ferry__node_file_mode(node, false))))
         goto fail;
     sub->st = &sub->status.map->sub;
     if ((err = ferry__node_adopt(node, &sub->obj, FERRY__SUB_MAGIC))) {

@@ -31,10 +31,13 @@ void ferry__unmap(void *addr, size_t size);
 void ferry__prefault_write(void *addr, size_t size);           /* best effort */
 
 /* Seqpacket Unix-domain sockets named relative to a directory descriptor. */
-int ferry__listen_at(int dirfd, const char *name, const char *tmp_name);  /* fd or -1 */
+int ferry__listen_at(int dirfd, const char *name, const char *tmp_name,
+                     unsigned mode); /* fd or -1 */
 int ferry__connect_at(int dirfd, const char *name);           /* fd (non-blocking) or -1 */
 int ferry__accept(int listen_fd);                             /* fd (non-blocking) or -1 */
 int ferry__peer_cred(int sock, pid_t *pid, uid_t *uid, gid_t *gid);
+/* 1 when the peer's primary or supplementary groups include gid, 0 when not, -1 on error. */
+int ferry__peer_in_group(int sock, gid_t gid);
 /* Sends one datagram with up to 4 descriptors; never blocks (EAGAIN when the peer is full). */
 int ferry__send_msg(int sock, const void *buf, size_t len, const int *fds, int nfds);
 /* Receives one datagram; *nfds in: capacity of fds, out: received (extra ones are closed).
@@ -80,8 +83,10 @@ int ferry__lock_held_by_other(int fd);
 /* Random 64-bit value (not zero). */
 uint64_t ferry__random64(void);
 
-/* Creates a directory (mode) unless it exists; then checks it is a directory (not a link) owned
- * by the caller's effective uid and not writable by others. */
-int ferry__mkdir_private(const char *path, unsigned mode);
+/* Creates a directory unless it exists, then checks it is a directory (not a link), not open to
+ * others, and owned by the caller's effective uid. With share_gid >= 0 it is made group
+ * share_gid, mode 02770 (new entries inherit the group), and a directory of another owner is
+ * accepted when it has that group and mode. EPERM when the checks fail. */
+int ferry__mkdir_checked(const char *path, int64_t share_gid);
 
 #endif

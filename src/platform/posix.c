@@ -133,7 +133,7 @@ static int sockaddr_at(struct sockaddr_un *sa, int dirfd, const char *name)
     return 0;
 }
 
-int ferry__listen_at(int dirfd, const char *name, const char *tmp_name)
+int ferry__listen_at(int dirfd, const char *name, const char *tmp_name, unsigned mode)
 {
     struct sockaddr_un sa;
     if (sockaddr_at(&sa, dirfd, tmp_name) != 0)
@@ -144,7 +144,7 @@ int ferry__listen_at(int dirfd, const char *name, const char *tmp_name)
     unlinkat(dirfd, tmp_name, 0);
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
         goto fail;
-    fchmodat(dirfd, tmp_name, 0600, 0);
+    fchmodat(dirfd, tmp_name, (mode_t)mode, 0);
     if (listen(fd, 64) != 0)
         goto fail_unlink;
     /* Only a listening socket becomes visible under its real name: a connect never meets a
@@ -196,6 +196,25 @@ int ferry__peer_cred(int sock, pid_t *pid, uid_t *uid, gid_t *gid)
     *pid = cred.pid;
     *uid = cred.uid;
     *gid = cred.gid;
+    return 0;
+}
+
+int ferry__peer_in_group(int sock, gid_t gid)
+{
+    pid_t pid;
+    uid_t uid;
+    gid_t primary;
+    if (ferry__peer_cred(sock, &pid, &uid, &primary) != 0)
+        return -1;
+    if (primary == gid)
+        return 1;
+    gid_t groups[256];
+    socklen_t len = sizeof groups;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0)
+        return errno == ERANGE ? 0 : -1; /* more than 256 groups: only the primary counts */
+    for (size_t i = 0; i < len / sizeof(gid_t); i++)
+        if (groups[i] == gid)
+            return 1;
     return 0;
 }
 
@@ -440,9 +459,11 @@ uint64_t ferry__random64(void)
     return v;
 }
 
-int ferry__mkdir_private(const char *path, unsigned mode)
+int ferry__mkdir_checked(const char *path, int64_t share_gid)
 {
-    if (mkdir(path, (mode_t)mode) != 0 && errno != EEXIST)
+    mode_t mode = share_gid >= 0 ? 02770 : 0700;
+    bool made = mkdir(path, mode) == 0;
+    if (!made && errno != EEXIST)
         return -1;
     struct stat st;
     if (lstat(path, &st) != 0)
@@ -451,9 +472,21 @@ int ferry__mkdir_private(const char *path, unsigned mode)
         errno = ENOTDIR;
         return -1;
     }
-    if (st.st_uid != geteuid() || (st.st_mode & S_IWOTH)) {
+    if (made && share_gid >= 0) {
+        /* mkdir applies the umask; the group must be able to enter and create. */
+        if (chown(path, (uid_t)-1, (gid_t)share_gid) != 0 || chmod(path, mode) != 0)
+            return -1;
+        if (lstat(path, &st) != 0)
+            return -1;
+    }
+    if (st.st_mode & (S_IWOTH | S_IXOTH | S_IROTH)) {
         errno = EPERM;
         return -1;
     }
-    return 0;
+    if (st.st_uid == geteuid())
+        return 0;
+    if (share_gid >= 0 && st.st_gid == (gid_t)share_gid && (st.st_mode & S_IRWXG) == S_IRWXG)
+        return 0;
+    errno = EPERM;
+    return -1;
 }
