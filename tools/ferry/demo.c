@@ -448,6 +448,22 @@ static void close_all(children *ch)
         }
 }
 
+/* SIGINT/SIGTERM end the run early: the handler kills the children (async-signal-safe), the
+ * pipeline then fails its reads, reaps them, and the private directory is removed as usual. */
+static volatile sig_atomic_t interrupted;
+static children *volatile running;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+    children *ch = running;
+    if (ch)
+        for (size_t i = 0; i < MAX_CAMERAS + MAX_CONSUMERS; i++)
+            if (ch->pid[i] > 0)
+                kill(ch->pid[i], SIGKILL);
+}
+
 /* Forks child number slot (cameras first); returns false when it could not. */
 static bool spawn(const demo_cfg *c, children *ch, size_t slot)
 {
@@ -474,6 +490,8 @@ static bool spawn(const demo_cfg *c, children *ch, size_t slot)
         return false;
     }
     if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         bench_child_setup(parent);
         /* Other children's pipe ends stay with the parent. */
         close_all(ch);
@@ -578,7 +596,8 @@ static void run_pipeline(const demo_cfg *c, demo_report *rep)
             cap = c->frames * c->consumers * c->cameras;
         lat_ok &= cli_lat_init(&lat[i], cap);
     }
-    bool ok = lat_ok;
+    bool ok = lat_ok && !interrupted;
+    running = &ch;
     size_t total = c->cameras + c->consumers;
     for (size_t i = 0; ok && i < total; i++)
         if (!spawn(c, &ch, i)) {
@@ -637,12 +656,14 @@ static void run_pipeline(const demo_cfg *c, demo_report *rep)
         fill_ns += (double)cr.fill_cpu_ns;
         published += cr.published;
     }
-    if (!reap(&ch, !ok)) {
+    if (!reap(&ch, !ok || interrupted)) {
         if (ok)
             cli_fail("demo", 1, "a process exited with an error");
         ok = false;
     }
+    running = NULL;
     close_all(&ch);
+    ok = ok && !interrupted;
 
     if (ok) {
         rep->ran = true;
@@ -799,12 +820,19 @@ int ferry_cmd_demo(int argc, char **argv)
            cfg.where.dir ? cfg.where.dir : "the default directory");
     fflush(stdout);
 
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
     demo_report zc, base;
     run_pipeline(&cfg, &zc);
     print_report(&cfg, &zc);
     bool ok = zc.ran && zc.verified;
 
-    if (baseline) {
+    if (baseline && !interrupted) {
         demo_cfg bc = cfg;
         bc.kind = PIPE_SHM;
         bc.bus = bench_shm_bus_create(bc.cameras, bc.consumers, QUEUE_DEPTH, FRAME_BYTES);
@@ -829,6 +857,11 @@ int ferry_cmd_demo(int argc, char **argv)
 
     if (private_dir[0] && bench_rmtree(private_dir) != 0)
         cli_fail("demo", 1, "could not remove %s", private_dir);
+    if (interrupted) {
+        printf("\nresult: interrupted; every process stopped, %s removed\n",
+               private_dir[0] ? private_dir : "nothing left to remove");
+        return 130;
+    }
     printf("\n%s\n", ok ? "result: every frame arrived intact (or was counted as dropped)"
                         : "result: FAILED (frames corrupt or missing, or a process failed)");
     return ok ? 0 : 1;
