@@ -374,6 +374,25 @@ static inline uint32_t ferry__tag_gen(uint64_t t)
     return (uint32_t)t;
 }
 
+/* Where a held sample lives, for modules that work on whole chunks (the GPU registration). */
+typedef struct ferry__sample_where {
+    uint32_t slot;                /* the publisher's connection */
+    uint32_t gen;                 /* that connection's generation */
+    uint32_t chunk;               /* chunk index in the publisher's pool */
+    const uint8_t *chunk_payload; /* the chunk's payload area, in the subscriber's mapping */
+    uint64_t chunk_capacity;      /* its bytes */
+} ferry__sample_where;
+
+/* Checks that sample is held by sub (FERRY_EFOREIGN, FERRY_ESTATE otherwise) and locates it. */
+ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sample,
+                                  ferry__sample_where *out);
+
+/* Called before a connection's mappings go away (slot, gen), and once with slot UINT32_MAX when
+ * the subscriber is destroyed. One hook per subscriber. */
+typedef void (*ferry__close_hook)(void *arg, uint32_t slot, uint32_t gen);
+void ferry__subscriber_set_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
+void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub);
+
 /* Subscriber internals the waitset needs. */
 bool ferry__subscriber_ready(ferry_subscriber *sub);
 /* Arms the doorbells and runs housekeeping; true when a sample is queued. */

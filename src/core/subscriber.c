@@ -78,6 +78,8 @@ struct ferry_subscriber {
     int64_t next_rescan;
     int64_t next_housekeep;
     void *waitset;
+    ferry__close_hook close_hook;
+    void *close_hook_arg;
 };
 
 void ferry_subscriber_options_init(ferry_subscriber_options *o)
@@ -169,6 +171,8 @@ static void conn_close(ferry_subscriber *sub, sconn *c)
     if (c->state == SC_ACTIVE)
         sub->nactive--;
     if (c->state == SC_ACTIVE || c->state == SC_GONE) {
+        if (sub->close_hook)
+            sub->close_hook(sub->close_hook_arg, (uint32_t)(c - sub->conns), c->gen);
         live_remove(sub, c);
         sub->dropped_closed += atomic_load_explicit(&c->hdr->dropped, memory_order_relaxed);
         ferry__unmap((void *)c->data, c->data_size);
@@ -719,13 +723,10 @@ ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
     return FERRY_EAGAIN;
 }
 
-ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
+/* The connection and chunk of a sample sub holds, or the error that says why not. */
+static ferry_err held_sample(ferry_subscriber *sub, const ferry_sample *sample, sconn **conn,
+                             uint32_t *chunk)
 {
-    ferry_err err = ferry__subscriber_check(sub);
-    if (err)
-        return err;
-    if (!sample)
-        return FERRY_EINVAL;
     if (sample->private_[0] != sub->cookie)
         return sample->private_[0] == 0 ? FERRY_ESTATE : FERRY_EFOREIGN;
     uint32_t slot = (uint32_t)(sample->private_[1] >> 32);
@@ -733,11 +734,68 @@ ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
     if (slot >= sub->opt.max_publishers)
         return FERRY_ESTATE;
     sconn *c = &sub->conns[slot];
-    uint64_t d = sample->private_[2];
-    uint32_t index = ferry__desc_index(d);
+    uint32_t index = ferry__desc_index(sample->private_[2]);
     if (c->gen != gen || (c->state != SC_ACTIVE && c->state != SC_GONE) ||
         index >= c->max_chunks || !((c->held_bits[index / 64] >> (index % 64)) & 1))
         return FERRY_ESTATE;
+    *conn = c;
+    *chunk = index;
+    return FERRY_OK;
+}
+
+ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sample,
+                                  ferry__sample_where *out)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!sample || !out)
+        return FERRY_EINVAL;
+    sconn *c;
+    uint32_t index;
+    if ((err = held_sample(sub, sample, &c, &index)))
+        return err;
+    /* The table entry was checked when the sample was taken and never changes: the chunk's
+     * bounds follow from the payload pointer handed out then. */
+    ferry__chunk_entry e;
+    memcpy(&e, c->data + c->table_offset + (uint64_t)index * sizeof e, sizeof e);
+    const uint8_t *payload = c->data + e.offset + c->payload_offset;
+    if (e.offset < c->arena_offset || e.offset % FERRY__PAGE || e.offset >= c->data_size ||
+        c->payload_offset > c->data_size - e.offset ||
+        e.capacity > c->data_size - e.offset - c->payload_offset ||
+        (const uint8_t *)sample->data != payload)
+        return FERRY_EPROTO;
+    out->slot = (uint32_t)(c - sub->conns);
+    out->gen = c->gen;
+    out->chunk = index;
+    out->chunk_payload = payload;
+    out->chunk_capacity = e.capacity;
+    return FERRY_OK;
+}
+
+void ferry__subscriber_set_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg)
+{
+    sub->close_hook = fn;
+    sub->close_hook_arg = arg;
+}
+
+void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub)
+{
+    return sub->close_hook_arg;
+}
+
+ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!sample)
+        return FERRY_EINVAL;
+    sconn *c;
+    uint32_t index;
+    if ((err = held_sample(sub, sample, &c, &index)))
+        return err;
+    uint64_t d = sample->private_[2];
     c->held_bits[index / 64] &= ~((uint64_t)1 << (index % 64));
     c->held--;
     sub->held--;
@@ -952,6 +1010,8 @@ ferry_err ferry_subscriber_destroy(ferry_subscriber *sub)
             ferry__send_msg(sub->conns[i].sock, &bye, sizeof bye, NULL, 0);
         conn_close(sub, &sub->conns[i]);
     }
+    if (sub->close_hook)
+        sub->close_hook(sub->close_hook_arg, UINT32_MAX, 0);
     ferry__status_remove(&sub->status, sub->dirfd);
     close(sub->watch_fd);
     close(sub->epfd);
