@@ -119,7 +119,22 @@ enum { FERRY__DOORBELL_NOTIFIER = 1, FERRY__DOORBELL_FUTEX = 2 };
 /* ---- control messages (one seqpacket datagram each) ----------------------------------------- */
 
 #define FERRY__MSG_MAGIC 0x47534d5952524546ULL /* "FERRYMSG" */
-enum { FERRY__MSG_HELLO = 1, FERRY__MSG_WELCOME = 2, FERRY__MSG_BYE = 3 };
+enum { FERRY__MSG_HELLO = 1, FERRY__MSG_WELCOME = 2, FERRY__MSG_BYE = 3, FERRY__MSG_ATTACH = 4 };
+
+/* Descriptors a module of the publisher hands to every subscriber (device memory export
+ * handles), sent after the welcome and whenever the publisher attaches more. Carries 1..4
+ * descriptors. */
+typedef struct ferry__attach_msg {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t kind;
+    uint64_t key;
+    uint32_t nfds;
+    uint32_t reserved;
+} ferry__attach_msg;
+
+#define FERRY__ATTACH_FDS 4
+#define FERRY__ATTACH_MAX 64 /* attachments per publisher */
 
 /* A subscriber leaving on purpose says so, so that its hang-up does not count as a death. */
 typedef struct ferry__bye {
@@ -167,6 +182,7 @@ typedef struct ferry__welcome {
 ferry_err ferry__hello_decode(const void *buf, size_t len, ferry__hello *out);
 ferry_err ferry__welcome_decode(const void *buf, size_t len, ferry__welcome *out);
 ferry_err ferry__bye_decode(const void *buf, size_t len);
+ferry_err ferry__attach_decode(const void *buf, size_t len, int nfds, ferry__attach_msg *out);
 void ferry__bye_init(ferry__bye *out);
 /* Checks the geometry a welcome announces against the sizes of the segments received. */
 ferry_err ferry__welcome_check(const ferry__welcome *w, uint64_t data_fd_size,
@@ -392,6 +408,15 @@ ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sam
 typedef void (*ferry__close_hook)(void *arg, uint32_t slot, uint32_t gen);
 void ferry__subscriber_set_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
 void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub);
+
+/* Attachments. The publisher keeps a duplicate of each descriptor and sends the set to every
+ * subscriber, now and at each later handshake, before any sample that refers to it. */
+ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds);
+/* The descriptors attached under key by the publisher of connection (slot, gen), borrowed (the
+ * subscriber closes them when the connection closes). Reads pending control messages once when
+ * the key is not there yet. FERRY_EAGAIN when it still is not. */
+ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
+                                       uint64_t key, int *fds, int *nfds);
 
 /* Subscriber internals the waitset needs. */
 bool ferry__subscriber_ready(ferry_subscriber *sub);

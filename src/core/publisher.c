@@ -69,6 +69,12 @@ struct ferry_publisher {
     uint32_t nactive;
     uint32_t *history;
     uint32_t hist_len, hist_head;
+    struct attachment {
+        uint64_t key;
+        int fds[FERRY__ATTACH_FDS];
+        int nfds;
+    } attachments[FERRY__ATTACH_MAX];
+    uint32_t nattachments;
     uint64_t seq;
     int64_t next_housekeep;
 };
@@ -343,6 +349,23 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
     return true;
 }
 
+static bool send_attachment(ferry_publisher *pub, pconn *c, const struct attachment *a)
+{
+    ferry__attach_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = FERRY__MSG_MAGIC;
+    m.version = FERRY_PROTOCOL_VERSION;
+    m.kind = FERRY__MSG_ATTACH;
+    m.key = a->key;
+    m.nfds = (uint32_t)a->nfds;
+    if (ferry__send_msg(c->sock, &m, sizeof m, a->fds, a->nfds) == 0)
+        return true;
+    ferry__log(pub->node, FERRY_LOG_WARN, "%s: attachment to pid %d failed: %s", pub->topic,
+               (int)c->pid, strerror(errno));
+    conn_close(pub, c, false);
+    return false;
+}
+
 static void reject(ferry_publisher *pub, pconn *c, ferry_err status, const char *why)
 {
     ferry__welcome w;
@@ -472,6 +495,10 @@ static void handshake(ferry_publisher *pub, pconn *c)
         conn_close(pub, c, false);
         return;
     }
+    /* Attachments before any sample: a sample may refer to them. */
+    for (uint32_t k = 0; k < pub->nattachments; k++)
+        if (!send_attachment(pub, c, &pub->attachments[k]))
+            return;
     /* Late joiner: the last samples, oldest first. */
     uint32_t want = hello.history < pub->hist_len ? hello.history : pub->hist_len;
     for (uint32_t k = 0; k < want; k++) {
@@ -723,11 +750,41 @@ fail: {
 }
 }
 
+ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    if (!fds || nfds < 1 || nfds > FERRY__ATTACH_FDS)
+        return FERRY_EINVAL;
+    if (pub->nattachments == FERRY__ATTACH_MAX)
+        return FERRY_ELIMIT;
+    struct attachment *a = &pub->attachments[pub->nattachments];
+    a->key = key;
+    a->nfds = 0;
+    for (int i = 0; i < nfds; i++) {
+        a->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+        if (a->fds[i] < 0) {
+            for (int j = 0; j < i; j++)
+                close(a->fds[j]);
+            return FERRY_ESYS;
+        }
+        a->nfds++;
+    }
+    pub->nattachments++;
+    for (uint32_t k = pub->nactive; k-- > 0;)
+        send_attachment(pub, &pub->conns[pub->active[k]], a);
+    return FERRY_OK;
+}
+
 ferry_err ferry_publisher_destroy(ferry_publisher *pub)
 {
     ferry_err err = check(pub);
     if (err)
         return err;
+    for (uint32_t k = 0; k < pub->nattachments; k++)
+        for (int i = 0; i < pub->attachments[k].nfds; i++)
+            close(pub->attachments[k].fds[i]);
     /* The socket goes first, so no subscriber connects to a publisher on its way out. */
     unlinkat(pub->dirfd, pub->sock_name, 0);
     close(pub->listen_fd);

@@ -48,6 +48,12 @@ typedef struct sconn {
     uint64_t *held_bits;
     uint32_t held;
     uint32_t armed; /* doorbell value we last set, 0 when none */
+    struct attachment {
+        uint64_t key;
+        int fds[FERRY__ATTACH_FDS];
+        int nfds;
+    } *attachments; /* allocated at the first one */
+    uint32_t nattachments;
 } sconn;
 
 struct ferry_subscriber {
@@ -181,6 +187,10 @@ static void conn_close(ferry_subscriber *sub, sconn *c)
         free(c->held_bits);
     }
     conn_release_resources(sub, c);
+    for (uint32_t k = 0; k < c->nattachments; k++)
+        for (int i = 0; i < c->attachments[k].nfds; i++)
+            close(c->attachments[k].fds[i]);
+    free(c->attachments);
     uint32_t gen = c->gen + 1;
     memset(c, 0, sizeof *c);
     c->gen = gen;
@@ -468,6 +478,86 @@ static void rewatch(ferry_subscriber *sub)
     sub->rescan = true;
 }
 
+/* Stores an attachment; false when the publisher sent more than it may. */
+static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds)
+{
+    struct attachment *a = NULL;
+    for (uint32_t k = 0; k < c->nattachments; k++)
+        if (c->attachments[k].key == m->key)
+            a = &c->attachments[k]; /* replaced: the newer descriptors win */
+    if (!a) {
+        if (c->nattachments == FERRY__ATTACH_MAX)
+            return false;
+        if (!c->attachments &&
+            !(c->attachments = calloc(FERRY__ATTACH_MAX, sizeof *c->attachments)))
+            return false;
+        a = &c->attachments[c->nattachments++];
+    } else {
+        for (int i = 0; i < a->nfds; i++)
+            close(a->fds[i]);
+    }
+    a->key = m->key;
+    a->nfds = (int)m->nfds;
+    memcpy(a->fds, fds, (size_t)a->nfds * sizeof *fds);
+    return true;
+}
+
+/* Reads what an active publisher sent (attachments), up to a bound; a hang-up ends it. */
+static void read_messages(ferry_subscriber *sub, sconn *c, bool hup)
+{
+    for (int k = 0; k < 64; k++) {
+        union {
+            ferry__attach_msg m;
+            char raw[sizeof(ferry__attach_msg) + 1];
+        } buf;
+        int fds[FERRY__ATTACH_FDS];
+        int nfds = FERRY__ATTACH_FDS;
+        ssize_t got = ferry__recv_msg(c->sock, buf.raw, sizeof buf.raw, fds, &nfds);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (hup)
+                conn_gone(sub, c, true);
+            return;
+        }
+        if (got <= 0) {
+            conn_gone(sub, c, true);
+            return;
+        }
+        ferry__attach_msg m;
+        if (ferry__attach_decode(buf.raw, (size_t)got, nfds, &m) != FERRY_OK ||
+            !keep_attachment(c, &m, fds)) {
+            for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+            conn_fail(sub, c, "unexpected message");
+            return;
+        }
+    }
+}
+
+ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
+                                       uint64_t key, int *fds, int *nfds)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!fds || !nfds || slot >= sub->opt.max_publishers)
+        return FERRY_EINVAL;
+    sconn *c = &sub->conns[slot];
+    for (int round = 0; round < 2; round++) {
+        if (c->gen != gen || (c->state != SC_ACTIVE && c->state != SC_GONE))
+            return FERRY_ESTATE;
+        for (uint32_t k = 0; k < c->nattachments; k++)
+            if (c->attachments[k].key == key) {
+                *nfds = c->attachments[k].nfds;
+                memcpy(fds, c->attachments[k].fds, (size_t)*nfds * sizeof *fds);
+                return FERRY_OK;
+            }
+        /* Sent before any sample that names it: it is in the socket already. */
+        if (round == 0 && c->state == SC_ACTIVE)
+            read_messages(sub, c, false);
+    }
+    return FERRY_EAGAIN;
+}
+
 static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
 {
     ferry__event ev[16];
@@ -493,14 +583,7 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
             if (c->state == SC_PENDING) {
                 welcome(sub, c);
             } else if (c->state == SC_ACTIVE) {
-                char junk[64];
-                int nfds = 0;
-                ssize_t got = ferry__recv_msg(c->sock, junk, sizeof junk, NULL, &nfds);
-                if (got == 0 || ev[i].hup || ev[i].err ||
-                    (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
-                    conn_gone(sub, c, true);
-                else if (got > 0)
-                    conn_fail(sub, c, "unexpected message");
+                read_messages(sub, c, ev[i].hup || ev[i].err);
             }
         }
     }

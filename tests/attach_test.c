@@ -1,0 +1,141 @@
+/*
+ * Attachments (core internals for modules such as the GPU one): descriptors a publisher hands to
+ * every subscriber, present before the first sample that refers to them, for subscribers that
+ * join early and late, and closed with the connection.
+ */
+#include "testutil.h"
+
+#include "core/core.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define TYPE "test/attach"
+#define KEY 0xfe11ULL
+
+enum { MSG_READY = 1, MSG_GO = 2 };
+
+typedef struct args {
+    tu_pipe to_parent;
+    tu_pipe to_child;
+} args;
+
+/* A subscriber that finds, for each sample, the memfd attached before it and reads through it
+ * the value the sample names. */
+static int subscriber(void *arg)
+{
+    args *a = arg;
+    TU_EQ_U64(tu_recv(&a->to_child, TU_WAIT_MS), MSG_GO);
+    ferry_node *node = tu_node("attach_sub");
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.history = 1;
+    ferry_subscriber *sub;
+    TU_OK(ferry_subscriber_create(&sub, node, "/att", TYPE, ferry_hash(TYPE), &so));
+    TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
+    tu_send(&a->to_parent, MSG_READY);
+    for (int got = 0; got < 3;) {
+        ferry_sample s;
+        ferry_err err = ferry_take(sub, &s);
+        if (err == FERRY_EAGAIN) {
+            TU_OK(ferry_wait(sub, TU_WAIT_NS));
+            continue;
+        }
+        TU_OK(err);
+        ferry__sample_where w;
+        TU_OK(ferry__sample_where_get(sub, &s, &w));
+        int fds[FERRY__ATTACH_FDS], nfds = 0;
+        TU_OK(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY, fds, &nfds));
+        TU_EQ_U64(nfds, 1);
+        uint64_t *shared = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fds[0], 0);
+        TU_CHECK(shared != MAP_FAILED);
+        uint64_t want;
+        memcpy(&want, s.data, sizeof want);
+        TU_EQ_U64(shared[0], want);
+        munmap(shared, 4096);
+        /* A key nobody attached is not there, and says so; one attached while we were
+         * connected came before the samples that followed it. */
+        TU_ERR(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 1, fds, &nfds),
+               FERRY_EAGAIN);
+        if (want >= 42)
+            TU_OK(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 2, fds, &nfds));
+        TU_OK(ferry_release(sub, &s));
+        got++;
+    }
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+    tu_check_child_teardown();
+    return 0;
+}
+
+static void publish_value(ferry_publisher *pub, uint64_t *shared, uint64_t v)
+{
+    shared[0] = v;
+    void *p;
+    TU_OK(ferry_loan(pub, sizeof v, &p));
+    memcpy(p, &v, sizeof v);
+    TU_OK(ferry_publish(pub, p, 0));
+}
+
+static void test_attachments(void)
+{
+    /* Children first, so that they do not inherit the publisher's mappings. */
+    args a[2];
+    pid_t kids[2];
+    for (int i = 0; i < 2; i++) {
+        a[i].to_parent = tu_pipe_make();
+        a[i].to_child = tu_pipe_make();
+        kids[i] = tu_fork(subscriber, &a[i], 30);
+    }
+    ferry_node *node = tu_node("attach_pub");
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.history = 1;
+    ferry_publisher *pub;
+    TU_OK(ferry_publisher_create(&pub, node, "/att", TYPE, ferry_hash(TYPE), &po));
+    int fd = memfd_create("attach-test", MFD_CLOEXEC);
+    TU_CHECK(fd >= 0 && ftruncate(fd, 4096) == 0);
+    uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    TU_CHECK(shared != MAP_FAILED);
+
+    /* Bad arguments are refused; the descriptor is duplicated, so ours may close. */
+    TU_ERR(ferry__publisher_attach(pub, KEY, &fd, 0), FERRY_EINVAL);
+    TU_ERR(ferry__publisher_attach(pub, KEY, NULL, 1), FERRY_EINVAL);
+    TU_OK(ferry__publisher_attach(pub, KEY, &fd, 1));
+    close(fd);
+
+    /* Two subscribers join after the attachment and after the first sample, which history
+     * gives them: the attachment must reach them first. */
+    publish_value(pub, shared, 41);
+    for (int i = 0; i < 2; i++) {
+        tu_send(&a[i].to_child, MSG_GO);
+        TU_EQ_U64(tu_serve_until(&pub, 1, &a[i].to_parent, TU_WAIT_MS), MSG_READY);
+    }
+    /* One more, attached while they are connected. */
+    int fd2 = memfd_create("attach-test-2", MFD_CLOEXEC);
+    TU_CHECK(fd2 >= 0);
+    TU_OK(ferry__publisher_attach(pub, KEY + 2, &fd2, 1));
+    close(fd2);
+    for (uint64_t v = 42; v <= 43; v++) {
+        /* The value lives outside the sample: change it only once both released the last. */
+        ferry_time t0 = ferry_now();
+        ferry_publisher_stats st;
+        do {
+            TU_OK(ferry_publisher_poll(pub, TU_MS));
+            TU_OK(ferry_publisher_stats_get(pub, &st));
+            TU_CHECK_MSG(ferry_now().ns - t0.ns < TU_WAIT_NS, "subscribers did not release");
+        } while (st.chunks_in_use > 1); /* history keeps one */
+        publish_value(pub, shared, v);
+    }
+    for (int i = 0; i < 2; i++)
+        TU_CHILD_OK(kids[i]);
+    munmap(shared, 4096);
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
+int main(void)
+{
+    TU_RUN(test_attachments);
+    return 0;
+}
