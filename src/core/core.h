@@ -134,7 +134,7 @@ typedef struct ferry__attach_msg {
 } ferry__attach_msg;
 
 #define FERRY__ATTACH_FDS 4
-#define FERRY__ATTACH_MAX 64 /* attachments per publisher */
+#define FERRY__ATTACH_MAX 256 /* attachments per publisher */
 
 /* A subscriber leaving on purpose says so, so that its hang-up does not count as a death. */
 typedef struct ferry__bye {
@@ -404,10 +404,18 @@ ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sam
                                   ferry__sample_where *out);
 
 /* Called before a connection's mappings go away (slot, gen), and once with slot UINT32_MAX when
- * the subscriber is destroyed. One hook per subscriber. */
+ * the subscriber is destroyed. Up to FERRY__CLOSE_HOOKS per subscriber, one per function (each
+ * module keeps its own state as the hook's argument). */
 typedef void (*ferry__close_hook)(void *arg, uint32_t slot, uint32_t gen);
-void ferry__subscriber_set_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
-void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub);
+#define FERRY__CLOSE_HOOKS 4
+/* FERRY_EBUSY when fn is installed already, FERRY_ELIMIT when all places are taken. */
+ferry_err ferry__subscriber_add_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
+/* The argument installed with fn, or NULL when fn is not installed. */
+void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub, ferry__close_hook fn);
+
+/* The pool index of the chunk behind a loaned payload (modules pair their own per-chunk state
+ * with it: a chunk is loaned again only after every reference to it came back). */
+ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint32_t *index);
 
 /* Attachments. The publisher keeps a duplicate of each descriptor and sends the set to every
  * subscriber, now and at each later handshake, before any sample that refers to it. */

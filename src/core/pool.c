@@ -52,8 +52,10 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
         return FERRY_ENOMEM;
     ferry_err err = FERRY_ESYS;
     p->fd = ferry__memfd_create("ferry-data");
-    if (p->fd < 0)
+    if (p->fd < 0) {
+        err = errno == ENOMEM || errno == ENOSPC ? FERRY_ENOMEM : FERRY_ESYS;
         goto fail;
+    }
     /* Sparse: pages are allocated only as chunks are carved. */
     if (ftruncate(p->fd, (off_t)p->size) != 0)
         goto fail;

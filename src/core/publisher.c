@@ -397,6 +397,12 @@ static void handshake(ferry_publisher *pub, pconn *c)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (n <= 0) {
+        if (n < 0)
+            ferry__log(pub->node, FERRY_LOG_WARN, "%s: hello from pid %d lost: %s%s", pub->topic,
+                       (int)c->pid, strerror(errno),
+                       errno == EMSGSIZE ? " (its descriptor could not be received: out of "
+                                           "file descriptors?)"
+                                         : "");
         conn_close(pub, c, false);
         return;
     }
@@ -436,12 +442,16 @@ static void handshake(ferry_publisher *pub, pconn *c)
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || ferry__fd_allocate(fd, 0, size) != 0 ||
         ferry__memfd_seal(fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
         !(h = ferry__map(fd, size, true))) {
+        int e = errno;
         ferry__log(pub->node, FERRY_LOG_ERROR, "%s: connection segment: %s", pub->topic,
-                   strerror(errno));
+                   strerror(e));
         if (fd >= 0)
             close(fd);
         close(c->sub_efd);
-        reject(pub, c, FERRY_ENOMEM, "no memory for the connection segment");
+        bool memory = e == ENOMEM || e == ENOSPC;
+        reject(pub, c, memory ? FERRY_ENOMEM : FERRY_ESYS,
+               memory ? "no memory for the connection segment"
+                      : "no descriptor for the connection segment");
         return;
     }
     h->magic = FERRY__CONN_MAGIC;
@@ -940,6 +950,13 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     publish_status(pub);
     housekeep_maybe(pub);
     return FERRY_OK;
+}
+
+ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint32_t *index)
+{
+    if (!index)
+        return FERRY_EINVAL;
+    return find_loan(pub, payload, index);
 }
 
 ferry_err ferry_loan_release(ferry_publisher *pub, void *payload)

@@ -84,8 +84,10 @@ struct ferry_subscriber {
     int64_t next_rescan;
     int64_t next_housekeep;
     void *waitset;
-    ferry__close_hook close_hook;
-    void *close_hook_arg;
+    struct {
+        ferry__close_hook fn;
+        void *arg;
+    } hooks[FERRY__CLOSE_HOOKS];
 };
 
 void ferry_subscriber_options_init(ferry_subscriber_options *o)
@@ -177,8 +179,9 @@ static void conn_close(ferry_subscriber *sub, sconn *c)
     if (c->state == SC_ACTIVE)
         sub->nactive--;
     if (c->state == SC_ACTIVE || c->state == SC_GONE) {
-        if (sub->close_hook)
-            sub->close_hook(sub->close_hook_arg, (uint32_t)(c - sub->conns), c->gen);
+        for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
+            if (sub->hooks[h].fn)
+                sub->hooks[h].fn(sub->hooks[h].arg, (uint32_t)(c - sub->conns), c->gen);
         live_remove(sub, c);
         sub->dropped_closed += atomic_load_explicit(&c->hdr->dropped, memory_order_relaxed);
         ferry__unmap((void *)c->data, c->data_size);
@@ -269,6 +272,13 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (n <= 0) {
+        if (n < 0)
+            ferry__log(sub->node, FERRY_LOG_WARN,
+                       "%s: welcome from publisher pid %d lost: %s%s", sub->topic, (int)c->pid,
+                       strerror(errno),
+                       errno == EMSGSIZE ? " (its descriptors could not be received: out of "
+                                           "file descriptors?)"
+                                         : "");
         conn_close(sub, c);
         return;
     }
@@ -280,7 +290,10 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         why = "malformed welcome";
     } else if (w.status != FERRY_OK) {
         sub->stats.rejected++;
-        remember_refused(sub, c->name);
+        /* A type or permission refusal stays true; a publisher short of memory or descriptors
+         * is tried again at the next scan. */
+        if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO)
+            remember_refused(sub, c->name);
         ferry__log(sub->node, FERRY_LOG_WARN,
                    "%s: publisher pid %d refused us: %s (it has type %s/%016llx)", sub->topic,
                    (int)w.pid, ferry_strerror((ferry_err)w.status), w.type_name,
@@ -315,11 +328,17 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     uint64_t *bits = calloc((w.max_chunks + 63) / 64, sizeof *bits);
     close(fds[0]);
     close(fds[1]);
+    int map_errno = errno;
     const ferry__data_header *dh = (const ferry__data_header *)data;
     if (!data || !hdr || !bits || ferry__conn_check(hdr, &w) != FERRY_OK ||
         dh->magic != FERRY__DATA_MAGIC || dh->publisher_id != w.publisher_id) {
-        ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
-                   sub->topic, (int)c->pid);
+        if (!data || !hdr || !bits)
+            ferry__log(sub->node, FERRY_LOG_WARN,
+                       "%s: publisher pid %d: cannot map its segments: %s", sub->topic,
+                       (int)c->pid, strerror(bits ? map_errno : ENOMEM));
+        else
+            ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
+                       sub->topic, (int)c->pid);
         sub->stats.protocol_errors += data && hdr && bits;
         ferry__unmap((void *)data, data_size);
         ferry__unmap(hdr, conn_size);
@@ -367,6 +386,9 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     }
     int fd = ferry__connect_at(sub->dirfd, name);
     if (fd < 0) {
+        if (errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT)
+            ferry__log(sub->node, FERRY_LOG_WARN, "%s: cannot connect to %s: %s", sub->topic,
+                       name, strerror(errno));
         if (errno == ECONNREFUSED) {
             /* Nobody listens: its publisher died. Whoever finds a stale socket removes it,
              * together with the dead publisher's status file. */
@@ -440,11 +462,12 @@ static void scan(ferry_subscriber *sub)
     sub->rescan = false;
     sub->next_rescan = ferry__clock_ns() + RESCAN_NS;
     int fd = dup(sub->dirfd);
-    if (fd < 0)
-        return;
-    DIR *d = fdopendir(fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
-        close(fd);
+        ferry__log(sub->node, FERRY_LOG_WARN, "%s: cannot read the topic directory: %s",
+                   sub->topic, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return;
     }
     rewinddir(d);
@@ -856,15 +879,33 @@ ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sam
     return FERRY_OK;
 }
 
-void ferry__subscriber_set_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg)
+ferry_err ferry__subscriber_add_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg)
 {
-    sub->close_hook = fn;
-    sub->close_hook_arg = arg;
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!fn)
+        return FERRY_EINVAL;
+    for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
+        if (sub->hooks[h].fn == fn)
+            return FERRY_EBUSY;
+    for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
+        if (!sub->hooks[h].fn) {
+            sub->hooks[h].fn = fn;
+            sub->hooks[h].arg = arg;
+            return FERRY_OK;
+        }
+    return FERRY_ELIMIT;
 }
 
-void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub)
+void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub, ferry__close_hook fn)
 {
-    return sub->close_hook_arg;
+    if (ferry__subscriber_check(sub) != FERRY_OK)
+        return NULL;
+    for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
+        if (sub->hooks[h].fn == fn)
+            return sub->hooks[h].arg;
+    return NULL;
 }
 
 ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
@@ -1093,8 +1134,9 @@ ferry_err ferry_subscriber_destroy(ferry_subscriber *sub)
             ferry__send_msg(sub->conns[i].sock, &bye, sizeof bye, NULL, 0);
         conn_close(sub, &sub->conns[i]);
     }
-    if (sub->close_hook)
-        sub->close_hook(sub->close_hook_arg, UINT32_MAX, 0);
+    for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
+        if (sub->hooks[h].fn)
+            sub->hooks[h].fn(sub->hooks[h].arg, UINT32_MAX, 0);
     ferry__status_remove(&sub->status, sub->dirfd);
     close(sub->watch_fd);
     close(sub->epfd);
