@@ -139,4 +139,8 @@ void bench_child_setup(pid_t parent);
 /* Touches every page of a buffer so page faults stay out of measurements. */
 void bench_prefault(void *buf, size_t n);
 
+/* `ferry bench gpu` (bench/gpu/): the device buffer cache against CUDA's allocators, host frames
+ * into the GPU, and device frames across processes. Built with the GPU module only. */
+int bench_gpu_cmd(int argc, char **argv);
+
 #endif

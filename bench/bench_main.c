@@ -571,7 +571,8 @@ int ferry_cmd_bench(int argc, char **argv)
     static const char usage[] =
         "usage: ferry bench <benchmark> [options]\n"
         "benchmarks:\n"
-        "  transport   one-way latency, CPU and throughput: ferry vs copying transports\n";
+        "  transport   one-way latency, CPU and throughput: ferry vs copying transports\n"
+        "  gpu         device buffer cache vs CUDA allocators, host frames into the GPU\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -583,6 +584,13 @@ int ferry_cmd_bench(int argc, char **argv)
     }
     if (strcmp(which, "transport") == 0)
         return bench_transport_cmd(argc - 1, argv + 1);
-    /* Further benchmarks ("gpu", "bridge") are dispatched here as their modules arrive. */
-    return cli_fail("bench", 2, "unknown benchmark '%s' (known: transport)", which);
+    if (strcmp(which, "gpu") == 0) {
+#ifdef FERRY_HAVE_GPU
+        return bench_gpu_cmd(argc - 1, argv + 1);
+#else
+        return cli_fail("bench", 1, "this ferry was built without the CUDA module");
+#endif
+    }
+    /* The DDS bridge benchmark ("bridge") is dispatched here when its module arrives. */
+    return cli_fail("bench", 2, "unknown benchmark '%s' (known: transport, gpu)", which);
 }
