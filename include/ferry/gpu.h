@@ -1,0 +1,195 @@
+/*
+ * ferry GPU module: a device buffer cache that replaces per-frame cudaMallocAsync/cudaFreeAsync,
+ * and taken host frames handed to the GPU without copies (or with one copy at pinned speed).
+ *
+ * Built when a CUDA toolkit is found (CMake option FERRY_GPU=AUTO|ON|OFF), as libferry_gpu
+ * beside libferry. Binaries load without a CUDA driver: then, and without a device, every call
+ * returns FERRY_ENODEV. Streams are passed as ferry_gpu_stream (a cudaStream_t); NULL is the
+ * legacy default stream.
+ *
+ * Concurrency: a cache is safe from any thread (one lock, held for list operations only, never
+ * across a CUDA call that may block). The host-frame calls follow their subscriber's rule: one
+ * thread at a time.
+ */
+#ifndef FERRY_GPU_H
+#define FERRY_GPU_H
+
+#include <ferry/ferry.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void *ferry_gpu_stream;
+
+/**
+ * Number of usable CUDA devices.
+ * @retval FERRY_OK      *count >= 1
+ * @retval FERRY_ENODEV  no driver or no device (*count is 0)
+ * @retval FERRY_EINVAL  count is NULL
+ */
+FERRY_API ferry_err ferry_gpu_device_count(int *count);
+
+/* ---------------------------------------------------------------------------------------------
+ * Device buffer cache
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct ferry_gpu_cache ferry_gpu_cache;
+typedef struct ferry_gpu_buffer ferry_gpu_buffer;
+
+/** Where buffers come from; one interface, so comparing strategies is one option. */
+typedef enum ferry_gpu_backend {
+    /** ferry's cache: size classes over cudaMalloc, O(1) reuse, idle cap, bound on live buffers. */
+    FERRY_GPU_BACKEND_CACHE = 0,
+    /** cudaMallocAsync / cudaFreeAsync on a memory pool with a settable release threshold. */
+    FERRY_GPU_BACKEND_ASYNC = 1,
+    /** cudaMalloc / cudaFree for every buffer (the naive baseline). */
+    FERRY_GPU_BACKEND_MALLOC = 2,
+} ferry_gpu_backend;
+
+/** idle_cap_bytes value that keeps no idle buffer at all. */
+#define FERRY_GPU_IDLE_NONE ((size_t)1)
+
+typedef struct ferry_gpu_cache_options {
+    /** CUDA device ordinal. Default 0. */
+    int device;
+    /** Default FERRY_GPU_BACKEND_CACHE. */
+    ferry_gpu_backend backend;
+    /** CACHE: most idle bytes kept for reuse; beyond it the least recently used idle buffers
+     *  are freed. 0 means the default, 64 MiB; FERRY_GPU_IDLE_NONE keeps none. */
+    size_t idle_cap_bytes;
+    /** Most buffers live (allocated and not yet released) at once, every backend. Default 64. */
+    uint32_t max_live;
+    /** When max_live buffers are live, how long ferry_gpu_alloc waits for a release:
+     *  0 (default) fails at once with FERRY_ELIMIT, negative waits for ever. */
+    int64_t live_wait_ns;
+    /** ASYNC: the pool's cudaMemPoolAttrReleaseThreshold in bytes (0 is CUDA's default: memory
+     *  goes back to the system at every synchronisation; UINT64_MAX keeps it). */
+    uint64_t release_threshold;
+    /** ASYNC: a pool of the cache's own instead of the device's default pool. */
+    bool own_pool;
+} ferry_gpu_cache_options;
+
+FERRY_API void ferry_gpu_cache_options_init(ferry_gpu_cache_options *o);
+
+/**
+ * Creates a cache for one device.
+ * @retval FERRY_OK       *out is yours until ferry_gpu_cache_destroy
+ * @retval FERRY_EINVAL   out is NULL or an option is out of range
+ * @retval FERRY_ENODEV   no driver, no device, or no such device ordinal
+ * @retval FERRY_ENOTSUP  the backend is not supported on this device (ASYNC without pools)
+ * @retval FERRY_ENOMEM   out of host memory
+ */
+FERRY_API ferry_err ferry_gpu_cache_create(ferry_gpu_cache **out,
+                                           const ferry_gpu_cache_options *options);
+
+/**
+ * Destroys a cache: waits for the GPU work recorded on its idle buffers, then frees them.
+ * Refused while buffers are live (not released).
+ * @retval FERRY_OK      done; the pointer must not be used again
+ * @retval FERRY_EBUSY   buffers are live; nothing changed
+ * @retval FERRY_EINVAL  cache is NULL
+ */
+FERRY_API ferry_err ferry_gpu_cache_destroy(ferry_gpu_cache *cache);
+
+/**
+ * Gives a device buffer of at least size bytes, to be used first on stream. A buffer whose last
+ * uses were on that same stream is reused at once (stream order protects it); one used on other
+ * streams is reused only when those uses completed, or after stream was made to wait for them
+ * on the GPU (never a CPU wait). The buffer is the caller's, with one hold, until released.
+ *
+ * @retval FERRY_OK         *out is a live buffer
+ * @retval FERRY_EINVAL     a pointer is NULL or size is 0
+ * @retval FERRY_ELIMIT     max_live buffers are live and live_wait_ns is 0
+ * @retval FERRY_ETIMEDOUT  none was released within live_wait_ns
+ * @retval FERRY_ENOMEM     the device has no memory for it
+ * @retval FERRY_ENODEV     the device is gone
+ */
+FERRY_API ferry_err ferry_gpu_alloc(ferry_gpu_cache *cache, size_t size, ferry_gpu_stream stream,
+                                    ferry_gpu_buffer **out);
+
+/** The buffer's device pointer (NULL for NULL). */
+FERRY_API void *ferry_gpu_buffer_ptr(const ferry_gpu_buffer *buffer);
+/** The size asked for at ferry_gpu_alloc (0 for NULL). */
+FERRY_API size_t ferry_gpu_buffer_size(const ferry_gpu_buffer *buffer);
+
+/**
+ * Adds a hold: another consumer in this process keeps the buffer. Each hold is released once.
+ * @retval FERRY_ESTATE  the buffer is not live
+ */
+FERRY_API ferry_err ferry_gpu_retain(ferry_gpu_buffer *buffer);
+
+/**
+ * Records that work using the buffer was enqueued on stream (call it after enqueuing). Every
+ * reader or writer on a stream other than the allocation's must record its use, or the buffer
+ * could be reused under it.
+ * @retval FERRY_ESTATE  the buffer is not live
+ * @retval FERRY_ELIMIT  more than 8 other streams used it
+ */
+FERRY_API ferry_err ferry_gpu_record_use(ferry_gpu_buffer *buffer, ferry_gpu_stream stream);
+
+/**
+ * Drops one hold. When the last goes, the buffer returns to the cache (reused as described at
+ * ferry_gpu_alloc) or, for the other backends, is freed in stream order (ASYNC) or at once
+ * (MALLOC). The pointer must not be used after the last release.
+ * @retval FERRY_ESTATE  the buffer is not live (double release)
+ */
+FERRY_API ferry_err ferry_gpu_release(ferry_gpu_buffer *buffer);
+
+/**
+ * Frees idle buffers, least recently used first, until at most keep_idle_bytes stay idle.
+ * Buffers whose recorded work is still running are waited for.
+ */
+FERRY_API ferry_err ferry_gpu_trim(ferry_gpu_cache *cache, size_t keep_idle_bytes);
+
+typedef struct ferry_gpu_cache_stats {
+    uint64_t device_allocs;      /**< device allocations made (cudaMalloc / cudaMallocAsync) */
+    uint64_t device_frees;       /**< device frees made */
+    uint64_t hits;               /**< allocations served by reuse */
+    uint64_t misses;             /**< allocations that needed a device allocation */
+    uint64_t gpu_waits;          /**< reuses that made the new stream wait on earlier uses */
+    uint64_t backpressure_waits; /**< allocations that waited for a release (max_live) */
+    uint64_t live_bytes;         /**< capacity of live buffers */
+    uint64_t idle_bytes;         /**< capacity of idle buffers kept for reuse */
+    uint64_t peak_bytes;         /**< highest live + idle */
+    uint32_t live_buffers;
+    uint32_t idle_buffers;
+} ferry_gpu_cache_stats;
+
+FERRY_API ferry_err ferry_gpu_cache_stats_get(ferry_gpu_cache *cache, ferry_gpu_cache_stats *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Host frames to the GPU
+ * ------------------------------------------------------------------------------------------- */
+
+/**
+ * The device address of a taken sample's payload, for a kernel to read in place. The first time
+ * a chunk of a publisher is seen, its pages are registered with CUDA (read-only, mapped,
+ * portable; a few milliseconds for a large frame); later samples in that chunk cost a lookup.
+ * Registrations are undone when the publisher's connection closes or the subscriber is
+ * destroyed. On integrated GPUs (Jetson) this is the zero-copy path; on discrete GPUs kernels
+ * read over the bus. The address is valid while the sample is held.
+ *
+ * @retval FERRY_OK       *device_ptr is set
+ * @retval FERRY_EINVAL   a pointer is NULL
+ * @retval FERRY_ESTATE   the sample is not held by sub
+ * @retval FERRY_EFOREIGN the sample was taken by another subscriber
+ * @retval FERRY_ENODEV   no device
+ * @retval FERRY_ENOTSUP  the device cannot map host memory
+ */
+FERRY_API ferry_err ferry_gpu_sample_device_ptr(ferry_subscriber *sub, const ferry_sample *sample,
+                                                int device, const void **device_ptr);
+
+/**
+ * Copies a taken sample's payload to device memory dst, asynchronously on stream, from the
+ * registered (pinned) pages: the host-to-device copy runs at pinned speed with no staging copy.
+ * The sample must stay held until the copy completed on stream.
+ * Same errors as ferry_gpu_sample_device_ptr.
+ */
+FERRY_API ferry_err ferry_gpu_sample_copy(ferry_subscriber *sub, const ferry_sample *sample,
+                                          int device, void *dst, ferry_gpu_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FERRY_GPU_H */
