@@ -189,6 +189,115 @@ FERRY_API ferry_err ferry_gpu_sample_device_ptr(ferry_subscriber *sub, const fer
 FERRY_API ferry_err ferry_gpu_sample_copy(ferry_subscriber *sub, const ferry_sample *sample,
                                           int device, void *dst, ferry_gpu_stream stream);
 
+/* ---------------------------------------------------------------------------------------------
+ * Device frames across processes
+ *
+ * A publisher loans device memory, fills it with kernels and publishes; subscribers in other
+ * processes read the same device memory, no copy. A device frame travels as an ordinary ferry
+ * sample holding a small descriptor, so queues, QoS, history and crash recovery are those of the
+ * host transport. Device memory is exported once per chunk (a VMM allocation exported as a POSIX
+ * file descriptor and handed to subscribers as an attachment, or a legacy CUDA IPC handle) and
+ * imported once per chunk by each subscriber. Ordering is on the GPU: the publisher's stream
+ * writes the frame's ready word when its work is done, a reader's stream waits for that word;
+ * a reader's release takes effect (the host sample goes back) only when the work it enqueued on
+ * the frame completed, so the publisher reuses a chunk only after every reader finished with it.
+ * A reader that dies gives its frames back like any subscriber.
+ * ------------------------------------------------------------------------------------------- */
+
+/** How device memory crosses processes. */
+typedef enum ferry_gpu_ipc {
+    FERRY_GPU_IPC_AUTO = 0,   /**< VMM when the device supports POSIX-fd export, else legacy */
+    FERRY_GPU_IPC_VMM = 1,    /**< cuMemCreate + POSIX file descriptors over the control socket */
+    FERRY_GPU_IPC_LEGACY = 2, /**< cudaIpcGetMemHandle / cudaIpcOpenMemHandle */
+} ferry_gpu_ipc;
+
+typedef struct ferry_gpu_publisher ferry_gpu_publisher;
+typedef struct ferry_gpu_subscriber ferry_gpu_subscriber;
+
+typedef struct ferry_gpu_publisher_options {
+    int device;        /**< CUDA device ordinal; default 0 */
+    ferry_gpu_ipc ipc; /**< default FERRY_GPU_IPC_AUTO */
+} ferry_gpu_publisher_options;
+
+FERRY_API void ferry_gpu_publisher_options_init(ferry_gpu_publisher_options *o);
+
+/**
+ * Makes pub a publisher of device frames (its host samples then carry device-frame
+ * descriptors; plain ferry_loan on it is still possible but its subscribers should all be
+ * device-frame subscribers). pub must outlive the returned object.
+ * @retval FERRY_OK       *out is yours until ferry_gpu_publisher_destroy
+ * @retval FERRY_ENODEV   no device
+ * @retval FERRY_ENOTSUP  the chosen IPC mechanism is not supported here
+ */
+FERRY_API ferry_err ferry_gpu_publisher_create(ferry_gpu_publisher **out, ferry_publisher *pub,
+                                               const ferry_gpu_publisher_options *options);
+/** Waits for the publisher's own outstanding work, frees its device memory. */
+FERRY_API ferry_err ferry_gpu_publisher_destroy(ferry_gpu_publisher *gpub);
+/** The IPC mechanism in use (AUTO resolved). */
+FERRY_API ferry_err ferry_gpu_publisher_ipc(ferry_gpu_publisher *gpub, ferry_gpu_ipc *ipc);
+
+/**
+ * Loans size bytes of device memory to be filled by work on stream. When that memory's previous
+ * frame may still be being written (published with no reader), stream is made to wait for it on
+ * the GPU. Publish with the stream that did (or waited for) the filling work.
+ * Errors as ferry_loan, plus FERRY_ENOMEM when the device has no memory for a new chunk.
+ */
+FERRY_API ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size,
+                                   ferry_gpu_stream stream, void **device_ptr);
+
+/**
+ * Publishes a loaned device frame. Readers see it once the work enqueued on stream before this
+ * call completed; the CPU does not wait. After FERRY_OK the frame is ferry's.
+ * Errors as ferry_publish.
+ */
+FERRY_API ferry_err ferry_gpu_publish(ferry_gpu_publisher *gpub, void *device_ptr,
+                                      ferry_gpu_stream stream);
+
+/** Gives an unpublished device loan back. */
+FERRY_API ferry_err ferry_gpu_loan_release(ferry_gpu_publisher *gpub, void *device_ptr);
+
+/** A taken device frame: read-only device memory of another process. */
+typedef struct ferry_gpu_frame {
+    const void *device_ptr;   /**< valid on the subscriber's device until released */
+    size_t size;
+    uint64_t sequence;
+    ferry_time publish_time;
+    uint64_t publisher_id;
+    ferry_sample host;        /**< the carrying host sample; ferry's */
+} ferry_gpu_frame;
+
+/**
+ * Makes sub a subscriber of device frames on device. sub must outlive the returned object.
+ * @retval FERRY_ENODEV  no device
+ */
+FERRY_API ferry_err ferry_gpu_subscriber_create(ferry_gpu_subscriber **out,
+                                                ferry_subscriber *sub, int device);
+/** Waits for the work enqueued on frames released but not yet completed, then frees
+ *  everything. Refused (FERRY_EBUSY) while frames are taken and not released. */
+FERRY_API ferry_err ferry_gpu_subscriber_destroy(ferry_gpu_subscriber *gsub);
+
+/**
+ * Takes the next device frame and makes stream wait (on the GPU) until the publisher's work on
+ * it completed: kernels enqueued on stream afterwards read it safely. Imports the publisher's
+ * memory the first time a chunk is seen (tens of microseconds), later frames cost a lookup.
+ * @retval FERRY_OK      *frame is filled
+ * @retval FERRY_EAGAIN  no frame queued (wait with ferry_wait on the host subscriber)
+ * @retval FERRY_EPROTO  the sample is not a valid device-frame descriptor (it is released)
+ */
+FERRY_API ferry_err ferry_gpu_take(ferry_gpu_subscriber *gsub, ferry_gpu_stream stream,
+                                   ferry_gpu_frame *frame);
+
+/**
+ * Releases a frame once the work enqueued on stream so far completes (an event is recorded; the
+ * host sample goes back to the publisher when it has fired, checked in later calls and in
+ * ferry_gpu_subscriber_poll). The frame must not be used by work enqueued later.
+ */
+FERRY_API ferry_err ferry_gpu_frame_release(ferry_gpu_subscriber *gsub, ferry_gpu_frame *frame,
+                                            ferry_gpu_stream stream);
+
+/** Gives back the host samples of released frames whose work completed. */
+FERRY_API ferry_err ferry_gpu_subscriber_poll(ferry_gpu_subscriber *gsub);
+
 #ifdef __cplusplus
 }
 #endif
