@@ -397,6 +397,8 @@ static void handshake(ferry_publisher *pub, pconn *c)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (n <= 0) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]); /* an empty datagram may still carry a descriptor */
         if (n < 0)
             ferry__log(pub->node, FERRY_LOG_WARN, "%s: hello from pid %d lost: %s%s", pub->topic,
                        (int)c->pid, strerror(errno),

@@ -260,6 +260,12 @@ static void remember_refused(ferry_subscriber *sub, const char *name)
     sub->refused_next = (sub->refused_next + 1) % REFUSED_MAX;
 }
 
+static bool sealed_against_shrinking(int fd)
+{
+    unsigned seals = 0;
+    return ferry__memfd_seals(fd, &seals) == 0 && (seals & F_SEAL_SHRINK);
+}
+
 static void welcome(ferry_subscriber *sub, sconn *c)
 {
     union {
@@ -272,6 +278,8 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (n <= 0) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]); /* an empty datagram may still carry descriptors */
         if (n < 0)
             ferry__log(sub->node, FERRY_LOG_WARN,
                        "%s: welcome from publisher pid %d lost: %s%s", sub->topic, (int)c->pid,
@@ -308,6 +316,9 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         why = "welcome without its descriptors";
     } else if (ferry__welcome_check(&w, data_size, conn_size) != FERRY_OK) {
         why = "welcome with an impossible geometry";
+    } else if (!sealed_against_shrinking(fds[0]) || !sealed_against_shrinking(fds[1])) {
+        /* A segment its owner could still truncate would turn our next read into SIGBUS. */
+        why = "segments not sealed against shrinking";
     } else if (w.type_hash != sub->type_hash || strcmp(w.type_name, sub->type_name) != 0) {
         sub->stats.rejected++;
         remember_refused(sub, c->name);
@@ -347,12 +358,16 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         conn_close(sub, c);
         return;
     }
+    /* Ring offsets from our own computation, never read back from shared memory: the publisher
+     * could change them after the check. */
+    uint64_t doff, roff;
+    ferry__conn_layout(w.deliver_capacity, w.return_capacity, &doff, &roff);
     c->data = data;
     c->data_size = data_size;
     c->hdr = hdr;
     c->conn_size = conn_size;
-    c->dslots = (_Atomic uint64_t *)((uint8_t *)hdr + hdr->deliver_offset);
-    c->rslots = (_Atomic uint64_t *)((uint8_t *)hdr + hdr->return_offset);
+    c->dslots = (_Atomic uint64_t *)((uint8_t *)hdr + doff);
+    c->rslots = (_Atomic uint64_t *)((uint8_t *)hdr + roff);
     c->dmask = w.deliver_capacity - 1;
     c->rmask = w.return_capacity - 1;
     c->max_chunks = w.max_chunks;
@@ -542,6 +557,8 @@ static void read_messages(ferry_subscriber *sub, sconn *c, bool hup)
             return;
         }
         if (got <= 0) {
+            for (int i = 0; i < nfds; i++)
+                close(fds[i]);
             conn_gone(sub, c, true);
             return;
         }

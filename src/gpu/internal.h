@@ -10,6 +10,7 @@
 #include <ferry/gpu.h>
 
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 /* Maps a CUDA runtime error to a ferry_err (no device and no driver are FERRY_ENODEV). */
 ferry_err ferry__gpu_err(cudaError_t e);
@@ -21,5 +22,9 @@ ferry_err ferry__gpu_check_device(int device);
 /* A driver API function by name (e.g. "cuMemCreate"), or NULL when there is no driver or no
  * such function. Looked up once per name by the caller and kept. */
 void *ferry__gpu_driver_fn(const char *name);
+
+/* Host-frame registrations made, undone, and undone with an error, in this process (tests and
+ * benchmarks read them). */
+void ferry__gpu_host_counts(uint64_t *registered, uint64_t *unregistered, uint64_t *failed);
 
 #endif

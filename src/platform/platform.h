@@ -20,6 +20,7 @@ int64_t ferry__clock_ns(void);
 /* Anonymous shared memory. */
 int ferry__memfd_create(const char *name);                     /* sealable, returns fd or -1 */
 int ferry__memfd_seal(int fd, unsigned seals);                 /* F_SEAL_* bits */
+int ferry__memfd_seals(int fd, unsigned *seals);               /* the seals it carries */
 int ferry__fd_reopen_readonly(int fd);                         /* a new read-only description */
 int ferry__fd_size(int fd, uint64_t *size);
 int ferry__fd_is_memfd(int fd);                                /* 1 yes, 0 no, -1 error */

@@ -47,6 +47,15 @@ int ferry__memfd_seal(int fd, unsigned seals)
     return fcntl(fd, F_ADD_SEALS, (int)seals);
 }
 
+int ferry__memfd_seals(int fd, unsigned *seals)
+{
+    int v = fcntl(fd, F_GET_SEALS);
+    if (v < 0)
+        return -1;
+    *seals = (unsigned)v;
+    return 0;
+}
+
 int ferry__fd_reopen_readonly(int fd)
 {
     char path[64];

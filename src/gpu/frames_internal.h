@@ -1,0 +1,48 @@
+/*
+ * Device frames across processes (frames.c): the descriptor a device frame's host sample
+ * carries, and process-wide counters for tests and benchmarks. No CUDA header is needed here.
+ */
+#ifndef FERRY_GPU_FRAMES_INTERNAL_H
+#define FERRY_GPU_FRAMES_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FERRY__GPU_FRAME_MAGIC 0x4d41524655504746ULL /* "FGPUFRAM" */
+#define FERRY__GPU_FRAME_VERSION 1u
+
+/*
+ * The payload of a device frame's host sample. Written by the publisher's CPU before
+ * ferry_publish, except ready, which only the publisher's stream writes (cuStreamWriteValue32)
+ * once the frame's work is done; readers' streams wait until ready reaches generation (a cyclic
+ * comparison). ready sits on a cache line of its own.
+ */
+typedef struct ferry__gpu_frame_desc {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t ipc;        /* FERRY_GPU_IPC_VMM or FERRY_GPU_IPC_LEGACY */
+    uint64_t key;        /* the allocation: attachment key (VMM), identity (LEGACY) */
+    uint64_t offset;     /* frame start inside the allocation */
+    uint64_t size;       /* frame bytes */
+    uint64_t alloc_size; /* allocation bytes */
+    uint32_t generation; /* this publication of the chunk */
+    uint32_t device;     /* the publisher's device ordinal, for diagnostics */
+    uint64_t reserved;
+    uint8_t legacy_handle[64]; /* cudaIpcMemHandle_t when LEGACY */
+    _Alignas(64) uint32_t ready;
+    uint32_t pad[15];
+} ferry__gpu_frame_desc;
+
+typedef struct ferry__gpu_frames_counts {
+    uint64_t exports;           /* device allocations made by publishers (each exported) */
+    uint64_t imports;           /* allocations imported by subscribers */
+    uint64_t unimports;         /* imports undone */
+    uint64_t readonly_fallback; /* imports mapped read-write because read-only was refused */
+    uint64_t reuse_waits;       /* loans whose stream waited for the chunk's previous frame */
+    uint64_t host_registrations;/* descriptor pages registered by publishers */
+} ferry__gpu_frames_counts;
+
+/* Counters of this process. */
+void ferry__gpu_frames_counts_get(ferry__gpu_frames_counts *out);
+
+#endif
