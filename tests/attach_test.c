@@ -34,7 +34,7 @@ static int subscriber(void *arg)
     TU_OK(ferry_subscriber_create(&sub, node, "/att", TYPE, ferry_hash(TYPE), &so));
     TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
     tu_send(&a->to_parent, MSG_READY);
-    for (int got = 0; got < 3;) {
+    for (int got = 0; got < 4;) {
         ferry_sample s;
         ferry_err err = ferry_take(sub, &s);
         if (err == FERRY_EAGAIN) {
@@ -57,8 +57,11 @@ static int subscriber(void *arg)
          * connected came before the samples that followed it. */
         TU_ERR(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 1, fds, &nfds),
                FERRY_EAGAIN);
-        if (want >= 42)
+        if (want == 42 || want == 43)
             TU_OK(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 2, fds, &nfds));
+        if (want == 44) /* withdrawn before this sample was published */
+            TU_ERR(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 2, fds, &nfds),
+                   FERRY_EAGAIN);
         TU_OK(ferry_release(sub, &s));
         got++;
     }
@@ -116,7 +119,7 @@ static void test_attachments(void)
     TU_CHECK(fd2 >= 0);
     TU_OK(ferry__publisher_attach(pub, KEY + 2, &fd2, 1));
     close(fd2);
-    for (uint64_t v = 42; v <= 43; v++) {
+    for (uint64_t v = 42; v <= 44; v++) {
         /* The value lives outside the sample: change it only once both released the last. */
         ferry_time t0 = ferry_now();
         ferry_publisher_stats st;
@@ -125,10 +128,14 @@ static void test_attachments(void)
             TU_OK(ferry_publisher_stats_get(pub, &st));
             TU_CHECK_MSG(ferry_now().ns - t0.ns < TU_WAIT_NS, "subscribers did not release");
         } while (st.chunks_in_use > 1); /* history keeps one */
+        if (v == 44)
+            TU_OK(ferry__publisher_detach(pub, KEY + 2));
         publish_value(pub, shared, v);
     }
     for (int i = 0; i < 2; i++)
         TU_CHILD_OK(kids[i]);
+    /* A key withdrawn already, or never attached, cannot be withdrawn. */
+    TU_ERR(ferry__publisher_detach(pub, KEY + 2), FERRY_ESTATE);
     munmap(shared, 4096);
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));

@@ -123,7 +123,7 @@ enum { FERRY__MSG_HELLO = 1, FERRY__MSG_WELCOME = 2, FERRY__MSG_BYE = 3, FERRY__
 
 /* Descriptors a module of the publisher hands to every subscriber (device memory export
  * handles), sent after the welcome and whenever the publisher attaches more. Carries 1..4
- * descriptors. */
+ * descriptors; with none it withdraws the key. */
 typedef struct ferry__attach_msg {
     uint64_t magic;
     uint32_t version;
@@ -420,6 +420,9 @@ ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint3
 /* Attachments. The publisher keeps a duplicate of each descriptor and sends the set to every
  * subscriber, now and at each later handshake, before any sample that refers to it. */
 ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds);
+/* Withdraws key: the publisher closes its duplicates and every subscriber closes its copies
+ * (samples already taken keep whatever their module imported from them). */
+ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_t key);
 /* The descriptors attached under key by the publisher of connection (slot, gen), borrowed (the
  * subscriber closes them when the connection closes). Reads pending control messages once when
  * the key is not there yet. FERRY_EAGAIN when it still is not. */

@@ -127,7 +127,7 @@ ferry_err ferry__attach_decode(const void *buf, size_t len, int nfds, ferry__att
         return FERRY_EPROTO;
     memcpy(out, buf, sizeof *out);
     if (out->magic != FERRY__MSG_MAGIC || out->version != FERRY_PROTOCOL_VERSION ||
-        out->kind != FERRY__MSG_ATTACH || out->nfds == 0 || out->nfds > FERRY__ATTACH_FDS ||
+        out->kind != FERRY__MSG_ATTACH || out->nfds > FERRY__ATTACH_FDS ||
         out->nfds != (uint32_t)nfds)
         return FERRY_EPROTO;
     return FERRY_OK;

@@ -789,6 +789,26 @@ ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int 
     return FERRY_OK;
 }
 
+ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_t key)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    for (uint32_t k = 0; k < pub->nattachments; k++) {
+        struct attachment *a = &pub->attachments[k];
+        if (a->key != key)
+            continue;
+        for (int i = 0; i < a->nfds; i++)
+            close(a->fds[i]);
+        pub->attachments[k] = pub->attachments[--pub->nattachments];
+        struct attachment none = {.key = key, .nfds = 0};
+        for (uint32_t j = pub->nactive; j-- > 0;)
+            send_attachment(pub, &pub->conns[pub->active[j]], &none);
+        return FERRY_OK;
+    }
+    return FERRY_ESTATE;
+}
+
 ferry_err ferry_publisher_destroy(ferry_publisher *pub)
 {
     ferry_err err = check(pub);

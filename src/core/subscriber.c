@@ -516,13 +516,22 @@ static void rewatch(ferry_subscriber *sub)
     sub->rescan = true;
 }
 
-/* Stores an attachment; false when the publisher sent more than it may. */
+/* Stores an attachment, or withdraws it when it carries no descriptor; false when the
+ * publisher sent more than it may. */
 static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds)
 {
     struct attachment *a = NULL;
     for (uint32_t k = 0; k < c->nattachments; k++)
         if (c->attachments[k].key == m->key)
             a = &c->attachments[k]; /* replaced: the newer descriptors win */
+    if (m->nfds == 0) {
+        if (a) {
+            for (int i = 0; i < a->nfds; i++)
+                close(a->fds[i]);
+            *a = c->attachments[--c->nattachments];
+        }
+        return true;
+    }
     if (!a) {
         if (c->nattachments == FERRY__ATTACH_MAX)
             return false;
