@@ -373,6 +373,8 @@ static void chunk_free_device(ferry_gpu_publisher *g, dchunk *c)
     if (!c->alloc_size)
         return;
     if (g->ipc == FERRY_GPU_IPC_VMM) {
+        /* Withdraw the export from every subscriber; imports made from it stay valid. */
+        ferry__publisher_detach(g->pub, c->key);
         drv.mem_unmap(c->va, c->alloc_size);
         drv.address_free(c->va, c->alloc_size);
         drv.mem_release(c->handle);
