@@ -26,8 +26,9 @@ ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const ch
     int fd = openat(topic_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return errno == ENOSPC || errno == ENOMEM ? FERRY_ENOMEM : FERRY_ESYS;
-    fchmod(fd, (mode_t)mode); /* not subject to the umask */
     ferry_err err = FERRY_ESYS;
+    if (fchmod(fd, (mode_t)mode) != 0) /* not subject to the umask */
+        goto fail;
     if (ftruncate(fd, FERRY__STATUS_SIZE) != 0) {
         err = errno == ENOSPC ? FERRY_ENOMEM : FERRY_ESYS;
         goto fail;

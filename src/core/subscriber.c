@@ -834,6 +834,14 @@ static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
     return true;
 }
 
+/* Housekeeping for a subscriber that keeps finding samples: the empty-queue path, which runs it
+ * otherwise, may never come. */
+static void busy_housekeep(ferry_subscriber *sub)
+{
+    if (ferry__clock_ns() - sub->next_housekeep >= FERRY__SUB_BUSY_HOUSEKEEP_NS)
+        housekeep(sub, 0);
+}
+
 ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
 {
     ferry_err err = ferry__subscriber_check(sub);
@@ -843,8 +851,10 @@ ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
         return FERRY_EINVAL;
     if (sub->held >= sub->opt.max_held)
         return FERRY_ELIMIT;
-    if (try_take(sub, sample))
+    if (try_take(sub, sample)) {
+        busy_housekeep(sub);
         return FERRY_OK;
+    }
     /* About to report "nothing": arm the doorbells (so the fd fires on the next delivery) and
      * run housekeeping at a bounded rate (so a pending hang-up cannot keep the fd readable). */
     ferry__subscriber_arm(sub);
@@ -976,8 +986,10 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
         return err;
     int64_t deadline = ferry__deadline(timeout_ns);
     for (;;) {
-        if (ferry__subscriber_ready(sub))
+        if (ferry__subscriber_ready(sub)) {
+            busy_housekeep(sub);
             return FERRY_OK;
+        }
         int64_t left = ferry__remaining(deadline);
         /* With every connection established, sleep on the doorbells, in slices, so that new
          * publishers and hang-ups are still noticed; otherwise on the poller, which sees

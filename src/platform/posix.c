@@ -153,7 +153,9 @@ int ferry__listen_at(int dirfd, const char *name, const char *tmp_name, unsigned
     unlinkat(dirfd, tmp_name, 0);
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
         goto fail;
-    fchmodat(dirfd, tmp_name, (mode_t)mode, 0);
+    /* The socket's mode decides who may connect: failing to set it fails the listen. */
+    if (fchmodat(dirfd, tmp_name, (mode_t)mode, 0) != 0)
+        goto fail_unlink;
     if (listen(fd, 64) != 0)
         goto fail_unlink;
     /* Only a listening socket becomes visible under its real name: a connect never meets a
