@@ -118,8 +118,6 @@ struct ferry_gpu_cache {
 #define CU(c, call) (atomic_fetch_add_explicit(&(c)->cuda_calls, 1, memory_order_relaxed), (call))
 
 /* Not in gpu.h: for tests (linked statically). */
-uint64_t ferry__gpu_cache_cuda_calls(const ferry_gpu_cache *cache);
-
 uint64_t ferry__gpu_cache_cuda_calls(const ferry_gpu_cache *cache)
 {
     return cache ? atomic_load_explicit(&cache->cuda_calls, memory_order_relaxed) : 0;
@@ -324,7 +322,7 @@ static bool same_stream(cudaStream_t a, cudaStream_t b)
 static bool event_done(ferry_gpu_cache *c, cudaEvent_t e)
 {
     /* An error is treated as not done: the wait that follows reports it. */
-    return CU(c, cudaEventQuery(e)) == cudaSuccess;
+    return CU(c, ferry__gpu_event_query(e)) == cudaSuccess;
 }
 
 /* True when every event that stream s would have to wait for has completed. Lock held; only

@@ -19,6 +19,16 @@ ferry_err ferry__gpu_err(cudaError_t e);
  * first call (the device count is read once per process). */
 ferry_err ferry__gpu_check_device(int device);
 
+/* cudaEventQuery that leaves no cudaErrorNotReady behind in the thread's last-error state, where
+ * an application's next cudaGetLastError() would take it for a failure of its own. */
+static inline cudaError_t ferry__gpu_event_query(cudaEvent_t event)
+{
+    cudaError_t e = cudaEventQuery(event);
+    if (e == cudaErrorNotReady && cudaPeekAtLastError() == cudaErrorNotReady)
+        (void)cudaGetLastError();
+    return e;
+}
+
 /* A driver API function by name (e.g. "cuMemCreate"), or NULL when there is no driver or no
  * such function. Looked up once per name by the caller and kept. */
 void *ferry__gpu_driver_fn(const char *name);
@@ -26,5 +36,8 @@ void *ferry__gpu_driver_fn(const char *name);
 /* Host-frame registrations made, undone, and undone with an error, in this process (tests and
  * benchmarks read them). */
 void ferry__gpu_host_counts(uint64_t *registered, uint64_t *unregistered, uint64_t *failed);
+
+/* CUDA calls a cache has made (tests check that a hit makes none). */
+uint64_t ferry__gpu_cache_cuda_calls(const ferry_gpu_cache *cache);
 
 #endif
