@@ -544,7 +544,7 @@ ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size, ferry_gpu_strea
     if (c->done_pending) {
         /* The previous frame of this chunk went out with nobody reading it (or its readers were
          * done before its writer): its work may still run. The new work waits on the GPU. */
-        e = cudaEventQuery(c->done);
+        e = ferry__gpu_event_query(c->done);
         if (e == cudaErrorNotReady) {
             if ((e = cudaStreamWaitEvent((cudaStream_t)stream, c->done, 0)) != cudaSuccess) {
                 err = rt_fail(e);
@@ -854,7 +854,7 @@ static ferry_err reap(ferry_gpu_subscriber *g, bool wait)
     for (uint32_t k = 0; k < g->npend;) {
         pending *p = &g->pend[k];
         if (!p->orphan) {
-            cudaError_t e = wait ? cudaEventSynchronize(p->ev) : cudaEventQuery(p->ev);
+            cudaError_t e = wait ? cudaEventSynchronize(p->ev) : ferry__gpu_event_query(p->ev);
             if (e == cudaErrorNotReady) {
                 k++;
                 continue;
