@@ -1,10 +1,122 @@
-/* `ferry bench gpu` driver. */
+/*
+ * `ferry bench gpu`: options, a private domain directory, then each part in order (gpu_bench.h,
+ * xproc.h). With --csv FILE the adapter rows go to FILE, the ingest rows to FILE with "-ingest"
+ * before its extension (gpu.csv -> gpu-ingest.csv) and the cross-process rows to FILE with
+ * "-xproc"; each part writes its header line into an empty file.
+ */
+#include "gpu_bench.h"
+#include "xproc.h"
+
 #include "bench.h"
 #include "cli.h"
+#include <ferry/gpu.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: ferry bench gpu [--quick] [--csv FILE] [--device N]\n"
+    "                       [--part adapter|ingest|xproc|all]\n"
+    "  adapter  3 cameras x 1280x720 RGB8 -> device buffer -> kernel: cudaMalloc, cudaMallocAsync\n"
+    "           (release threshold 0 and max) and ferry's cache, synced and pipelined, 30 fps\n"
+    "           and flat out, against a preallocated floor\n"
+    "  ingest   a taken host frame into the GPU: pageable, registered and mapped\n"
+    "  xproc    device frames across processes against the copy path\n"
+    "  --quick  seconds per row instead of tens (under a minute per part)\n"
+    "  --csv    adapter rows to FILE, ingest and xproc rows to FILE with -ingest or -xproc\n"
+    "           before the extension\n";
+
+/* "dir/gpu.csv" -> "dir/gpu-ingest.csv"; "gpu" -> "gpu-ingest". */
+static bool part_path(const char *file, const char *suffix, char *out, size_t cap)
+{
+    const char *slash = strrchr(file, '/');
+    const char *dot = strrchr(file, '.');
+    if (dot && ((slash && dot < slash) || dot == (slash ? slash + 1 : file)))
+        dot = NULL; /* a dot in a directory name, or a hidden file's leading dot */
+    size_t stem = dot ? (size_t)(dot - file) : strlen(file);
+    int n = snprintf(out, cap, "%.*s%s%s", (int)stem, file, suffix, dot ? dot : "");
+    return n > 0 && (size_t)n < cap;
+}
+
+static int run_part(int (*fn)(const bench_gpu_args *), bench_gpu_args *a, const char *csv_path)
+{
+    FILE *f = NULL;
+    if (csv_path) {
+        f = fopen(csv_path, "w");
+        if (!f)
+            return cli_fail("bench gpu", 1, "cannot write %s: %s", csv_path, strerror(errno));
+    }
+    a->csv = f;
+    int rc = fn(a);
+    a->csv = NULL;
+    if (f && fclose(f) != 0)
+        rc = cli_fail("bench gpu", 1, "writing %s: %s", csv_path, strerror(errno));
+    fflush(stdout);
+    return rc;
+}
 
 int bench_gpu_cmd(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("bench gpu", 1, "not built yet");
+    bench_gpu_args a = {.quick = false, .device = 0, .csv = NULL, .dir = NULL};
+    const char *csv = NULL, *part = "all";
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(arg, "--quick") == 0) {
+            a.quick = true;
+        } else if (strcmp(arg, "--csv") == 0 && i + 1 < argc) {
+            csv = argv[++i];
+        } else if (strcmp(arg, "--device") == 0 && i + 1 < argc) {
+            uint64_t d;
+            if (!cli_parse_u64(argv[++i], &d) || d > 1024)
+                return cli_fail("bench gpu", 2, "bad device '%s'", argv[i]);
+            a.device = (int)d;
+        } else if (strcmp(arg, "--part") == 0 && i + 1 < argc) {
+            part = argv[++i];
+            if (strcmp(part, "adapter") != 0 && strcmp(part, "ingest") != 0 &&
+                strcmp(part, "xproc") != 0 && strcmp(part, "all") != 0)
+                return cli_fail("bench gpu", 2, "unknown part '%s' (adapter, ingest, xproc, all)",
+                                part);
+        } else {
+            fputs(usage, stderr);
+            return cli_fail("bench gpu", 2, "unknown or incomplete option '%s'", arg);
+        }
+    }
+
+    int count = 0;
+    ferry_err err = ferry_gpu_device_count(&count);
+    if (err)
+        return cli_fail("bench gpu", 1, "no CUDA device: %s", ferry_strerror(err));
+    if (a.device >= count)
+        return cli_fail("bench gpu", 2, "no device %d (%d found)", a.device, count);
+
+    char ingest_csv[4096], xproc_csv[4096];
+    if (csv && (!part_path(csv, "-ingest", ingest_csv, sizeof ingest_csv) ||
+                !part_path(csv, "-xproc", xproc_csv, sizeof xproc_csv)))
+        return cli_fail("bench gpu", 2, "csv path too long");
+    char dir[256];
+    if (!bench_private_dir("ferry-bench-gpu-", dir, sizeof dir))
+        return 1;
+    a.dir = dir;
+
+    int rc = 0;
+    bool all = strcmp(part, "all") == 0;
+    if (all || strcmp(part, "adapter") == 0) {
+        printf("== adapter ==\n");
+        rc |= run_part(bench_gpu_adapter, &a, csv) != 0;
+    }
+    if (all || strcmp(part, "ingest") == 0) {
+        printf("== ingest ==\n");
+        rc |= run_part(bench_gpu_ingest, &a, csv ? ingest_csv : NULL) != 0;
+    }
+    if (all || strcmp(part, "xproc") == 0) {
+        printf("== xproc ==\n");
+        rc |= run_part(bench_gpu_xproc, &a, csv ? xproc_csv : NULL) != 0;
+    }
+    if (bench_rmtree(dir) != 0)
+        fprintf(stderr, "ferry bench gpu: could not remove %s\n", dir);
+    return rc ? 1 : 0;
 }

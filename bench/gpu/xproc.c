@@ -1,0 +1,422 @@
+/*
+ * `ferry bench gpu`, part 3: a 1280x720x3 frame made by a kernel in one process and read by a
+ * kernel in another, as a device frame (no copy: the reader's stream waits on the GPU for the
+ * producer's ready word) and by the copy path (D2H into a ferry host sample, shared memory, H2D
+ * on the reader).
+ *
+ * Latency: the producer's last kernel stamps the GPU's global timer into the frame (its work is
+ * done); the reader's first kernel reads the timer at its start and subtracts the stamp. Both
+ * readings come from the one device-wide timer, so no host clock enters the figure. Between the
+ * two lie, for a device frame: the ready-word write, the reader's wake-up, take, lookup and wait
+ * (whichever finishes last). For the copy path: the D2H copy, the producer's synchronisation,
+ * publish, the reader's wake-up, take and H2D copy. One frame at a time: the producer sends the
+ * next one after the reader acknowledged the last, so queues stay empty.
+ *
+ * The reader is a process of its own. CUDA cannot be used in a child forked after the parent
+ * initialised it, so the reader is this program exec'd again with FERRY_BENCH_XPROC_CHILD=1 in
+ * its environment; a constructor runs the reader before main and exits.
+ */
+#include "xproc.h"
+
+#include "bench.h"
+#include <ferry/ferry.h>
+#include <ferry/gpu.h>
+
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define XPROC_FRAME ((size_t)2764800)
+#define XPROC_TYPE_DEV "bench/xproc_device"
+#define XPROC_TYPE_COPY "bench/xproc_copy"
+#define XPROC_ENV "FERRY_BENCH_XPROC_CHILD"
+
+/* xproc_kernels.cu: cudaError_t values as int; asynchronous. */
+int bench_xproc_fill(void *dst, size_t bytes, uint32_t seq, void *stream);
+int bench_xproc_probe(const void *frame, int64_t *out, void *stream);
+
+enum { PATH_DEVICE = 0, PATH_COPY = 1 };
+
+typedef struct xproc_result {
+    int32_t status; /* 0 when the reader measured every frame */
+    uint32_t frames;
+    double p50_us, p99_us;
+} xproc_result;
+
+static const char *path_name(int path)
+{
+    return path == PATH_DEVICE ? "device_frame" : "copy";
+}
+
+static const char *path_topic(int path)
+{
+    return path == PATH_DEVICE ? "/bench/xproc/device" : "/bench/xproc/copy";
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct_us(const int64_t *sorted, uint32_t n, double p)
+{
+    if (!n)
+        return 0;
+    uint32_t i = (uint32_t)(p * (n - 1) + 0.5);
+    return (double)sorted[i] / 1e3;
+}
+
+/* ---- the reader (an exec'd process) --------------------------------------------------------- */
+
+#define XFAIL(...)                                                                             \
+    do {                                                                                       \
+        fprintf(stderr, "ferry bench gpu xproc reader: " __VA_ARGS__);                         \
+        fputc('\n', stderr);                                                                   \
+        goto out;                                                                              \
+    } while (0)
+
+/* argv: NAME PATH DIR DOMAIN FRAMES WARMUP DEVICE UP_FD */
+static int xproc_reader(char **argv)
+{
+    int path = atoi(argv[1]);
+    const char *dir = argv[2];
+    uint32_t domain = (uint32_t)atoi(argv[3]);
+    uint32_t frames = (uint32_t)atoi(argv[4]);
+    uint32_t warm = (uint32_t)atoi(argv[5]);
+    int device = atoi(argv[6]);
+    int up = atoi(argv[7]);
+    xproc_result res = {1, 0, 0, 0};
+    ferry_node *node = NULL;
+    ferry_subscriber *sub = NULL;
+    ferry_gpu_subscriber *gs = NULL;
+    cudaStream_t stream = NULL;
+    int64_t *dlat = NULL, *lat = NULL;
+    void *dcopy = NULL;
+    ferry_err err;
+    cudaError_t ce;
+
+    if ((ce = cudaSetDevice(device)) != cudaSuccess ||
+        (ce = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (ce = cudaMalloc((void **)&dlat, (size_t)frames * sizeof *dlat)) != cudaSuccess ||
+        (path == PATH_COPY && (ce = cudaMalloc(&dcopy, XPROC_FRAME)) != cudaSuccess))
+        XFAIL("CUDA setup: %s", cudaGetErrorString(ce));
+    if (!(lat = malloc((size_t)frames * sizeof *lat)))
+        XFAIL("out of memory");
+    ferry_node_options no;
+    ferry_node_options_init(&no);
+    no.dir = dir;
+    no.domain = domain;
+    no.name = "xproc_reader";
+    if ((err = ferry_node_create(&node, &no)))
+        XFAIL("node: %s", ferry_strerror(err));
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.depth = 2;
+    const char *type = path == PATH_DEVICE ? XPROC_TYPE_DEV : XPROC_TYPE_COPY;
+    if ((err = ferry_subscriber_create(&sub, node, path_topic(path), type, ferry_hash(type), &so)))
+        XFAIL("subscriber: %s", ferry_strerror(err));
+    if (path == PATH_DEVICE && (err = ferry_gpu_subscriber_create(&gs, sub, device)))
+        XFAIL("device-frame subscriber: %s", ferry_strerror(err));
+    if ((err = ferry_subscriber_wait_publishers(sub, 1, 30 * (int64_t)1000000000)))
+        XFAIL("no producer: %s", ferry_strerror(err));
+    char ready = 'r';
+    if (bench_write_full(up, &ready, 1) != 0)
+        XFAIL("pipe: %s", strerror(errno));
+
+    for (uint32_t i = 0; i < frames; i++) {
+        int64_t deadline = bench_now_ns() + 10 * (int64_t)1000000000;
+        for (;;) {
+            if (path == PATH_DEVICE) {
+                ferry_gpu_frame f;
+                err = ferry_gpu_take(gs, stream, &f);
+                if (err == FERRY_OK) {
+                    if (bench_xproc_probe(f.device_ptr, dlat + i, stream) != 0)
+                        XFAIL("probe launch");
+                    if ((err = ferry_gpu_frame_release(gs, &f, stream)))
+                        XFAIL("release: %s", ferry_strerror(err));
+                    break;
+                }
+            } else {
+                ferry_sample s;
+                err = ferry_take(sub, &s);
+                if (err == FERRY_OK) {
+                    err = ferry_gpu_sample_copy(sub, &s, device, dcopy, stream);
+                    if (err)
+                        XFAIL("sample copy: %s", ferry_strerror(err));
+                    if (bench_xproc_probe(dcopy, dlat + i, stream) != 0)
+                        XFAIL("probe launch");
+                    /* The copy read the sample's pages: they stay held until it completed. */
+                    if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
+                        XFAIL("copy: %s", cudaGetErrorString(ce));
+                    ferry_release(sub, &s);
+                    break;
+                }
+            }
+            if (err != FERRY_EAGAIN)
+                XFAIL("take: %s", ferry_strerror(err));
+            if (bench_now_ns() > deadline)
+                XFAIL("no frame %u within 10 s", i);
+            ferry_wait(sub, 100000000);
+        }
+        if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
+            XFAIL("stream: %s", cudaGetErrorString(ce));
+        if (gs)
+            ferry_gpu_subscriber_poll(gs); /* the host sample goes back before the ack */
+        char ack = 'a';
+        if (bench_write_full(up, &ack, 1) != 0)
+            XFAIL("pipe: %s", strerror(errno));
+    }
+    if ((ce = cudaMemcpy(lat, dlat, (size_t)frames * sizeof *lat, cudaMemcpyDeviceToHost)) !=
+        cudaSuccess)
+        XFAIL("latencies: %s", cudaGetErrorString(ce));
+    uint32_t n = frames > warm ? frames - warm : 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (lat[warm + i] < 0)
+            lat[warm + i] = 0; /* the timer's granularity */
+    qsort(lat + warm, n, sizeof *lat, cmp_i64);
+    res.status = 0;
+    res.frames = n;
+    res.p50_us = pct_us(lat + warm, n, 0.50);
+    res.p99_us = pct_us(lat + warm, n, 0.99);
+out:
+    if (gs)
+        ferry_gpu_subscriber_destroy(gs);
+    if (sub)
+        ferry_subscriber_destroy(sub);
+    if (node)
+        ferry_node_destroy(node);
+    if (stream)
+        cudaStreamDestroy(stream);
+    cudaFree(dlat);
+    cudaFree(dcopy);
+    free(lat);
+    bench_write_full(up, &res, sizeof res);
+    return res.status;
+}
+
+/* Runs the reader before main when this process was started as one. */
+__attribute__((constructor)) static void xproc_child_entry(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    const char *v = getenv(XPROC_ENV);
+    if (!v || strcmp(v, "1") != 0 || argc != 8)
+        return;
+    unsetenv(XPROC_ENV);
+    int rc = xproc_reader(argv);
+    fflush(NULL);
+    _exit(rc);
+}
+
+/* ---- the producer (this process) ------------------------------------------------------------ */
+
+typedef struct reg_cache {
+    void *pages[64];
+    uint32_t n;
+} reg_cache;
+
+/* The copy path's D2H writes straight into the loaned sample: its pages are registered once. */
+static bool loan_registered(reg_cache *rc, void *payload)
+{
+    uintptr_t start = (uintptr_t)payload & ~(uintptr_t)4095;
+    for (uint32_t i = 0; i < rc->n; i++)
+        if (rc->pages[i] == (void *)start)
+            return true;
+    if (rc->n == 64)
+        return false;
+    uintptr_t end = ((uintptr_t)payload + XPROC_FRAME + 4095) & ~(uintptr_t)4095;
+    if (cudaHostRegister((void *)start, end - start, cudaHostRegisterPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    rc->pages[rc->n++] = (void *)start;
+    return true;
+}
+
+static pid_t spawn_reader(const bench_gpu_args *a, int path, uint32_t frames, uint32_t warm,
+                          int *up_r)
+{
+    int up[2];
+    if (pipe2(up, O_CLOEXEC) != 0)
+        return -1;
+    char spath[8], sdom[8], sframes[16], swarm[16], sdev[8], sfd[16];
+    snprintf(spath, sizeof spath, "%d", path);
+    snprintf(sdom, sizeof sdom, "%d", 0);
+    snprintf(sframes, sizeof sframes, "%u", frames);
+    snprintf(swarm, sizeof swarm, "%u", warm);
+    snprintf(sdev, sizeof sdev, "%d", a->device);
+    snprintf(sfd, sizeof sfd, "%d", up[1]);
+    char *argv[] = {"ferry-xproc-reader", spath, (char *)a->dir, sdom, sframes, swarm, sdev,
+                    sfd, NULL};
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        fcntl(up[1], F_SETFD, 0);
+        setenv(XPROC_ENV, "1", 1);
+        alarm(120);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(up[1]);
+    if (pid < 0) {
+        close(up[0]);
+        return -1;
+    }
+    *up_r = up[0];
+    return pid;
+}
+
+/* One path: the producer here, the reader in its own process. */
+static int run_path(const bench_gpu_args *a, int path, uint32_t frames, uint32_t warm,
+                    xproc_result *res)
+{
+    int rc = 1, up = -1;
+    ferry_node *node = NULL;
+    ferry_publisher *pub = NULL;
+    ferry_gpu_publisher *gp = NULL;
+    cudaStream_t stream = NULL;
+    void *dbuf = NULL;
+    reg_cache regs = {{NULL}, 0};
+    ferry_err err;
+    cudaError_t ce;
+    memset(res, 0, sizeof *res);
+
+    ferry_node_options no;
+    ferry_node_options_init(&no);
+    no.dir = a->dir;
+    no.domain = 0;
+    no.name = "xproc_producer";
+    if ((err = ferry_node_create(&node, &no)))
+        return fprintf(stderr, "xproc: node: %s\n", ferry_strerror(err)), 1;
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.payload_align = 4096;
+    po.max_chunks = 16;
+    const char *type = path == PATH_DEVICE ? XPROC_TYPE_DEV : XPROC_TYPE_COPY;
+    if ((err = ferry_publisher_create(&pub, node, path_topic(path), type, ferry_hash(type), &po))) {
+        fprintf(stderr, "xproc: publisher: %s\n", ferry_strerror(err));
+        goto out;
+    }
+    if (path == PATH_DEVICE) {
+        ferry_gpu_publisher_options go;
+        ferry_gpu_publisher_options_init(&go);
+        go.device = a->device;
+        if ((err = ferry_gpu_publisher_create(&gp, pub, &go))) {
+            fprintf(stderr, "xproc: device-frame publisher: %s\n", ferry_strerror(err));
+            goto out;
+        }
+        ferry_gpu_ipc ipc;
+        ferry_gpu_publisher_ipc(gp, &ipc);
+        printf("device frames over %s IPC\n", ipc == FERRY_GPU_IPC_VMM ? "VMM" : "legacy");
+    }
+    if ((ce = cudaSetDevice(a->device)) != cudaSuccess ||
+        (ce = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (path == PATH_COPY && (ce = cudaMalloc(&dbuf, XPROC_FRAME)) != cudaSuccess)) {
+        fprintf(stderr, "xproc: CUDA setup: %s\n", cudaGetErrorString(ce));
+        goto out;
+    }
+    pid_t pid = spawn_reader(a, path, frames, warm, &up);
+    if (pid < 0) {
+        fprintf(stderr, "xproc: cannot start the reader: %s\n", strerror(errno));
+        goto out;
+    }
+    char c;
+    int64_t deadline = bench_now_ns() + 60 * (int64_t)1000000000;
+    if ((err = ferry_publisher_wait_subscribers(pub, 1, 60 * (int64_t)1000000000)) ||
+        bench_read_full(up, &c, 1, deadline) != 0) {
+        fprintf(stderr, "xproc: the reader did not start\n");
+        goto reap;
+    }
+    for (uint32_t i = 0; i < frames; i++) {
+        void *p;
+        if (path == PATH_DEVICE) {
+            if ((err = ferry_gpu_loan(gp, XPROC_FRAME, stream, &p)) ||
+                bench_xproc_fill(p, XPROC_FRAME, i, stream) != 0 ||
+                (err = ferry_gpu_publish(gp, p, stream))) {
+                fprintf(stderr, "xproc: frame %u: %s\n", i, ferry_strerror(err));
+                goto reap;
+            }
+        } else {
+            if ((err = ferry_loan(pub, XPROC_FRAME, &p))) {
+                fprintf(stderr, "xproc: loan: %s\n", ferry_strerror(err));
+                goto reap;
+            }
+            if (!loan_registered(&regs, p) || bench_xproc_fill(dbuf, XPROC_FRAME, i, stream) ||
+                cudaMemcpyAsync(p, dbuf, XPROC_FRAME, cudaMemcpyDeviceToHost, stream) ||
+                cudaStreamSynchronize(stream) || (err = ferry_publish(pub, p, XPROC_FRAME))) {
+                fprintf(stderr, "xproc: copy frame %u failed\n", i);
+                ferry_loan_release(pub, p);
+                goto reap;
+            }
+        }
+        if (bench_read_full(up, &c, 1, bench_now_ns() + 10 * (int64_t)1000000000) != 0) {
+            fprintf(stderr, "xproc: the reader stopped at frame %u\n", i);
+            goto reap;
+        }
+        ferry_publisher_poll(pub, 0);
+        /* Idle GPU and CPUs between frames: the figure is a handoff's, not a queue's. */
+        int64_t until = bench_now_ns() + 200000;
+        while (bench_now_ns() < until)
+            ferry_publisher_poll(pub, 50000);
+    }
+    if (bench_read_full(up, res, sizeof *res, bench_now_ns() + 30 * (int64_t)1000000000) == 0 &&
+        res->status == 0)
+        rc = 0;
+    else
+        fprintf(stderr, "xproc: the reader failed\n");
+reap:
+    if (rc)
+        kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+out:
+    if (up >= 0)
+        close(up);
+    if (gp)
+        ferry_gpu_publisher_destroy(gp);
+    if (stream)
+        cudaStreamSynchronize(stream);
+    for (uint32_t i = 0; i < regs.n; i++)
+        cudaHostUnregister(regs.pages[i]);
+    if (pub)
+        ferry_publisher_destroy(pub);
+    if (node)
+        ferry_node_destroy(node);
+    if (stream)
+        cudaStreamDestroy(stream);
+    cudaFree(dbuf);
+    (void)cudaGetLastError();
+    return rc;
+}
+
+int bench_gpu_xproc(const bench_gpu_args *a)
+{
+    uint32_t frames = a->quick ? 400 : 5000, warm = 50;
+    xproc_result r[2];
+    printf("%-14s %12s %8s %10s %10s\n", "path", "frame_bytes", "frames", "p50_us", "p99_us");
+    if (a->csv && ftell(a->csv) == 0)
+        fprintf(a->csv, "path,frame_bytes,frames,p50_us,p99_us\n");
+    for (int path = PATH_DEVICE; path <= PATH_COPY; path++) {
+        if (run_path(a, path, frames, warm, &r[path]) != 0)
+            return 1;
+        printf("%-14s %12zu %8u %10.1f %10.1f\n", path_name(path), XPROC_FRAME, r[path].frames,
+               r[path].p50_us, r[path].p99_us);
+        if (a->csv)
+            fprintf(a->csv, "%s,%zu,%u,%.1f,%.1f\n", path_name(path), XPROC_FRAME,
+                    r[path].frames, r[path].p50_us, r[path].p99_us);
+        fflush(stdout);
+    }
+    bool fast = r[PATH_DEVICE].p50_us <= 20.0;
+    double ratio = r[PATH_DEVICE].p50_us > 0 ? r[PATH_COPY].p50_us / r[PATH_DEVICE].p50_us : 0;
+    printf("target: device-frame handoff p50 <= 20 us after the first import: %.1f us: %s\n",
+           r[PATH_DEVICE].p50_us, fast ? "met" : "MISSED");
+    printf("target: >= 5x faster than the copy path: %.1fx: %s\n", ratio,
+           ratio >= 5.0 || r[PATH_DEVICE].p50_us == 0 ? "met" : "MISSED");
+    return 0;
+}
