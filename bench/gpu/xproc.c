@@ -137,8 +137,10 @@ static int xproc_reader(char **argv)
                 ferry_gpu_frame f;
                 err = ferry_gpu_take(gs, stream, &f);
                 if (err == FERRY_OK) {
-                    if (bench_xproc_probe(f.device_ptr, dlat + i, stream) != 0)
-                        XFAIL("probe launch");
+                    int pe = bench_xproc_probe(f.device_ptr, dlat + i, stream);
+                    if (pe != 0)
+                        XFAIL("probe launch at frame %u: %s", i,
+                              cudaGetErrorName((cudaError_t)pe));
                     if ((err = ferry_gpu_frame_release(gs, &f, stream)))
                         XFAIL("release: %s", ferry_strerror(err));
                     break;
@@ -150,8 +152,10 @@ static int xproc_reader(char **argv)
                     err = ferry_gpu_sample_copy(sub, &s, device, dcopy, stream);
                     if (err)
                         XFAIL("sample copy: %s", ferry_strerror(err));
-                    if (bench_xproc_probe(dcopy, dlat + i, stream) != 0)
-                        XFAIL("probe launch");
+                    int pe = bench_xproc_probe(dcopy, dlat + i, stream);
+                    if (pe != 0)
+                        XFAIL("probe launch at frame %u: %s", i,
+                              cudaGetErrorName((cudaError_t)pe));
                     /* The copy read the sample's pages: they stay held until it completed. */
                     if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
                         XFAIL("copy: %s", cudaGetErrorString(ce));

@@ -360,9 +360,11 @@ static bool send_attachment(ferry_publisher *pub, pconn *c, const struct attachm
     m.nfds = (uint32_t)a->nfds;
     if (ferry__send_msg(c->sock, &m, sizeof m, a->fds, a->nfds) == 0)
         return true;
+    int e = errno;
     ferry__log(pub->node, FERRY_LOG_WARN, "%s: attachment to pid %d failed: %s", pub->topic,
-               (int)c->pid, strerror(errno));
-    conn_close(pub, c, false);
+               (int)c->pid, strerror(e));
+    /* A reset or broken connection is a subscriber that died: its chunks are reclaimed. */
+    conn_close(pub, c, e == EPIPE || e == ECONNRESET);
     return false;
 }
 

@@ -31,6 +31,7 @@
 
 /* host_kernels.cu: cudaError_t values as int; they synchronise. */
 int host_test_checksum(const void *ptr, size_t n, unsigned long long *out);
+void host_test_kernels_done(void);
 int host_test_write(const void *ptr, size_t n);
 
 /* src/gpu/host.c: registrations made, undone, and undone with an error, in this process. */
@@ -616,5 +617,6 @@ int main(int argc, char **argv)
     TU_RUN(test_errors);
     CUDA_OK(cudaFree(dev_buf));
     CUDA_OK(cudaStreamDestroy(stream));
+    host_test_kernels_done();
     return 0;
 }
