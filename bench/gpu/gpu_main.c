@@ -58,6 +58,9 @@ static int run_part(int (*fn)(const bench_gpu_args *), bench_gpu_args *a, const 
 
 int bench_gpu_cmd(int argc, char **argv)
 {
+    /* The cross-process part's reader: this program exec'd again (not listed in the usage). */
+    if (argc >= 2 && strcmp(argv[1], "--xproc-reader") == 0)
+        return bench_gpu_xproc_reader(argc - 1, argv + 1);
     bench_gpu_args a = {.quick = false, .device = 0, .csv = NULL, .dir = NULL};
     const char *csv = NULL, *part = "all";
     for (int i = 1; i < argc; i++) {

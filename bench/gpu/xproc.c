@@ -13,10 +13,11 @@
  * next one after the reader acknowledged the last, so queues stay empty.
  *
  * The reader is a process of its own. CUDA cannot be used in a child forked after the parent
- * initialised it, so the reader is this program exec'd again with FERRY_BENCH_XPROC_CHILD=1 in
- * its environment; a constructor runs the reader before main and exits.
+ * initialised it, so the reader is this program exec'd again as
+ * `ferry bench gpu --xproc-reader ...`.
  */
 #include "xproc.h"
+#include "cli.h"
 
 #include "bench.h"
 #include <ferry/ferry.h>
@@ -35,7 +36,6 @@
 #define XPROC_FRAME ((size_t)2764800)
 #define XPROC_TYPE_DEV "bench/xproc_device"
 #define XPROC_TYPE_COPY "bench/xproc_copy"
-#define XPROC_ENV "FERRY_BENCH_XPROC_CHILD"
 
 /* xproc_kernels.cu: cudaError_t values as int; asynchronous. */
 int bench_xproc_fill(void *dst, size_t bytes, uint32_t seq, void *stream);
@@ -205,17 +205,14 @@ out:
     return res.status;
 }
 
-/* Runs the reader before main when this process was started as one. */
-__attribute__((constructor)) static void xproc_child_entry(int argc, char **argv, char **envp)
+/* `ferry bench gpu --xproc-reader PATH DIR DOMAIN FRAMES WARM DEVICE FD`: the reader, run from
+ * main like any command, so that every CUDA module of the program is registered first (static
+ * constructors run in no fixed order). */
+int bench_gpu_xproc_reader(int argc, char **argv)
 {
-    (void)envp;
-    const char *v = getenv(XPROC_ENV);
-    if (!v || strcmp(v, "1") != 0 || argc != 8)
-        return;
-    unsetenv(XPROC_ENV);
-    int rc = xproc_reader(argv);
-    fflush(NULL);
-    _exit(rc);
+    if (argc != 8)
+        return cli_fail("bench gpu", 2, "--xproc-reader takes 7 arguments");
+    return xproc_reader(argv);
 }
 
 /* ---- the producer (this process) ------------------------------------------------------------ */
@@ -256,13 +253,12 @@ static pid_t spawn_reader(const bench_gpu_args *a, int path, uint32_t frames, ui
     snprintf(swarm, sizeof swarm, "%u", warm);
     snprintf(sdev, sizeof sdev, "%d", a->device);
     snprintf(sfd, sizeof sfd, "%d", up[1]);
-    char *argv[] = {"ferry-xproc-reader", spath, (char *)a->dir, sdom, sframes, swarm, sdev,
-                    sfd, NULL};
+    char *argv[] = {"ferry",   "bench", "gpu",   "--xproc-reader", spath, (char *)a->dir, sdom,
+                    sframes, swarm,   sdev,    sfd,   NULL};
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         fcntl(up[1], F_SETFD, 0);
-        setenv(XPROC_ENV, "1", 1);
         alarm(120);
         execv("/proc/self/exe", argv);
         _exit(127);

@@ -10,8 +10,10 @@
  *    reader's stream waits on the GPU) against the copy path (D2H into a ferry host sample,
  *    shared memory, H2D on the reader). Latency from the producer's stream work done to the
  *    reader's kernel start, on the GPU's global timer. The reader is this program again, run
- *    with FERRY_BENCH_XPROC_CHILD=1 (see xproc.c).
+ *    as `ferry bench gpu --xproc-reader ...` (see xproc.c).
  *    CSV: path,frame_bytes,frames,p50_us,p99_us */
 int bench_gpu_xproc(const bench_gpu_args *a);
+/* The reader process: argv[1..7] as bench_gpu_xproc passes them. */
+int bench_gpu_xproc_reader(int argc, char **argv);
 
 #endif
