@@ -26,6 +26,7 @@
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <sys/fsuid.h>
 #include <sys/mman.h>
@@ -451,6 +452,13 @@ static int share_publisher_main(void *arg)
 
 static int writer_main(void *arg)
 {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    /* The default action, not a sanitizer's handler that would exit with a status. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGSEGV, &dfl, NULL);
     volatile unsigned char *p = arg;
     p[0] = (unsigned char)(p[0] + 1); /* must fault */
     return 0;
