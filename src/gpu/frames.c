@@ -38,7 +38,6 @@
 #define ANCHOR_MAGIC 0x52484e4146555047ULL
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == 64, "legacy IPC handle is 64 bytes");
-_Static_assert(offsetof(ferry__gpu_frame_desc, ready) % 4 == 0, "ready word alignment");
 
 /* ---- driver entry points -------------------------------------------------------------------- */
 
@@ -312,10 +311,7 @@ ferry_err ferry_gpu_publisher_create(ferry_gpu_publisher **out, ferry_publisher 
     cudaDeviceGetAttribute(&map_host, cudaDevAttrCanMapHostMemory, o.device);
     cudaDeviceGetAttribute(&uva, cudaDevAttrUnifiedAddressing, o.device);
     (void)cudaGetLastError();
-    if (!map_host) { /* the ready word lives in mapped host memory */
-        err = FERRY_ENOTSUP;
-        goto fail;
-    }
+    (void)map_host;
     bool vmm_ok = drv.vmm &&
                   dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
                   dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
@@ -453,38 +449,12 @@ static ferry_err chunk_alloc_legacy(ferry_gpu_publisher *g, dchunk *c, size_t si
     return FERRY_OK;
 }
 
-/* First use of host chunk payload: registers the descriptor's pages (mapped, read-write for
- * the publisher's stream writes) and reads the generation the ready word holds. */
+/* First use of host chunk payload: the descriptor is written there by the CPU alone (the ready
+ * word lives in device memory), so nothing needs registering. */
 static ferry_err chunk_host_setup(ferry_gpu_publisher *g, dchunk *c, uint8_t *payload)
 {
-    if (c->reg_start) {
-        if (cudaHostUnregister(c->reg_start) != cudaSuccess)
-            (void)cudaGetLastError();
-        c->reg_start = NULL;
-        c->payload = NULL;
-    }
-    uintptr_t start = (uintptr_t)payload & ~(uintptr_t)(g->page - 1);
-    uintptr_t end = round_up((uintptr_t)payload + sizeof(ferry__gpu_frame_desc), g->page);
-    cudaError_t e = cudaHostRegister((void *)start, end - start,
-                                     cudaHostRegisterMapped | cudaHostRegisterPortable);
-    if (e != cudaSuccess)
-        return rt_fail(e);
-    void *dev = NULL;
-    if ((e = cudaHostGetDevicePointer(&dev, (void *)start, 0)) != cudaSuccess) {
-        cudaHostUnregister((void *)start);
-        return rt_fail(e);
-    }
-    count(&n_host_regs);
-    c->reg_start = (void *)start;
+    (void)g;
     c->payload = payload;
-    c->ready_dev = (CUdeviceptr)(uintptr_t)dev + ((uintptr_t)payload - start) +
-                   offsetof(ferry__gpu_frame_desc, ready);
-    /* A chunk used before (by an earlier device-frame publisher on pub) holds the last
-     * generation written; new ones follow it so that no stale value satisfies a reader. Writes
-     * of earlier objects completed: their destroy waited for them. */
-    const volatile uint32_t *ready =
-        (const volatile uint32_t *)(payload + offsetof(ferry__gpu_frame_desc, ready));
-    c->gen = *ready;
     return FERRY_OK;
 }
 
@@ -529,17 +499,26 @@ ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size, ferry_gpu_strea
         err = rt_fail(e);
         goto fail;
     }
-    if (c->alloc_size < size) {
+    if (c->alloc_size < size + FERRY__GPU_READY_BYTES) {
         /* Growing: the old allocation's last frame must be done before it is unmapped (a CPU
          * wait, only when frames grow). */
         if (c->done_pending && cudaEventSynchronize(c->done) != cudaSuccess)
             (void)cudaGetLastError();
         c->done_pending = false;
         chunk_free_device(g, c);
-        err = g->ipc == FERRY_GPU_IPC_VMM ? chunk_alloc_vmm(g, c, size)
-                                           : chunk_alloc_legacy(g, c, size);
+        err = g->ipc == FERRY_GPU_IPC_VMM ? chunk_alloc_vmm(g, c, size + FERRY__GPU_READY_BYTES)
+                                           : chunk_alloc_legacy(g, c, size + FERRY__GPU_READY_BYTES);
         if (err)
             goto fail;
+        /* The ready word of fresh memory starts at 0, below every generation (they start at 1
+         * and only grow), so no reader can mistake it for a published frame. */
+        c->ready_dev = c->va + c->alloc_size - FERRY__GPU_READY_BYTES;
+        if ((e = cudaMemsetAsync((void *)(uintptr_t)c->ready_dev, 0, sizeof(uint32_t),
+                                 (cudaStream_t)stream)) != cudaSuccess ||
+            (e = cudaStreamSynchronize((cudaStream_t)stream)) != cudaSuccess) {
+            err = rt_fail(e);
+            goto fail;
+        }
     }
     if (c->done_pending) {
         /* The previous frame of this chunk went out with nobody reading it (or its readers were
@@ -604,7 +583,7 @@ ferry_err ferry_gpu_publish(ferry_gpu_publisher *gpub, void *device_ptr, ferry_g
     d->alloc_size = c->alloc_size;
     d->generation = gen;
     d->device = (uint32_t)g->device;
-    d->reserved = 0;
+    d->ready_offset = c->alloc_size - FERRY__GPU_READY_BYTES;
     if (g->ipc == FERRY_GPU_IPC_LEGACY)
         memcpy(d->legacy_handle, &c->ipc_handle, sizeof d->legacy_handle);
     else
@@ -1011,7 +990,8 @@ static ferry_err frame_open(ferry_gpu_subscriber *g, const ferry_sample *s,
     if (d.magic != FERRY__GPU_FRAME_MAGIC || d.version != FERRY__GPU_FRAME_VERSION ||
         (d.ipc != FERRY_GPU_IPC_VMM && d.ipc != FERRY_GPU_IPC_LEGACY) || d.size == 0 ||
         d.alloc_size == 0 || d.alloc_size > SIZE_MAX / 2 || d.offset > d.alloc_size ||
-        d.size > d.alloc_size - d.offset)
+        d.size > d.alloc_size - d.offset || d.ready_offset % 4 ||
+        d.ready_offset > d.alloc_size - sizeof(uint32_t))
         return FERRY_EPROTO;
     ferry__sample_where w;
     ferry_err err = ferry__sample_where_get(g->sub, s, &w);
@@ -1020,10 +1000,7 @@ static ferry_err frame_open(ferry_gpu_subscriber *g, const ferry_sample *s,
     import *im;
     if ((err = import_get(g, &w, &d, &im)))
         return err;
-    const void *host_dev;
-    if ((err = ferry_gpu_sample_device_ptr(g->sub, s, g->device, &host_dev)))
-        return err;
-    CUdeviceptr ready = (CUdeviceptr)(uintptr_t)host_dev + offsetof(ferry__gpu_frame_desc, ready);
+    CUdeviceptr ready = im->va + d.ready_offset;
     CUresult r = drv.wait_value32((CUstream)stream, ready, d.generation, CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS)
         return cu_err(r);
