@@ -52,14 +52,8 @@ int ferry_cmd_clean(int argc, char **argv)
             usage(stdout);
             return 0;
         case ':':
-            return cli_fail(CMD, 2, "option '%s' needs a value", argv[optind - 1]);
         default:
-            if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
-                return cli_fail(CMD, 2, "option '%s' takes no value", argv[optind - 1]);
-            if (strncmp(argv[optind - 1], "--", 2) == 0 || optopt == 0)
-                return cli_fail(CMD, 2, "unknown option '%s' (try 'ferry clean --help')",
-                                argv[optind - 1]);
-            return cli_fail(CMD, 2, "unknown option '-%c' (try 'ferry clean --help')", optopt);
+            return cli_option_error(CMD, c, argv);
         }
     }
     if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);

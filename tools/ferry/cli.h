@@ -42,6 +42,15 @@ bool cli_parse_size(const char *text, size_t *out);
 bool cli_parse_u64(const char *text, uint64_t *out);
 bool cli_parse_double(const char *text, double *out);
 
+/* After getopt_long (with a ':' optstring) returned c, ':' or '?': says what was wrong with
+ * argv[optind - 1] (a missing value, a value given to a flag, an unknown option) in one line;
+ * returns 2. */
+int cli_option_error(const char *cmd, int c, char **argv);
+
+/* The single TOPIC operand left after the options: true with *topic set, else false after a
+ * one-line message. */
+bool cli_topic_operand(const char *cmd, int argc, char **argv, const char **topic);
+
 /* Prints "ferry CMD: message" to stderr; returns the exit status given. */
 int cli_fail(const char *cmd, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

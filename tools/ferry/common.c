@@ -4,6 +4,8 @@
  */
 #include "cli.h"
 
+#include <getopt.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -427,4 +429,31 @@ void cli_sleep_until(int64_t t_ns)
     /* The deadline is absolute, so resuming after a signal handler keeps it. */
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
+}
+
+int cli_option_error(const char *cmd, int c, char **argv)
+{
+    const char *arg = argv[optind - 1];
+    bool long_opt = strncmp(arg, "--", 2) == 0;
+    if (c == ':')
+        return cli_fail(cmd, 2, "option '%s' needs a value", arg);
+    if (long_opt && optopt != 0)
+        return cli_fail(cmd, 2, "option '%s' takes no value", arg);
+    if (long_opt || optopt == 0)
+        return cli_fail(cmd, 2, "unknown option '%s' (try 'ferry %s --help')", arg, cmd);
+    return cli_fail(cmd, 2, "unknown option '-%c' (try 'ferry %s --help')", optopt, cmd);
+}
+
+bool cli_topic_operand(const char *cmd, int argc, char **argv, const char **topic)
+{
+    if (optind >= argc) {
+        cli_fail(cmd, 2, "missing TOPIC (try 'ferry %s --help')", cmd);
+        return false;
+    }
+    if (optind + 1 < argc) {
+        cli_fail(cmd, 2, "unexpected argument '%s'", argv[optind + 1]);
+        return false;
+    }
+    *topic = argv[optind];
+    return true;
 }

@@ -145,19 +145,12 @@ static int parse_args(int argc, char **argv, echo_args *a)
             usage(stdout);
             return 0;
         case ':':
-            return cli_fail(CMD, 2, "option '%s' needs a value", argv[optind - 1]);
         default:
-            if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
-                return cli_fail(CMD, 2, "option '%s' takes no value", argv[optind - 1]);
-            if (strncmp(argv[optind - 1], "--", 2) == 0 || optopt == 0)
-                return cli_fail(CMD, 2, "unknown option '%s' (try 'ferry echo --help')",
-                                argv[optind - 1]);
-            return cli_fail(CMD, 2, "unknown option '-%c' (try 'ferry echo --help')", optopt);
+            return cli_option_error(CMD, c, argv);
         }
     }
-    if (optind >= argc) return cli_fail(CMD, 2, "missing TOPIC (try 'ferry echo --help')");
-    if (optind + 1 < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind + 1]);
-    a->topic = argv[optind];
+    if (!cli_topic_operand(CMD, argc, argv, &a->topic))
+        return 2;
     return -1;
 }
 

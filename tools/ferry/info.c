@@ -254,19 +254,12 @@ int ferry_cmd_info(int argc, char **argv)
             usage(stdout);
             return 0;
         case ':':
-            return cli_fail(CMD, 2, "option '%s' needs a value", argv[optind - 1]);
         default:
-            if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
-                return cli_fail(CMD, 2, "option '%s' takes no value", argv[optind - 1]);
-            if (strncmp(argv[optind - 1], "--", 2) == 0 || optopt == 0)
-                return cli_fail(CMD, 2, "unknown option '%s' (try 'ferry info --help')",
-                                argv[optind - 1]);
-            return cli_fail(CMD, 2, "unknown option '-%c' (try 'ferry info --help')", optopt);
+            return cli_option_error(CMD, c, argv);
         }
     }
-    if (optind >= argc) return cli_fail(CMD, 2, "missing TOPIC (try 'ferry info --help')");
-    if (optind + 1 < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind + 1]);
-    topic = argv[optind];
+    if (!cli_topic_operand(CMD, argc, argv, &topic))
+        return 2;
     if (ferry_topic_validate(topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", topic);
 
