@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 /* Commands: argv[0] is the command name ("pub", ...). */
@@ -50,6 +51,13 @@ int cli_option_error(const char *cmd, int c, char **argv);
 /* The single TOPIC operand left after the options: true with *topic set, else false after a
  * one-line message. */
 bool cli_topic_operand(const char *cmd, int argc, char **argv, const char **topic);
+
+/* Set by SIGINT and SIGTERM once cli_stop_on_signals() ran: long-running commands check it and
+ * stop cleanly (every chunk back, every file removed). */
+extern volatile sig_atomic_t cli_stop_requested;
+/* Installs the handlers, without SA_RESTART: a signal ends the wait it interrupts, so the loop
+ * sees the flag promptly. */
+void cli_stop_on_signals(void);
 
 /* Prints "ferry CMD: message" to stderr; returns the exit status given. */
 int cli_fail(const char *cmd, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -457,3 +457,21 @@ bool cli_topic_operand(const char *cmd, int argc, char **argv, const char **topi
     *topic = argv[optind];
     return true;
 }
+
+volatile sig_atomic_t cli_stop_requested;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    cli_stop_requested = 1;
+}
+
+void cli_stop_on_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}

@@ -14,27 +14,6 @@
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-/* No SA_RESTART: a signal ends the wait it interrupts, so the loop sees the flag promptly. */
-static void install_handlers(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 static void usage(FILE *to)
 {
     fputs("usage: ferry echo TOPIC [options]\n"
@@ -195,7 +174,7 @@ static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot
 {
     int64_t deadline = a->timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a->timeout_s * 1e9) : -1;
 
-    while (!stop_requested && (a->count == 0 || tot->received < a->count)) {
+    while (!cli_stop_requested && (a->count == 0 || tot->received < a->count)) {
         ferry_sample s;
         ferry_err err = ferry_take(sub, &s);
 
@@ -214,7 +193,7 @@ static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot
                 if (ferror(stdout)) {
                     /* A reader that left (EPIPE) ends the command like a signal does. */
                     tot->output_failed = errno != EPIPE;
-                    stop_requested = 1;
+                    cli_stop_requested = 1;
                 }
             }
             err = ferry_release(sub, &s);
@@ -264,7 +243,7 @@ int ferry_cmd_echo(int argc, char **argv)
 
     /* Lines go out as they come, also into a pipe, so a reader sees samples live. */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    install_handlers();
+    cli_stop_on_signals();
     if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;
     err = ferry_subscriber_create(&sub, node, a.topic, type.name, type.hash, &o);
     if (err != FERRY_OK) {

@@ -19,27 +19,6 @@
 #define WINDOW_DEFAULT 100u
 #define WINDOW_MAX 1000000u
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-/* No SA_RESTART: a signal ends the wait it interrupts, so the loop sees the flag promptly. */
-static void install_handlers(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 static void usage(FILE *to)
 {
     fputs("usage: ferry hz TOPIC [options]\n"
@@ -232,7 +211,7 @@ static int hz_loop(ferry_subscriber *sub, const hz_args *a, window *w, uint64_t 
     int64_t deadline = a->timeout_s >= 0.0 ? now + (int64_t)(a->timeout_s * 1e9) : -1;
     int64_t next_report = now + NS_PER_S;
 
-    while (!stop_requested && (a->count == 0 || *reports < a->count)) {
+    while (!cli_stop_requested && (a->count == 0 || *reports < a->count)) {
         ferry_sample s;
         ferry_err err = ferry_take(sub, &s);
         int64_t until;
@@ -300,7 +279,7 @@ int ferry_cmd_hz(int argc, char **argv)
     if (o.depth < 16) o.depth = 16;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    install_handlers();
+    cli_stop_on_signals();
     if (cli_node(&a.where, CMD, &node) != FERRY_OK) {
         window_free(&w);
         return 1;

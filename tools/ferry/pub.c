@@ -15,27 +15,6 @@
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-/* No SA_RESTART: a signal ends the wait it interrupts, so the loop sees the flag promptly. */
-static void install_handlers(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 static void usage(FILE *to)
 {
     fputs("usage: ferry pub TOPIC [options]\n"
@@ -167,7 +146,7 @@ static ferry_err idle_until(ferry_publisher *pub, int64_t t_ns)
         int64_t left = t_ns - ferry_now().ns;
         ferry_err err;
 
-        if (left <= 0 || stop_requested) return FERRY_OK;
+        if (left <= 0 || cli_stop_requested) return FERRY_OK;
         err = ferry_publisher_poll(pub, left);
         if (err != FERRY_OK) return err;
     }
@@ -183,7 +162,7 @@ static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *publi
 
     /* --count counts frame slots, published or not, so a pool that stays exhausted (history
      * holding every chunk) cannot keep the command running for ever. */
-    while (!stop_requested && (a->count == 0 || frames < a->count)) {
+    while (!cli_stop_requested && (a->count == 0 || frames < a->count)) {
         void *payload = NULL;
 
         frames++;
@@ -236,7 +215,7 @@ static int wait_subscribers(ferry_publisher *pub, uint32_t n)
     if (n == 0) return 0;
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "ferry pub: waiting for %" PRIu32 " subscriber%s\n", n, n == 1 ? "" : "s");
-    while (!stop_requested) {
+    while (!cli_stop_requested) {
         ferry_err err = ferry_publisher_wait_subscribers(pub, n, WAIT_SLICE_NS);
 
         if (err == FERRY_OK) return 0;
@@ -272,7 +251,7 @@ int ferry_cmd_pub(int argc, char **argv)
         o.pool_bytes = 4 * a.size;
     o.history = (uint32_t)a.history;
 
-    install_handlers();
+    cli_stop_on_signals();
     if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;
     err =
         ferry_publisher_create(&pub, node, a.topic, CLI_FRAME_TYPE, ferry_hash(CLI_FRAME_TYPE), &o);
