@@ -1,0 +1,383 @@
+/*
+ * Typed frames (include/ferry/msg.h): header layouts, size arithmetic and validation. Every
+ * header read from a sample is copied first and validated on the copy, because the publisher
+ * still maps the memory writable.
+ */
+#include <ferry/msg.h>
+
+#include <limits.h>
+#include <string.h>
+
+_Static_assert(sizeof(ferry_stamp) == 8, "ferry_stamp layout");
+_Static_assert(sizeof(ferry_image_header) == 144, "ferry_image_header layout");
+_Static_assert(offsetof(ferry_image_header, encoding) == 32, "ferry_image_header layout");
+_Static_assert(offsetof(ferry_image_header, data_offset) == 128, "ferry_image_header layout");
+_Static_assert(sizeof(ferry_point_field) == 44, "ferry_point_field layout");
+_Static_assert(offsetof(ferry_pointcloud_header, fields) == 104, "ferry_pointcloud_header layout");
+_Static_assert(sizeof(ferry_pointcloud_header) == 824, "ferry_pointcloud_header layout");
+
+typedef struct msg_encoding {
+    const char *name;
+    uint8_t bytes_per_pixel;
+    bool even_width;
+    bool even_height;
+    bool nv12;
+} msg_encoding;
+
+static const msg_encoding msg_encodings[] = {
+    {"rgb8", 3, false, false, false},       {"bgr8", 3, false, false, false},
+    {"rgba8", 4, false, false, false},      {"bgra8", 4, false, false, false},
+    {"mono8", 1, false, false, false},      {"mono16", 2, false, false, false},
+    {"16UC1", 2, false, false, false},      {"32FC1", 4, false, false, false},
+    {"yuv422", 2, true, false, false},      {"yuv422_yuy2", 2, true, false, false},
+    {"yuyv", 2, true, false, false},        {"uyvy", 2, true, false, false},
+    {"nv12", 1, true, true, true},
+};
+
+static bool msg_host_bigendian(void)
+{
+    const uint16_t one = 1;
+    uint8_t first;
+    memcpy(&first, &one, 1);
+    return first == 0;
+}
+
+/* encoding must be terminated within FERRY_ENCODING_MAX + 1 bytes. */
+static const msg_encoding *msg_encoding_find(const char *encoding)
+{
+    for (size_t i = 0; i < sizeof msg_encodings / sizeof msg_encodings[0]; i++)
+        if (strcmp(msg_encodings[i].name, encoding) == 0)
+            return &msg_encodings[i];
+    return NULL;
+}
+
+static uint64_t msg_align_up(uint64_t v)
+{
+    return (v + FERRY_MSG_DATA_ALIGN - 1) & ~(uint64_t)(FERRY_MSG_DATA_ALIGN - 1);
+}
+
+static bool msg_terminated(const char *s, size_t cap)
+{
+    return memchr(s, '\0', cap) != NULL;
+}
+
+static ferry_err msg_layout(const msg_encoding *enc, uint32_t width, uint32_t height,
+                            uint32_t step, ferry_image_layout *out)
+{
+    if (width == 0 || height == 0)
+        return FERRY_EINVAL;
+    if ((enc->even_width && width % 2 != 0) || (enc->even_height && height % 2 != 0))
+        return FERRY_EINVAL;
+    uint64_t min_step = (uint64_t)width * enc->bytes_per_pixel;
+    if (min_step > UINT32_MAX)
+        return FERRY_EINVAL;
+    if (step == 0)
+        step = (uint32_t)min_step;
+    if (step < min_step)
+        return FERRY_EINVAL;
+    /* step < 2^32 and height < 2^32, so the products below need an explicit check. */
+    uint64_t rows = enc->nv12 ? (uint64_t)height / 2 * 3 : height;
+    if (rows > UINT64_MAX / step)
+        return FERRY_EINVAL;
+    uint64_t size = rows * step;
+    if (size > SIZE_MAX)
+        return FERRY_EINVAL;
+    out->bytes_per_pixel = enc->bytes_per_pixel;
+    out->min_step = (uint32_t)min_step;
+    out->step = step;
+    out->data_size = size;
+    return FERRY_OK;
+}
+
+ferry_err ferry_image_layout_get(const char *encoding, uint32_t width, uint32_t height,
+                                 uint32_t step, ferry_image_layout *out)
+{
+    if (!encoding || !out || strnlen(encoding, FERRY_ENCODING_MAX + 1) > FERRY_ENCODING_MAX)
+        return FERRY_EINVAL;
+    const msg_encoding *enc = msg_encoding_find(encoding);
+    if (!enc)
+        return FERRY_EINVAL;
+    ferry_image_layout l;
+    ferry_err err = msg_layout(enc, width, height, step, &l);
+    if (err == FERRY_OK)
+        *out = l;
+    return err;
+}
+
+/* Checks the placement of data_offset/data_size in a payload of size bytes. */
+static bool msg_data_inside(uint64_t header_size, uint64_t data_offset, uint64_t data_size,
+                            size_t size)
+{
+    return data_offset >= header_size && data_offset % FERRY_MSG_DATA_ALIGN == 0 &&
+           data_offset <= size && data_size <= size - data_offset;
+}
+
+/* Validates a copy of an image header for a payload of size bytes. */
+static bool msg_image_check(const ferry_image_header *h, size_t size, ferry_image_layout *layout)
+{
+    if (h->magic != FERRY_IMAGE_MAGIC || h->version != FERRY_MSG_VERSION ||
+        h->header_size != sizeof(ferry_image_header))
+        return false;
+    if (h->is_bigendian > 1 || !msg_terminated(h->encoding, sizeof h->encoding) ||
+        !msg_terminated(h->frame_id, sizeof h->frame_id))
+        return false;
+    const msg_encoding *enc = msg_encoding_find(h->encoding);
+    if (!enc || h->step == 0)
+        return false;
+    if (msg_layout(enc, h->width, h->height, h->step, layout) != FERRY_OK)
+        return false;
+    return h->data_size == layout->data_size &&
+           msg_data_inside(h->header_size, h->data_offset, h->data_size, size);
+}
+
+static void msg_clear(void *out, size_t n)
+{
+    if (out)
+        memset(out, 0, n);
+}
+
+ferry_err ferry_image_loan(ferry_publisher *pub, uint32_t width, uint32_t height,
+                           const char *encoding, uint32_t step, ferry_image *out)
+{
+    msg_clear(out, sizeof *out);
+    if (!pub || !out)
+        return FERRY_EINVAL;
+    ferry_image_layout l;
+    ferry_err err = ferry_image_layout_get(encoding, width, height, step, &l);
+    if (err != FERRY_OK)
+        return err;
+    uint64_t offset = msg_align_up(sizeof(ferry_image_header));
+    if (l.data_size > SIZE_MAX - offset)
+        return FERRY_EINVAL;
+    size_t total = (size_t)(offset + l.data_size);
+    void *payload;
+    if ((err = ferry_loan(pub, total, &payload)) != FERRY_OK)
+        return err;
+    /* The chunk may hold an older sample: clear the header and its padding, not the pixels. */
+    memset(payload, 0, (size_t)offset);
+    ferry_image_header *h = payload;
+    h->magic = FERRY_IMAGE_MAGIC;
+    h->version = FERRY_MSG_VERSION;
+    h->header_size = sizeof(ferry_image_header);
+    h->width = width;
+    h->height = height;
+    h->step = l.step;
+    h->is_bigendian = msg_host_bigendian() ? 1 : 0;
+    memcpy(h->encoding, encoding, strlen(encoding) + 1);
+    h->data_offset = offset;
+    h->data_size = l.data_size;
+    out->header = h;
+    out->data = (unsigned char *)payload + offset;
+    out->data_size = (size_t)l.data_size;
+    out->payload = payload;
+    out->payload_size = total;
+    return FERRY_OK;
+}
+
+ferry_err ferry_image_publish(ferry_publisher *pub, ferry_image *img)
+{
+    if (!pub || !img || !img->payload || img->payload_size < sizeof(ferry_image_header))
+        return FERRY_EINVAL;
+    ferry_image_header h;
+    ferry_image_layout l;
+    memcpy(&h, img->payload, sizeof h);
+    if (!msg_image_check(&h, img->payload_size, &l))
+        return FERRY_EINVAL;
+    ferry_err err = ferry_publish(pub, img->payload, img->payload_size);
+    if (err == FERRY_OK)
+        memset(img, 0, sizeof *img);
+    return err;
+}
+
+ferry_err ferry_image_release(ferry_publisher *pub, ferry_image *img)
+{
+    if (!pub || !img || !img->payload)
+        return FERRY_EINVAL;
+    ferry_err err = ferry_loan_release(pub, img->payload);
+    if (err == FERRY_OK)
+        memset(img, 0, sizeof *img);
+    return err;
+}
+
+ferry_err ferry_image_view_get(const ferry_sample *s, ferry_image_view *out)
+{
+    if (!s || !out)
+        return FERRY_EINVAL;
+    if (!s->data || s->size < sizeof(ferry_image_header))
+        return FERRY_EPROTO;
+    ferry_image_view v;
+    memcpy(&v.header, s->data, sizeof v.header);
+    if (!msg_image_check(&v.header, s->size, &v.layout))
+        return FERRY_EPROTO;
+    v.data = (const unsigned char *)s->data + v.header.data_offset;
+    v.data_size = (size_t)v.header.data_size;
+    *out = v;
+    return FERRY_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Point clouds
+ * ------------------------------------------------------------------------------------------- */
+
+uint32_t ferry_point_datatype_size(uint32_t datatype)
+{
+    static const uint8_t sizes[] = {0, 1, 1, 2, 2, 4, 4, 4, 8};
+    return datatype < sizeof sizes ? sizes[datatype] : 0;
+}
+
+/* Checks fields; *end receives the largest offset + size * count. point_step 0: not checked. */
+static bool msg_fields_check(const ferry_point_field *fields, uint32_t nfields,
+                             uint32_t point_step, uint64_t *end)
+{
+    if (nfields == 0 || nfields > FERRY_POINTCLOUD_FIELDS_MAX)
+        return false;
+    uint64_t last = 0;
+    for (uint32_t i = 0; i < nfields; i++) {
+        const ferry_point_field *f = &fields[i];
+        if (!msg_terminated(f->name, sizeof f->name) || f->name[0] == '\0')
+            return false;
+        uint32_t size = ferry_point_datatype_size(f->datatype);
+        if (size == 0 || f->count == 0)
+            return false;
+        /* offset < 2^32, size <= 8, count < 2^32: fits in 64 bits. */
+        uint64_t fend = (uint64_t)f->offset + (uint64_t)size * f->count;
+        if (point_step != 0 && fend > point_step)
+            return false;
+        if (fend > last)
+            last = fend;
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(fields[j].name, f->name) == 0)
+                return false;
+    }
+    *end = last;
+    return true;
+}
+
+/* row_step and data size of a cloud, or false when they do not fit. */
+static bool msg_cloud_sizes(uint32_t width, uint32_t height, uint32_t point_step,
+                            uint32_t *row_step, uint64_t *data_size)
+{
+    uint64_t row = (uint64_t)width * point_step;
+    if (row > UINT32_MAX)
+        return false;
+    uint64_t size = row * height; /* both < 2^32 */
+    if (size > SIZE_MAX)
+        return false;
+    *row_step = (uint32_t)row;
+    *data_size = size;
+    return true;
+}
+
+static bool msg_cloud_check(const ferry_pointcloud_header *h, size_t size)
+{
+    if (h->magic != FERRY_POINTCLOUD_MAGIC || h->version != FERRY_MSG_VERSION ||
+        h->header_size != sizeof(ferry_pointcloud_header))
+        return false;
+    if (h->is_bigendian > 1 || h->is_dense > 1 ||
+        !msg_terminated(h->frame_id, sizeof h->frame_id) || h->point_step == 0)
+        return false;
+    uint64_t end;
+    if (!msg_fields_check(h->fields, h->nfields, h->point_step, &end))
+        return false;
+    uint32_t row_step;
+    uint64_t data_size;
+    if (!msg_cloud_sizes(h->width, h->height, h->point_step, &row_step, &data_size))
+        return false;
+    return h->row_step == row_step && h->data_size == data_size &&
+           msg_data_inside(h->header_size, h->data_offset, h->data_size, size);
+}
+
+ferry_err ferry_pointcloud_loan(ferry_publisher *pub, uint32_t width, uint32_t height,
+                                const ferry_point_field *fields, uint32_t nfields,
+                                uint32_t point_step, ferry_pointcloud *out)
+{
+    msg_clear(out, sizeof *out);
+    if (!pub || !fields || !out)
+        return FERRY_EINVAL;
+    uint64_t end;
+    if (!msg_fields_check(fields, nfields, point_step, &end))
+        return FERRY_EINVAL;
+    if (point_step == 0) {
+        if (end > UINT32_MAX)
+            return FERRY_EINVAL;
+        point_step = (uint32_t)end;
+    }
+    uint32_t row_step;
+    uint64_t data_size;
+    if (!msg_cloud_sizes(width, height, point_step, &row_step, &data_size))
+        return FERRY_EINVAL;
+    uint64_t offset = msg_align_up(sizeof(ferry_pointcloud_header));
+    if (data_size > SIZE_MAX - offset)
+        return FERRY_EINVAL;
+    size_t total = (size_t)(offset + data_size);
+    void *payload;
+    ferry_err err = ferry_loan(pub, total, &payload);
+    if (err != FERRY_OK)
+        return err;
+    memset(payload, 0, (size_t)offset);
+    ferry_pointcloud_header *h = payload;
+    h->magic = FERRY_POINTCLOUD_MAGIC;
+    h->version = FERRY_MSG_VERSION;
+    h->header_size = sizeof(ferry_pointcloud_header);
+    h->height = height;
+    h->width = width;
+    h->point_step = point_step;
+    h->row_step = row_step;
+    h->nfields = nfields;
+    h->is_bigendian = msg_host_bigendian() ? 1 : 0;
+    for (uint32_t i = 0; i < nfields; i++) {
+        ferry_point_field *f = &h->fields[i];
+        memcpy(f->name, fields[i].name, strlen(fields[i].name) + 1);
+        f->offset = fields[i].offset;
+        f->datatype = fields[i].datatype;
+        f->count = fields[i].count;
+    }
+    h->data_offset = offset;
+    h->data_size = data_size;
+    out->header = h;
+    out->data = (unsigned char *)payload + offset;
+    out->data_size = (size_t)data_size;
+    out->payload = payload;
+    out->payload_size = total;
+    return FERRY_OK;
+}
+
+ferry_err ferry_pointcloud_publish(ferry_publisher *pub, ferry_pointcloud *pc)
+{
+    if (!pub || !pc || !pc->payload || pc->payload_size < sizeof(ferry_pointcloud_header))
+        return FERRY_EINVAL;
+    ferry_pointcloud_header h;
+    memcpy(&h, pc->payload, sizeof h);
+    if (!msg_cloud_check(&h, pc->payload_size))
+        return FERRY_EINVAL;
+    ferry_err err = ferry_publish(pub, pc->payload, pc->payload_size);
+    if (err == FERRY_OK)
+        memset(pc, 0, sizeof *pc);
+    return err;
+}
+
+ferry_err ferry_pointcloud_release(ferry_publisher *pub, ferry_pointcloud *pc)
+{
+    if (!pub || !pc || !pc->payload)
+        return FERRY_EINVAL;
+    ferry_err err = ferry_loan_release(pub, pc->payload);
+    if (err == FERRY_OK)
+        memset(pc, 0, sizeof *pc);
+    return err;
+}
+
+ferry_err ferry_pointcloud_view_get(const ferry_sample *s, ferry_pointcloud_view *out)
+{
+    if (!s || !out)
+        return FERRY_EINVAL;
+    if (!s->data || s->size < sizeof(ferry_pointcloud_header))
+        return FERRY_EPROTO;
+    ferry_pointcloud_view v;
+    memcpy(&v.header, s->data, sizeof v.header);
+    if (!msg_cloud_check(&v.header, s->size))
+        return FERRY_EPROTO;
+    v.data = (const unsigned char *)s->data + v.header.data_offset;
+    v.data_size = (size_t)v.header.data_size;
+    *out = v;
+    return FERRY_OK;
+}
