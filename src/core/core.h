@@ -432,6 +432,9 @@ ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_t key);
 ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
                                        uint64_t key, int *fds, int *nfds);
 
+/* The most samples sub may hold at once (its max_held option); 0 for an invalid sub. */
+uint32_t ferry__subscriber_max_held(ferry_subscriber *sub);
+
 /* Subscriber internals the waitset needs. */
 bool ferry__subscriber_ready(ferry_subscriber *sub);
 /* Arms the doorbells and runs housekeeping; true when a sample is queued. */

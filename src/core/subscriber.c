@@ -1036,6 +1036,11 @@ ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd)
     return FERRY_OK;
 }
 
+uint32_t ferry__subscriber_max_held(ferry_subscriber *sub)
+{
+    return ferry__subscriber_check(sub) == FERRY_OK ? sub->opt.max_held : 0;
+}
+
 int ferry__subscriber_poll_fd(const ferry_subscriber *sub)
 {
     return sub->epfd;
