@@ -59,6 +59,14 @@ extern volatile sig_atomic_t cli_stop_requested;
  * sees the flag promptly. */
 void cli_stop_on_signals(void);
 
+/* The type a subscriber of topic uses: given when not NULL, else the type its live endpoints
+ * declare (a publisher's first), else the synthetic frame type. */
+typedef struct cli_type {
+    char name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t hash;
+} cli_type;
+void cli_topic_type(const cli_where *w, const char *topic, const char *given, cli_type *out);
+
 /* Prints "ferry CMD: message" to stderr; returns the exit status given. */
 int cli_fail(const char *cmd, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -475,3 +475,32 @@ void cli_stop_on_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
+
+typedef struct found_type {
+    cli_type *out;
+    bool from_publisher;
+    bool found;
+} found_type;
+
+static bool note_type(void *arg, const ferry_endpoint_info *info)
+{
+    found_type *t = arg;
+    if (!info->alive || (t->found && t->from_publisher)) return true;
+    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    snprintf(t->out->name, sizeof t->out->name, "%s", info->type_name);
+    t->out->hash = info->type_hash;
+    t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
+    t->found = true;
+    return !t->from_publisher;
+}
+
+void cli_topic_type(const cli_where *w, const char *topic, const char *given, cli_type *out)
+{
+    found_type t = {out, false, false};
+    memset(out, 0, sizeof *out);
+    if (given == NULL) ferry_inspect(w->dir, w->domain, topic, note_type, &t);
+    if (!t.found) {
+        snprintf(out->name, sizeof out->name, "%s", given ? given : CLI_FRAME_TYPE);
+        out->hash = ferry_hash(out->name);
+    }
+}

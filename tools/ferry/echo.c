@@ -133,37 +133,6 @@ static int parse_args(int argc, char **argv, echo_args *a)
     return -1;
 }
 
-/* The type of a topic as its live endpoints declare it; publishers take precedence. */
-typedef struct found_type {
-    char name[FERRY_TYPE_NAME_MAX + 1];
-    uint64_t hash;
-    bool from_publisher;
-    bool found;
-} found_type;
-
-static bool note_type(void *arg, const ferry_endpoint_info *info)
-{
-    found_type *t = arg;
-
-    if (!info->alive || (t->found && t->from_publisher)) return true;
-    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
-    snprintf(t->name, sizeof t->name, "%s", info->type_name);
-    t->hash = info->type_hash;
-    t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
-    t->found = true;
-    return !t->from_publisher;
-}
-
-static void topic_type(const echo_args *a, found_type *t)
-{
-    memset(t, 0, sizeof *t);
-    if (a->type == NULL) ferry_inspect(a->where.dir, a->where.domain, a->topic, note_type, t);
-    if (!t->found) {
-        snprintf(t->name, sizeof t->name, "%s", a->type ? a->type : CLI_FRAME_TYPE);
-        t->hash = ferry_hash(t->name);
-    }
-}
-
 typedef struct echo_totals {
     uint64_t received;
     uint64_t corrupt;
@@ -226,7 +195,7 @@ int ferry_cmd_echo(int argc, char **argv)
     ferry_node *node = NULL;
     echo_totals tot = {0, 0, false};
     bool timed_out = false;
-    found_type type;
+    cli_type type;
     ferry_err err;
     echo_args a;
     int status;
@@ -235,7 +204,7 @@ int ferry_cmd_echo(int argc, char **argv)
     if (status >= 0) return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
-    topic_type(&a, &type);
+    cli_topic_type(&a.where, a.topic, a.type, &type);
 
     ferry_subscriber_options_init(&o);
     if (a.depth != 0) o.depth = (uint32_t)a.depth;

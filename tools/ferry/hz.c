@@ -110,37 +110,6 @@ static int parse_args(int argc, char **argv, hz_args *a)
     return -1;
 }
 
-/* The type of a topic as its live endpoints declare it; publishers take precedence. */
-typedef struct found_type {
-    char name[FERRY_TYPE_NAME_MAX + 1];
-    uint64_t hash;
-    bool from_publisher;
-    bool found;
-} found_type;
-
-static bool note_type(void *arg, const ferry_endpoint_info *info)
-{
-    found_type *t = arg;
-
-    if (!info->alive || (t->found && t->from_publisher)) return true;
-    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
-    snprintf(t->name, sizeof t->name, "%s", info->type_name);
-    t->hash = info->type_hash;
-    t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
-    t->found = true;
-    return !t->from_publisher;
-}
-
-static void topic_type(const hz_args *a, found_type *t)
-{
-    memset(t, 0, sizeof *t);
-    if (a->type == NULL) ferry_inspect(a->where.dir, a->where.domain, a->topic, note_type, t);
-    if (!t->found) {
-        snprintf(t->name, sizeof t->name, "%s", a->type ? a->type : CLI_FRAME_TYPE);
-        t->hash = ferry_hash(t->name);
-    }
-}
-
 /* The last cap samples received: publish times and sizes, in a ring. */
 typedef struct window {
     int64_t *t_ns;
@@ -258,7 +227,7 @@ int ferry_cmd_hz(int argc, char **argv)
     ferry_node *node = NULL;
     bool timed_out = false;
     uint64_t reports = 0;
-    found_type type;
+    cli_type type;
     ferry_err err;
     hz_args a;
     window w;
@@ -268,7 +237,7 @@ int ferry_cmd_hz(int argc, char **argv)
     if (status >= 0) return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
-    topic_type(&a, &type);
+    cli_topic_type(&a.where, a.topic, a.type, &type);
     if (!window_init(&w, (size_t)a.window)) {
         window_free(&w);
         return cli_fail(CMD, 1, "out of memory");
