@@ -194,27 +194,7 @@ static int raw_connect(const char *path)
 
 static void raw_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
 {
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-    } control;
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (nfds > 0) {
-        memset(&control, 0, sizeof control);
-        msg.msg_control = control.buf;
-        msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-    }
-    ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    TU_CHECK_MSG(n == (ssize_t)len, "sendmsg: %zd (%s)", n, strerror(errno));
+    TU_CHECK_MSG(ferry__send_msg(sock, buf, len, fds, nfds) == 0, "send: %s", strerror(errno));
 }
 
 /* Receives one datagram (waiting up to timeout_ms); its descriptors go to fds (up to 8), the

@@ -233,26 +233,7 @@ static void send_with_fds(int sock, const void *buf, size_t len, unsigned fdkind
 {
     int fds[4] = {-1, -1, -1, -1};
     int nfds = make_fds(fdkind, fds);
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-    } control;
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (nfds > 0) {
-        memset(&control, 0, sizeof control);
-        msg.msg_control = control.buf;
-        msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-    }
-    (void)sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)ferry__send_msg(sock, buf, len, fds, nfds);
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
 }
