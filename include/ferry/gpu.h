@@ -253,6 +253,21 @@ FERRY_API ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size,
 FERRY_API ferry_err ferry_gpu_publish(ferry_gpu_publisher *gpub, void *device_ptr,
                                       ferry_gpu_stream stream);
 
+/** Most bytes of metadata a device frame may carry (ferry_gpu_publish_meta). */
+#define FERRY_GPU_META_MAX 1024u
+
+/**
+ * ferry_gpu_publish with up to FERRY_GPU_META_MAX bytes of metadata, copied into the frame's
+ * host descriptor sample (a tensor header, a camera's exposure): readers find it in
+ * ferry_gpu_frame.meta, 8-byte aligned. meta_size 0 (meta may then be NULL) is
+ * ferry_gpu_publish.
+ * @retval FERRY_EINVAL  meta is NULL with meta_size > 0, or meta_size > FERRY_GPU_META_MAX
+ * @retval others        as ferry_gpu_publish
+ */
+FERRY_API ferry_err ferry_gpu_publish_meta(ferry_gpu_publisher *gpub, void *device_ptr,
+                                           ferry_gpu_stream stream, const void *meta,
+                                           size_t meta_size);
+
 /** Gives an unpublished device loan back. */
 FERRY_API ferry_err ferry_gpu_loan_release(ferry_gpu_publisher *gpub, void *device_ptr);
 
@@ -264,6 +279,10 @@ typedef struct ferry_gpu_frame {
     ferry_time publish_time;
     uint64_t publisher_id;
     ferry_sample host;        /**< the carrying host sample; ferry's */
+    const void *meta;         /**< the publisher's metadata inside host (NULL when none),
+                                   meta_size bytes; written by another process: validate it */
+    size_t meta_size;         /**< 0..FERRY_GPU_META_MAX */
+    int device;               /**< the subscriber's device ordinal: device_ptr is valid there */
 } ferry_gpu_frame;
 
 /**

@@ -469,7 +469,8 @@ ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size, ferry_gpu_strea
     *device_ptr = NULL;
     ferry_gpu_publisher *g = gpub;
     void *payload;
-    if ((err = ferry_loan(g->pub, sizeof(ferry__gpu_frame_desc), &payload)))
+    /* Room for the largest metadata, so that every descriptor loan is of one size class. */
+    if ((err = ferry_loan(g->pub, FERRY__GPU_META_OFFSET + FERRY_GPU_META_MAX, &payload)))
         return err;
     uint32_t i;
     if ((err = ferry__publisher_loan_index(g->pub, payload, &i))) {
@@ -565,9 +566,17 @@ static ferry_err find_loan(ferry_gpu_publisher *g, const void *device_ptr, dchun
 
 ferry_err ferry_gpu_publish(ferry_gpu_publisher *gpub, void *device_ptr, ferry_gpu_stream stream)
 {
+    return ferry_gpu_publish_meta(gpub, device_ptr, stream, NULL, 0);
+}
+
+ferry_err ferry_gpu_publish_meta(ferry_gpu_publisher *gpub, void *device_ptr,
+                                 ferry_gpu_stream stream, const void *meta, size_t meta_size)
+{
     ferry_err err = gpub_check(gpub);
     if (err)
         return err;
+    if (meta_size > FERRY_GPU_META_MAX || (meta_size > 0 && !meta))
+        return FERRY_EINVAL;
     ferry_gpu_publisher *g = gpub;
     dchunk *c;
     if ((err = find_loan(g, device_ptr, &c)))
@@ -588,6 +597,11 @@ ferry_err ferry_gpu_publish(ferry_gpu_publisher *gpub, void *device_ptr, ferry_g
         memcpy(d->legacy_handle, &c->ipc_handle, sizeof d->legacy_handle);
     else
         memset(d->legacy_handle, 0, sizeof d->legacy_handle);
+    d->meta_offset = (uint32_t)FERRY__GPU_META_OFFSET;
+    d->meta_size = (uint32_t)meta_size;
+    memset(c->payload + sizeof *d, 0, FERRY__GPU_META_OFFSET - sizeof *d);
+    if (meta_size)
+        memcpy(c->payload + FERRY__GPU_META_OFFSET, meta, meta_size);
 
     int prev;
     if ((err = device_enter(g->device, &prev)))
@@ -605,9 +619,23 @@ ferry_err ferry_gpu_publish(ferry_gpu_publisher *gpub, void *device_ptr, ferry_g
     if (e != cudaSuccess)
         return rt_fail(e);
     c->done_pending = true;
-    if ((err = ferry_publish(g->pub, c->payload, sizeof(ferry__gpu_frame_desc))))
+    if ((err = ferry_publish(g->pub, c->payload, FERRY__GPU_META_OFFSET + meta_size)))
         return err; /* still the caller's loan; a later publish writes a newer generation */
     c->loaned = false;
+    return FERRY_OK;
+}
+
+ferry_err ferry__gpu_loan_info(ferry_gpu_publisher *gpub, const void *device_ptr, size_t *size,
+                              int *device)
+{
+    ferry_err err = gpub_check(gpub);
+    if (err)
+        return err;
+    dchunk *c;
+    if (!size || !device || (err = find_loan(gpub, device_ptr, &c)))
+        return err ? err : FERRY_EINVAL;
+    *size = c->loan_size;
+    *device = gpub->device;
     return FERRY_OK;
 }
 
@@ -993,6 +1021,11 @@ static ferry_err frame_open(ferry_gpu_subscriber *g, const ferry_sample *s,
         d.size > d.alloc_size - d.offset || d.ready_offset % 4 ||
         d.ready_offset > d.alloc_size - sizeof(uint32_t))
         return FERRY_EPROTO;
+    /* The metadata stays in the sample (read-only here, still writable by the publisher): its
+     * placement is checked, its contents are for the reader to validate. */
+    if (d.meta_size > FERRY_GPU_META_MAX || d.meta_offset < sizeof d || d.meta_offset % 8 ||
+        d.meta_offset > s->size || d.meta_size > s->size - d.meta_offset)
+        return FERRY_EPROTO;
     ferry__sample_where w;
     ferry_err err = ferry__sample_where_get(g->sub, s, &w);
     if (err)
@@ -1012,6 +1045,9 @@ static ferry_err frame_open(ferry_gpu_subscriber *g, const ferry_sample *s,
     frame->publish_time = s->publish_time;
     frame->publisher_id = s->publisher_id;
     frame->host = *s;
+    frame->meta = d.meta_size ? (const uint8_t *)s->data + d.meta_offset : NULL;
+    frame->meta_size = d.meta_size;
+    frame->device = g->device;
     return FERRY_OK;
 }
 
@@ -1096,6 +1132,8 @@ ferry_err ferry_gpu_frame_release(ferry_gpu_subscriber *gsub, ferry_gpu_frame *f
     if (g->taken)
         g->taken--;
     frame->device_ptr = NULL;
+    frame->meta = NULL;
+    frame->meta_size = 0;
     reap(g, false);
     device_leave(g->device, prev);
     return FERRY_OK;

@@ -5,11 +5,13 @@
 #ifndef FERRY_GPU_FRAMES_INTERNAL_H
 #define FERRY_GPU_FRAMES_INTERNAL_H
 
+#include <ferry/gpu.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
 #define FERRY__GPU_FRAME_MAGIC 0x4d41524655504746ULL /* "FGPUFRAM" */
-#define FERRY__GPU_FRAME_VERSION 2u
+#define FERRY__GPU_FRAME_VERSION 3u
 /* Bytes at the end of every device chunk that hold its ready word. */
 #define FERRY__GPU_READY_BYTES 256u
 
@@ -33,7 +35,12 @@ typedef struct ferry__gpu_frame_desc {
     uint32_t device;     /* the publisher's device ordinal, for diagnostics */
     uint64_t ready_offset;     /* the ready word, inside the allocation */
     uint8_t legacy_handle[64]; /* cudaIpcMemHandle_t when LEGACY */
+    uint32_t meta_offset;      /* the publisher's metadata, from the start of the payload: */
+    uint32_t meta_size;        /* FERRY__GPU_META_OFFSET and 0..FERRY_GPU_META_MAX bytes */
 } ferry__gpu_frame_desc;
+
+/* Where the metadata follows the descriptor in the host payload (8-byte aligned). */
+#define FERRY__GPU_META_OFFSET ((sizeof(ferry__gpu_frame_desc) + 63u) / 64u * 64u)
 
 typedef struct ferry__gpu_frames_counts {
     uint64_t exports;           /* device allocations made by publishers (each exported) */
@@ -43,6 +50,11 @@ typedef struct ferry__gpu_frames_counts {
     uint64_t reuse_waits;       /* loans whose stream waited for the chunk's previous frame */
     uint64_t host_registrations;/* descriptor pages registered by publishers */
 } ferry__gpu_frames_counts;
+
+/* The size asked for at ferry_gpu_loan of a loaned device_ptr, and the publisher's device
+ * (FERRY_EFOREIGN, FERRY_ESTATE as ferry_gpu_publish). */
+ferry_err ferry__gpu_loan_info(ferry_gpu_publisher *gpub, const void *device_ptr, size_t *size,
+                              int *device);
 
 /* Counters of this process. */
 void ferry__gpu_frames_counts_get(ferry__gpu_frames_counts *out);

@@ -73,14 +73,14 @@ if [ $tests -eq 1 ]; then
     echo "== nvidia-smi"
     nvidia-smi 2>&1 || echo "(nvidia-smi failed)"
     echo
-    echo "== $(date -u +%FT%TZ) ctest -R gpu"
-    (cd "$BUILD" && timeout 300 ctest -R gpu -V --output-on-failure --timeout 120)
+    echo "== $(date -u +%FT%TZ) ctest -R 'gpu|tensor|examples|demo'"
+    (cd "$BUILD" && timeout 400 ctest -R "gpu|tensor|examples|demo" -V --output-on-failure --timeout 120)
     echo "== ctest exit status $?"
   } > "$OUT/tests.log" 2>&1
   if grep -q "== ctest exit status 0" "$OUT/tests.log" && grep -q "tests passed" "$OUT/tests.log"; then
-    note "ctest -R gpu" "ok ($(grep -E 'tests passed' "$OUT/tests.log" | tail -n 1))"
+    note "ctest (GPU, examples, demo)" "ok ($(grep -E 'tests passed' "$OUT/tests.log" | tail -n 1))"
   else
-    note "ctest -R gpu" "FAILED (see tests.log)"
+    note "ctest (GPU, examples, demo)" "FAILED (see tests.log)"
   fi
   grep -E "tests passed|tests failed|Skipped|Failed|\*\*\*" "$OUT/tests.log" | tail -n 8
 else
