@@ -12,17 +12,11 @@ if(FERRY_HAVE_GPU)
   add_test(NAME tensor_gpu_test COMMAND tensor_gpu_test $<TARGET_FILE:tensor_gpu_pub>)
   set_tests_properties(tensor_gpu_test PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS gpu)
 
-  # One shared library holding libferry and libferry_gpu, for ctypes: the Python test loads
-  # libferry.so + libferry_gpu.so when they link, else this one.
-  add_library(ferry_tensor_ctypes SHARED $<TARGET_OBJECTS:ferry_obj> $<TARGET_OBJECTS:ferry_gpu_obj>)
-  target_link_libraries(ferry_tensor_ctypes PRIVATE CUDA::cudart_static Threads::Threads)
-
   find_package(Python3 COMPONENTS Interpreter)
   if(Python3_Interpreter_FOUND)
     add_test(NAME tensor_dlpack_torch
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/dlpack_torch.py
                      --lib $<TARGET_FILE:ferry> --gpu-lib $<TARGET_FILE:ferry_gpu>
-                     --all-lib $<TARGET_FILE:ferry_tensor_ctypes>
                      --pub $<TARGET_FILE:tensor_gpu_pub>)
     set_tests_properties(tensor_dlpack_torch PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS gpu)
   endif()

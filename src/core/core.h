@@ -22,6 +22,10 @@
 
 #include "platform/platform.h"
 
+/* Internals the GPU module (libferry_gpu) calls: visible in libferry.so so that the module's own
+ * shared library links against it, but declared only here, not in the public headers. */
+#define FERRY_MODULE_API __attribute__((visibility("default")))
+
 #define FERRY__PAGE 4096u
 #define FERRY__CACHELINE 64
 /* Hot paths poll for housekeeping at most this often: a subscriber that found nothing every
@@ -403,7 +407,7 @@ typedef struct ferry__sample_where {
 } ferry__sample_where;
 
 /* Checks that sample is held by sub (FERRY_EFOREIGN, FERRY_ESTATE otherwise) and locates it. */
-ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sample,
+FERRY_MODULE_API ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sample,
                                   ferry__sample_where *out);
 
 /* Called before a connection's mappings go away (slot, gen), and once with slot UINT32_MAX when
@@ -412,28 +416,28 @@ ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sam
 typedef void (*ferry__close_hook)(void *arg, uint32_t slot, uint32_t gen);
 #define FERRY__CLOSE_HOOKS 4
 /* FERRY_EBUSY when fn is installed already, FERRY_ELIMIT when all places are taken. */
-ferry_err ferry__subscriber_add_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
+FERRY_MODULE_API ferry_err ferry__subscriber_add_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
 /* The argument installed with fn, or NULL when fn is not installed. */
-void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub, ferry__close_hook fn);
+FERRY_MODULE_API void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub, ferry__close_hook fn);
 
 /* The pool index of the chunk behind a loaned payload (modules pair their own per-chunk state
  * with it: a chunk is loaned again only after every reference to it came back). */
-ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint32_t *index);
+FERRY_MODULE_API ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint32_t *index);
 
 /* Attachments. The publisher keeps a duplicate of each descriptor and sends the set to every
  * subscriber, now and at each later handshake, before any sample that refers to it. */
-ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds);
+FERRY_MODULE_API ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds);
 /* Withdraws key: the publisher closes its duplicates and every subscriber closes its copies
  * (samples already taken keep whatever their module imported from them). */
-ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_t key);
+FERRY_MODULE_API ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_t key);
 /* The descriptors attached under key by the publisher of connection (slot, gen), borrowed (the
  * subscriber closes them when the connection closes). Reads pending control messages once when
  * the key is not there yet. FERRY_EAGAIN when it still is not. */
-ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
+FERRY_MODULE_API ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
                                        uint64_t key, int *fds, int *nfds);
 
 /* The most samples sub may hold at once (its max_held option); 0 for an invalid sub. */
-uint32_t ferry__subscriber_max_held(ferry_subscriber *sub);
+FERRY_MODULE_API uint32_t ferry__subscriber_max_held(ferry_subscriber *sub);
 
 /* Subscriber internals the waitset needs. */
 bool ferry__subscriber_ready(ferry_subscriber *sub);
@@ -441,7 +445,7 @@ bool ferry__subscriber_ready(ferry_subscriber *sub);
 bool ferry__subscriber_arm(ferry_subscriber *sub);
 void ferry__subscriber_housekeep(ferry_subscriber *sub);
 int ferry__subscriber_poll_fd(const ferry_subscriber *sub);
-ferry_err ferry__subscriber_check(ferry_subscriber *sub);
+FERRY_MODULE_API ferry_err ferry__subscriber_check(ferry_subscriber *sub);
 /* The waitset a subscriber belongs to (NULL when none). */
 void **ferry__subscriber_waitset_slot(ferry_subscriber *sub);
 

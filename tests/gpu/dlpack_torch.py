@@ -11,7 +11,7 @@ Part 1 (host tensors) needs neither torch nor a GPU: without torch the DLPack st
 through ctypes. Part 2 (device tensors) needs torch with CUDA and a CUDA device; without them the
 script exits 77 (skipped) after part 1.
 
-usage: dlpack_torch.py --lib libferry.so --gpu-lib libferry_gpu.so --all-lib LIB --pub tensor_gpu_pub
+usage: dlpack_torch.py --lib libferry.so --gpu-lib libferry_gpu.so --pub tensor_gpu_pub
 """
 import argparse
 import ctypes as C
@@ -91,15 +91,10 @@ HELD_OFFSET = 24
 
 
 def load(args):
-    try:
-        core = C.CDLL(args.lib)
-        gpu = C.CDLL(args.gpu_lib)
-        print("loaded %s and %s" % (args.lib, args.gpu_lib))
-        return core, gpu
-    except OSError as e:
-        print("libferry_gpu.so does not load beside libferry.so (%s); using %s" % (e, args.all_lib))
-        lib = C.CDLL(args.all_lib)
-        return lib, lib
+    core = C.CDLL(args.lib)
+    gpu = C.CDLL(args.gpu_lib)
+    print("loaded %s and %s" % (args.lib, args.gpu_lib))
+    return core, gpu
 
 
 class Ferry:
@@ -353,7 +348,6 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--gpu-lib", required=True)
-    ap.add_argument("--all-lib", required=True)
     ap.add_argument("--pub", required=True)
     args = ap.parse_args()
     try:
