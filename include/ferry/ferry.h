@@ -272,6 +272,26 @@ FERRY_API ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload
 FERRY_API ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size);
 
 /**
+ * Prepares the pool for loans of up to size bytes: carves, when needed, chunks of the size class
+ * serving size until that class holds count chunks, and touches every page of them writable. Later
+ * loans of up to size bytes then neither carve nor page-fault as long as no more than count of
+ * them are out at once (on loan, queued or held by subscribers). Call it after creation, before
+ * the stream starts. The caps are respected: nothing is carved when they forbid the whole
+ * reservation, and the log says which cap.
+ *
+ * @param size     bytes of the largest sample to come, 1..max_sample_size
+ * @param count    chunks the size class must hold, at least 1
+ * @retval FERRY_OK       the size class holds count chunks or more, all touched
+ * @retval FERRY_EINVAL   pub is NULL, or size or count is 0
+ * @retval FERRY_ETOOBIG  size > max_sample_size
+ * @retval FERRY_EPOOL    pool_bytes, max_chunks or the number of size classes (64) would be
+ *                        exceeded; nothing was carved
+ * @retval FERRY_ENOMEM   the system refused memory for a chunk (chunks carved so far stay)
+ * @retval FERRY_ECLOSED  pub was destroyed
+ */
+FERRY_API ferry_err ferry_publisher_reserve(ferry_publisher *pub, size_t size, uint32_t count);
+
+/**
  * Gives an unpublished loan back. Same errors as ferry_publish (but never FERRY_ETIMEDOUT).
  */
 FERRY_API ferry_err ferry_loan_release(ferry_publisher *pub, void *payload);
@@ -350,6 +370,11 @@ typedef struct ferry_subscriber_options {
     uint32_t max_held;
     /** Most publishers connected at once. Default 16, at most 256. */
     uint32_t max_publishers;
+    /** Populate a publisher chunk's pages in this process (MADV_POPULATE_READ, or reading one
+     *  byte per page where the kernel lacks it) the first time a sample in that chunk is taken,
+     *  before ferry_take returns it: the first sample of each chunk pays that once per
+     *  connection, later ones read without a page fault. Default false. */
+    bool prefault;
 } ferry_subscriber_options;
 
 FERRY_API void ferry_subscriber_options_init(ferry_subscriber_options *o);

@@ -117,6 +117,11 @@ typedef struct ferry__conn_header {
      * signals the sleeper's notifier. */
     _Alignas(FERRY__CACHELINE) _Atomic uint32_t sub_waiting;
     _Atomic uint32_t pub_waiting;
+    /* Written by the subscriber alone: nonzero while it is paused (a lifecycle that is not
+     * active). The publisher reads it at each delivery and skips the connection: nothing is
+     * queued and nothing counted as dropped. It decides only what this subscriber receives. It
+     * sits in the doorbell line, which the publisher reads at each delivery anyway. */
+    _Atomic uint32_t sub_paused;
     _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
 } ferry__conn_header;
 
@@ -341,6 +346,11 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
 void ferry__pool_fini(ferry__pool *p);
 /* A free chunk of capacity >= size (carving when needed), or FERRY__NONE with *err set. */
 uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err);
+/* Makes the size class serving size hold at least count chunks (carving what is missing, all or
+ * nothing as far as the caps go) and touches every page of its chunks writable. *chunk_bytes
+ * receives the class's chunk size; FERRY_EPOOL when the byte cap, the chunk cap or the number of
+ * classes forbids it, FERRY_ENOMEM when the system refused the pages. */
+ferry_err ferry__pool_reserve(ferry__pool *p, uint64_t size, uint32_t count, uint64_t *chunk_bytes);
 void ferry__pool_put(ferry__pool *p, uint32_t index);
 /* Index of the chunk whose payload starts at ptr, or FERRY__NONE. */
 uint32_t ferry__pool_find(const ferry__pool *p, const void *payload);
@@ -435,6 +445,15 @@ FERRY_MODULE_API ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_
  * the key is not there yet. FERRY_EAGAIN when it still is not. */
 FERRY_MODULE_API ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
                                        uint64_t key, int *fds, int *nfds);
+
+/* Lifecycle hooks. An inactive publisher refuses loans and publications (FERRY_ESTATE). A paused
+ * subscriber asks its publishers, through sub_paused in each connection segment, to skip it; on
+ * pausing it gives back what was queued, unread (counted in *discarded only, neither received
+ * nor dropped); connections made while paused start paused; whatever a publisher delivered
+ * before it saw the word is given back the same way at the next take, wait or housekeeping. */
+ferry_err ferry__publisher_set_active(ferry_publisher *pub, bool active);
+ferry_err ferry__subscriber_set_paused(ferry_subscriber *sub, bool paused);
+ferry_err ferry__subscriber_discarded(ferry_subscriber *sub, uint64_t *discarded);
 
 /* The most samples sub may hold at once (its max_held option); 0 for an invalid sub. */
 FERRY_MODULE_API uint32_t ferry__subscriber_max_held(ferry_subscriber *sub);

@@ -202,6 +202,36 @@ uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err)
     return FERRY__NONE;
 }
 
+ferry_err ferry__pool_reserve(ferry__pool *p, uint64_t size, uint32_t count, uint64_t *chunk_bytes)
+{
+    uint64_t bytes = class_bytes(p->payload_offset + size);
+    *chunk_bytes = bytes;
+    ferry__class *c = class_find(p, bytes, false);
+    uint32_t have = c ? c->count : 0;
+    uint32_t need = count > have ? count - have : 0;
+    if (need > 0) {
+        /* Checked before carving, so that a refusal leaves the pool as it was. */
+        if ((!c && p->nclasses == FERRY__MAX_CLASSES) || need > p->max_chunks - p->nchunks ||
+            (uint64_t)need > (p->arena_cap - p->arena_used) / bytes)
+            return FERRY_EPOOL;
+        c = class_find(p, bytes, true);
+        for (uint32_t i = 0; i < need; i++) {
+            ferry_err err = carve(p, c);
+            if (err)
+                return err;
+        }
+    }
+    /* Carving touched the new chunks; touch the older ones again too, in case their pages were
+     * reclaimed since (a pool that is not locked in memory). */
+    if (!c)
+        return FERRY_OK;
+    uint16_t cls = (uint16_t)(c - p->classes);
+    for (uint32_t i = 0; i < p->nchunks; i++)
+        if (p->chunks[i].cls == cls)
+            ferry__prefault_write(p->base + p->chunks[i].offset, bytes);
+    return FERRY_OK;
+}
+
 void ferry__pool_put(ferry__pool *p, uint32_t index)
 {
     ferry__chunk *ch = &p->chunks[index];

@@ -77,6 +77,7 @@ struct ferry_publisher {
     uint32_t nattachments;
     uint64_t seq;
     int64_t next_housekeep;
+    bool inactive; /* a lifecycle that is not active: loans and publications refused */
 };
 
 void ferry_publisher_options_init(ferry_publisher_options *o)
@@ -307,6 +308,13 @@ static void wake_subscriber(pconn *c)
         ferry__notifier_signal(c->sub_efd);
 }
 
+/* A paused subscriber (its lifecycle is inactive) is skipped. The word is the subscriber's to
+ * write: whatever it holds decides only what that subscriber receives. */
+static bool paused(const pconn *c)
+{
+    return atomic_load_explicit(&c->hdr->sub_paused, memory_order_relaxed) != 0;
+}
+
 /* Appends a reference to chunk index on c. Returns false when c was dropped. */
 static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
 {
@@ -458,6 +466,8 @@ static void handshake(ferry_publisher *pub, pconn *c)
                       : "no descriptor for the connection segment");
         return;
     }
+    /* Its pages are touched now, not by the first deliveries. */
+    ferry__prefault_write(h, size);
     h->magic = FERRY__CONN_MAGIC;
     h->version = FERRY_PROTOCOL_VERSION;
     h->header_size = sizeof *h;
@@ -850,6 +860,11 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
         return FERRY_EINVAL;
     if (size > pub->opt.max_sample_size)
         return FERRY_ETOOBIG;
+    if (pub->inactive) {
+        ferry__log(pub->node, FERRY_LOG_DEBUG, "%s: loan refused: the publisher's lifecycle is "
+                   "not active", pub->topic);
+        return FERRY_ESTATE;
+    }
     drain_all_returns(pub);
     uint32_t index = ferry__pool_get(&pub->pool, size, &err);
     if (index == FERRY__NONE) {
@@ -917,7 +932,7 @@ static ferry_err wait_for_room(ferry_publisher *pub)
         for (uint32_t k = pub->nactive; k-- > 0 && !full;) {
             pconn *c = &pub->conns[pub->active[k]];
             uint64_t tail;
-            if (c->overflow == FERRY_OVERFLOW_BLOCK && load_tail(pub, c, &tail) &&
+            if (c->overflow == FERRY_OVERFLOW_BLOCK && !paused(c) && load_tail(pub, c, &tail) &&
                 c->head - tail >= c->depth)
                 full = true;
         }
@@ -943,6 +958,11 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
         return FERRY_EINVAL;
     if (size == 0)
         size = ch->loan_size;
+    if (pub->inactive) {
+        ferry__log(pub->node, FERRY_LOG_DEBUG, "%s: publication refused: the publisher's "
+                   "lifecycle is not active (the loan is still yours)", pub->topic);
+        return FERRY_ESTATE;
+    }
     if ((err = wait_for_room(pub)))
         return err;
     ferry__chunk_header *h = ferry__pool_header(&pub->pool, index);
@@ -955,8 +975,11 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     ch->state = FERRY__CHUNK_PUBLISHED;
     ch->refs = 0;
     pub->pool.loaned--;
-    for (uint32_t k = pub->nactive; k-- > 0;)
-        deliver(pub, &pub->conns[pub->active[k]], index, true);
+    for (uint32_t k = pub->nactive; k-- > 0;) {
+        pconn *c = &pub->conns[pub->active[k]];
+        if (!paused(c))
+            deliver(pub, c, index, true);
+    }
     if (pub->opt.history) {
         if (pub->hist_len == pub->opt.history)
             unref(pub, pub->history[pub->hist_head]);
@@ -973,6 +996,44 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
      * sit between a frame and its subscribers. */
     publish_status(pub);
     housekeep_maybe(pub);
+    return FERRY_OK;
+}
+
+ferry_err ferry_publisher_reserve(ferry_publisher *pub, size_t size, uint32_t count)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    if (size == 0 || count == 0)
+        return FERRY_EINVAL;
+    if (size > pub->opt.max_sample_size) {
+        ferry__log(pub->node, FERRY_LOG_WARN, "%s: reserve of %zu-byte samples refused: "
+                   "max_sample_size is %zu", pub->topic, size, pub->opt.max_sample_size);
+        return FERRY_ETOOBIG;
+    }
+    ferry__pool *p = &pub->pool;
+    uint64_t chunk = 0;
+    err = ferry__pool_reserve(p, size, count, &chunk);
+    if (err == FERRY_EPOOL)
+        ferry__log(pub->node, FERRY_LOG_WARN,
+                   "%s: reserve of %u chunks of %llu bytes (for %zu-byte samples) refused: the "
+                   "pool holds %u of max_chunks %u and %llu of pool_bytes %llu in %u of %u size "
+                   "classes", pub->topic, count, (unsigned long long)chunk, size, p->nchunks,
+                   p->max_chunks, (unsigned long long)p->arena_used,
+                   (unsigned long long)p->arena_cap, p->nclasses, FERRY__MAX_CLASSES);
+    else if (err)
+        ferry__log(pub->node, FERRY_LOG_WARN, "%s: reserve of %u chunks of %llu bytes: %s",
+                   pub->topic, count, (unsigned long long)chunk, ferry_strerror(err));
+    sync_stats(pub);
+    return err;
+}
+
+ferry_err ferry__publisher_set_active(ferry_publisher *pub, bool active)
+{
+    ferry_err err = check(pub);
+    if (err)
+        return err;
+    pub->inactive = !active;
     return FERRY_OK;
 }
 

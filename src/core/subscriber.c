@@ -12,7 +12,6 @@
  */
 #include "core/core.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -46,6 +45,7 @@ typedef struct sconn {
     uint64_t table_offset, arena_offset, payload_offset;
     uint64_t rhead; /* private copy of return_head */
     uint64_t *held_bits;
+    uint64_t *seen_bits; /* chunks whose pages are populated here (prefault), in held_bits' block */
     uint32_t held;
     uint32_t armed; /* doorbell value we last set, 0 when none */
     struct attachment {
@@ -81,6 +81,8 @@ struct ferry_subscriber {
     uint32_t refused_next;
     bool rescan;
     bool no_futex; /* the kernel lacks futex_waitv: sleep on the notifier */
+    bool paused;   /* lifecycle not active: publishers skip us, stragglers are given back */
+    uint64_t discarded; /* queued samples given back unread while paused */
     int64_t next_rescan;
     int64_t next_housekeep;
     void *waitset;
@@ -228,6 +230,8 @@ static void conn_gone(ferry_subscriber *sub, sconn *c, bool lost)
     update_stats(sub);
 }
 
+static void discard_queued(ferry_subscriber *sub);
+
 static void conn_fail(ferry_subscriber *sub, sconn *c, const char *why)
 {
     sub->stats.protocol_errors++;
@@ -336,7 +340,8 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     }
     const uint8_t *data = ferry__map(fds[0], data_size, false);
     ferry__conn_header *hdr = ferry__map(fds[1], conn_size, true);
-    uint64_t *bits = calloc((w.max_chunks + 63) / 64, sizeof *bits);
+    /* Two bitmaps in one block: chunks held, chunks already populated (prefault). */
+    uint64_t *bits = calloc(2 * (size_t)((w.max_chunks + 63) / 64), sizeof *bits);
     close(fds[0]);
     close(fds[1]);
     int map_errno = errno;
@@ -376,6 +381,14 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     c->payload_offset = w.payload_offset;
     c->rhead = atomic_load_explicit(&hdr->return_head, memory_order_relaxed);
     c->held_bits = bits;
+    c->seen_bits = bits + (w.max_chunks + 63) / 64;
+    /* The rings' pages are mapped now, not by the first samples (a read populates: shared
+     * memory needs no write fault, and the publisher may be writing already). */
+    ferry__prefault_read(hdr, conn_size);
+    /* A connection made while paused starts paused. What the publisher delivered before it
+     * could see this (history) is given back unread. */
+    if (sub->paused)
+        atomic_store_explicit(&hdr->sub_paused, 1, memory_order_seq_cst);
     c->pub_efd = fds[2];
     c->pub_id = w.publisher_id;
     c->state = SC_ACTIVE;
@@ -472,30 +485,26 @@ static bool known(const ferry_subscriber *sub, const char *name)
     return refused(sub, name);
 }
 
+static void scan_entry(void *arg, const char *name)
+{
+    ferry_subscriber *sub = arg;
+    size_t len = strlen(name);
+    if (len >= 64 || len < 10 || strncmp(name, "pub.", 4) != 0 ||
+        strcmp(name + len - 5, ".sock") != 0)
+        return;
+    if (!known(sub, name))
+        connect_to(sub, name);
+}
+
+/* Lists the topic directory without allocating: it runs every RESCAN_NS, also in a subscriber
+ * whose loop must not touch the heap. */
 static void scan(ferry_subscriber *sub)
 {
     sub->rescan = false;
     sub->next_rescan = ferry__clock_ns() + RESCAN_NS;
-    int fd = dup(sub->dirfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
+    if (ferry__dir_each(sub->dirfd, 4096, scan_entry, sub) != 0)
         ferry__log(sub->node, FERRY_LOG_WARN, "%s: cannot read the topic directory: %s",
                    sub->topic, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    rewinddir(d);
-    struct dirent *e;
-    for (unsigned seen = 0; (e = readdir(d)) != NULL && seen < 4096; seen++) {
-        size_t len = strlen(e->d_name);
-        if (len >= 64 || len < 10 || strncmp(e->d_name, "pub.", 4) != 0 ||
-            strcmp(e->d_name + len - 5, ".sock") != 0)
-            continue;
-        if (!known(sub, e->d_name))
-            connect_to(sub, e->d_name);
-    }
-    closedir(d);
 }
 
 static void rewatch(ferry_subscriber *sub)
@@ -646,6 +655,8 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
         else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS)
             conn_close(sub, c);
     }
+    if (sub->paused)
+        discard_queued(sub);
     publish_status(sub);
     sub->next_housekeep = ferry__clock_ns() + FERRY__HOUSEKEEP_NS;
 }
@@ -662,6 +673,7 @@ typedef struct peeked {
     uint64_t desc;
     ferry__chunk_header h;
     uint64_t offset;
+    uint64_t capacity;
 } peeked;
 
 /* Reads the oldest queued entry of c and checks everything about it. 1: found, 0: empty,
@@ -709,6 +721,7 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
     p->tail = tail;
     p->desc = d;
     p->offset = e.offset;
+    p->capacity = e.capacity;
     return 1;
 }
 
@@ -721,8 +734,42 @@ static void wake_publisher(sconn *c)
         ferry__notifier_signal(c->pub_efd);
 }
 
+/* Hands a chunk reference back to the publisher of the active connection c. */
+static void give_back(ferry_subscriber *sub, sconn *c, uint64_t d)
+{
+    uint64_t tail = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
+    if (c->rhead - tail >= (uint64_t)c->rmask + 1) {
+        conn_fail(sub, c, "return ring counters out of range");
+        return;
+    }
+    atomic_store_explicit(&c->rslots[c->rhead & c->rmask], d, memory_order_relaxed);
+    c->rhead++;
+    /* Release: the slot is written before the publisher sees the new head. */
+    atomic_store_explicit(&c->hdr->return_head, c->rhead, memory_order_release);
+    wake_publisher(c);
+}
+
+/* First sight of a chunk on this connection: map all its pages now, so that reading this
+ * sample and every later one in the chunk does not fault. Once per chunk per connection; the
+ * geometry was checked by peek. */
+static void prefault_chunk(sconn *c, uint32_t index, const peeked *p)
+{
+    uint64_t bit = (uint64_t)1 << (index % 64);
+    if (c->seen_bits[index / 64] & bit)
+        return;
+    c->seen_bits[index / 64] |= bit;
+    uint64_t len = c->payload_offset + p->capacity;
+    uint64_t room = c->data_size - p->offset;
+    len = (len + FERRY__PAGE - 1) / FERRY__PAGE * FERRY__PAGE;
+    ferry__prefault_read(c->data + p->offset, len < room ? len : room);
+}
+
 static bool try_take(ferry_subscriber *sub, ferry_sample *out)
 {
+    if (sub->paused) {
+        discard_queued(sub);
+        return false;
+    }
     for (int attempt = 0; attempt < 64; attempt++) {
         sconn *best = NULL;
         peeked bp = {0}, p;
@@ -753,6 +800,8 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
             continue;
         }
         best->held_bits[index / 64] |= (uint64_t)1 << (index % 64);
+        if (sub->opt.prefault)
+            prefault_chunk(best, index, &bp);
         best->held++;
         sub->held++;
         sub->stats.received++;
@@ -772,8 +821,46 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
     return false;
 }
 
+/* Gives back, unread, everything queued for a paused subscriber: what was there when it paused,
+ * and what a publisher delivered before it saw the pause word. */
+static void discard_queued(ferry_subscriber *sub)
+{
+    for (uint32_t k = sub->nlive; k-- > 0;) {
+        sconn *c = &sub->conns[sub->live[k]];
+        int state = c->state;
+        /* Bounded by the ring's capacity; stops when c fails (it may be closed then). */
+        for (uint32_t n = 0; n <= c->dmask && c->state == state; n++) {
+            peeked p;
+            int r = peek(sub, c, &p);
+            if (r == 2)
+                continue;
+            if (r != 1)
+                break;
+            uint64_t tail = p.tail;
+            if (!atomic_compare_exchange_strong_explicit(&c->hdr->deliver_tail, &tail, p.tail + 1,
+                                                         memory_order_acq_rel,
+                                                         memory_order_acquire))
+                continue;
+            uint32_t index = ferry__desc_index(p.desc);
+            if ((c->held_bits[index / 64] >> (index % 64)) & 1) {
+                conn_fail(sub, c, "delivered a chunk we already hold");
+                break;
+            }
+            sub->discarded++;
+            if (c->state == SC_ACTIVE)
+                give_back(sub, c, p.desc);
+        }
+        if (c->state == state && state == SC_GONE && c->held == 0 && ring_empty(c))
+            conn_close(sub, c);
+    }
+}
+
 bool ferry__subscriber_ready(ferry_subscriber *sub)
 {
+    if (sub->paused) {
+        discard_queued(sub);
+        return false;
+    }
     for (uint32_t k = 0; k < sub->nlive; k++)
         if (!ring_empty(&sub->conns[sub->live[k]]))
             return true;
@@ -962,16 +1049,7 @@ ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
     sub->stats.held = sub->held;
     memset(sample, 0, sizeof *sample);
     if (c->state == SC_ACTIVE) {
-        uint64_t tail = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
-        if (c->rhead - tail >= (uint64_t)c->rmask + 1) {
-            conn_fail(sub, c, "return ring counters out of range");
-            return FERRY_OK;
-        }
-        atomic_store_explicit(&c->rslots[c->rhead & c->rmask], d, memory_order_relaxed);
-        c->rhead++;
-        /* Release: the slot is written before the publisher sees the new head. */
-        atomic_store_explicit(&c->hdr->return_head, c->rhead, memory_order_release);
-        wake_publisher(c);
+        give_back(sub, c, d);
     } else if (c->held == 0 && ring_empty(c)) {
         conn_close(sub, c);
     }
@@ -1033,6 +1111,35 @@ ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd)
     if (!fd)
         return FERRY_EINVAL;
     *fd = sub->epfd;
+    return FERRY_OK;
+}
+
+ferry_err ferry__subscriber_set_paused(ferry_subscriber *sub, bool paused)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    sub->paused = paused;
+    for (uint32_t k = 0; k < sub->nlive; k++) {
+        sconn *c = &sub->conns[sub->live[k]];
+        if (c->state == SC_ACTIVE)
+            atomic_store_explicit(&c->hdr->sub_paused, paused ? 1u : 0u, memory_order_seq_cst);
+    }
+    /* After the words: what a publisher queues from now on is a straggler, given back later. */
+    if (paused)
+        discard_queued(sub);
+    update_stats(sub);
+    return FERRY_OK;
+}
+
+ferry_err ferry__subscriber_discarded(ferry_subscriber *sub, uint64_t *discarded)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!discarded)
+        return FERRY_EINVAL;
+    *discarded = sub->discarded;
     return FERRY_OK;
 }
 

@@ -30,6 +30,12 @@ int ferry__fd_allocate(int fd, uint64_t offset, uint64_t len);
 void *ferry__map(int fd, size_t size, bool writable);          /* shared mapping or NULL */
 void ferry__unmap(void *addr, size_t size);
 void ferry__prefault_write(void *addr, size_t size);           /* best effort */
+/* Maps the pages of a readable range into this process (MADV_POPULATE_READ, or reading one byte
+ * per page on kernels before 5.14). Best effort. */
+void ferry__prefault_read(const void *addr, size_t size);
+/* Calls fn(arg, name) for each entry of the directory dirfd (from its start), up to max entries,
+ * without allocating (getdents64 into a buffer on the stack). */
+int ferry__dir_each(int dirfd, unsigned max, void (*fn)(void *arg, const char *name), void *arg);
 
 /* Seqpacket Unix-domain sockets named relative to a directory descriptor. */
 int ferry__listen_at(int dirfd, const char *name, const char *tmp_name,
@@ -89,5 +95,23 @@ uint64_t ferry__random64(void);
  * share_gid, mode 02770 (new entries inherit the group), and a directory of another owner is
  * accepted when it has that group and mode. EPERM when the checks fail. */
 int ferry__mkdir_checked(const char *path, int64_t share_gid);
+
+/* Real-time controls for the calling thread and process (rt.c gives them their policy).
+ * Thread functions return 0 or an errno value (they do not set errno). */
+int ferry__cpu_online(int cpu);                                 /* 1 online, 0 not, -1 error */
+int ferry__cpu_count(uint32_t *count);                          /* online CPUs */
+int ferry__thread_pin(const int *cpus, size_t n);               /* pthread_setaffinity_np */
+int ferry__thread_fifo(int priority);                           /* SCHED_FIFO, pthread_setschedparam */
+int ferry__fifo_priority_max(void);
+int ferry__lock_memory(void);                                   /* mlockall(CURRENT|FUTURE|ONFAULT) */
+/* Soft limits, UINT64_MAX for unlimited; which: 'r' RLIMIT_RTPRIO, 'l' RLIMIT_MEMLOCK. */
+int ferry__rlimit(char which, uint64_t *soft);
+int ferry__vm_size(uint64_t *bytes);                            /* VmSize of this process */
+int ferry__stack_size(size_t *bytes);      /* the calling thread's stack left below the caller */
+void ferry__prefault_stack(size_t bytes);
+/* Keeps freed heap memory in the process (no trimming, no mmap'd blocks), then allocates and
+ * touches bytes and frees them: later allocations up to that size do not fault. */
+int ferry__prefault_heap(size_t bytes);
+int ferry__page_faults(uint64_t *minor, uint64_t *major);
 
 #endif

@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -12,19 +15,29 @@
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+#define FERRY__PREFAULT_PAGE 4096u
 
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
 #endif
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MCL_ONFAULT
+#define MCL_ONFAULT 4
 #endif
 
 int64_t ferry__clock_ns(void)
@@ -125,6 +138,44 @@ void ferry__prefault_write(void *addr, size_t size)
     for (size_t off = 0; off < size; off += (size_t)page) {
         volatile unsigned char *b = (volatile unsigned char *)addr + off;
         *b = *b;
+    }
+}
+
+void ferry__prefault_read(const void *addr, size_t size)
+{
+    if (madvise((void *)addr, size, MADV_POPULATE_READ) == 0 || errno != EINVAL)
+        return;
+    /* Kernels before 5.14: read one byte per page. */
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned sum = 0;
+    for (size_t off = 0; off < size; off += (size_t)page)
+        sum += *((const volatile unsigned char *)addr + off);
+    (void)sum;
+}
+
+int ferry__dir_each(int dirfd, unsigned max, void (*fn)(void *arg, const char *name), void *arg)
+{
+    /* getdents64 records: u64 inode, s64 offset, u16 length, u8 type, name. */
+    _Alignas(8) char buf[2048];
+    if (lseek(dirfd, 0, SEEK_SET) != 0)
+        return -1;
+    unsigned seen = 0;
+    for (;;) {
+        long n = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        for (long off = 0; off < n;) {
+            unsigned short reclen;
+            memcpy(&reclen, buf + off + 16, sizeof reclen);
+            if (reclen < 20 || reclen > n - off)
+                return 0;
+            if (seen++ >= max)
+                return 0;
+            fn(arg, buf + off + 19);
+            off += reclen;
+        }
     }
 }
 
@@ -500,4 +551,162 @@ int ferry__mkdir_checked(const char *path, int64_t share_gid)
         return 0;
     errno = EPERM;
     return -1;
+}
+
+/* ---- real-time controls ------------------------------------------------------------------ */
+
+/* Reads a small text file into buf (terminated); no allocation. */
+static int read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        errno = e;
+        return -1;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+int ferry__cpu_online(int cpu)
+{
+    if (cpu < 0)
+        return 0;
+    char list[512];
+    if (read_small("/sys/devices/system/cpu/online", list, sizeof list) != 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n < 0 ? -1 : cpu < n;
+    }
+    /* A CPU list: "0-3,6,8-9". */
+    for (const char *p = list; *p >= '0' && *p <= '9';) {
+        char *end;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (*end == '-')
+            hi = strtol(end + 1, &end, 10);
+        if (cpu >= lo && cpu <= hi)
+            return 1;
+        if (*end != ',')
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+int ferry__cpu_count(uint32_t *count)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        return -1;
+    *count = (uint32_t)n;
+    return 0;
+}
+
+int ferry__thread_pin(const int *cpus, size_t n)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (size_t i = 0; i < n; i++) {
+        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE)
+            return EINVAL;
+        CPU_SET(cpus[i], &set);
+    }
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+int ferry__thread_fifo(int priority)
+{
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    sp.sched_priority = priority;
+    return pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+}
+
+int ferry__fifo_priority_max(void)
+{
+    return sched_get_priority_max(SCHED_FIFO);
+}
+
+int ferry__lock_memory(void)
+{
+    return mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) == 0 ? 0 : errno;
+}
+
+int ferry__rlimit(char which, uint64_t *soft)
+{
+    struct rlimit rl;
+    if (getrlimit(which == 'r' ? RLIMIT_RTPRIO : RLIMIT_MEMLOCK, &rl) != 0)
+        return -1;
+    *soft = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    return 0;
+}
+
+int ferry__vm_size(uint64_t *bytes)
+{
+    char buf[256];
+    if (read_small("/proc/self/statm", buf, sizeof buf) != 0)
+        return -1;
+    *bytes = (uint64_t)strtoull(buf, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE);
+    return 0;
+}
+
+int ferry__stack_size(size_t *bytes)
+{
+    pthread_attr_t attr;
+    void *lo = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return -1;
+    int rc = pthread_attr_getstack(&attr, &lo, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0)
+        return -1;
+    /* What is left below this frame. */
+    uintptr_t here = (uintptr_t)&attr;
+    *bytes = here > (uintptr_t)lo ? (size_t)(here - (uintptr_t)lo) : 0;
+    return 0;
+}
+
+__attribute__((noinline)) void ferry__prefault_stack(size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    volatile unsigned char area[bytes];
+    /* From the top down, so the main thread's stack grows one page at a time. */
+    for (size_t off = bytes; off > 0;) {
+        off = off > FERRY__PREFAULT_PAGE ? off - FERRY__PREFAULT_PAGE : 0;
+        area[off] = 0;
+    }
+    __asm__ __volatile__("" : : "r"(area) : "memory");
+}
+
+int ferry__prefault_heap(size_t bytes)
+{
+    /* No trimming of the heap's top and no mmap'd blocks: freed memory stays mapped. Best
+     * effort (a sanitizer's allocator ignores these). */
+    mallopt(M_TRIM_THRESHOLD, -1);
+    mallopt(M_MMAP_MAX, 0);
+    volatile unsigned char *p = malloc(bytes);
+    if (!p)
+        return -1;
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < bytes; off += (size_t)page)
+        p[off] = 0;
+    free((void *)p);
+    return 0;
+}
+
+int ferry__page_faults(uint64_t *minor, uint64_t *major)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    if (minor)
+        *minor = (uint64_t)ru.ru_minflt;
+    if (major)
+        *major = (uint64_t)ru.ru_majflt;
+    return 0;
 }
