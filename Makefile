@@ -4,18 +4,25 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEB_PACKAGES := cmake make gcc libc6-dev pkg-config
+# The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
+BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON.
 TEST_PACKAGES := python3
+# The API reference (make docs).
+DOCS_PACKAGES := doxygen
 
-.PHONY: all deps test-deps install-packages build demo test clean
+.PHONY: all deps test-deps docs-deps demo-deps install-packages build demo test docs clean
 
 all: build
 
 deps:
-	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_PACKAGES)"
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_PACKAGES) $(BRIDGE_PACKAGES)"
 
 test-deps:
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(TEST_PACKAGES)"
+
+docs-deps:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DOCS_PACKAGES)"
 
 install-packages:
 	@missing=""; for p in $(PACKAGES); do \
@@ -30,11 +37,25 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
-	./$(BUILD)/ferry demo
+# The demo draws its latency plot with gnuplot.
+DEMO_PACKAGES := gnuplot-nox
+DEMO_ARGS ?= --plot $(BUILD)/demo-latency.png
+
+demo-deps:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEMO_PACKAGES)"
+
+demo: build demo-deps
+	./$(BUILD)/ferry demo $(DEMO_ARGS)
 
 test: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+# The reference of include/ferry/*.h with README.md as its main page and docs/*.md as pages:
+# $(BUILD)/docs/html/index.html. Undocumented declarations are reported as warnings.
+docs: docs-deps
+	@mkdir -p $(BUILD)/docs
+	FERRY_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
+	@echo "API reference: $(BUILD)/docs/html/index.html"
 
 clean:
 	rm -rf $(BUILD)

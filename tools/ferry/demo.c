@@ -1,18 +1,30 @@
 /*
  * `ferry demo`: the reference workload, self-contained. Simulated cameras (one process each)
- * publish 1280x720 RGB8 frames at 30 fps on /camera/<n>/image_raw; consumer processes take
- * every camera through one waitset, verify every frame and time it. Then the same pipeline runs
- * over the copying shared-memory baseline, and the two are compared. No daemon, no
- * configuration: a private domain directory is made and removed.
+ * publish 1280x720 RGB8 images at 30 fps on /camera/<n>/image_raw and a simulated LiDAR
+ * publishes 64x1024-point clouds at 10 Hz on /lidar/points; consumer processes take every
+ * stream through one waitset, verify every frame and time it; a fusion process pairs camera 0
+ * with the LiDAR by stamp (ferry_sync); with a GPU, a process runs a kernel on every frame of
+ * camera 0. Then the camera pipeline runs over the copying shared-memory baseline, and one table
+ * compares them. No daemon, no configuration: a private domain directory is made and removed.
  *
  * Processes: the parent only orchestrates. Each child reports through its own pipe; the parent
- * reaps every child it forked and kills them all when anything goes wrong.
+ * reaps every child it forked and kills them all when anything goes wrong or on SIGINT.
  */
+#include "demo.h"
+
 #include "bench.h"
-#include "cli.h"
+
+#if defined(__has_include)
+#if __has_include(<ferry/rt.h>)
+#include <ferry/rt.h>
+#define DEMO_HAVE_RT 1
+#endif
+#endif
 
 #include <errno.h>
+#include <getopt.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,432 +32,38 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define NS_PER_S ((int64_t)1000000000)
-#define NS_PER_MS ((int64_t)1000000)
+#define MAX_PROCS (DEMO_MAX_CAMERAS + DEMO_MAX_CONSUMERS + 3)
+#define MAX_CPUS 1024
 
-#define FPS 30
-#define FRAME_BYTES ((size_t)1280 * 720 * 3)
-#define QUEUE_DEPTH 4
-#define MAX_CAMERAS 16
-#define MAX_CONSUMERS 16
-#define CONNECT_NS (20 * NS_PER_S)
-#define FIRST_FRAME_NS (20 * NS_PER_S)
-#define IDLE_NS (3 * NS_PER_S)
-
-typedef enum pipeline { PIPE_FERRY, PIPE_SHM } pipeline;
-
-static const char *const pipeline_names[] = {"ferry zero-copy", "shm-copy baseline"};
-
-typedef struct demo_cfg {
-    pipeline kind;
-    uint32_t cameras, consumers;
-    uint64_t frames; /* per camera */
-    cli_where where;
-    bench_shm_bus *bus;
-} demo_cfg;
-
-/* Camera -> parent, after its last frame. */
-typedef struct cam_result {
-    int32_t status;
-    uint32_t camera;
-    uint64_t published;
-    int64_t xport_cpu_ns; /* loan + publish, or the copy into the ring */
-    int64_t fill_cpu_ns;  /* drawing the frame */
-} cam_result;
-
-/* Consumer -> parent: a head, then per camera a con_cam followed by its latencies. */
-typedef struct con_head {
-    int32_t status;
-    uint32_t cameras;
-    int64_t total_cpu_ns;
-    int64_t verify_cpu_ns;
-} con_head;
-
-typedef struct con_cam {
-    uint64_t received, dropped, corrupt, disorder, lat_count;
-} con_cam;
-
-#define MSG_READY 'R'
-#define MSG_FAIL 'F'
-#define MSG_QUIT 'Q'
+static const char *const pipeline_names[] = {"ferry", "shm-copy"};
+static const char *const pipeline_long[] = {"ferry zero-copy", "shm-copy baseline"};
 
 /* ---------------------------------------------------------------------------------------------
- * Cameras
+ * Children
  * ------------------------------------------------------------------------------------------- */
 
-static void topic_name(char *out, size_t cap, uint32_t cam)
-{
-    snprintf(out, cap, "/camera/%u/image_raw", (unsigned)cam);
-}
-
-/* Waits for len bytes on the control pipe; a ferry publisher keeps doing housekeeping. */
-static int camera_wait_ctl(ferry_publisher *pub, int ctl, void *buf, size_t len)
-{
-    int pub_fd = -1;
-    if (pub && ferry_publisher_fd(pub, &pub_fd) != FERRY_OK)
-        pub_fd = -1;
-    for (;;) {
-        struct pollfd pfd[2] = {{.fd = ctl, .events = POLLIN}, {.fd = pub_fd, .events = POLLIN}};
-        int r = poll(pfd, pub_fd >= 0 ? 2 : 1, 100);
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (pub)
-            ferry_publisher_poll(pub, 0);
-        if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP)))
-            return bench_read_full(ctl, buf, len, -1);
-    }
-}
-
-static int camera_main(const demo_cfg *c, uint32_t cam, int res, int ctl)
-{
-    cam_result out = {.status = -1, .camera = cam};
-    char topic[64];
-    topic_name(topic, sizeof topic, cam);
-    ferry_node *node = NULL;
-    ferry_publisher *pub = NULL;
-    char *own = NULL;
-    char msg = MSG_FAIL;
-    ferry_err err;
-
-    if (c->kind == PIPE_FERRY) {
-        char name[32];
-        snprintf(name, sizeof name, "camera%u", (unsigned)cam);
-        if (cli_node(&c->where, name, &node) != FERRY_OK)
-            goto fail;
-        ferry_publisher_options po;
-        ferry_publisher_options_init(&po);
-        po.max_sample_size = FRAME_BYTES;
-        err = ferry_publisher_create(&pub, node, topic, CLI_FRAME_TYPE, ferry_hash(CLI_FRAME_TYPE),
-                                     &po);
-        if (err) {
-            cli_fail("demo", 1, "%s: publisher: %s", topic, ferry_strerror(err));
-            goto fail;
-        }
-        err = ferry_publisher_wait_subscribers(pub, c->consumers, CONNECT_NS);
-        if (err) {
-            cli_fail("demo", 1, "%s: waiting for %u consumers: %s", topic, c->consumers,
-                     ferry_strerror(err));
-            goto fail;
-        }
-    } else {
-        own = malloc(FRAME_BYTES);
-        if (!own)
-            goto fail;
-        bench_prefault(own, FRAME_BYTES);
-    }
-    msg = MSG_READY;
-    if (bench_write_full(res, &msg, 1) != 0)
-        goto out;
-    int64_t start;
-    if (camera_wait_ctl(pub, ctl, &start, sizeof start) != 0)
-        goto out;
-
-    const int64_t period = NS_PER_S / FPS;
-    for (uint64_t k = 0; k < c->frames; k++) {
-        cli_sleep_until(start + (int64_t)k * period);
-        int64_t c0 = cli_cpu_ns(), c1, c2;
-        if (c->kind == PIPE_FERRY) {
-            void *buf;
-            err = ferry_loan(pub, FRAME_BYTES, &buf);
-            if (err) {
-                cli_fail("demo", 1, "%s: loan: %s", topic, ferry_strerror(err));
-                goto out;
-            }
-            c1 = cli_cpu_ns();
-            cli_frame_fill(buf, FRAME_BYTES, k + 1, true);
-            c2 = cli_cpu_ns();
-            err = ferry_publish(pub, buf, 0);
-            if (err) {
-                ferry_loan_release(pub, buf);
-                cli_fail("demo", 1, "%s: publish: %s", topic, ferry_strerror(err));
-                goto out;
-            }
-        } else {
-            c1 = c0;
-            cli_frame_fill(own, FRAME_BYTES, k + 1, true);
-            c2 = cli_cpu_ns();
-            bench_shm_send(c->bus, cam, own, FRAME_BYTES);
-        }
-        int64_t c3 = cli_cpu_ns();
-        out.xport_cpu_ns += (c1 - c0) + (c3 - c2);
-        out.fill_cpu_ns += c2 - c1;
-        out.published++;
-    }
-    out.status = 0;
-    if (bench_write_full(res, &out, sizeof out) != 0)
-        goto out;
-    /* Stay alive until every consumer is done: queued frames live in this process's pool. */
-    camera_wait_ctl(pub, ctl, &msg, 1);
-    goto done;
-
-fail:
-    bench_write_full(res, &msg, 1);
-    goto done;
-out:
-    if (out.status != 0)
-        bench_write_full(res, &out, sizeof out);
-done:
-    if (pub && (err = ferry_publisher_destroy(pub)) != FERRY_OK)
-        cli_fail("demo", 1, "%s: publisher destroy: %s", topic, ferry_strerror(err));
-    if (node && (err = ferry_node_destroy(node)) != FERRY_OK)
-        cli_fail("demo", 1, "camera node destroy: %s", ferry_strerror(err));
-    free(own);
-    return out.status == 0 ? 0 : 1;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Consumers
- * ------------------------------------------------------------------------------------------- */
-
-typedef struct consumer {
-    const demo_cfg *c;
-    con_cam cam[MAX_CAMERAS];
-    cli_lat lat[MAX_CAMERAS];
-    uint64_t last_seq[MAX_CAMERAS];
-    bool done[MAX_CAMERAS];
-    uint32_t done_count;
-    int64_t verify_cpu_ns;
-    int64_t last_frame_ns;
-} consumer;
-
-static void consumer_frame(consumer *k, uint32_t cam, const void *data, size_t size,
-                           int64_t recv_ns)
-{
-    cli_frame_header h;
-    k->last_frame_ns = recv_ns;
-    int64_t v0 = cli_cpu_ns();
-    bool ok = size == FRAME_BYTES && cli_frame_verify(data, size);
-    k->verify_cpu_ns += cli_cpu_ns() - v0;
-    con_cam *s = &k->cam[cam];
-    if (!ok) {
-        s->corrupt++;
-        return;
-    }
-    memcpy(&h, data, sizeof h);
-    s->received++;
-    cli_lat_add(&k->lat[cam], recv_ns - h.send_ns);
-    if (h.sequence <= k->last_seq[cam])
-        s->disorder++;
-    k->last_seq[cam] = h.sequence;
-    if (h.sequence == k->c->frames && !k->done[cam]) {
-        k->done[cam] = true;
-        k->done_count++;
-    }
-}
-
-/* true while frames are still expected and have not stopped coming. */
-static bool consumer_waiting(const consumer *k, int64_t started)
-{
-    if (k->done_count == k->c->cameras)
-        return false;
-    int64_t now = bench_now_ns();
-    if (k->last_frame_ns == 0)
-        return now - started < FIRST_FRAME_NS;
-    return now - k->last_frame_ns < IDLE_NS;
-}
-
-static int consumer_ferry(consumer *k, uint32_t index, int res)
-{
-    const demo_cfg *c = k->c;
-    ferry_node *node = NULL;
-    ferry_waitset *ws = NULL;
-    ferry_subscriber *subs[MAX_CAMERAS] = {NULL};
-    bool in_ws[MAX_CAMERAS] = {false};
-    char name[32], topic[64];
-    ferry_err err = FERRY_OK;
-    int status = -1;
-
-    snprintf(name, sizeof name, "consumer%u", (unsigned)index);
-    if (cli_node(&c->where, name, &node) != FERRY_OK)
-        goto fail;
-    if ((err = ferry_waitset_create(&ws, node)) != FERRY_OK) {
-        cli_fail("demo", 1, "waitset: %s", ferry_strerror(err));
-        goto fail;
-    }
-    ferry_subscriber_options so;
-    ferry_subscriber_options_init(&so);
-    so.depth = QUEUE_DEPTH;
-    so.overflow = FERRY_OVERFLOW_DROP_OLDEST;
-    for (uint32_t cam = 0; cam < c->cameras; cam++) {
-        topic_name(topic, sizeof topic, cam);
-        err = ferry_subscriber_create(&subs[cam], node, topic, CLI_FRAME_TYPE,
-                                      ferry_hash(CLI_FRAME_TYPE), &so);
-        if (err == FERRY_OK) {
-            err = ferry_waitset_add(ws, subs[cam], (void *)(uintptr_t)(cam + 1));
-            in_ws[cam] = err == FERRY_OK;
-        }
-        if (err) {
-            cli_fail("demo", 1, "%s: subscriber: %s", topic, ferry_strerror(err));
-            goto fail;
-        }
-    }
-    for (uint32_t cam = 0; cam < c->cameras; cam++) {
-        err = ferry_subscriber_wait_publishers(subs[cam], 1, CONNECT_NS);
-        if (err) {
-            topic_name(topic, sizeof topic, cam);
-            cli_fail("demo", 1, "%s: waiting for the camera: %s", topic, ferry_strerror(err));
-            goto fail;
-        }
-    }
-    char msg = MSG_READY;
-    if (bench_write_full(res, &msg, 1) != 0)
-        goto out;
-
-    int64_t started = bench_now_ns();
-    while (consumer_waiting(k, started)) {
-        void *ready[MAX_CAMERAS];
-        size_t n = 0;
-        err = ferry_waitset_wait(ws, 100 * NS_PER_MS, ready, MAX_CAMERAS, &n);
-        if (err == FERRY_ETIMEDOUT)
-            continue;
-        if (err) {
-            cli_fail("demo", 1, "waitset wait: %s", ferry_strerror(err));
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++) {
-            uint32_t cam = (uint32_t)((uintptr_t)ready[i] - 1);
-            if (cam >= c->cameras)
-                continue;
-            /* Take until EAGAIN: that re-arms the subscriber's descriptor. */
-            for (;;) {
-                ferry_sample s;
-                err = ferry_take(subs[cam], &s);
-                if (err == FERRY_EAGAIN)
-                    break;
-                if (err) {
-                    cli_fail("demo", 1, "take: %s", ferry_strerror(err));
-                    goto out;
-                }
-                consumer_frame(k, cam, s.data, s.size, ferry_now().ns);
-                if ((err = ferry_release(subs[cam], &s)) != FERRY_OK) {
-                    cli_fail("demo", 1, "release: %s", ferry_strerror(err));
-                    goto out;
-                }
-            }
-        }
-    }
-    status = 0;
-out:
-    for (uint32_t cam = 0; cam < c->cameras; cam++) {
-        ferry_subscriber_stats st;
-        if (subs[cam] && ferry_subscriber_stats_get(subs[cam], &st) == FERRY_OK)
-            k->cam[cam].dropped = st.dropped;
-    }
-    goto teardown;
-fail:
-    msg = MSG_FAIL;
-    bench_write_full(res, &msg, 1);
-teardown:
-    for (uint32_t cam = 0; cam < c->cameras; cam++) {
-        if (in_ws[cam])
-            ferry_waitset_remove(ws, subs[cam]);
-        if (subs[cam] && (err = ferry_subscriber_destroy(subs[cam])) != FERRY_OK)
-            cli_fail("demo", 1, "subscriber destroy: %s", ferry_strerror(err));
-    }
-    if (ws && (err = ferry_waitset_destroy(ws)) != FERRY_OK)
-        cli_fail("demo", 1, "waitset destroy: %s", ferry_strerror(err));
-    if (node && (err = ferry_node_destroy(node)) != FERRY_OK)
-        cli_fail("demo", 1, "consumer node destroy: %s", ferry_strerror(err));
-    return status;
-}
-
-static int consumer_shm(consumer *k, uint32_t index, int res)
-{
-    const demo_cfg *c = k->c;
-    char *own = malloc(FRAME_BYTES);
-    char msg = own ? MSG_READY : MSG_FAIL;
-    if (bench_write_full(res, &msg, 1) != 0 || !own) {
-        free(own);
-        return -1;
-    }
-    bench_prefault(own, FRAME_BYTES);
-    int status = 0;
-    int64_t started = bench_now_ns();
-    while (consumer_waiting(k, started)) {
-        uint32_t cam;
-        size_t size;
-        int rc = bench_shm_recv(c->bus, index, own, FRAME_BYTES, &cam, &size, 100 * NS_PER_MS);
-        if (rc == 1)
-            continue;
-        if (rc != 0) {
-            status = -1;
-            break;
-        }
-        consumer_frame(k, cam, own, size, bench_now_ns());
-    }
-    for (uint32_t cam = 0; cam < c->cameras; cam++)
-        k->cam[cam].dropped = bench_shm_dropped(c->bus, index, cam);
-    free(own);
-    return status;
-}
-
-static int consumer_main(const demo_cfg *c, uint32_t index, int res)
-{
-    consumer *k = calloc(1, sizeof *k);
-    if (!k)
-        return 1;
-    k->c = c;
-    for (uint32_t cam = 0; cam < c->cameras; cam++)
-        if (!cli_lat_init(&k->lat[cam], c->frames)) {
-            char msg = MSG_FAIL;
-            bench_write_full(res, &msg, 1);
-            return 1;
-        }
-    int64_t cpu0 = cli_cpu_ns();
-    int status = c->kind == PIPE_FERRY ? consumer_ferry(k, index, res)
-                                       : consumer_shm(k, index, res);
-    con_head head = {.status = status, .cameras = c->cameras,
-                     .total_cpu_ns = cli_cpu_ns() - cpu0, .verify_cpu_ns = k->verify_cpu_ns};
-    int rc = bench_write_full(res, &head, sizeof head);
-    for (uint32_t cam = 0; cam < c->cameras && rc == 0; cam++) {
-        k->cam[cam].lat_count = k->lat[cam].count;
-        rc = bench_write_full(res, &k->cam[cam], sizeof k->cam[cam]);
-        if (rc == 0 && k->lat[cam].count)
-            rc = bench_write_full(res, k->lat[cam].ns, k->lat[cam].count * sizeof(int64_t));
-        cli_lat_free(&k->lat[cam]);
-    }
-    free(k);
-    return rc == 0 && status == 0 ? 0 : 1;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The parent: fork, start, collect, reap
- * ------------------------------------------------------------------------------------------- */
-
-typedef struct cam_report {
-    uint64_t published, expected, received, dropped, corrupt, disorder;
-    int64_t missing;
-    double p50_us, p99_us, max_us;
-    double pub_cpu_us, fill_cpu_us;
-} cam_report;
-
-typedef struct demo_report {
-    cam_report cam[MAX_CAMERAS];
-    cam_report all;
-    double sub_cpu_us, verify_cpu_us;
-    bool ran;      /* the pipeline ran to the end */
-    bool verified; /* every frame verified, none missing */
-} demo_report;
+typedef struct proc {
+    pid_t pid;
+    int res, ctl;
+    demo_role role;
+    uint32_t index;
+    demo_rt_note rt;
+} proc;
 
 typedef struct children {
-    pid_t pid[MAX_CAMERAS + MAX_CONSUMERS];
-    int res[MAX_CAMERAS + MAX_CONSUMERS]; /* cameras first, then consumers */
-    int ctl[MAX_CAMERAS];
+    proc p[MAX_PROCS];
     size_t count;
 } children;
 
 static void close_all(children *ch)
 {
-    for (size_t i = 0; i < MAX_CAMERAS + MAX_CONSUMERS; i++)
-        if (ch->res[i] >= 0) {
-            close(ch->res[i]);
-            ch->res[i] = -1;
-        }
-    for (size_t i = 0; i < MAX_CAMERAS; i++)
-        if (ch->ctl[i] >= 0) {
-            close(ch->ctl[i]);
-            ch->ctl[i] = -1;
-        }
+    for (size_t i = 0; i < ch->count; i++) {
+        if (ch->p[i].res >= 0)
+            close(ch->p[i].res);
+        if (ch->p[i].ctl >= 0)
+            close(ch->p[i].ctl);
+        ch->p[i].res = ch->p[i].ctl = -1;
+    }
 }
 
 /* SIGINT/SIGTERM end the run early: the handler kills the children (async-signal-safe), the
@@ -459,19 +77,93 @@ static void on_signal(int sig)
     interrupted = 1;
     children *ch = running;
     if (ch)
-        for (size_t i = 0; i < MAX_CAMERAS + MAX_CONSUMERS; i++)
-            if (ch->pid[i] > 0)
-                kill(ch->pid[i], SIGKILL);
+        for (size_t i = 0; i < ch->count; i++)
+            if (ch->p[i].pid > 0)
+                kill(ch->p[i].pid, SIGKILL);
 }
 
-/* Forks child number slot (cameras first); returns false when it could not. */
-static bool spawn(const demo_cfg *c, children *ch, size_t slot)
+static const char *role_name(demo_role r)
 {
+    switch (r) {
+    case DEMO_CAMERA:
+        return "camera";
+    case DEMO_LIDAR:
+        return "lidar";
+    case DEMO_CONSUMER:
+        return "consumer";
+    case DEMO_FUSION:
+        return "fusion";
+    case DEMO_GPU:
+        return "GPU consumer";
+    }
+    return "process";
+}
+
+/* In the child: the real-time controls asked for, applied to the process's only thread. When
+ * something is refused the rest is applied without it, and the note says what. */
+static void child_rt(const demo_cfg *c, size_t slot, demo_rt_note *n)
+{
+    memset(n, 0, sizeof *n);
+    n->asked = c->rt ? 2 : c->pin ? 1 : 0;
+    n->cpu = -1;
+#ifdef DEMO_HAVE_RT
+    n->available = 1;
+    if (!n->asked || c->ncpus == 0)
+        return;
+    int cpu = c->cpus[slot % c->ncpus];
+    ferry_rt_options o;
+    ferry_rt_options_init(&o);
+    o.cpus = &cpu;
+    o.ncpus = 1;
+    if (c->rt) {
+        o.fifo_priority = DEMO_FIFO_PRIORITY;
+        o.lock_memory = true;
+        o.prefault_stack_bytes = (size_t)256 << 10;
+        o.prefault_heap_bytes = (size_t)8 << 20;
+    }
+    /* ferry_rt_apply stops at the first refusal: leave that step out and apply the rest. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        ferry_rt_report rep;
+        memset(&rep, 0, sizeof rep);
+        ferry_err err = ferry_rt_apply(&o, &rep);
+        n->pinned |= rep.pinned;
+        n->fifo |= rep.fifo;
+        n->locked |= rep.locked;
+        n->prefaulted |= rep.prefaulted;
+        if (err == FERRY_OK)
+            break;
+        if (!n->failed_errno) {
+            n->failed_errno = rep.failed_errno ? rep.failed_errno : -1;
+            snprintf(n->message, sizeof n->message, "%s",
+                     rep.message[0] ? rep.message : ferry_strerror(err));
+        }
+        if (o.ncpus && !rep.pinned)
+            o.ncpus = 0;
+        else if (o.fifo_priority && !rep.fifo)
+            o.fifo_priority = 0;
+        else if (o.lock_memory && !rep.locked)
+            o.lock_memory = false;
+        else
+            break;
+    }
+    if (n->pinned)
+        n->cpu = cpu;
+#else
+    (void)slot;
+    (void)c;
+#endif
+}
+
+/* Forks the next child; returns false when it could not. */
+static bool spawn(const demo_cfg *c, children *ch, demo_role role, uint32_t index)
+{
+    if (ch->count >= MAX_PROCS)
+        return false;
     int res[2], ctl[2] = {-1, -1};
-    bool camera = slot < c->cameras;
+    bool source = role == DEMO_CAMERA || role == DEMO_LIDAR;
     if (pipe(res) != 0)
         return false;
-    if (camera && pipe(ctl) != 0) {
+    if (source && pipe(ctl) != 0) {
         close(res[0]);
         close(res[1]);
         return false;
@@ -479,11 +171,12 @@ static bool spawn(const demo_cfg *c, children *ch, size_t slot)
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
+    size_t slot = ch->count;
     pid_t pid = fork();
     if (pid < 0) {
         close(res[0]);
         close(res[1]);
-        if (camera) {
+        if (source) {
             close(ctl[0]);
             close(ctl[1]);
         }
@@ -496,19 +189,44 @@ static bool spawn(const demo_cfg *c, children *ch, size_t slot)
         /* Other children's pipe ends stay with the parent. */
         close_all(ch);
         close(res[0]);
-        if (camera)
+        if (source)
             close(ctl[1]);
-        int rc = camera ? camera_main(c, (uint32_t)slot, res[1], ctl[0])
-                        : consumer_main(c, (uint32_t)(slot - c->cameras), res[1]);
+        demo_rt_note note;
+        child_rt(c, slot, &note);
+        if (bench_write_full(res[1], &note, sizeof note) != 0)
+            _exit(1);
+        int rc = 1;
+        switch (role) {
+        case DEMO_CAMERA:
+            rc = demo_camera_main(c, index, res[1], ctl[0]);
+            break;
+        case DEMO_LIDAR:
+            rc = demo_lidar_main(c, res[1], ctl[0]);
+            break;
+        case DEMO_CONSUMER:
+            rc = demo_consumer_main(c, index, res[1]);
+            break;
+        case DEMO_FUSION:
+            rc = demo_fusion_main(c, res[1]);
+            break;
+        case DEMO_GPU:
+#ifdef FERRY_HAVE_GPU
+            rc = demo_gpu_main(c, res[1]);
+#endif
+            break;
+        }
         _exit(rc);
     }
     close(res[1]);
-    ch->res[slot] = res[0];
-    if (camera) {
+    if (source)
         close(ctl[0]);
-        ch->ctl[slot] = ctl[1];
-    }
-    ch->pid[slot] = pid;
+    proc *p = &ch->p[slot];
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    p->res = res[0];
+    p->ctl = source ? ctl[1] : -1;
+    p->role = role;
+    p->index = index;
     ch->count = slot + 1;
     return true;
 }
@@ -517,46 +235,201 @@ static bool spawn(const demo_cfg *c, children *ch, size_t slot)
 static bool reap(children *ch, bool kill_first)
 {
     bool ok = true;
+    for (size_t i = 0; i < ch->count; i++)
+        if (kill_first && ch->p[i].pid > 0)
+            kill(ch->p[i].pid, SIGKILL);
     for (size_t i = 0; i < ch->count; i++) {
-        if (ch->pid[i] <= 0)
-            continue;
-        if (kill_first)
-            kill(ch->pid[i], SIGKILL);
-    }
-    for (size_t i = 0; i < ch->count; i++) {
-        if (ch->pid[i] <= 0)
+        if (ch->p[i].pid <= 0)
             continue;
         int st;
         pid_t r;
-        while ((r = waitpid(ch->pid[i], &st, 0)) < 0 && errno == EINTR) {
+        while ((r = waitpid(ch->p[i].pid, &st, 0)) < 0 && errno == EINTR) {
         }
         if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
             ok = false;
-        ch->pid[i] = 0;
+        ch->p[i].pid = 0;
     }
     return ok;
 }
 
-static int read_consumer(const demo_cfg *c, int fd, int64_t deadline, cli_lat *lat,
-                         demo_report *rep, double *xport_ns, double *verify_ns, uint64_t *frames)
+/* ---------------------------------------------------------------------------------------------
+ * What the parent keeps
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct row {
+    char name[64];
+    uint64_t published, expected, received, dropped, corrupt, disorder;
+    int64_t missing;
+    double p50_us, p99_us, max_us;
+    double pub_cpu_us, sub_cpu_us;
+    int64_t device_allocs; /* -1: not relevant */
+    demo_lat_rec *recs;
+    size_t nrecs, caprecs;
+} row;
+
+typedef struct report {
+    demo_pipeline kind;
+    bool ran, verified;
+    int64_t start_ns;
+    uint32_t nstreams; /* cameras, then the LiDAR */
+    row s[DEMO_MAX_STREAMS];
+    row cams;          /* every camera together */
+    double fill_cpu_us, verify_cpu_us;
+    /* GPU consumer */
+    bool gpu_asked, gpu_ran;
+    char gpu_skip[128];
+    row gpu;
+    demo_gpu_result gr;
+    /* fusion */
+    bool fusion_ran;
+    demo_fusion_result fr;
+    double skew_p50_ms, skew_max_ms;
+    /* real-time controls */
+    uint32_t procs, pinned, fifo, locked, prefaulted;
+    bool rt_available;
+    char rt_message[256];
+} report;
+
+static bool row_alloc(row *r, size_t cap)
 {
-    con_head head;
-    if (bench_read_full(fd, &head, sizeof head, deadline) != 0 || head.cameras != c->cameras)
+    r->caprecs = cap;
+    r->nrecs = 0;
+    r->recs = cap ? malloc(cap * sizeof *r->recs) : NULL;
+    return cap == 0 || r->recs != NULL;
+}
+
+static void row_add(row *r, const demo_lat_rec *rec)
+{
+    if (r->nrecs < r->caprecs)
+        r->recs[r->nrecs++] = *rec;
+}
+
+static void row_latency(row *r)
+{
+    cli_lat l;
+    if (!cli_lat_init(&l, r->nrecs))
+        return;
+    for (size_t i = 0; i < r->nrecs; i++)
+        cli_lat_add(&l, r->recs[i].lat_ns);
+    r->p50_us = (double)cli_lat_pct(&l, 50.0) / 1000.0;
+    r->p99_us = (double)cli_lat_pct(&l, 99.0) / 1000.0;
+    r->max_us = (double)cli_lat_max(&l) / 1000.0;
+    cli_lat_free(&l);
+}
+
+static void report_free(report *rep)
+{
+    for (uint32_t i = 0; i < DEMO_MAX_STREAMS; i++)
+        free(rep->s[i].recs);
+    free(rep->cams.recs);
+    free(rep->gpu.recs);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Progress (a terminal only)
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct progress {
+    bool on;
+    const demo_cfg *c;
+    int64_t start_ns, end_ns, last_ns;
+    bool shown;
+} progress;
+
+typedef struct counts {
+    uint64_t published, taken, dropped;
+} counts;
+
+static bool count_endpoint(void *arg, const ferry_endpoint_info *info)
+{
+    counts *n = arg;
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER) {
+        n->published += info->pub.published;
+    } else {
+        n->taken += info->sub.received;
+        n->dropped += info->sub.dropped;
+    }
+    return true;
+}
+
+static void progress_tick(progress *pg, bool force)
+{
+    if (!pg->on)
+        return;
+    int64_t now = bench_now_ns();
+    if (!force && now - pg->last_ns < 250 * DEMO_NS_PER_MS)
+        return;
+    pg->last_ns = now;
+    double t = now < pg->start_ns ? 0.0 : (double)(now - pg->start_ns) / 1e9;
+    double total = (double)(pg->end_ns - pg->start_ns) / 1e9;
+    if (t > total)
+        t = total;
+    printf("\r\033[K  %s: %.1f / %.1f s", pipeline_long[pg->c->kind], t, total);
+    if (pg->c->kind == DEMO_FERRY) {
+        counts n = {0, 0, 0};
+        ferry_inspect(pg->c->where.dir, pg->c->where.domain, NULL, count_endpoint, &n);
+        printf("   frames published %llu, taken %llu, dropped %llu",
+               (unsigned long long)n.published, (unsigned long long)n.taken,
+               (unsigned long long)n.dropped);
+    }
+    fflush(stdout);
+    pg->shown = true;
+}
+
+static void progress_clear(progress *pg)
+{
+    if (pg->on && pg->shown) {
+        printf("\r\033[K");
+        fflush(stdout);
+        pg->shown = false;
+    }
+}
+
+/* Waits until fd is readable (or closed), ticking the progress line; false at the deadline. */
+static bool wait_readable(int fd, int64_t deadline, progress *pg)
+{
+    for (;;) {
+        progress_tick(pg, false);
+        int64_t left = deadline - bench_now_ns();
+        if (left <= 0)
+            return false;
+        int ms = left > 250 * DEMO_NS_PER_MS ? 250 : (int)(left / DEMO_NS_PER_MS) + 1;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = poll(&pfd, 1, ms);
+        if (r < 0 && errno != EINTR)
+            return false;
+        if (interrupted)
+            return false;
+        if (r > 0)
+            return true;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading the children's reports
+ * ------------------------------------------------------------------------------------------- */
+
+static int read_consumer(const demo_cfg *c, int fd, int64_t deadline, report *rep,
+                         double *xport_ns, double *verify_ns, uint64_t *frames)
+{
+    demo_con_head head;
+    if (bench_read_full(fd, &head, sizeof head, deadline) != 0 || head.streams != rep->nstreams)
         return -1;
-    int status = head.status;
     uint64_t got = 0;
-    for (uint32_t cam = 0; cam < c->cameras; cam++) {
-        con_cam s;
-        if (bench_read_full(fd, &s, sizeof s, deadline) != 0 || s.lat_count > c->frames)
+    for (uint32_t i = 0; i < rep->nstreams; i++) {
+        demo_stream_result s;
+        uint64_t expect = i < c->cameras ? c->frames : c->lidar_frames;
+        if (bench_read_full(fd, &s, sizeof s, deadline) != 0 || s.lat_count > expect)
             return -1;
-        for (uint64_t i = 0; i < s.lat_count; i++) {
-            int64_t ns;
-            if (bench_read_full(fd, &ns, sizeof ns, deadline) != 0)
+        row *r = &rep->s[i];
+        for (uint64_t k = 0; k < s.lat_count; k++) {
+            demo_lat_rec rec;
+            if (bench_read_full(fd, &rec, sizeof rec, deadline) != 0)
                 return -1;
-            cli_lat_add(&lat[cam], ns);
-            cli_lat_add(&lat[MAX_CAMERAS], ns);
+            row_add(r, &rec);
+            if (i < c->cameras)
+                row_add(&rep->cams, &rec);
         }
-        cam_report *r = &rep->cam[cam];
         r->received += s.received;
         r->dropped += s.dropped;
         r->corrupt += s.corrupt;
@@ -566,95 +439,247 @@ static int read_consumer(const demo_cfg *c, int fd, int64_t deadline, cli_lat *l
     *xport_ns += (double)(head.total_cpu_ns - head.verify_cpu_ns);
     *verify_ns += (double)head.verify_cpu_ns;
     *frames += got;
-    return status;
+    return head.status;
 }
 
-static void fill_latency(cam_report *r, cli_lat *l)
+static int read_fusion(const demo_cfg *c, int fd, int64_t deadline, report *rep)
 {
-    r->p50_us = (double)cli_lat_pct(l, 50.0) / 1000.0;
-    r->p99_us = (double)cli_lat_pct(l, 99.0) / 1000.0;
-    r->max_us = (double)cli_lat_max(l) / 1000.0;
+    demo_fusion_result *f = &rep->fr;
+    if (bench_read_full(fd, f, sizeof *f, deadline) != 0 || f->skew_count > c->lidar_frames)
+        return -1;
+    cli_lat l;
+    if (!cli_lat_init(&l, f->skew_count))
+        return -1;
+    int rc = 0;
+    for (uint64_t i = 0; i < f->skew_count && rc == 0; i++) {
+        int64_t ns;
+        rc = bench_read_full(fd, &ns, sizeof ns, deadline);
+        cli_lat_add(&l, ns);
+    }
+    rep->skew_p50_ms = (double)cli_lat_pct(&l, 50.0) / 1e6;
+    rep->skew_max_ms = (double)cli_lat_max(&l) / 1e6;
+    cli_lat_free(&l);
+    rep->fusion_ran = rc == 0 && f->status == 0;
+    return rc == 0 ? f->status : -1;
 }
 
-static void run_pipeline(const demo_cfg *c, demo_report *rep)
+static int read_gpu(const demo_cfg *c, int fd, int64_t deadline, report *rep)
 {
-    memset(rep, 0, sizeof *rep);
+    demo_gpu_result *g = &rep->gr;
+    if (bench_read_full(fd, g, sizeof *g, deadline) != 0 || g->lat_count > c->frames)
+        return -1;
+    g->device[sizeof g->device - 1] = '\0';
+    for (uint64_t i = 0; i < g->lat_count; i++) {
+        demo_lat_rec rec;
+        if (bench_read_full(fd, &rec, sizeof rec, deadline) != 0)
+            return -1;
+        row_add(&rep->gpu, &rec);
+    }
+    row *r = &rep->gpu;
+    r->received = g->received;
+    r->dropped = g->dropped;
+    r->corrupt = g->corrupt + g->mismatches;
+    r->disorder = g->disorder;
+    r->device_allocs = (int64_t)g->device_allocs;
+    r->sub_cpu_us = g->received ? (double)(g->cpu_ns - g->check_cpu_ns) / 1000.0 /
+                                      (double)g->received
+                                : 0;
+    rep->gpu_ran = g->status == 0;
+    return g->status;
+}
+
+/* Reads a child's rt note and its first status byte. */
+static char read_start(proc *p, int64_t deadline, progress *pg)
+{
+    char msg = 0;
+    if (!wait_readable(p->res, deadline, pg) ||
+        bench_read_full(p->res, &p->rt, sizeof p->rt, deadline) != 0 ||
+        bench_read_full(p->res, &msg, 1, deadline) != 0)
+        return 0;
+    p->rt.message[sizeof p->rt.message - 1] = '\0';
+    return msg;
+}
+
+static void note_rt(report *rep, const proc *p)
+{
+    const demo_rt_note *n = &p->rt;
+    rep->procs++;
+    rep->rt_available = n->available != 0;
+    rep->pinned += n->pinned != 0;
+    rep->fifo += n->fifo != 0;
+    rep->locked += n->locked != 0;
+    rep->prefaulted += n->prefaulted != 0;
+    if (n->failed_errno && !rep->rt_message[0]) {
+        snprintf(rep->rt_message, sizeof rep->rt_message, "%s", n->message);
+        cli_fail("demo", 1, "real-time controls: %s; going on without it", n->message);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One pipeline
+ * ------------------------------------------------------------------------------------------- */
+
+static void run_pipeline(demo_cfg *c, report *rep, bool want_gpu, progress *pg)
+{
+    rep->kind = c->kind;
+    rep->nstreams = c->cameras + (c->lidar_frames ? 1 : 0);
+    rep->gpu.device_allocs = -1;
+    rep->gpu_asked = want_gpu;
+    bool ok = !interrupted;
+    for (uint32_t i = 0; i < rep->nstreams; i++) {
+        row *r = &rep->s[i];
+        if (i < c->cameras)
+            demo_camera_topic(r->name, sizeof r->name, i);
+        else
+            snprintf(r->name, sizeof r->name, "%s", DEMO_LIDAR_TOPIC);
+        r->device_allocs = -1;
+        ok &= row_alloc(r, (i < c->cameras ? c->frames : c->lidar_frames) * c->consumers);
+    }
+    snprintf(rep->cams.name, sizeof rep->cams.name, "all cameras");
+    rep->cams.device_allocs = -1;
+    ok &= row_alloc(&rep->cams, c->frames * c->consumers * c->cameras);
+    snprintf(rep->gpu.name, sizeof rep->gpu.name, "GPU <- /camera/%u", DEMO_GPU_CAMERA);
+    ok &= row_alloc(&rep->gpu, want_gpu ? c->frames : 0);
+
     children ch;
     memset(&ch, 0, sizeof ch);
-    for (size_t i = 0; i < MAX_CAMERAS + MAX_CONSUMERS; i++)
-        ch.res[i] = -1;
-    for (size_t i = 0; i < MAX_CAMERAS; i++)
-        ch.ctl[i] = -1;
-    cli_lat lat[MAX_CAMERAS + 1];
-    bool lat_ok = true;
-    /* lat[cam] per camera, lat[MAX_CAMERAS] for all of them together. */
-    for (size_t i = 0; i <= MAX_CAMERAS; i++) {
-        size_t cap = 0;
-        if (i < c->cameras)
-            cap = c->frames * c->consumers;
-        else if (i == MAX_CAMERAS)
-            cap = c->frames * c->consumers * c->cameras;
-        lat_ok &= cli_lat_init(&lat[i], cap);
-    }
-    bool ok = lat_ok && !interrupted;
     running = &ch;
-    size_t total = c->cameras + c->consumers;
-    for (size_t i = 0; ok && i < total; i++)
-        if (!spawn(c, &ch, i)) {
+    int64_t deadline = bench_now_ns() + DEMO_CONNECT_NS + 40 * DEMO_NS_PER_S;
+    pg->start_ns = bench_now_ns();
+    pg->end_ns = pg->start_ns + (int64_t)c->frames * (DEMO_NS_PER_S / DEMO_FPS);
+
+    /* The GPU consumer first: whether it found a device decides how many subscribers camera 0
+     * waits for. CUDA is never touched in this process, so forking stays safe. */
+    c->gpu = false;
+    if (ok && want_gpu) {
+        if (!spawn(c, &ch, DEMO_GPU, 0)) {
             cli_fail("demo", 1, "cannot start a process: %s", strerror(errno));
             ok = false;
+        } else {
+            proc *p = &ch.p[ch.count - 1];
+            char msg = read_start(p, deadline, pg);
+            note_rt(rep, p);
+            if (msg == DEMO_MSG_GPU) {
+                c->gpu = true;
+            } else if (msg == DEMO_MSG_SKIP) {
+                demo_gpu_skip skip;
+                if (bench_read_full(p->res, &skip, sizeof skip, deadline) == 0) {
+                    skip.reason[sizeof skip.reason - 1] = '\0';
+                    snprintf(rep->gpu_skip, sizeof rep->gpu_skip, "%s", skip.reason);
+                } else {
+                    snprintf(rep->gpu_skip, sizeof rep->gpu_skip, "no GPU");
+                }
+            } else {
+                cli_fail("demo", 1, "the GPU consumer did not start");
+                ok = false;
+            }
         }
+    }
 
-    /* Everyone connected: cameras saw all consumers, consumers saw all cameras. */
-    int64_t deadline = bench_now_ns() + CONNECT_NS + 10 * NS_PER_S;
-    for (size_t i = 0; ok && i < total; i++) {
+    size_t first = ch.count;
+    bool spawned = true;
+    for (uint32_t i = 0; ok && spawned && i < c->cameras; i++)
+        spawned = spawn(c, &ch, DEMO_CAMERA, i);
+    if (ok && spawned && c->lidar_frames)
+        spawned = spawn(c, &ch, DEMO_LIDAR, 0);
+    for (uint32_t i = 0; ok && spawned && i < c->consumers; i++)
+        spawned = spawn(c, &ch, DEMO_CONSUMER, i);
+    if (ok && spawned && c->fusion)
+        spawned = spawn(c, &ch, DEMO_FUSION, 0);
+    if (!spawned) {
+        cli_fail("demo", 1, "cannot start a process: %s", strerror(errno));
+        ok = false;
+    }
+
+    /* Everyone connected: sources saw their subscribers, subscribers their sources. */
+    for (size_t i = first; ok && i < ch.count; i++) {
+        char msg = read_start(&ch.p[i], deadline, pg);
+        if (msg != DEMO_MSG_READY) {
+            cli_fail("demo", 1, "%s %u did not start", role_name(ch.p[i].role),
+                     (unsigned)ch.p[i].index);
+            ok = false;
+        } else {
+            note_rt(rep, &ch.p[i]);
+        }
+    }
+    for (size_t i = 0; ok && c->gpu && i < first; i++) {
         char msg = 0;
-        if (bench_read_full(ch.res[i], &msg, 1, deadline) != 0 || msg != MSG_READY) {
-            cli_fail("demo", 1, "%s %zu did not start", i < c->cameras ? "camera" : "consumer",
-                     i < c->cameras ? i : i - c->cameras);
+        if (bench_read_full(ch.p[i].res, &msg, 1, deadline) != 0 || msg != DEMO_MSG_READY) {
+            cli_fail("demo", 1, "the GPU consumer did not start");
             ok = false;
         }
     }
 
-    /* Cameras are free-running: staggered across one frame period, like real ones. */
-    int64_t start = bench_now_ns() + 100 * NS_PER_MS;
-    for (uint32_t cam = 0; ok && cam < c->cameras; cam++) {
-        int64_t t = start + (int64_t)cam * (NS_PER_S / FPS) / (int64_t)c->cameras;
-        if (bench_write_full(ch.ctl[cam], &t, sizeof t) != 0)
+    /* Sources are free-running: cameras staggered across one frame period, like real ones. */
+    int64_t start = bench_now_ns() + 100 * DEMO_NS_PER_MS;
+    rep->start_ns = start;
+    pg->start_ns = start;
+    pg->end_ns = start + (int64_t)c->frames * (DEMO_NS_PER_S / DEMO_FPS);
+    for (size_t i = 0; ok && i < ch.count; i++) {
+        proc *p = &ch.p[i];
+        if (p->role != DEMO_CAMERA && p->role != DEMO_LIDAR)
+            continue;
+        int64_t t = start;
+        if (p->role == DEMO_CAMERA)
+            t += (int64_t)p->index * (DEMO_NS_PER_S / DEMO_FPS) / (int64_t)c->cameras;
+        if (bench_write_full(p->ctl, &t, sizeof t) != 0)
             ok = false;
     }
 
+    /* Results: consumers, fusion and the GPU consumer end by themselves once the last frames
+     * came (or stopped coming). */
     double xport_ns = 0, verify_ns = 0;
     uint64_t frames = 0;
-    deadline = start + (int64_t)c->frames * (NS_PER_S / FPS) + FIRST_FRAME_NS + 10 * NS_PER_S;
-    for (uint32_t i = 0; ok && i < c->consumers; i++) {
-        int st = read_consumer(c, ch.res[c->cameras + i], deadline, lat, rep, &xport_ns,
-                               &verify_ns, &frames);
+    deadline = pg->end_ns + DEMO_FIRST_FRAME_NS + 10 * DEMO_NS_PER_S;
+    for (size_t i = 0; ok && i < ch.count; i++) {
+        proc *p = &ch.p[i];
+        int st;
+        if (p->role == DEMO_CAMERA || p->role == DEMO_LIDAR)
+            continue;
+        if (p->role == DEMO_GPU && !c->gpu)
+            continue;
+        if (!wait_readable(p->res, deadline, pg))
+            st = -1;
+        else if (p->role == DEMO_CONSUMER)
+            st = read_consumer(c, p->res, deadline, rep, &xport_ns, &verify_ns, &frames);
+        else if (p->role == DEMO_FUSION)
+            st = read_fusion(c, p->res, deadline, rep);
+        else
+            st = read_gpu(c, p->res, deadline, rep);
         if (st != 0) {
-            cli_fail("demo", 1, "consumer %u failed", (unsigned)i);
+            progress_clear(pg);
+            if (!interrupted)
+                cli_fail("demo", 1, "%s %u failed", role_name(p->role), (unsigned)p->index);
             ok = false;
         }
     }
+    progress_clear(pg);
 
-    double pub_ns = 0, fill_ns = 0;
+    double fill_ns = 0;
     uint64_t published = 0;
-    for (uint32_t cam = 0; ok && cam < c->cameras; cam++) {
-        char quit = MSG_QUIT;
-        cam_result cr;
-        if (bench_write_full(ch.ctl[cam], &quit, 1) != 0 ||
-            bench_read_full(ch.res[cam], &cr, sizeof cr, bench_now_ns() + 10 * NS_PER_S) != 0 ||
-            cr.status != 0 || cr.camera != cam) {
-            cli_fail("demo", 1, "camera %u failed", (unsigned)cam);
+    for (size_t i = 0; ok && i < ch.count; i++) {
+        proc *p = &ch.p[i];
+        if (p->role != DEMO_CAMERA && p->role != DEMO_LIDAR)
+            continue;
+        char quit = DEMO_MSG_QUIT;
+        demo_src_result sr;
+        if (bench_write_full(p->ctl, &quit, 1) != 0 ||
+            bench_read_full(p->res, &sr, sizeof sr, bench_now_ns() + 10 * DEMO_NS_PER_S) != 0 ||
+            sr.status != 0 || sr.index != p->index) {
+            cli_fail("demo", 1, "%s %u failed", role_name(p->role), (unsigned)p->index);
             ok = false;
             break;
         }
-        cam_report *r = &rep->cam[cam];
-        r->published = cr.published;
-        r->pub_cpu_us = cr.published ? (double)cr.xport_cpu_ns / 1000.0 / (double)cr.published : 0;
-        r->fill_cpu_us = cr.published ? (double)cr.fill_cpu_ns / 1000.0 / (double)cr.published : 0;
-        pub_ns += (double)cr.xport_cpu_ns;
-        fill_ns += (double)cr.fill_cpu_ns;
-        published += cr.published;
+        row *r = p->role == DEMO_CAMERA ? &rep->s[p->index] : &rep->s[c->cameras];
+        r->published = sr.published;
+        r->pub_cpu_us = sr.published ? (double)sr.xport_cpu_ns / 1000.0 / (double)sr.published
+                                     : 0;
+        if (p->role == DEMO_CAMERA) {
+            fill_ns += (double)sr.fill_cpu_ns;
+            published += sr.published;
+            rep->cams.published += sr.published;
+            rep->cams.pub_cpu_us += (double)sr.xport_cpu_ns;
+        }
     }
     if (!reap(&ch, !ok || interrupted)) {
         if (ok)
@@ -664,19 +689,27 @@ static void run_pipeline(const demo_cfg *c, demo_report *rep)
     running = NULL;
     close_all(&ch);
     ok = ok && !interrupted;
+    if (!ok)
+        return;
 
-    if (ok) {
-        rep->ran = true;
-        rep->verified = true;
-        cam_report *a = &rep->all;
-        for (uint32_t cam = 0; cam < c->cameras; cam++) {
-            cam_report *r = &rep->cam[cam];
-            r->expected = r->published * c->consumers;
-            r->missing = (int64_t)r->expected - (int64_t)(r->received + r->dropped + r->corrupt);
-            fill_latency(r, &lat[cam]);
-            if (r->corrupt || r->missing || r->disorder || r->published != c->frames)
-                rep->verified = false;
-            a->published += r->published;
+    rep->ran = true;
+    rep->verified = true;
+    double sub_cpu_us = frames ? xport_ns / 1000.0 / (double)frames : 0;
+    rep->verify_cpu_us = frames ? verify_ns / 1000.0 / (double)frames : 0;
+    rep->fill_cpu_us = published ? fill_ns / 1000.0 / (double)published : 0;
+    row *a = &rep->cams;
+    a->pub_cpu_us = published ? a->pub_cpu_us / 1000.0 / (double)published : 0;
+    a->sub_cpu_us = sub_cpu_us;
+    for (uint32_t i = 0; i < rep->nstreams; i++) {
+        row *r = &rep->s[i];
+        uint64_t want = i < c->cameras ? c->frames : c->lidar_frames;
+        r->expected = r->published * c->consumers;
+        r->missing = (int64_t)r->expected - (int64_t)(r->received + r->dropped + r->corrupt);
+        r->sub_cpu_us = sub_cpu_us;
+        row_latency(r);
+        if (r->corrupt || r->missing || r->disorder || r->published != want)
+            rep->verified = false;
+        if (i < c->cameras) {
             a->expected += r->expected;
             a->received += r->received;
             a->dropped += r->dropped;
@@ -684,66 +717,154 @@ static void run_pipeline(const demo_cfg *c, demo_report *rep)
             a->disorder += r->disorder;
             a->missing += r->missing;
         }
-        fill_latency(a, &lat[MAX_CAMERAS]);
-        a->pub_cpu_us = published ? pub_ns / 1000.0 / (double)published : 0;
-        a->fill_cpu_us = published ? fill_ns / 1000.0 / (double)published : 0;
-        rep->sub_cpu_us = frames ? xport_ns / 1000.0 / (double)frames : 0;
-        rep->verify_cpu_us = frames ? verify_ns / 1000.0 / (double)frames : 0;
     }
-    for (size_t i = 0; i <= MAX_CAMERAS; i++)
-        cli_lat_free(&lat[i]);
+    row_latency(a);
+    if (c->gpu) {
+        row *g = &rep->gpu;
+        g->published = rep->s[DEMO_GPU_CAMERA].published;
+        g->expected = g->published;
+        g->missing = (int64_t)g->expected - (int64_t)(g->received + g->dropped + g->corrupt);
+        row_latency(g);
+        if (!rep->gpu_ran || g->corrupt || g->missing || g->disorder)
+            rep->verified = false;
+    }
+    if (c->fusion && (!rep->fusion_ran || rep->fr.corrupt || rep->fr.pairs == 0))
+        rep->verified = false;
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Output and the command
+ * Output
  * ------------------------------------------------------------------------------------------- */
 
-static void print_report(const demo_cfg *c, const demo_report *rep)
+static void print_row(demo_pipeline kind, const row *r)
 {
-    printf("\n%s: %u camera%s x %llu frames of %zu B (1280x720 RGB8) at %d fps, %u consumer%s\n",
-           pipeline_names[c->kind], c->cameras, c->cameras == 1 ? "" : "s",
-           (unsigned long long)c->frames, FRAME_BYTES, FPS, c->consumers,
-           c->consumers == 1 ? "" : "s");
+    char allocs[24] = "-";
+    if (r->device_allocs >= 0)
+        snprintf(allocs, sizeof allocs, "%lld", (long long)r->device_allocs);
+    printf("%-9s %-22s %6llu %6llu %7llu %4lld %9.1f %9.1f %9.1f %10.1f %10.1f %10s\n",
+           pipeline_names[kind], r->name, (unsigned long long)r->published,
+           (unsigned long long)r->received, (unsigned long long)r->dropped,
+           (long long)(r->missing + (int64_t)r->corrupt), r->p50_us, r->p99_us, r->max_us,
+           r->pub_cpu_us, r->sub_cpu_us, allocs);
+}
+
+static void print_rows(const report *rep)
+{
     if (!rep->ran) {
-        printf("  did not complete (see the messages above)\n");
+        printf("%-9s did not complete (see the messages above)\n", pipeline_names[rep->kind]);
         return;
     }
-    printf("%-22s %7s %8s %7s %7s %7s %9s %9s %9s %12s %12s\n", "topic", "frames", "received",
-           "dropped", "missing", "corrupt", "p50 us", "p99 us", "max us", "pub cpu us",
-           "sub cpu us");
-    for (uint32_t cam = 0; cam <= c->cameras; cam++) {
-        const cam_report *r = cam < c->cameras ? &rep->cam[cam] : &rep->all;
-        char topic[64];
-        if (cam < c->cameras)
-            topic_name(topic, sizeof topic, cam);
-        else
-            snprintf(topic, sizeof topic, "all");
-        printf("%-22s %7llu %8llu %7llu %7lld %7llu %9.1f %9.1f %9.1f %12.1f %12.1f\n", topic,
-               (unsigned long long)r->published, (unsigned long long)r->received,
-               (unsigned long long)r->dropped, (long long)r->missing,
-               (unsigned long long)r->corrupt, r->p50_us, r->p99_us, r->max_us, r->pub_cpu_us,
-               rep->sub_cpu_us);
+    for (uint32_t i = 0; i < rep->nstreams; i++)
+        print_row(rep->kind, &rep->s[i]);
+    print_row(rep->kind, &rep->cams);
+    if (rep->gpu_ran)
+        print_row(rep->kind, &rep->gpu);
+}
+
+static void print_rt(const demo_cfg *c, const report *rep)
+{
+    if (!c->pin && !c->rt) {
+        printf("real-time controls: off (--pin, --rt)\n");
+        return;
     }
-    printf("cpu us = transport work per frame (camera: %s; consumer: %s, all cameras);\n"
-           "drawing a frame (%.0f us) and verifying it (%.0f us) are left out.%s\n",
-           c->kind == PIPE_FERRY ? "loan + publish" : "copy into the ring + wake",
-           c->kind == PIPE_FERRY ? "wait + take + release" : "wait + copy out",
-           rep->all.fill_cpu_us, rep->verify_cpu_us,
-           rep->all.disorder ? " Frames arrived out of order!" : "");
+    if (!rep->rt_available) {
+        printf("real-time controls: not in this build; ran without them\n");
+        return;
+    }
+    printf("real-time controls: %u of %u processes pinned (round-robin over %zu CPUs)", rep->pinned,
+           rep->procs, c->ncpus);
+    if (c->rt)
+        printf(", %u SCHED_FIFO %d, %u memory-locked, %u prefaulted", rep->fifo,
+               DEMO_FIFO_PRIORITY, rep->locked, rep->prefaulted);
+    printf("\n");
+    if (rep->rt_message[0])
+        printf("  not all applied: %s; the demo went on without it\n", rep->rt_message);
+}
+
+static void print_table(const demo_cfg *c, const report *zc, const report *base, bool baseline,
+                        bool gpu_built)
+{
+    printf("\n%u camera%s x %llu frames of 1280x720 RGB8 (%zu B) at %d fps", c->cameras,
+           c->cameras == 1 ? "" : "s", (unsigned long long)c->frames, DEMO_FRAME_BYTES,
+           DEMO_FPS);
+    if (c->lidar_frames)
+        printf(", a %ux%u-point LiDAR at %d Hz", DEMO_LIDAR_ROWS, DEMO_LIDAR_COLS,
+               DEMO_LIDAR_HZ);
+    printf("; %u consumer%s\n", c->consumers, c->consumers == 1 ? "" : "s");
+    printf("%-9s %-22s %6s %6s %7s %4s %9s %9s %9s %10s %10s %10s\n", "transport", "stream",
+           "frames", "recv", "dropped", "bad", "p50 us", "p99 us", "max us", "pub cpu us",
+           "sub cpu us", "dev allocs");
+    print_rows(zc);
+    if (baseline)
+        print_rows(base);
+
+    if (!gpu_built)
+        printf("GPU consumer: skipped (built without the GPU module)\n");
+    else if (!zc->gpu_asked)
+        printf("GPU consumer: skipped (--no-gpu)\n");
+    else if (zc->gpu_skip[0])
+        printf("GPU consumer: skipped (%s)\n", zc->gpu_skip);
+    else if (zc->gpu_ran)
+        printf("GPU consumer (%s): every frame of /camera/%u copied from the publisher's "
+               "registered pages into a cached device buffer and summed by a kernel: %llu sums "
+               "equal to the CPU's, %llu not; %llu device allocations (warm-up), %llu cache "
+               "hits\n",
+               zc->gr.device, DEMO_GPU_CAMERA, (unsigned long long)zc->gr.received,
+               (unsigned long long)zc->gr.mismatches, (unsigned long long)zc->gr.device_allocs,
+               (unsigned long long)zc->gr.cache_hits);
+    else if (zc->ran)
+        printf("GPU consumer: failed (see the messages above)\n");
+
+    if (zc->fusion_ran)
+        printf("fusion: /camera/%u/image_raw + %s paired by stamp (ferry_sync): %llu pairs of "
+               "%llu clouds; stamp skew p50 %.1f ms, max %.1f ms%s\n",
+               DEMO_FUSION_CAMERA, DEMO_LIDAR_TOPIC, (unsigned long long)zc->fr.pairs,
+               (unsigned long long)zc->s[c->cameras].published, zc->skew_p50_ms,
+               zc->skew_max_ms, zc->fr.corrupt ? "; SOME PAIRS CORRUPT" : "");
+
+    if (baseline && zc->ran && base->ran && zc->cams.p50_us > 0) {
+        double zcpu = zc->cams.pub_cpu_us + zc->cams.sub_cpu_us;
+        double bcpu = base->cams.pub_cpu_us + base->cams.sub_cpu_us;
+        printf("ferry vs shm-copy (cameras): latency p50 %.1f vs %.1f us (%.1fx lower), p99 %.1f "
+               "vs %.1f us; transport CPU per frame (camera + consumer) %.1f vs %.1f us (%.1fx "
+               "lower)\n",
+               zc->cams.p50_us, base->cams.p50_us, base->cams.p50_us / zc->cams.p50_us,
+               zc->cams.p99_us, base->cams.p99_us, zcpu, bcpu, zcpu > 0 ? bcpu / zcpu : 0.0);
+    }
+    printf("frames: published; recv: taken and verified by the consumers; bad: corrupt or "
+           "missing.\n"
+           "cpu us = transport work per frame (ferry: loan + publish, wait + take + release; "
+           "shm-copy: copy\ninto the ring + wake, wait + copy out); drawing a frame (%.0f us) "
+           "and verifying it (%.0f us)\nare left out. The GPU row's sub cpu is its process's "
+           "CPU per frame, its own check left out.\n",
+           zc->fill_cpu_us, zc->verify_cpu_us);
+    print_rt(c, zc);
+    if ((zc->ran && zc->cams.disorder) || (baseline && base->ran && base->cams.disorder))
+        printf("Frames arrived out of order!\n");
 }
 
 static void usage(FILE *to)
 {
     fputs("usage: ferry demo [--seconds N] [--cameras N] [--consumers N] [--no-baseline]\n"
+          "                  [--no-lidar] [--no-gpu] [--plot FILE.png] [--pin] [--rt]\n"
           "                  [--dir PATH] [--domain N]\n"
           "\n"
-          "Simulated cameras (one process each, 1280x720 RGB8 at 30 fps) publish on\n"
-          "/camera/<n>/image_raw; consumer processes verify every frame and time it. Then the\n"
-          "same pipeline runs over a copying shared-memory transport for comparison.\n"
-          "  --seconds N     how long the cameras run (default 5)\n"
+          "Simulated cameras (one process each, 1280x720 RGB8 at 30 fps) publish images on\n"
+          "/camera/<n>/image_raw and a simulated LiDAR (64x1024 points, 10 Hz) point clouds on\n"
+          "/lidar/points; consumer processes verify every frame and time it, a fusion process\n"
+          "pairs camera 0 with the LiDAR by stamp, and with a GPU a process runs a kernel on\n"
+          "every frame of camera 0. Then the camera pipeline runs over a copying shared-memory\n"
+          "transport for comparison, and one table shows both.\n"
+          "  --seconds N     how long the sensors run (default 5)\n"
           "  --cameras N     camera processes, 1..16 (default 3)\n"
           "  --consumers N   consumer processes, 1..16 (default 1)\n"
           "  --no-baseline   skip the shm-copy comparison\n"
+          "  --no-lidar      no LiDAR, no fusion\n"
+          "  --no-gpu        no GPU consumer, even with a GPU\n"
+          "  --plot FILE     draw latency over time and its CDF per transport (needs gnuplot)\n"
+          "  --pin           pin each process to one CPU, round-robin over the usable CPUs\n"
+          "  --rt            --pin, plus SCHED_FIFO priority 10, locked and prefaulted memory\n"
+          "                  (what is not permitted is reported and left out)\n"
           "  --dir, --domain use this domain instead of a private directory\n"
           "Exits 0 when every frame arrived intact (or was counted as dropped).\n",
           to);
@@ -760,45 +881,124 @@ static bool parse_count(const char *opt, const char *text, uint64_t lo, uint64_t
     return true;
 }
 
+/* The CPUs this process may run on, for --pin. */
+static size_t usable_cpus(int *cpus, size_t cap)
+{
+    cpu_set_t set;
+    size_t n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 0;
+    for (int i = 0; i < CPU_SETSIZE && n < cap; i++)
+        if (CPU_ISSET(i, &set))
+            cpus[n++] = i;
+    return n;
+}
+
+enum {
+    OPT_SECONDS = 256,
+    OPT_CAMERAS,
+    OPT_CONSUMERS,
+    OPT_NO_BASELINE,
+    OPT_NO_LIDAR,
+    OPT_NO_GPU,
+    OPT_PLOT,
+    OPT_PIN,
+    OPT_RT,
+    OPT_DIR,
+    OPT_DOMAIN,
+};
+
 int ferry_cmd_demo(int argc, char **argv)
 {
+    static const struct option longopts[] = {
+        {"seconds", required_argument, NULL, OPT_SECONDS},
+        {"cameras", required_argument, NULL, OPT_CAMERAS},
+        {"consumers", required_argument, NULL, OPT_CONSUMERS},
+        {"no-baseline", no_argument, NULL, OPT_NO_BASELINE},
+        {"no-lidar", no_argument, NULL, OPT_NO_LIDAR},
+        {"no-gpu", no_argument, NULL, OPT_NO_GPU},
+        {"plot", required_argument, NULL, OPT_PLOT},
+        {"pin", no_argument, NULL, OPT_PIN},
+        {"rt", no_argument, NULL, OPT_RT},
+        {"dir", required_argument, NULL, OPT_DIR},
+        {"domain", required_argument, NULL, OPT_DOMAIN},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     uint64_t seconds = 5, cameras = 3, consumers = 1;
-    bool baseline = true;
-    const char *dir = NULL;
-    const char *domain = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--seconds") == 0) {
-            if (!parse_count(a, v, 1, 3600, &seconds))
+    bool baseline = true, lidar = true, want_gpu = true, pin = false, rt = false;
+    const char *dir = NULL, *domain = NULL, *plot = NULL;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_SECONDS:
+            if (!parse_count("--seconds", optarg, 1, 3600, &seconds))
                 return 2;
-            i++;
-        } else if (strcmp(a, "--cameras") == 0) {
-            if (!parse_count(a, v, 1, MAX_CAMERAS, &cameras))
+            break;
+        case OPT_CAMERAS:
+            if (!parse_count("--cameras", optarg, 1, DEMO_MAX_CAMERAS, &cameras))
                 return 2;
-            i++;
-        } else if (strcmp(a, "--consumers") == 0) {
-            if (!parse_count(a, v, 1, MAX_CONSUMERS, &consumers))
+            break;
+        case OPT_CONSUMERS:
+            if (!parse_count("--consumers", optarg, 1, DEMO_MAX_CONSUMERS, &consumers))
                 return 2;
-            i++;
-        } else if (strcmp(a, "--no-baseline") == 0) {
+            break;
+        case OPT_NO_BASELINE:
             baseline = false;
-        } else if (strcmp(a, "--dir") == 0 && v) {
-            dir = v;
-            i++;
-        } else if (strcmp(a, "--domain") == 0 && v) {
-            domain = v;
-            i++;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            break;
+        case OPT_NO_LIDAR:
+            lidar = false;
+            break;
+        case OPT_NO_GPU:
+            want_gpu = false;
+            break;
+        case OPT_PLOT:
+            plot = optarg;
+            break;
+        case OPT_PIN:
+            pin = true;
+            break;
+        case OPT_RT:
+            rt = true;
+            pin = true;
+            break;
+        case OPT_DIR:
+            dir = optarg;
+            break;
+        case OPT_DOMAIN:
+            domain = optarg;
+            break;
+        case 'h':
             usage(stdout);
             return 0;
-        } else {
-            return cli_fail("demo", 2, "unknown option '%s' (try 'ferry demo --help')", a);
+        default:
+            return cli_option_error("demo", opt, argv);
         }
     }
+    if (optind < argc)
+        return cli_fail("demo", 2, "unexpected argument '%s' (try 'ferry demo --help')",
+                        argv[optind]);
+    if (plot && !plot[0])
+        return cli_fail("demo", 2, "--plot needs a file name");
+    if (plot && !demo_plot_available())
+        return cli_fail("demo", 1, "--plot needs gnuplot, which is not installed: install "
+                                   "gnuplot-nox (apt-get install gnuplot-nox) or run 'make demo'");
+#ifdef FERRY_HAVE_GPU
+    const bool gpu_built = true;
+#else
+    const bool gpu_built = false;
+    want_gpu = false;
+#endif
 
-    demo_cfg cfg = {.kind = PIPE_FERRY, .cameras = (uint32_t)cameras,
-                    .consumers = (uint32_t)consumers, .frames = seconds * FPS};
+    static int cpus[MAX_CPUS];
+    demo_cfg cfg = {.kind = DEMO_FERRY, .cameras = (uint32_t)cameras,
+                    .consumers = (uint32_t)consumers, .frames = seconds * DEMO_FPS,
+                    .lidar_frames = lidar ? seconds * DEMO_LIDAR_HZ : 0, .fusion = lidar,
+                    .pin = pin, .rt = rt, .cpus = cpus};
+    if (pin)
+        cfg.ncpus = usable_cpus(cpus, MAX_CPUS);
     char private_dir[256] = "";
     if (dir || domain) {
         if (!cli_where_from_env(&cfg.where))
@@ -814,10 +1014,10 @@ int ferry_cmd_demo(int argc, char **argv)
         cfg.where.domain = 0;
     }
 
-    printf("ferry demo: %u camera processes, %u consumer process%s, %llu s; domain %u in %s\n",
-           cfg.cameras, cfg.consumers, cfg.consumers == 1 ? "" : "es",
-           (unsigned long long)seconds, (unsigned)cfg.where.domain,
-           cfg.where.dir ? cfg.where.dir : "the default directory");
+    printf("ferry demo: %u camera processes, %s%u consumer process%s, %llu s; domain %u in %s\n",
+           cfg.cameras, lidar ? "a LiDAR process, a fusion process, " : "", cfg.consumers,
+           cfg.consumers == 1 ? "" : "es", (unsigned long long)seconds,
+           (unsigned)cfg.where.domain, cfg.where.dir ? cfg.where.dir : "the default directory");
     fflush(stdout);
 
     struct sigaction sa;
@@ -827,33 +1027,67 @@ int ferry_cmd_demo(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    demo_report zc, base;
-    run_pipeline(&cfg, &zc);
-    print_report(&cfg, &zc);
-    bool ok = zc.ran && zc.verified;
+    progress pg = {.on = isatty(STDOUT_FILENO) != 0, .c = &cfg};
+    report *zc = calloc(1, sizeof *zc), *base = calloc(1, sizeof *base);
+    if (!zc || !base) {
+        free(zc);
+        free(base);
+        if (private_dir[0])
+            bench_rmtree(private_dir);
+        return cli_fail("demo", 1, "out of memory");
+    }
+    run_pipeline(&cfg, zc, want_gpu, &pg);
+    bool ok = zc->ran && zc->verified;
 
     if (baseline && !interrupted) {
         demo_cfg bc = cfg;
-        bc.kind = PIPE_SHM;
-        bc.bus = bench_shm_bus_create(bc.cameras, bc.consumers, QUEUE_DEPTH, FRAME_BYTES);
+        bc.kind = DEMO_SHM;
+        bc.lidar_frames = 0;
+        bc.fusion = false;
+        bc.bus = bench_shm_bus_create(bc.cameras, bc.consumers, DEMO_QUEUE_DEPTH,
+                                      DEMO_FRAME_BYTES);
+        pg.c = &bc;
         if (bc.bus) {
-            run_pipeline(&bc, &base);
+            run_pipeline(&bc, base, false, &pg);
             bench_shm_bus_destroy(bc.bus);
-        } else {
-            memset(&base, 0, sizeof base);
         }
-        print_report(&bc, &base);
-        ok = ok && base.ran && base.verified;
-        if (zc.ran && base.ran && zc.all.p50_us > 0) {
-            double zcpu = zc.all.pub_cpu_us + zc.sub_cpu_us;
-            double bcpu = base.all.pub_cpu_us + base.sub_cpu_us;
-            printf("\nferry vs shm-copy: latency p50 %.1f vs %.1f us (%.1fx lower), p99 %.1f vs "
-                   "%.1f us; transport CPU per frame (camera + consumer) %.1f vs %.1f us "
-                   "(%.1fx lower)\n",
-                   zc.all.p50_us, base.all.p50_us, base.all.p50_us / zc.all.p50_us,
-                   zc.all.p99_us, base.all.p99_us, zcpu, bcpu, zcpu > 0 ? bcpu / zcpu : 0.0);
+        base->kind = DEMO_SHM;
+        ok = ok && base->ran && base->verified;
+    }
+
+    if (!interrupted) {
+        print_table(&cfg, zc, base, baseline, gpu_built);
+        if (plot && (zc->ran || base->ran)) {
+            demo_series series[4];
+            size_t n = 0;
+            if (zc->ran) {
+                series[n++] = (demo_series){"ferry: cameras", zc->cams.recs, zc->cams.nrecs,
+                                            zc->start_ns};
+                if (lidar)
+                    series[n++] = (demo_series){"ferry: LiDAR", zc->s[cfg.cameras].recs,
+                                                zc->s[cfg.cameras].nrecs, zc->start_ns};
+                if (zc->gpu_ran)
+                    series[n++] = (demo_series){"ferry: GPU (copy + kernel)", zc->gpu.recs,
+                                                zc->gpu.nrecs, zc->start_ns};
+            }
+            if (baseline && base->ran)
+                series[n++] = (demo_series){"shm-copy: cameras", base->cams.recs,
+                                            base->cams.nrecs, base->start_ns};
+            char title[160];
+            snprintf(title, sizeof title,
+                     "ferry demo: %u x 1280x720 RGB8 at %d fps, %llu s, %u consumer%s",
+                     cfg.cameras, DEMO_FPS, (unsigned long long)seconds, cfg.consumers,
+                     cfg.consumers == 1 ? "" : "s");
+            if (demo_plot(plot, series, n, title) == 0)
+                printf("plot: %s\n", plot);
+            else
+                ok = false;
         }
     }
+    report_free(zc);
+    report_free(base);
+    free(zc);
+    free(base);
 
     if (private_dir[0] && bench_rmtree(private_dir) != 0)
         cli_fail("demo", 1, "could not remove %s", private_dir);
