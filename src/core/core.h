@@ -455,6 +455,19 @@ ferry_err ferry__publisher_set_active(ferry_publisher *pub, bool active);
 ferry_err ferry__subscriber_set_paused(ferry_subscriber *sub, bool paused);
 ferry_err ferry__subscriber_discarded(ferry_subscriber *sub, uint64_t *discarded);
 
+/* DLPack export records (src/core/tensor.c), for host tensors and the GPU module's device
+ * tensors alike. A record keeps a copy of what the exporter held (a sample, a device frame: up to
+ * FERRY__EXPORT_ITEM_MAX bytes) and hands it to release once, when the consumer's deleter runs;
+ * a second deleter call is ignored. *out is the record's ferry_dlpack_tensor, or its
+ * ferry_dlpack_tensor_versioned (read-only flag set) when versioned. */
+#define FERRY__EXPORT_ITEM_MAX 256u
+struct ferry_tensor_view;
+typedef void (*ferry__export_release_fn)(void *owner, void *item, void *arg);
+FERRY_MODULE_API ferry_err ferry__tensor_export(const struct ferry_tensor_view *view, bool versioned,
+                                                ferry__export_release_fn release, void *owner,
+                                                void *arg, const void *item, size_t item_size,
+                                                void **out);
+
 /* The most samples sub may hold at once (its max_held option); 0 for an invalid sub. */
 FERRY_MODULE_API uint32_t ferry__subscriber_max_held(ferry_subscriber *sub);
 

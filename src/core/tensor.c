@@ -309,7 +309,9 @@ ferry_err ferry_tensor_view_get(const ferry_sample *s, ferry_tensor_view *out)
 /* ---------------------------------------------------------------------------------------------
  * DLPack export. Records come from a process-wide pool and go back to it, never to the heap, so
  * a second deleter call finds a dead record (ignored) instead of freed memory, as long as the
- * record was not handed out again; the pool is first in, first out to make that last long.
+ * record was not handed out again; the pool is first in, first out to make that last long. Host
+ * tensors and the GPU module's device tensors share it: a record holds a copy of what is to be
+ * released (a sample, a device frame) and the function that releases it.
  * ------------------------------------------------------------------------------------------- */
 
 #define EXPORT_LIVE 0x45564c5f534e5446ULL /* "FTNS_LVE" */
@@ -318,8 +320,9 @@ ferry_err ferry_tensor_view_get(const ferry_sample *s, ferry_tensor_view *out)
 typedef struct tensor_export {
     _Atomic uint64_t state;
     struct tensor_export *next;
-    ferry_subscriber *sub;
-    ferry_sample sample;
+    ferry__export_release_fn release;
+    void *owner, *arg;
+    _Alignas(16) unsigned char item[FERRY__EXPORT_ITEM_MAX];
     int64_t shape[FERRY_TENSOR_DIMS_MAX];
     int64_t strides[FERRY_TENSOR_DIMS_MAX];
     ferry_dlpack_tensor plain;
@@ -362,8 +365,8 @@ static void export_release(tensor_export *x)
     uint64_t live = EXPORT_LIVE;
     if (!atomic_compare_exchange_strong(&x->state, &live, EXPORT_DEAD))
         return; /* a second call */
-    (void)ferry_release(x->sub, &x->sample); /* nothing to report to: DLPack deleters are void */
-    x->sub = NULL;
+    x->release(x->owner, x->item, x->arg); /* nothing to report to: DLPack deleters are void */
+    x->owner = NULL;
     export_put(x);
 }
 
@@ -379,10 +382,59 @@ static void export_delete_versioned(ferry_dlpack_tensor_versioned *self)
         export_release(self->manager_ctx);
 }
 
-static ferry_err export_make(ferry_subscriber *sub, ferry_sample *sample, tensor_export **out,
-                             ferry_dl_tensor *dl)
+ferry_err ferry__tensor_export(const ferry_tensor_view *v, bool versioned,
+                               ferry__export_release_fn release, void *owner, void *arg,
+                               const void *item, size_t item_size, void **out)
 {
-    if (!sub || !sample)
+    if (!v || !release || !item || item_size > FERRY__EXPORT_ITEM_MAX || !out)
+        return FERRY_EINVAL;
+    tensor_export *x = export_get();
+    if (!x)
+        return FERRY_ENOMEM;
+    x->release = release;
+    x->owner = owner;
+    x->arg = arg;
+    memcpy(x->item, item, item_size);
+    memcpy(x->shape, v->header.shape, sizeof x->shape);
+    memcpy(x->strides, v->header.strides, sizeof x->strides);
+    ferry_dl_tensor dl;
+    memset(&dl, 0, sizeof dl);
+    dl.data = (void *)(uintptr_t)v->data;
+    dl.device = v->device;
+    dl.ndim = (int32_t)v->header.ndim;
+    dl.dtype = v->header.dtype;
+    dl.shape = x->shape;
+    dl.strides = x->strides;
+    dl.byte_offset = 0;
+    if (versioned) {
+        x->versioned.version.major = FERRY_DLPACK_MAJOR;
+        x->versioned.version.minor = FERRY_DLPACK_MINOR;
+        x->versioned.manager_ctx = x;
+        x->versioned.deleter = export_delete_versioned;
+        x->versioned.flags = FERRY_DLPACK_FLAG_READ_ONLY;
+        x->versioned.dl_tensor = dl;
+        *out = &x->versioned;
+    } else {
+        x->plain.dl_tensor = dl;
+        x->plain.manager_ctx = x;
+        x->plain.deleter = export_delete_plain;
+        *out = &x->plain;
+    }
+    atomic_store(&x->state, EXPORT_LIVE);
+    return FERRY_OK;
+}
+
+static void sample_release(void *owner, void *item, void *arg)
+{
+    (void)arg;
+    (void)ferry_release(owner, item);
+}
+
+/* Checks that sample is a tensor held by sub, exports it and clears *sample (it is the export's). */
+static ferry_err sample_export(ferry_subscriber *sub, ferry_sample *sample, bool versioned,
+                               void **out)
+{
+    if (!sub || !sample || !out)
         return FERRY_EINVAL;
     ferry__sample_where w;
     ferry_err err = ferry__sample_where_get(sub, sample, &w);
@@ -391,60 +443,29 @@ static ferry_err export_make(ferry_subscriber *sub, ferry_sample *sample, tensor
     ferry_tensor_view v;
     if ((err = ferry_tensor_view_get(sample, &v)) != FERRY_OK)
         return err;
-    tensor_export *x = export_get();
-    if (!x)
-        return FERRY_ENOMEM;
-    x->sub = sub;
-    x->sample = *sample;
-    memcpy(x->shape, v.header.shape, sizeof x->shape);
-    memcpy(x->strides, v.header.strides, sizeof x->strides);
-    memset(dl, 0, sizeof *dl);
-    dl->data = (void *)(uintptr_t)v.data;
-    dl->device = v.device;
-    dl->ndim = (int32_t)v.header.ndim;
-    dl->dtype = v.header.dtype;
-    dl->shape = x->shape;
-    dl->strides = x->strides;
-    dl->byte_offset = 0;
-    atomic_store(&x->state, EXPORT_LIVE);
-    memset(sample, 0, sizeof *sample);
-    *out = x;
-    return FERRY_OK;
+    err = ferry__tensor_export(&v, versioned, sample_release, sub, NULL, sample, sizeof *sample,
+                               out);
+    if (err == FERRY_OK)
+        memset(sample, 0, sizeof *sample);
+    return err;
 }
 
 ferry_err ferry_tensor_to_dlpack(ferry_subscriber *sub, ferry_sample *sample,
                                  ferry_dlpack_tensor **out)
 {
-    if (!out)
-        return FERRY_EINVAL;
-    ferry_dl_tensor dl;
-    tensor_export *x;
-    ferry_err err = export_make(sub, sample, &x, &dl);
-    if (err != FERRY_OK)
-        return err;
-    x->plain.dl_tensor = dl;
-    x->plain.manager_ctx = x;
-    x->plain.deleter = export_delete_plain;
-    *out = &x->plain;
-    return FERRY_OK;
+    void *p;
+    ferry_err err = sample_export(sub, sample, false, out ? &p : NULL);
+    if (err == FERRY_OK)
+        *out = p;
+    return err;
 }
 
 ferry_err ferry_tensor_to_dlpack_versioned(ferry_subscriber *sub, ferry_sample *sample,
                                            ferry_dlpack_tensor_versioned **out)
 {
-    if (!out)
-        return FERRY_EINVAL;
-    ferry_dl_tensor dl;
-    tensor_export *x;
-    ferry_err err = export_make(sub, sample, &x, &dl);
-    if (err != FERRY_OK)
-        return err;
-    x->versioned.version.major = FERRY_DLPACK_MAJOR;
-    x->versioned.version.minor = FERRY_DLPACK_MINOR;
-    x->versioned.manager_ctx = x;
-    x->versioned.deleter = export_delete_versioned;
-    x->versioned.flags = FERRY_DLPACK_FLAG_READ_ONLY;
-    x->versioned.dl_tensor = dl;
-    *out = &x->versioned;
-    return FERRY_OK;
+    void *p;
+    ferry_err err = sample_export(sub, sample, true, out ? &p : NULL);
+    if (err == FERRY_OK)
+        *out = p;
+    return err;
 }
