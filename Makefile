@@ -6,8 +6,8 @@ CMAKE_FLAGS ?=
 DEB_PACKAGES := cmake make gcc libc6-dev pkg-config
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
-# What the tests need beyond the build: python3 checks the CLI's JSON.
-TEST_PACKAGES := python3
+# What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference.
+TEST_PACKAGES := python3 doxygen
 # The API reference (make docs).
 DOCS_PACKAGES := doxygen
 
@@ -51,7 +51,7 @@ test: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 # The reference of include/ferry/*.h with README.md as its main page and docs/*.md as pages:
-# $(BUILD)/docs/html/index.html. Undocumented declarations are reported as warnings.
+# $(BUILD)/docs/html/index.html. An undocumented declaration (any doxygen warning) fails it.
 docs: docs-deps
 	@mkdir -p $(BUILD)/docs
 	FERRY_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile

@@ -32,7 +32,9 @@ extern "C" {
 /** Most worker threads one executor may start. */
 #define FERRY_EXEC_MAX_THREADS 256u
 
+/** Takes samples from subscribers and runs their callbacks and timers (ferry_executor_create). */
 typedef struct ferry_executor ferry_executor;
+/** Callbacks whose overlap one ferry_group_kind rules (ferry_callback_group_create). */
 typedef struct ferry_callback_group ferry_callback_group;
 
 /** How the callbacks of a group may overlap. */
@@ -51,6 +53,7 @@ typedef void (*ferry_sample_callback)(void *arg, ferry_subscriber *sub, const fe
 /** Called each period of a timer; now is when the executor found the timer due. */
 typedef void (*ferry_timer_callback)(void *arg, ferry_time now);
 
+/** Options of ferry_executor_create; ferry_executor_options_init gives the defaults. */
 typedef struct ferry_executor_options {
     /** 0 (default): callbacks run in the thread that calls ferry_executor_spin. N (1 to
      *  FERRY_EXEC_MAX_THREADS): a pool of N workers runs them and spin's thread dispatches. */

@@ -39,9 +39,9 @@ extern "C" {
 #endif
 
 /** Version of the library and of the shared-memory and socket protocol. */
-#define FERRY_VERSION_MAJOR 0
-#define FERRY_VERSION_MINOR 1
-#define FERRY_PROTOCOL_VERSION 1
+#define FERRY_VERSION_MAJOR 0    /**< library version, major part */
+#define FERRY_VERSION_MINOR 1    /**< library version, minor part */
+#define FERRY_PROTOCOL_VERSION 1 /**< protocol version; a peer of another version is refused */
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -83,7 +83,7 @@ FERRY_API const char *ferry_errname(ferry_err err);
 
 /** A point on CLOCK_MONOTONIC, in nanoseconds; comparable between processes of one host. */
 typedef struct ferry_time {
-    int64_t ns;
+    int64_t ns; /**< CLOCK_MONOTONIC reading, in nanoseconds */
 } ferry_time;
 
 /** The current CLOCK_MONOTONIC time. */
@@ -96,9 +96,13 @@ FERRY_API ferry_time ferry_now(void);
  * Node
  * ------------------------------------------------------------------------------------------- */
 
+/** A context for publishers and subscribers of one domain (ferry_node_create). */
 typedef struct ferry_node ferry_node;
+/** Publishes samples on one topic (ferry_publisher_create). */
 typedef struct ferry_publisher ferry_publisher;
+/** Takes samples of one topic from all its publishers (ferry_subscriber_create). */
 typedef struct ferry_subscriber ferry_subscriber;
+/** Waits on many subscribers at once (ferry_waitset_create). */
 typedef struct ferry_waitset ferry_waitset;
 
 /** Log levels of the log callback. */
@@ -121,6 +125,7 @@ typedef void (*ferry_log_fn)(void *arg, ferry_log_level level, const char *messa
 /** Longest node name, in bytes, without the terminating NUL. */
 #define FERRY_NODE_NAME_MAX 63u
 
+/** Options of ferry_node_create; ferry_node_options_init gives the defaults. */
 typedef struct ferry_node_options {
     /** Root of the domain directories. NULL: "/dev/shm/ferry-<uid>". The library reads no
      *  environment variable; the ferry CLI takes this from FERRY_DIR. */
@@ -131,6 +136,7 @@ typedef struct ferry_node_options {
     const char *name;
     /** Diagnostics sink. NULL: messages of level <= log_level go to stderr, prefixed "ferry: ". */
     ferry_log_fn log;
+    /** Passed to log as its first argument. */
     void *log_arg;
     /** Most verbose level passed on. 0 (the zeroed default) means FERRY_LOG_WARN. */
     ferry_log_level log_level;
@@ -141,6 +147,7 @@ typedef struct ferry_node_options {
      *  status files 0640, and a directory of another owner is accepted when it has that group
      *  and mode. All sharing processes set the same dir, since the default dir is per uid. */
     bool share_with_group;
+    /** The group that may connect and owns the directories; used only with share_with_group. */
     uint32_t share_gid;
 } ferry_node_options;
 
@@ -191,6 +198,7 @@ typedef enum ferry_pool_policy {
     FERRY_POOL_BLOCK = 1, /**< wait up to block_timeout_ns for a chunk to come back */
 } ferry_pool_policy;
 
+/** Options of ferry_publisher_create; ferry_publisher_options_init gives the defaults. */
 typedef struct ferry_publisher_options {
     /** Largest payload one loan may ask for. Default 64 MiB. */
     size_t max_sample_size;
@@ -211,6 +219,7 @@ typedef struct ferry_publisher_options {
     int64_t block_timeout_ns;
 } ferry_publisher_options;
 
+/** Fills o with the defaults. Fields left zero also mean the default. */
 FERRY_API void ferry_publisher_options_init(ferry_publisher_options *o);
 
 /**
@@ -248,6 +257,8 @@ FERRY_API ferry_err ferry_publisher_destroy(ferry_publisher *pub);
  * @retval FERRY_OK         *payload is yours to write
  * @retval FERRY_EINVAL     pub or payload is NULL, or size is 0
  * @retval FERRY_ETOOBIG    size > max_sample_size
+ * @retval FERRY_ESTATE     pub is a managed publisher of a lifecycle node that is not ACTIVE
+ *                          (lifecycle.h)
  * @retval FERRY_EPOOL      no chunk is free and the pool may not grow (FERRY_POOL_ERROR)
  * @retval FERRY_ETIMEDOUT  none came back in time (FERRY_POOL_BLOCK)
  * @retval FERRY_ENOMEM     the system refused memory for a new chunk
@@ -265,7 +276,9 @@ FERRY_API ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload
  *                          counted as dropped, unless they asked to block the publisher)
  * @retval FERRY_EINVAL     pub or payload is NULL, or size exceeds the loan
  * @retval FERRY_EFOREIGN   payload is not a loan of this publisher
- * @retval FERRY_ESTATE     payload is not on loan (already published or released)
+ * @retval FERRY_ESTATE     payload is not on loan (already published or released), or pub is a
+ *                          managed publisher of a lifecycle node that is not ACTIVE (lifecycle.h;
+ *                          the loan stays the caller's)
  * @retval FERRY_ETIMEDOUT  a subscriber with FERRY_OVERFLOW_BLOCK stayed full for block_timeout_ns
  * @retval FERRY_ECLOSED    pub was destroyed
  */
@@ -292,7 +305,8 @@ FERRY_API ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t si
 FERRY_API ferry_err ferry_publisher_reserve(ferry_publisher *pub, size_t size, uint32_t count);
 
 /**
- * Gives an unpublished loan back. Same errors as ferry_publish (but never FERRY_ETIMEDOUT).
+ * Gives an unpublished loan back. Same errors as ferry_publish (but never FERRY_ETIMEDOUT), except
+ * that an inactive lifecycle node does not refuse it.
  */
 FERRY_API ferry_err ferry_loan_release(ferry_publisher *pub, void *payload);
 
@@ -347,6 +361,12 @@ typedef struct ferry_publisher_stats {
     uint64_t protocol_errors;  /**< subscribers disconnected for breaking the protocol */
 } ferry_publisher_stats;
 
+/**
+ * Fills *out with the publisher's counters, after taking back the chunks its subscribers returned.
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  pub or out is NULL
+ * @retval FERRY_ECLOSED pub was destroyed
+ */
 FERRY_API ferry_err ferry_publisher_stats_get(ferry_publisher *pub, ferry_publisher_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -359,6 +379,7 @@ typedef enum ferry_overflow {
     FERRY_OVERFLOW_BLOCK = 1,       /**< the publisher waits up to its block_timeout_ns */
 } ferry_overflow;
 
+/** Options of ferry_subscriber_create; ferry_subscriber_options_init gives the defaults. */
 typedef struct ferry_subscriber_options {
     /** Queue depth per publisher: samples delivered and not yet taken. Default 2, at most 4096. */
     uint32_t depth;
@@ -377,6 +398,7 @@ typedef struct ferry_subscriber_options {
     bool prefault;
 } ferry_subscriber_options;
 
+/** Fills o with the defaults. Fields left zero also mean the default. */
 FERRY_API void ferry_subscriber_options_init(ferry_subscriber_options *o);
 
 /**
@@ -451,6 +473,7 @@ FERRY_API ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint
  */
 FERRY_API ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd);
 
+/** A subscriber's counters. All are since creation. */
 typedef struct ferry_subscriber_stats {
     uint64_t received;        /**< samples taken */
     uint64_t dropped;         /**< samples the publishers dropped from this subscriber's queues */
@@ -462,6 +485,12 @@ typedef struct ferry_subscriber_stats {
     uint64_t protocol_errors; /**< publishers disconnected for breaking the protocol */
 } ferry_subscriber_stats;
 
+/**
+ * Fills *out with the subscriber's counters.
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  sub or out is NULL
+ * @retval FERRY_ECLOSED sub was destroyed
+ */
 FERRY_API ferry_err ferry_subscriber_stats_get(ferry_subscriber *sub, ferry_subscriber_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -498,21 +527,22 @@ FERRY_API ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, vo
  * Introspection of a domain (for tools): what lives in the domain directory
  * ------------------------------------------------------------------------------------------- */
 
+/** What an endpoint of ferry_endpoint_info is. */
 typedef enum ferry_endpoint_kind {
-    FERRY_ENDPOINT_PUBLISHER = 1,
-    FERRY_ENDPOINT_SUBSCRIBER = 2,
+    FERRY_ENDPOINT_PUBLISHER = 1,  /**< a publisher */
+    FERRY_ENDPOINT_SUBSCRIBER = 2, /**< a subscriber */
 } ferry_endpoint_kind;
 
 /** One publisher or subscriber as its status file shows it. */
 typedef struct ferry_endpoint_info {
-    ferry_endpoint_kind kind;
+    ferry_endpoint_kind kind;                  /**< publisher or subscriber */
     bool alive;                                /**< its process still holds it */
-    int32_t pid;
-    uint64_t id;
-    char topic[FERRY_TOPIC_MAX + 2];
-    char type_name[FERRY_TYPE_NAME_MAX + 1];
-    uint64_t type_hash;
-    char node_name[FERRY_NODE_NAME_MAX + 1];
+    int32_t pid;                               /**< the process that created it */
+    uint64_t id;                               /**< random; a publisher's equals pub.id */
+    char topic[FERRY_TOPIC_MAX + 2];           /**< with its leading '/', NUL-terminated */
+    char type_name[FERRY_TYPE_NAME_MAX + 1];   /**< NUL-terminated */
+    uint64_t type_hash;                        /**< the type hash given at creation */
+    char node_name[FERRY_NODE_NAME_MAX + 1];   /**< its node's name, NUL-terminated */
     ferry_publisher_stats pub;                 /**< kind == FERRY_ENDPOINT_PUBLISHER */
     ferry_subscriber_stats sub;                /**< kind == FERRY_ENDPOINT_SUBSCRIBER */
     uint32_t depth;                            /**< subscriber's queue depth */

@@ -20,6 +20,7 @@
 extern "C" {
 #endif
 
+/** A CUDA stream (cudaStream_t); NULL is the legacy default stream. */
 typedef void *ferry_gpu_stream;
 
 /**
@@ -34,7 +35,9 @@ FERRY_API ferry_err ferry_gpu_device_count(int *count);
  * Device buffer cache
  * ------------------------------------------------------------------------------------------- */
 
+/** A cache of device buffers of one device (ferry_gpu_cache_create). */
 typedef struct ferry_gpu_cache ferry_gpu_cache;
+/** A device buffer of a cache (ferry_gpu_alloc), live until its last hold is released. */
 typedef struct ferry_gpu_buffer ferry_gpu_buffer;
 
 /** Where buffers come from; one interface, so comparing strategies is one option. */
@@ -50,6 +53,7 @@ typedef enum ferry_gpu_backend {
 /** idle_cap_bytes value that keeps no idle buffer at all. */
 #define FERRY_GPU_IDLE_NONE ((size_t)1)
 
+/** Options of ferry_gpu_cache_create; ferry_gpu_cache_options_init gives the defaults. */
 typedef struct ferry_gpu_cache_options {
     /** CUDA device ordinal. Default 0. */
     int device;
@@ -70,6 +74,7 @@ typedef struct ferry_gpu_cache_options {
     bool own_pool;
 } ferry_gpu_cache_options;
 
+/** Fills o with the defaults. */
 FERRY_API void ferry_gpu_cache_options_init(ferry_gpu_cache_options *o);
 
 /**
@@ -142,6 +147,7 @@ FERRY_API ferry_err ferry_gpu_release(ferry_gpu_buffer *buffer);
  */
 FERRY_API ferry_err ferry_gpu_trim(ferry_gpu_cache *cache, size_t keep_idle_bytes);
 
+/** A cache's counters: totals since creation, and the live and idle amounts now. */
 typedef struct ferry_gpu_cache_stats {
     uint64_t device_allocs;      /**< device allocations made (cudaMalloc / cudaMallocAsync) */
     uint64_t device_frees;       /**< device frees made */
@@ -152,10 +158,17 @@ typedef struct ferry_gpu_cache_stats {
     uint64_t live_bytes;         /**< capacity of live buffers */
     uint64_t idle_bytes;         /**< capacity of idle buffers kept for reuse */
     uint64_t peak_bytes;         /**< highest live + idle */
-    uint32_t live_buffers;
-    uint32_t idle_buffers;
+    uint32_t live_buffers;       /**< buffers allocated and not yet released */
+    uint32_t idle_buffers;       /**< buffers kept for reuse (CACHE) */
 } ferry_gpu_cache_stats;
 
+/**
+ * Fills *out with the cache's counters. With ASYNC, idle_bytes and peak_bytes come from the
+ * memory pool.
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  cache or out is NULL
+ * @retval other         ASYNC: the memory pool could not be queried
+ */
 FERRY_API ferry_err ferry_gpu_cache_stats_get(ferry_gpu_cache *cache, ferry_gpu_cache_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -211,14 +224,18 @@ typedef enum ferry_gpu_ipc {
     FERRY_GPU_IPC_LEGACY = 2, /**< cudaIpcGetMemHandle / cudaIpcOpenMemHandle */
 } ferry_gpu_ipc;
 
+/** A publisher of device frames over a host publisher (ferry_gpu_publisher_create). */
 typedef struct ferry_gpu_publisher ferry_gpu_publisher;
+/** A subscriber of device frames over a host subscriber (ferry_gpu_subscriber_create). */
 typedef struct ferry_gpu_subscriber ferry_gpu_subscriber;
 
+/** Options of ferry_gpu_publisher_create; ferry_gpu_publisher_options_init gives the defaults. */
 typedef struct ferry_gpu_publisher_options {
     int device;        /**< CUDA device ordinal; default 0 */
     ferry_gpu_ipc ipc; /**< default FERRY_GPU_IPC_AUTO */
 } ferry_gpu_publisher_options;
 
+/** Fills o with the defaults. */
 FERRY_API void ferry_gpu_publisher_options_init(ferry_gpu_publisher_options *o);
 
 /**
@@ -274,10 +291,10 @@ FERRY_API ferry_err ferry_gpu_loan_release(ferry_gpu_publisher *gpub, void *devi
 /** A taken device frame: read-only device memory of another process. */
 typedef struct ferry_gpu_frame {
     const void *device_ptr;   /**< valid on the subscriber's device until released */
-    size_t size;
-    uint64_t sequence;
-    ferry_time publish_time;
-    uint64_t publisher_id;
+    size_t size;              /**< bytes, as loaned with ferry_gpu_loan */
+    uint64_t sequence;        /**< the host sample's sequence */
+    ferry_time publish_time;  /**< the host sample's publish time */
+    uint64_t publisher_id;    /**< the host publisher (ferry_publisher_stats.id) */
     ferry_sample host;        /**< the carrying host sample; ferry's */
     const void *meta;         /**< the publisher's metadata inside host (NULL when none),
                                    meta_size bytes; written by another process: validate it */

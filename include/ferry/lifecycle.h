@@ -37,6 +37,7 @@ typedef enum ferry_lifecycle_state {
     FERRY_LIFECYCLE_FINALIZED = 4,    /**< shut down: only ferry_lifecycle_destroy remains */
 } ferry_lifecycle_state;
 
+/** A lifecycle node: the state machine and its managed endpoints (ferry_lifecycle_create). */
 typedef struct ferry_lifecycle ferry_lifecycle;
 
 /**
@@ -53,10 +54,16 @@ typedef struct ferry_lifecycle ferry_lifecycle;
  * release resources: the transition completes and the callback's code is returned.
  */
 typedef struct ferry_lifecycle_callbacks {
+    /** Called by ferry_lifecycle_configure, after the declared endpoints are created. */
     ferry_err (*on_configure)(void *arg, ferry_lifecycle *lc);
+    /** Called by ferry_lifecycle_activate, after the endpoints are activated. */
     ferry_err (*on_activate)(void *arg, ferry_lifecycle *lc);
+    /** Called by ferry_lifecycle_deactivate, before the endpoints are deactivated. */
     ferry_err (*on_deactivate)(void *arg, ferry_lifecycle *lc);
+    /** Called by ferry_lifecycle_cleanup, before the endpoints are destroyed. */
     ferry_err (*on_cleanup)(void *arg, ferry_lifecycle *lc);
+    /** Called by ferry_lifecycle_shutdown (and ferry_lifecycle_destroy when the lifecycle is not
+     *  FINALIZED), before the endpoints are destroyed. */
     ferry_err (*on_shutdown)(void *arg, ferry_lifecycle *lc);
     void *arg; /**< passed to every callback */
 } ferry_lifecycle_callbacks;

@@ -28,31 +28,31 @@ extern "C" {
 
 /** Type names for ferry_publisher_create / ferry_subscriber_create, and their type hashes:
  *  ferry_hash() of the name, written out so that they can be used in constant expressions. */
-#define FERRY_IMAGE_TYPE_NAME "sensor_msgs/Image"
-#define FERRY_IMAGE_TYPE_HASH UINT64_C(0x3cce13fb76b0c32c)
-#define FERRY_POINTCLOUD_TYPE_NAME "sensor_msgs/PointCloud2"
-#define FERRY_POINTCLOUD_TYPE_HASH UINT64_C(0x73690ff41b1b8aba)
+#define FERRY_IMAGE_TYPE_NAME "sensor_msgs/Image"               /**< type name of images */
+#define FERRY_IMAGE_TYPE_HASH UINT64_C(0x3cce13fb76b0c32c)      /**< type hash of images */
+#define FERRY_POINTCLOUD_TYPE_NAME "sensor_msgs/PointCloud2"    /**< type name of point clouds */
+#define FERRY_POINTCLOUD_TYPE_HASH UINT64_C(0x73690ff41b1b8aba) /**< type hash of point clouds */
 
 /** Version of both header layouts; a view refuses any other. */
 #define FERRY_MSG_VERSION 1u
 /** Header magics: "FIMG" and "FPCL" as little-endian 32-bit words. */
-#define FERRY_IMAGE_MAGIC 0x474d4946u
-#define FERRY_POINTCLOUD_MAGIC 0x4c435046u
+#define FERRY_IMAGE_MAGIC 0x474d4946u      /**< "FIMG", of ferry_image_header */
+#define FERRY_POINTCLOUD_MAGIC 0x4c435046u /**< "FPCL", of ferry_pointcloud_header */
 /** Alignment of the data from the start of the payload. */
 #define FERRY_MSG_DATA_ALIGN 64u
 
 /** Longest encoding name, frame id and field name, in bytes, without the terminating NUL. */
-#define FERRY_ENCODING_MAX 31u
-#define FERRY_FRAME_ID_MAX 63u
-#define FERRY_FIELD_NAME_MAX 31u
+#define FERRY_ENCODING_MAX 31u   /**< longest encoding name ("rgb8", ...) */
+#define FERRY_FRAME_ID_MAX 63u   /**< longest frame id, of images and point clouds */
+#define FERRY_FIELD_NAME_MAX 31u /**< longest field name of a point cloud */
 /** Most fields of a point cloud. */
 #define FERRY_POINTCLOUD_FIELDS_MAX 16u
 
 /** A time as builtin_interfaces/Time: seconds and nanoseconds (0..999999999) since the epoch
  *  of the sender's choice (ROS uses the system or simulation clock). ferry does not interpret it. */
 typedef struct ferry_stamp {
-    int32_t sec;
-    uint32_t nanosec;
+    int32_t sec;      /**< seconds */
+    uint32_t nanosec; /**< nanoseconds, 0..999999999 */
 } ferry_stamp;
 
 /* ---------------------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ typedef struct ferry_image {
  * @retval FERRY_EINVAL   pub, encoding or out is NULL, or ferry_image_layout_get refuses the
  *                        encoding and geometry, or the sample size does not fit in a size_t
  * @retval FERRY_ETOOBIG  the sample exceeds the publisher's max_sample_size
- * @retval FERRY_EPOOL, FERRY_ETIMEDOUT, FERRY_ENOMEM, FERRY_ECLOSED  as ferry_loan
+ * @retval FERRY_ESTATE, FERRY_EPOOL, FERRY_ETIMEDOUT, FERRY_ENOMEM, FERRY_ECLOSED  as ferry_loan
  */
 FERRY_API ferry_err ferry_image_loan(ferry_publisher *pub, uint32_t width, uint32_t height,
                                      const char *encoding, uint32_t step, ferry_image *out);
@@ -149,7 +149,7 @@ FERRY_API ferry_err ferry_image_release(ferry_publisher *pub, ferry_image *img);
 typedef struct ferry_image_view {
     ferry_image_header header; /**< a validated copy of the sample's header; strings terminated */
     const void *data;          /**< the pixels inside the sample, header.data_size bytes */
-    size_t data_size;
+    size_t data_size;          /**< header.data_size */
     ferry_image_layout layout; /**< the arithmetic of header's encoding and geometry */
 } ferry_image_view;
 
@@ -210,8 +210,8 @@ typedef struct ferry_pointcloud_header {
     uint8_t is_dense;        /**< 1 when no point is invalid; the publisher sets it */
     uint8_t reserved_[2];    /**< zero */
     ferry_stamp stamp;       /**< acquisition time; the publisher sets it */
-    char frame_id[FERRY_FRAME_ID_MAX + 1];
-    ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX];
+    char frame_id[FERRY_FRAME_ID_MAX + 1]; /**< NUL-terminated; the publisher may set it */
+    ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX]; /**< the first nfields are used */
     uint64_t data_offset;    /**< points, from the start of the payload; a multiple of 64 */
     uint64_t data_size;      /**< row_step * height */
 } ferry_pointcloud_header;
@@ -220,9 +220,9 @@ typedef struct ferry_pointcloud_header {
 typedef struct ferry_pointcloud {
     ferry_pointcloud_header *header; /**< writable: set stamp, frame_id, is_dense only */
     void *data;                      /**< writable points, header->data_size bytes */
-    size_t data_size;
+    size_t data_size;                /**< header->data_size */
     void *payload;                   /**< the loan (== header) */
-    size_t payload_size;
+    size_t payload_size;             /**< header plus padding plus data */
 } ferry_pointcloud;
 
 /**
@@ -240,7 +240,7 @@ typedef struct ferry_pointcloud {
  *                        FERRY_POINTCLOUD_FIELDS_MAX; a field is not valid as said above;
  *                        width * point_step does not fit in 32 bits; the size does not fit
  * @retval FERRY_ETOOBIG  the sample exceeds the publisher's max_sample_size
- * @retval FERRY_EPOOL, FERRY_ETIMEDOUT, FERRY_ENOMEM, FERRY_ECLOSED  as ferry_loan
+ * @retval FERRY_ESTATE, FERRY_EPOOL, FERRY_ETIMEDOUT, FERRY_ENOMEM, FERRY_ECLOSED  as ferry_loan
  */
 FERRY_API ferry_err ferry_pointcloud_loan(ferry_publisher *pub, uint32_t width, uint32_t height,
                                           const ferry_point_field *fields, uint32_t nfields,
@@ -261,7 +261,7 @@ FERRY_API ferry_err ferry_pointcloud_release(ferry_publisher *pub, ferry_pointcl
 typedef struct ferry_pointcloud_view {
     ferry_pointcloud_header header; /**< a validated copy; strings terminated */
     const void *data;               /**< the points inside the sample, data_size bytes */
-    size_t data_size;
+    size_t data_size;               /**< header.data_size */
 } ferry_pointcloud_view;
 
 /**

@@ -29,6 +29,7 @@ typedef struct ferry_rt_options {
     /** Pin the calling thread to these CPUs (each online, 0..ferry_rt_cpu_count()-1 on most
      *  machines). ncpus 0: leave the affinity as it is. The array is read during the call only. */
     const int *cpus;
+    /** Entries of cpus; 0: leave the affinity as it is. */
     size_t ncpus;
     /** 1..99: SCHED_FIFO at this priority for the calling thread; 0: leave the policy as it is.
      *  A SCHED_FIFO thread that never sleeps starves every ordinary thread of its CPU: use it

@@ -23,6 +23,7 @@ extern "C" {
 /** Fewest topics one synchroniser matches. */
 #define FERRY_SYNC_MIN_TOPICS 2u
 
+/** An approximate-time synchroniser over 2..9 subscribers (ferry_sync_create). */
 typedef struct ferry_sync ferry_sync;
 
 /** Gives the stamp of sample s taken from subscriber number index (0..n-1), in nanoseconds.
@@ -30,6 +31,7 @@ typedef struct ferry_sync ferry_sync;
  *  seen on its topic is discarded. */
 typedef int64_t (*ferry_sync_stamp_fn)(void *arg, uint32_t index, const ferry_sample *s);
 
+/** Options of ferry_sync_create; ferry_sync_options_init gives the defaults. */
 typedef struct ferry_sync_options {
     /** Samples held per topic, matched sets handed out included. Default 10, at most 4096. */
     uint32_t queue_size;

@@ -43,8 +43,8 @@ extern "C" {
 
 /** Type name for ferry_publisher_create / ferry_subscriber_create, and its type hash
  *  (ferry_hash() of the name, written out for constant expressions). */
-#define FERRY_TENSOR_TYPE_NAME "ferry/Tensor"
-#define FERRY_TENSOR_TYPE_HASH UINT64_C(0xf3f1a6ca9ba09495)
+#define FERRY_TENSOR_TYPE_NAME "ferry/Tensor"                /**< type name of tensors */
+#define FERRY_TENSOR_TYPE_HASH UINT64_C(0xf3f1a6ca9ba09495) /**< type hash of tensors */
 
 /** Element types. 0 is no type. */
 typedef enum ferry_dtype {
@@ -80,15 +80,15 @@ FERRY_API const char *ferry_dtype_name(ferry_dtype dtype);
 #define FERRY_DL_CUDA_HOST 3 /**< kDLCUDAHost */
 
 /** DLDataTypeCode values used by ferry. */
-#define FERRY_DL_INT 0u
-#define FERRY_DL_UINT 1u
-#define FERRY_DL_FLOAT 2u
-#define FERRY_DL_BFLOAT 4u
-#define FERRY_DL_BOOL 6u
+#define FERRY_DL_INT 0u    /**< kDLInt */
+#define FERRY_DL_UINT 1u   /**< kDLUInt */
+#define FERRY_DL_FLOAT 2u  /**< kDLFloat */
+#define FERRY_DL_BFLOAT 4u /**< kDLBfloat */
+#define FERRY_DL_BOOL 6u   /**< kDLBool */
 
 /** DLPack version implemented by the versioned export. */
-#define FERRY_DLPACK_MAJOR 1u
-#define FERRY_DLPACK_MINOR 0u
+#define FERRY_DLPACK_MAJOR 1u /**< DLPACK_MAJOR_VERSION */
+#define FERRY_DLPACK_MINOR 0u /**< DLPACK_MINOR_VERSION */
 /** DLPACK_FLAG_BITMASK_READ_ONLY: the consumer must not write the data. */
 #define FERRY_DLPACK_FLAG_READ_ONLY (UINT64_C(1) << 0)
 
@@ -108,9 +108,9 @@ typedef struct ferry_dl_data_type {
 /** DLTensor. */
 typedef struct ferry_dl_tensor {
     void *data;               /**< the elements (host or device address) */
-    ferry_dl_device device;
-    int32_t ndim;
-    ferry_dl_data_type dtype;
+    ferry_dl_device device;   /**< where data lies */
+    int32_t ndim;             /**< number of dimensions */
+    ferry_dl_data_type dtype; /**< the element type */
     int64_t *shape;           /**< ndim entries */
     int64_t *strides;         /**< ndim entries, in elements (never NULL from ferry) */
     uint64_t byte_offset;     /**< 0 from ferry */
@@ -118,15 +118,15 @@ typedef struct ferry_dl_tensor {
 
 /** DLManagedTensor: the unversioned export. */
 typedef struct ferry_dlpack_tensor {
-    ferry_dl_tensor dl_tensor;
+    ferry_dl_tensor dl_tensor;                        /**< the tensor */
     void *manager_ctx;                                /**< ferry's */
     void (*deleter)(struct ferry_dlpack_tensor *self); /**< gives the sample back; call once */
 } ferry_dlpack_tensor;
 
 /** DLPackVersion. */
 typedef struct ferry_dl_version {
-    uint32_t major;
-    uint32_t minor;
+    uint32_t major; /**< FERRY_DLPACK_MAJOR */
+    uint32_t minor; /**< FERRY_DLPACK_MINOR */
 } ferry_dl_version;
 
 /** DLManagedTensorVersioned (DLPack 1.0): the versioned export. */
@@ -135,7 +135,7 @@ typedef struct ferry_dlpack_tensor_versioned {
     void *manager_ctx;                                          /**< ferry's */
     void (*deleter)(struct ferry_dlpack_tensor_versioned *self); /**< gives the sample back */
     uint64_t flags;                                             /**< FERRY_DLPACK_FLAG_READ_ONLY */
-    ferry_dl_tensor dl_tensor;
+    ferry_dl_tensor dl_tensor;                                  /**< the tensor */
 } ferry_dlpack_tensor_versioned;
 
 /** Fills *out with dtype's DLPack data type (lanes 1).
@@ -207,7 +207,7 @@ typedef struct ferry_tensor {
  *                        is NULL with ndim > 0, a size or stride is negative, or the extent does
  *                        not fit in 64 bits or the sample size in a size_t
  * @retval FERRY_ETOOBIG  the sample exceeds the publisher's max_sample_size
- * @retval FERRY_EPOOL, FERRY_ETIMEDOUT, FERRY_ENOMEM, FERRY_ECLOSED  as ferry_loan
+ * @retval FERRY_ESTATE, FERRY_EPOOL, FERRY_ETIMEDOUT, FERRY_ENOMEM, FERRY_ECLOSED  as ferry_loan
  */
 FERRY_API ferry_err ferry_tensor_loan(ferry_publisher *pub, ferry_dtype dtype, uint32_t ndim,
                                       const int64_t *shape, const int64_t *strides,
