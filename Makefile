@@ -6,8 +6,9 @@ CMAKE_FLAGS ?=
 DEB_PACKAGES := cmake make gcc libc6-dev pkg-config
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
-# What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference.
-TEST_PACKAGES := python3 doxygen
+# What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,
+# gnuplot the demo's plot.
+TEST_PACKAGES := python3 doxygen gnuplot-nox
 # The API reference (make docs).
 DOCS_PACKAGES := doxygen
 
