@@ -143,4 +143,8 @@ void bench_prefault(void *buf, size_t n);
  * into the GPU, and device frames across processes. Built with the GPU module only. */
 int bench_gpu_cmd(int argc, char **argv);
 
+/* `ferry bench bridge` (bench/bridge/): ferry frames through two DDS bridges across a veth pair
+ * between network namespaces, next to plain Cyclone DDS. Built with the DDS bridge only. */
+int bench_bridge_cmd(int argc, char **argv);
+
 #endif

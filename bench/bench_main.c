@@ -572,7 +572,8 @@ int ferry_cmd_bench(int argc, char **argv)
         "usage: ferry bench <benchmark> [options]\n"
         "benchmarks:\n"
         "  transport   one-way latency, CPU and throughput: ferry vs copying transports\n"
-        "  gpu         device buffer cache vs CUDA allocators, host frames into the GPU\n";
+        "  gpu         device buffer cache vs CUDA allocators, host frames into the GPU\n"
+        "  bridge      ferry frames through DDS bridges across a veth pair vs plain DDS\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -591,6 +592,12 @@ int ferry_cmd_bench(int argc, char **argv)
         return cli_fail("bench", 1, "this ferry was built without the CUDA module");
 #endif
     }
-    /* The DDS bridge benchmark ("bridge") is dispatched here when its module arrives. */
-    return cli_fail("bench", 2, "unknown benchmark '%s' (known: transport, gpu)", which);
+    if (strcmp(which, "bridge") == 0) {
+#ifdef FERRY_HAVE_BRIDGE
+        return bench_bridge_cmd(argc - 1, argv + 1);
+#else
+        return cli_fail("bench", 2, "this ferry was built without the DDS bridge");
+#endif
+    }
+    return cli_fail("bench", 2, "unknown benchmark '%s' (known: transport, gpu, bridge)", which);
 }

@@ -23,6 +23,8 @@ int ferry_cmd_info(int argc, char **argv);
 int ferry_cmd_clean(int argc, char **argv);
 int ferry_cmd_demo(int argc, char **argv);
 int ferry_cmd_bench(int argc, char **argv);
+/* Built without Cyclone DDS, it says so and returns 2. */
+int ferry_cmd_bridge(int argc, char **argv);
 
 /* Where a command works: --dir/--domain on the command line, else FERRY_DIR / FERRY_DOMAIN,
  * else the library's defaults (dir NULL, domain 0). */

@@ -4,6 +4,8 @@
  */
 #include "cli.h"
 
+#include <ferry/msg.h>
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -25,7 +27,9 @@ static void usage(FILE *to)
           "\n"
           "options:\n"
           "  --count N        stop after N samples; 0 runs until a signal (default 0)\n"
-          "  --verify         check each synthetic frame's header and checksum (ok / CORRUPT)\n"
+          "  --verify         check each synthetic frame's header and checksum (ok / CORRUPT);\n"
+          "                   on sensor_msgs/Image and PointCloud2 topics, the sample must be\n"
+          "                   a valid image or cloud whose data is a synthetic frame\n"
           "  --quiet          print no line per sample, only the summary\n"
           "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
           "                   live endpoints, else " CLI_FRAME_TYPE ")\n"
@@ -49,6 +53,7 @@ typedef struct echo_args {
     double timeout_s;
     bool verify;
     bool quiet;
+    int kind; /* 0 synthetic frames, 1 images, 2 point clouds: what --verify checks */
 } echo_args;
 
 static int parse_args(int argc, char **argv, echo_args *a)
@@ -139,6 +144,22 @@ typedef struct echo_totals {
     bool output_failed;
 } echo_totals;
 
+static bool sample_intact(const echo_args *a, const ferry_sample *s)
+{
+    if (a->kind == 1) {
+        ferry_image_view v;
+
+        return ferry_image_view_get(s, &v) == FERRY_OK && cli_frame_verify(v.data, v.data_size);
+    }
+    if (a->kind == 2) {
+        ferry_pointcloud_view v;
+
+        return ferry_pointcloud_view_get(s, &v) == FERRY_OK &&
+               cli_frame_verify(v.data, v.data_size);
+    }
+    return cli_frame_verify(s->data, s->size);
+}
+
 static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot, bool *timed_out)
 {
     int64_t deadline = a->timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a->timeout_s * 1e9) : -1;
@@ -149,7 +170,7 @@ static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot
 
         if (err == FERRY_OK) {
             int64_t latency = ferry_now().ns - s.publish_time.ns;
-            bool intact = !a->verify || cli_frame_verify(s.data, s.size);
+            bool intact = !a->verify || sample_intact(a, &s);
 
             tot->received++;
             if (!intact) tot->corrupt++;
@@ -205,6 +226,10 @@ int ferry_cmd_echo(int argc, char **argv)
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
     cli_topic_type(&a.where, a.topic, a.type, &type);
+    if (strcmp(type.name, FERRY_IMAGE_TYPE_NAME) == 0)
+        a.kind = 1;
+    else if (strcmp(type.name, FERRY_POINTCLOUD_TYPE_NAME) == 0)
+        a.kind = 2;
 
     ferry_subscriber_options_init(&o);
     if (a.depth != 0) o.depth = (uint32_t)a.depth;

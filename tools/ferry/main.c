@@ -22,6 +22,7 @@ static const command commands[] = {
     {"clean", ferry_cmd_clean, "remove what dead processes left in a domain directory"},
     {"demo", ferry_cmd_demo, "run a self-contained demonstration"},
     {"bench", ferry_cmd_bench, "run the benchmarks"},
+    {"bridge", ferry_cmd_bridge, "carry image and point-cloud topics to and from DDS (ROS 2)"},
 };
 
 static void usage(FILE *to)

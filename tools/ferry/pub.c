@@ -4,16 +4,20 @@
  */
 #include "cli.h"
 
+#include <ferry/msg.h>
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CMD "pub"
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
+#define CLOUD_POINT_STEP 16u
 
 static void usage(FILE *to)
 {
@@ -32,6 +36,14 @@ static void usage(FILE *to)
           "  --history N             keep the last N frames for late joiners (default 0)\n"
           "  --pool BYTES            byte cap of the publisher's pool (default: the library's,\n"
           "                          raised to 4 frames when smaller)\n"
+          "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
+          "                          their pixel bytes are a synthetic frame (echo --verify)\n"
+          "  --encoding ENC          image encoding (default rgb8)\n"
+          "  --cloud WxH             publish sensor_msgs/PointCloud2 frames of H rows of W\n"
+          "                          points instead, fields x y z intensity (float32, point\n"
+          "                          step 16); their point bytes are a synthetic frame\n"
+          "  --frame-id ID           image or cloud frame_id (default: the topic's last\n"
+          "                          segment)\n"
           "  --domain N              domain number (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH              root of the domain directories (default $FERRY_DIR, else\n"
           "                          /dev/shm/ferry-<uid>)\n"
@@ -48,11 +60,28 @@ typedef struct pub_args {
     uint64_t wait_subscribers;
     uint64_t history;
     size_t pool;
+    uint32_t width, height;
+    bool cloud; /* width x height are points, not pixels */
+    const char *encoding;
+    const char *frame_id;
 } pub_args;
 
 static int parse_args(int argc, char **argv, pub_args *a)
 {
-    enum { O_SIZE = 256, O_RATE, O_COUNT, O_WAIT, O_HISTORY, O_POOL, O_DOMAIN, O_DIR };
+    enum {
+        O_SIZE = 256,
+        O_RATE,
+        O_COUNT,
+        O_WAIT,
+        O_HISTORY,
+        O_POOL,
+        O_IMAGE,
+        O_ENCODING,
+        O_CLOUD,
+        O_FRAME_ID,
+        O_DOMAIN,
+        O_DIR
+    };
     static const struct option options[] = {
         {"size", required_argument, NULL, O_SIZE},
         {"rate", required_argument, NULL, O_RATE},
@@ -60,6 +89,10 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"wait-subscribers", required_argument, NULL, O_WAIT},
         {"history", required_argument, NULL, O_HISTORY},
         {"pool", required_argument, NULL, O_POOL},
+        {"image", required_argument, NULL, O_IMAGE},
+        {"encoding", required_argument, NULL, O_ENCODING},
+        {"cloud", required_argument, NULL, O_CLOUD},
+        {"frame-id", required_argument, NULL, O_FRAME_ID},
         {"domain", required_argument, NULL, O_DOMAIN},
         {"dir", required_argument, NULL, O_DIR},
         {"help", no_argument, NULL, 'h'},
@@ -70,6 +103,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
     memset(a, 0, sizeof *a);
     a->size = 1u << 20;
     a->rate = 30.0;
+    a->encoding = "rgb8";
     if (!cli_where_from_env(&a->where)) return 2;
     opterr = 0;
     optind = 1;
@@ -101,6 +135,28 @@ static int parse_args(int argc, char **argv, pub_args *a)
             if (!cli_parse_size(optarg, &a->pool) || a->pool == 0)
                 return cli_fail(CMD, 2, "invalid --pool '%s'", optarg);
             break;
+        case O_IMAGE:
+        case O_CLOUD: {
+            unsigned w = 0, h = 0;
+            char extra;
+
+            if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w == 0 || h == 0)
+                return cli_fail(CMD, 2, "invalid --%s '%s' (WIDTHxHEIGHT)",
+                                c == O_IMAGE ? "image" : "cloud", optarg);
+            a->width = w;
+            a->height = h;
+            a->cloud = c == O_CLOUD;
+            break;
+        }
+        case O_ENCODING:
+            a->encoding = optarg;
+            break;
+        case O_FRAME_ID:
+            if (strlen(optarg) > FERRY_FRAME_ID_MAX)
+                return cli_fail(CMD, 2, "invalid --frame-id '%s' (at most %u bytes)", optarg,
+                                FERRY_FRAME_ID_MAX);
+            a->frame_id = optarg;
+            break;
         case O_DOMAIN:
             if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
             break;
@@ -117,7 +173,93 @@ static int parse_args(int argc, char **argv, pub_args *a)
     }
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
+    if (a->cloud) {
+        uint64_t points = (uint64_t)a->width * a->height;
+
+        if (points < sizeof(cli_frame_header) / CLOUD_POINT_STEP ||
+            points > (UINT32_MAX - 4096) / CLOUD_POINT_STEP ||
+            (uint64_t)a->width * CLOUD_POINT_STEP > UINT32_MAX)
+            return cli_fail(CMD, 2, "invalid cloud: %" PRIu32 "x%" PRIu32 " (at least %zu points, "
+                            "below 2^28)", a->width, a->height,
+                            sizeof(cli_frame_header) / CLOUD_POINT_STEP);
+        a->size = ((sizeof(ferry_pointcloud_header) + 63) / 64) * 64 +
+                  (size_t)(points * CLOUD_POINT_STEP);
+    } else if (a->width != 0) {
+        ferry_image_layout l;
+
+        if (ferry_image_layout_get(a->encoding, a->width, a->height, 0, &l) != FERRY_OK ||
+            l.data_size < sizeof(cli_frame_header) || l.data_size > SIZE_MAX / 8)
+            return cli_fail(CMD, 2, "invalid image: %" PRIu32 "x%" PRIu32 " %s (a known encoding "
+                            "and at least %zu pixel bytes)", a->width, a->height, a->encoding,
+                            sizeof(cli_frame_header));
+        /* The whole sample: the header, padded to 64 bytes, then the pixels. */
+        a->size = ((sizeof(ferry_image_header) + 63) / 64) * 64 + (size_t)l.data_size;
+    }
+    if (a->width != 0 && a->frame_id == NULL) {
+        const char *slash = strrchr(a->topic, '/');
+
+        a->frame_id = slash != NULL ? slash + 1 : a->topic;
+        if (strlen(a->frame_id) > FERRY_FRAME_ID_MAX) a->frame_id = "";
+    }
     return -1;
+}
+
+/* An image whose pixel bytes are a synthetic frame, stamped with the wall clock. */
+static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t sequence)
+{
+    struct timespec now;
+    ferry_image img;
+    ferry_err err;
+
+    err = ferry_image_loan(pub, a->width, a->height, a->encoding, 0, &img);
+    if (err != FERRY_OK) return err;
+    cli_frame_fill(img.data, img.data_size, sequence, true);
+    clock_gettime(CLOCK_REALTIME, &now);
+    img.header->stamp.sec = (int32_t)now.tv_sec;
+    img.header->stamp.nanosec = (uint32_t)now.tv_nsec;
+    snprintf(img.header->frame_id, sizeof img.header->frame_id, "%s", a->frame_id);
+    err = ferry_image_publish(pub, &img);
+    if (err != FERRY_OK) {
+        ferry_err rel = ferry_image_release(pub, &img);
+
+        if (rel != FERRY_OK) return rel;
+    }
+    return err;
+}
+
+/* A LiDAR-like cloud: x y z intensity, float32 each. The point bytes are a synthetic frame, so
+ * the floats are arbitrary bit patterns (NaN among them): is_dense stays 0. */
+static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t sequence)
+{
+    static const char *const names[4] = {"x", "y", "z", "intensity"};
+    ferry_point_field fields[4];
+    struct timespec now;
+    ferry_pointcloud pc;
+    ferry_err err;
+    uint32_t i;
+
+    memset(fields, 0, sizeof fields);
+    for (i = 0; i < 4; i++) {
+        snprintf(fields[i].name, sizeof fields[i].name, "%s", names[i]);
+        fields[i].offset = 4 * i;
+        fields[i].datatype = FERRY_POINT_FLOAT32;
+        fields[i].count = 1;
+    }
+    err = ferry_pointcloud_loan(pub, a->width, a->height, fields, 4, CLOUD_POINT_STEP, &pc);
+    if (err != FERRY_OK) return err;
+    cli_frame_fill(pc.data, pc.data_size, sequence, true);
+    clock_gettime(CLOCK_REALTIME, &now);
+    pc.header->stamp.sec = (int32_t)now.tv_sec;
+    pc.header->stamp.nanosec = (uint32_t)now.tv_nsec;
+    pc.header->is_dense = 0;
+    snprintf(pc.header->frame_id, sizeof pc.header->frame_id, "%s", a->frame_id);
+    err = ferry_pointcloud_publish(pub, &pc);
+    if (err != FERRY_OK) {
+        ferry_err rel = ferry_pointcloud_release(pub, &pc);
+
+        if (rel != FERRY_OK) return rel;
+    }
+    return err;
 }
 
 /* Complaints about a full pool or a blocked subscriber can come at the frame rate; say them at
@@ -167,28 +309,46 @@ static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *publi
 
         frames++;
 
-        err = ferry_loan(pub, a->size, &payload);
-        if (err == FERRY_EPOOL || err == FERRY_ETIMEDOUT) {
-            complain(pool_full, "no chunk to loan", err);
-        } else if (err != FERRY_OK) {
-            *elapsed_ns = ferry_now().ns - start;
-            return cli_fail(CMD, 1, "ferry_loan: %s", ferry_strerror(err));
-        } else {
-            cli_frame_fill(payload, a->size, *published + 1, true);
-            err = ferry_publish(pub, payload, 0);
+        if (a->width != 0) {
+            /* An image or a cloud: ETIMEDOUT comes from a blocking subscriber (the pool errors
+             * at once). */
+            err = a->cloud ? publish_cloud(pub, a, *published + 1)
+                           : publish_image(pub, a, *published + 1);
             if (err == FERRY_OK) {
                 (*published)++;
-            } else {
-                ferry_err rel = ferry_loan_release(pub, payload);
-
-                if (err != FERRY_ETIMEDOUT) {
-                    *elapsed_ns = ferry_now().ns - start;
-                    return cli_fail(CMD, 1, "ferry_publish: %s", ferry_strerror(err));
-                }
+            } else if (err == FERRY_EPOOL) {
+                complain(pool_full, "no chunk to loan", err);
+            } else if (err == FERRY_ETIMEDOUT) {
                 complain(blocked, "a blocking subscriber stayed full", err);
-                if (rel != FERRY_OK) {
-                    *elapsed_ns = ferry_now().ns - start;
-                    return cli_fail(CMD, 1, "ferry_loan_release: %s", ferry_strerror(rel));
+            } else {
+                *elapsed_ns = ferry_now().ns - start;
+                return cli_fail(CMD, 1, "publishing %s: %s", a->cloud ? "a cloud" : "an image",
+                                ferry_strerror(err));
+            }
+        } else {
+            err = ferry_loan(pub, a->size, &payload);
+            if (err == FERRY_EPOOL || err == FERRY_ETIMEDOUT) {
+                complain(pool_full, "no chunk to loan", err);
+            } else if (err != FERRY_OK) {
+                *elapsed_ns = ferry_now().ns - start;
+                return cli_fail(CMD, 1, "ferry_loan: %s", ferry_strerror(err));
+            } else {
+                cli_frame_fill(payload, a->size, *published + 1, true);
+                err = ferry_publish(pub, payload, 0);
+                if (err == FERRY_OK) {
+                    (*published)++;
+                } else {
+                    ferry_err rel = ferry_loan_release(pub, payload);
+
+                    if (err != FERRY_ETIMEDOUT) {
+                        *elapsed_ns = ferry_now().ns - start;
+                        return cli_fail(CMD, 1, "ferry_publish: %s", ferry_strerror(err));
+                    }
+                    complain(blocked, "a blocking subscriber stayed full", err);
+                    if (rel != FERRY_OK) {
+                        *elapsed_ns = ferry_now().ns - start;
+                        return cli_fail(CMD, 1, "ferry_loan_release: %s", ferry_strerror(rel));
+                    }
                 }
             }
         }
@@ -253,8 +413,15 @@ int ferry_cmd_pub(int argc, char **argv)
 
     cli_stop_on_signals();
     if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;
-    err =
-        ferry_publisher_create(&pub, node, a.topic, CLI_FRAME_TYPE, ferry_hash(CLI_FRAME_TYPE), &o);
+    if (a.cloud)
+        err = ferry_publisher_create(&pub, node, a.topic, FERRY_POINTCLOUD_TYPE_NAME,
+                                     FERRY_POINTCLOUD_TYPE_HASH, &o);
+    else if (a.width != 0)
+        err = ferry_publisher_create(&pub, node, a.topic, FERRY_IMAGE_TYPE_NAME,
+                                     FERRY_IMAGE_TYPE_HASH, &o);
+    else
+        err = ferry_publisher_create(&pub, node, a.topic, CLI_FRAME_TYPE,
+                                     ferry_hash(CLI_FRAME_TYPE), &o);
     if (err != FERRY_OK) {
         int saved = errno;
 

@@ -1,0 +1,1237 @@
+/*
+ * The DDS bridge (bridge.h). One thread drives everything: ferry subscribers and publishers,
+ * DDS readers and writers. Cyclone delivers on its own threads; its data-available listener only
+ * bumps an eventfd that sits, with the ferry descriptors, in the bridge's epoll set.
+ */
+#include "bridge.h"
+
+#include <ferry/msg.h>
+
+#include <dds/dds.h>
+
+#include "ros2_sensor_msgs.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define NS_PER_MS 1000000LL
+#define NS_PER_S 1000000000LL
+/* 8 frames: 267 ms at 30 fps of slack for the bridge's one thread, which writes every route's
+ * frames in turn (a 2.7 MB frame takes 7 to 40 ms to write on a busy machine); docs/bridge.md. */
+#define DEFAULT_DEPTH 8u
+/* While a new out route waits for its first scan, the bridge polls its subscriber this often:
+ * the first samples of a new connection may come before the subscriber's fd is armed for them. */
+#define NEW_ROUTE_POLL_NS (10 * NS_PER_MS)
+#define DEFAULT_SCAN_NS (250 * NS_PER_MS)
+/* An out route whose topic lost its last non-bridge publisher goes after this many scans; an in
+ * route whose DDS writers all left goes after IN_GRACE_NS. */
+#define OUT_MISSING_SCANS 2u
+#define IN_GRACE_NS (1 * NS_PER_S)
+#define RETRY_NS (5 * NS_PER_S)
+#define WRITE_BLOCK_MS 100
+#define KNOWN_PUBLISHERS_MAX 512u
+#define WRITER_CACHE 32u
+#define SCAN_TOPICS_MAX 256u
+#define PUBLICATIONS_MAX 512
+#define TAKE_BATCH 8
+/* Each invalid DDS sample is logged, up to this many lines a second. */
+#define IN_INVALID_LINES_PER_S 20u
+#define MARK_PREFIX "ferry-bridge;key="
+
+_Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
+
+typedef enum msg_kind { KIND_NONE = 0, KIND_IMAGE, KIND_CLOUD } msg_kind;
+
+typedef struct out_route {
+    char topic[FERRY_TOPIC_MAX + 2];
+    msg_kind kind;
+    ferry_subscriber *sub;
+    dds_entity_t dtopic, writer;
+    unsigned missing;
+    bool active;          /* past its first scan: see scan_out */
+    bool yield;           /* a bridge of a lower pid sends the topic out */
+    uint64_t samples, bytes;
+    bool reliable;
+} out_route;
+
+typedef struct writer_verdict {
+    dds_instance_handle_t handle;
+    bool ignore;
+} writer_verdict;
+
+typedef struct in_route {
+    char topic[FERRY_TOPIC_MAX + 2];
+    msg_kind kind;
+    dds_entity_t dtopic, reader;
+    ferry_publisher *pub;
+    uint64_t pub_id;
+    int64_t last_wanted_ns;
+    int64_t retry_ns;       /* when creation failed: not before then */
+    bool reliable;
+    writer_verdict writers[WRITER_CACHE];
+    unsigned nwriters, next_writer;
+    uint64_t samples, bytes;
+} in_route;
+
+typedef struct known_publisher {
+    uint64_t id;
+    bool bridge;
+} known_publisher;
+
+typedef struct scan_topic {
+    char topic[FERRY_TOPIC_MAX + 2];
+    msg_kind kind;
+    bool plain_publisher;   /* a live publisher that is not a bridge */
+    bool other_bridge;      /* a bridge of a lower pid sends it out already */
+    bool reliable;          /* in: some DDS writer is reliable */
+} scan_topic;
+
+typedef struct rate_log {
+    int64_t last_ns;      /* start of the current one-second window */
+    unsigned lines;       /* said in that window */
+    uint64_t suppressed;
+} rate_log;
+
+struct ferry_bridge {
+    ferry_bridge_options o;
+    char *patterns[FERRY_BRIDGE_PATTERNS_MAX];
+    char *dds_config;
+    ferry_node *node;
+    char dir_real[PATH_MAX];
+    char mark[sizeof MARK_PREFIX + 17];
+    pid_t pid;
+    dds_entity_t domain, participant, pubreader;
+    dds_guid_t participant_guid;
+    dds_listener_t *listener;
+    int epfd, evfd;
+    int64_t next_scan_ns;
+    out_route *outs[FERRY_BRIDGE_ROUTES_MAX];
+    size_t nouts;
+    in_route *ins[FERRY_BRIDGE_ROUTES_MAX];
+    size_t nins;
+    known_publisher known[KNOWN_PUBLISHERS_MAX];
+    size_t nknown;
+    scan_topic scan[SCAN_TOPICS_MAX];
+    size_t nscan;
+    ferry_bridge_stats st;
+    rate_log log_out_invalid, log_in_invalid, log_in_dropped, log_out_failed, log_limit;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Diagnostics
+ * ------------------------------------------------------------------------------------------- */
+
+static void blog(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void blog(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (level > b->o.log_level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (b->o.log != NULL)
+        b->o.log(b->o.log_arg, level, msg);
+    else
+        fprintf(stderr, "ferry bridge: %s\n", msg);
+}
+
+/* True when a message of this kind may go out now: at most per_second in any one-second window,
+ * so that a flood (a broken or hostile peer) cannot flood the log. */
+static bool rate_ok_n(rate_log *r, unsigned per_second)
+{
+    int64_t now = ferry_now().ns;
+
+    if (r->last_ns == 0 || now - r->last_ns >= NS_PER_S) {
+        r->last_ns = now;
+        r->lines = 0;
+    }
+    if (r->lines >= per_second) {
+        r->suppressed++;
+        return false;
+    }
+    r->lines++;
+    return true;
+}
+
+static bool rate_ok(rate_log *r)
+{
+    return rate_ok_n(r, 1);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------------------- */
+
+/* Large samples: 64 kB datagrams cut a 6 MB frame into ~100 fragments instead of ~4600; socket
+ * buffers hold a few frames (the kernel caps them at net.core.rmem_max / wmem_max); the writer
+ * history may hold several unacknowledged frames before a reliable writer is throttled.
+ * A 3 s participant lease (Cyclone's default is 10 s) lets peers drop a dead bridge's routes
+ * sooner; Cyclone announces the participant every 2.4 s then (docs/bridge.md). */
+static const char dds_defaults[] =
+    "<CycloneDDS><Domain Id=\"any\">"
+    "<General>"
+    "<MaxMessageSize>65500B</MaxMessageSize>"
+    "<MaxRexmitMessageSize>65500B</MaxRexmitMessageSize>"
+    "<FragmentSize>62KiB</FragmentSize>"
+    "</General>"
+    "<Discovery><LeaseDuration>3s</LeaseDuration></Discovery>"
+    "<Internal>"
+    "<SocketReceiveBufferSize min=\"default\" max=\"64MiB\"/>"
+    "<SocketSendBufferSize min=\"default\" max=\"16MiB\"/>"
+    "<MaxQueuedRexmitBytes>32MiB</MaxQueuedRexmitBytes>"
+    "<Watermarks><WhcHigh>48MiB</WhcHigh><WhcHighInit>16MiB</WhcHighInit></Watermarks>"
+    "</Internal>"
+    "</Domain></CycloneDDS>";
+
+const char *ferry_bridge_dds_defaults(void)
+{
+    return dds_defaults;
+}
+
+void ferry_bridge_options_init(ferry_bridge_options *o)
+{
+    if (o == NULL) return;
+    memset(o, 0, sizeof *o);
+    o->direction = FERRY_BRIDGE_BOTH;
+    o->depth = DEFAULT_DEPTH;
+    o->scan_interval_ns = DEFAULT_SCAN_NS;
+    o->log_level = FERRY_LOG_INFO;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Names and kinds
+ * ------------------------------------------------------------------------------------------- */
+
+static msg_kind kind_of_ferry(const char *type_name, uint64_t hash)
+{
+    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0 && hash == FERRY_IMAGE_TYPE_HASH)
+        return KIND_IMAGE;
+    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0 && hash == FERRY_POINTCLOUD_TYPE_HASH)
+        return KIND_CLOUD;
+    return KIND_NONE;
+}
+
+static msg_kind kind_of_dds(const char *type_name)
+{
+    if (type_name == NULL) return KIND_NONE;
+    if (strcmp(type_name, sensor_msgs_msg_dds__Image__desc.m_typename) == 0) return KIND_IMAGE;
+    if (strcmp(type_name, sensor_msgs_msg_dds__PointCloud2__desc.m_typename) == 0)
+        return KIND_CLOUD;
+    return KIND_NONE;
+}
+
+static const char *ferry_type(msg_kind k)
+{
+    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_NAME : FERRY_POINTCLOUD_TYPE_NAME;
+}
+
+static uint64_t ferry_hash_of(msg_kind k)
+{
+    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_HASH : FERRY_POINTCLOUD_TYPE_HASH;
+}
+
+static const dds_topic_descriptor_t *descriptor(msg_kind k)
+{
+    return k == KIND_IMAGE ? &sensor_msgs_msg_dds__Image__desc
+                           : &sensor_msgs_msg_dds__PointCloud2__desc;
+}
+
+/* The ferry name with a leading '/', or false when it does not fit. */
+static bool normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2])
+{
+    int n = snprintf(out, FERRY_TOPIC_MAX + 2, "%s%s", topic[0] == '/' ? "" : "/", topic);
+
+    return n > 0 && (size_t)n < FERRY_TOPIC_MAX + 2;
+}
+
+static bool pattern_match(const ferry_bridge *b, const char *topic)
+{
+    size_t i;
+
+    if (b->o.npatterns == 0) return true;
+    for (i = 0; i < b->o.npatterns; i++)
+        if (fnmatch(b->patterns[i], topic, 0) == 0) return true;
+    return false;
+}
+
+static bool is_bridge_node(const char *name)
+{
+    return strcmp(name, FERRY_BRIDGE_NODE_NAME) == 0;
+}
+
+/* The key that tells bridges of one ferry domain (machine, directory, domain) apart from others:
+ * network namespaces of one machine share /etc/machine-id but not, in practice, a directory. */
+static void make_mark(ferry_bridge *b)
+{
+    char machine[64] = "", text[sizeof machine + PATH_MAX + 32];
+    FILE *f = fopen("/etc/machine-id", "r");
+
+    if (f != NULL) {
+        if (fgets(machine, sizeof machine, f) == NULL) machine[0] = '\0';
+        fclose(f);
+        machine[strcspn(machine, "\r\n")] = '\0';
+    }
+    if (machine[0] == '\0' && gethostname(machine, sizeof machine - 1) != 0) machine[0] = '\0';
+    snprintf(text, sizeof text, "%s|%s|%" PRIu32, machine, b->dir_real, b->o.domain);
+    snprintf(b->mark, sizeof b->mark, MARK_PREFIX "%016" PRIx64, ferry_hash(text));
+}
+
+static bool has_mark(const ferry_bridge *b, const dds_qos_t *qos)
+{
+    void *value = NULL;
+    size_t size = 0;
+    bool same;
+
+    if (qos == NULL || !dds_qget_userdata(qos, &value, &size) || value == NULL) return false;
+    same = size == strlen(b->mark) && memcmp(value, b->mark, size) == 0;
+    dds_free(value);
+    return same;
+}
+
+static bool qos_reliable(const dds_qos_t *qos)
+{
+    dds_reliability_kind_t kind = DDS_RELIABILITY_BEST_EFFORT;
+    dds_duration_t block;
+
+    return qos != NULL && dds_qget_reliability(qos, &kind, &block) &&
+           kind == DDS_RELIABILITY_RELIABLE;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * epoll
+ * ------------------------------------------------------------------------------------------- */
+
+static void watch_fd(ferry_bridge *b, int fd)
+{
+    struct epoll_event ev;
+
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
+        blog(b, FERRY_LOG_WARN, "epoll_ctl: %s", strerror(errno));
+}
+
+static void unwatch_fd(ferry_bridge *b, int fd)
+{
+    epoll_ctl(b->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+static void on_data_available(dds_entity_t reader, void *arg)
+{
+    ferry_bridge *b = arg;
+    uint64_t one = 1;
+    ssize_t n;
+
+    (void)reader;
+    /* Only wakes the bridge's thread; a full counter (impossible in practice) still wakes it. */
+    n = write(b->evfd, &one, sizeof one);
+    (void)n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Publisher ids: which ferry publishers are bridges
+ * ------------------------------------------------------------------------------------------- */
+
+static void note_publisher(ferry_bridge *b, uint64_t id, bool bridge)
+{
+    size_t i;
+
+    for (i = 0; i < b->nknown; i++)
+        if (b->known[i].id == id) {
+            b->known[i].bridge = bridge;
+            return;
+        }
+    if (b->nknown < KNOWN_PUBLISHERS_MAX) {
+        b->known[b->nknown].id = id;
+        b->known[b->nknown].bridge = bridge;
+        b->nknown++;
+    }
+}
+
+static int publisher_verdict(const ferry_bridge *b, uint64_t id)
+{
+    size_t i;
+
+    for (i = 0; i < b->nins; i++)
+        if (b->ins[i]->pub != NULL && b->ins[i]->pub_id == id) return 1;
+    for (i = 0; i < b->nknown; i++)
+        if (b->known[i].id == id) return b->known[i].bridge ? 1 : 0;
+    return -1;
+}
+
+static bool note_topic_publishers(void *arg, const ferry_endpoint_info *info)
+{
+    ferry_bridge *b = arg;
+
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER) note_publisher(b, info->id, is_bridge_node(info->node_name));
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Out routes: ferry -> DDS
+ * ------------------------------------------------------------------------------------------- */
+
+static dds_qos_t *writer_qos(const ferry_bridge *b, bool *reliable)
+{
+    dds_qos_t *q = dds_create_qos();
+    dds_data_representation_id_t rep[1] = {DDS_DATA_REPRESENTATION_XCDR1};
+
+    *reliable = b->o.reliability != FERRY_BRIDGE_BEST_EFFORT;
+    dds_qset_reliability(q, *reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
+                         DDS_MSECS(WRITE_BLOCK_MS));
+    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth);
+    dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
+    dds_qset_data_representation(q, 1, rep);
+    dds_qset_userdata(q, b->mark, strlen(b->mark));
+    return q;
+}
+
+static void out_destroy(ferry_bridge *b, out_route *r)
+{
+    int fd;
+
+    if (r->sub != NULL) {
+        if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) unwatch_fd(b, fd);
+        ferry_subscriber_destroy(r->sub);
+    }
+    if (r->writer > 0) dds_delete(r->writer);
+    if (r->dtopic > 0) dds_delete(r->dtopic);
+    free(r);
+}
+
+static out_route *out_create(ferry_bridge *b, const scan_topic *t)
+{
+    ferry_subscriber_options so;
+    char dds_name[FERRY_TOPIC_MAX + 8];
+    out_route *r = calloc(1, sizeof *r);
+    dds_qos_t *q;
+    ferry_err err;
+    int fd;
+
+    if (r == NULL) return NULL;
+    memcpy(r->topic, t->topic, sizeof r->topic);
+    r->kind = t->kind;
+    ferry_subscriber_options_init(&so);
+    so.depth = b->o.depth;
+    so.max_held = 2;
+    err = ferry_subscriber_create(&r->sub, b->node, r->topic, ferry_type(r->kind),
+                                  ferry_hash_of(r->kind), &so);
+    if (err != FERRY_OK) {
+        blog(b, FERRY_LOG_WARN, "out %s: cannot subscribe: %s", r->topic, ferry_strerror(err));
+        free(r);
+        return NULL;
+    }
+    snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
+    r->dtopic = dds_create_topic(b->participant, descriptor(r->kind), dds_name, NULL, NULL);
+    if (r->dtopic < 0) {
+        blog(b, FERRY_LOG_WARN, "out %s: dds_create_topic: %s", r->topic,
+             dds_strretcode(r->dtopic));
+        out_destroy(b, r);
+        return NULL;
+    }
+    q = writer_qos(b, &r->reliable);
+    r->writer = dds_create_writer(b->participant, r->dtopic, q, NULL);
+    dds_delete_qos(q);
+    if (r->writer < 0) {
+        blog(b, FERRY_LOG_WARN, "out %s: dds_create_writer: %s", r->topic,
+             dds_strretcode(r->writer));
+        out_destroy(b, r);
+        return NULL;
+    }
+    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) watch_fd(b, fd);
+    blog(b, FERRY_LOG_INFO, "out %s -> %s (%s, %s, depth %" PRIu32 ")", r->topic, dds_name,
+         ferry_type(r->kind), r->reliable ? "reliable" : "best effort", b->o.depth);
+    return r;
+}
+
+static dds_return_t write_image(out_route *r, const ferry_image_view *v)
+{
+    sensor_msgs_msg_dds__Image_ m;
+
+    memset(&m, 0, sizeof m);
+    m.header_.stamp_.sec_ = v->header.stamp.sec;
+    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
+    /* The view's header is the bridge's own validated copy; DDS only reads these. */
+    m.header_.frame_id_ = (char *)v->header.frame_id;
+    m.height_ = v->header.height;
+    m.width_ = v->header.width;
+    m.encoding_ = (char *)v->header.encoding;
+    m.is_bigendian_ = v->header.is_bigendian;
+    m.step_ = v->header.step;
+    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
+    m.data_._length = (uint32_t)v->data_size;
+    m.data_._maximum = (uint32_t)v->data_size;
+    m.data_._release = false;
+    return dds_write(r->writer, &m);
+}
+
+static dds_return_t write_cloud(out_route *r, const ferry_pointcloud_view *v)
+{
+    sensor_msgs_msg_dds__PointCloud2_ m;
+    sensor_msgs_msg_dds__PointField_ fields[FERRY_POINTCLOUD_FIELDS_MAX];
+    uint32_t i;
+
+    memset(&m, 0, sizeof m);
+    for (i = 0; i < v->header.nfields; i++) {
+        fields[i].name_ = (char *)v->header.fields[i].name;
+        fields[i].offset_ = v->header.fields[i].offset;
+        fields[i].datatype_ = v->header.fields[i].datatype;
+        fields[i].count_ = v->header.fields[i].count;
+    }
+    m.header_.stamp_.sec_ = v->header.stamp.sec;
+    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
+    m.header_.frame_id_ = (char *)v->header.frame_id;
+    m.height_ = v->header.height;
+    m.width_ = v->header.width;
+    m.fields_._buffer = fields;
+    m.fields_._length = v->header.nfields;
+    m.fields_._maximum = v->header.nfields;
+    m.fields_._release = false;
+    m.is_bigendian_ = v->header.is_bigendian != 0;
+    m.point_step_ = v->header.point_step;
+    m.row_step_ = v->header.row_step;
+    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
+    m.data_._length = (uint32_t)v->data_size;
+    m.data_._maximum = (uint32_t)v->data_size;
+    m.data_._release = false;
+    m.is_dense_ = v->header.is_dense != 0;
+    return dds_write(r->writer, &m);
+}
+
+/* True when the sample came from a bridge and must not go back to DDS. */
+static bool from_bridge(ferry_bridge *b, const out_route *r, uint64_t publisher_id)
+{
+    int v = publisher_verdict(b, publisher_id);
+
+    if (v < 0) {
+        /* A publisher that appeared since the last scan: look at its status file now rather
+         * than let one of another bridge's samples through. */
+        ferry_inspect(b->o.dir, b->o.domain, r->topic, note_topic_publishers, b);
+        v = publisher_verdict(b, publisher_id);
+        if (v < 0) note_publisher(b, publisher_id, false);
+    }
+    return v > 0;
+}
+
+static void out_pump(ferry_bridge *b, out_route *r)
+{
+    for (;;) {
+        ferry_sample s;
+        dds_return_t rc = DDS_RETCODE_OK;
+        size_t bytes = 0;
+        bool valid = true, skipped = false;
+        ferry_err err = ferry_take(r->sub, &s);
+
+        if (err != FERRY_OK) {
+            if (err != FERRY_EAGAIN && rate_ok(&b->log_limit))
+                blog(b, FERRY_LOG_WARN, "out %s: ferry_take: %s", r->topic, ferry_strerror(err));
+            return;
+        }
+        b->st.out_taken++;
+        if (!r->active) {
+            b->st.out_early++;
+            skipped = true;
+        } else if (from_bridge(b, r, s.publisher_id)) {
+            b->st.out_skipped++;
+            skipped = true;
+        } else if (r->kind == KIND_IMAGE) {
+            ferry_image_view v;
+
+            valid = ferry_image_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
+            if (valid) {
+                rc = write_image(r, &v);
+                bytes = v.data_size;
+            }
+        } else {
+            ferry_pointcloud_view v;
+
+            valid = ferry_pointcloud_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
+            if (valid) {
+                rc = write_cloud(r, &v);
+                bytes = v.data_size;
+            }
+        }
+        if (skipped) {
+            /* counted above */
+        } else if (!valid) {
+            b->st.out_invalid++;
+            if (rate_ok(&b->log_out_invalid))
+                blog(b, FERRY_LOG_WARN,
+                     "out %s: dropped an invalid sample (%zu bytes, publisher %" PRIx64
+                     "); %" PRIu64 " so far",
+                     r->topic, s.size, s.publisher_id, b->st.out_invalid);
+        } else if (rc == DDS_RETCODE_OK) {
+            b->st.out_written++;
+            b->st.out_bytes += bytes;
+            r->samples++;
+            r->bytes += bytes;
+        } else {
+            b->st.out_failed++;
+            if (rate_ok(&b->log_out_failed))
+                blog(b, FERRY_LOG_WARN, "out %s: dds_write: %s; %" PRIu64 " failed so far",
+                     r->topic, dds_strretcode(rc), b->st.out_failed);
+        }
+        err = ferry_release(r->sub, &s);
+        if (err != FERRY_OK)
+            blog(b, FERRY_LOG_ERROR, "out %s: ferry_release: %s", r->topic, ferry_strerror(err));
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * In routes: DDS -> ferry
+ * ------------------------------------------------------------------------------------------- */
+
+static void in_destroy(ferry_bridge *b, in_route *r)
+{
+    int fd;
+
+    if (r->reader > 0) dds_delete(r->reader);
+    if (r->dtopic > 0) dds_delete(r->dtopic);
+    if (r->pub != NULL) {
+        if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) unwatch_fd(b, fd);
+        ferry_publisher_destroy(r->pub);
+    }
+    free(r);
+}
+
+/* Creates the DDS reader and the ferry publisher of r; false (logged) when one is refused. */
+static bool in_open(ferry_bridge *b, in_route *r, bool log)
+{
+    ferry_publisher_options po;
+    ferry_publisher_stats ps;
+    char dds_name[FERRY_TOPIC_MAX + 8];
+    dds_data_representation_id_t rep[2] = {DDS_DATA_REPRESENTATION_XCDR1,
+                                           DDS_DATA_REPRESENTATION_XCDR2};
+    dds_qos_t *q;
+    ferry_err err;
+    int fd;
+
+    ferry_publisher_options_init(&po);
+    err = ferry_publisher_create(&r->pub, b->node, r->topic, ferry_type(r->kind),
+                                 ferry_hash_of(r->kind), &po);
+    if (err != FERRY_OK) {
+        if (log)
+            blog(b, FERRY_LOG_WARN, "in %s: cannot publish on the ferry topic: %s (retrying)",
+                 r->topic, ferry_strerror(err));
+        r->pub = NULL;
+        return false;
+    }
+    memset(&ps, 0, sizeof ps);
+    ferry_publisher_stats_get(r->pub, &ps);
+    r->pub_id = ps.id;
+    snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
+    r->dtopic = dds_create_topic(b->participant, descriptor(r->kind), dds_name, NULL, NULL);
+    if (r->dtopic < 0) {
+        if (log)
+            blog(b, FERRY_LOG_WARN, "in %s: dds_create_topic: %s", r->topic,
+                 dds_strretcode(r->dtopic));
+        goto fail;
+    }
+    q = dds_create_qos();
+    dds_qset_reliability(q, r->reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
+                         DDS_MSECS(WRITE_BLOCK_MS));
+    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth);
+    dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
+    dds_qset_data_representation(q, 2, rep);
+    dds_qset_ignorelocal(q, DDS_IGNORELOCAL_PARTICIPANT);
+    r->reader = dds_create_reader(b->participant, r->dtopic, q, b->listener);
+    dds_delete_qos(q);
+    if (r->reader < 0) {
+        if (log)
+            blog(b, FERRY_LOG_WARN, "in %s: dds_create_reader: %s", r->topic,
+                 dds_strretcode(r->reader));
+        goto fail;
+    }
+    if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) watch_fd(b, fd);
+    blog(b, FERRY_LOG_INFO, "in %s -> %s (%s, %s, depth %" PRIu32 ")", dds_name, r->topic,
+         ferry_type(r->kind), r->reliable ? "reliable" : "best effort", b->o.depth);
+    return true;
+fail:
+    if (r->dtopic > 0) dds_delete(r->dtopic);
+    r->dtopic = 0;
+    r->reader = 0;
+    ferry_publisher_destroy(r->pub);
+    r->pub = NULL;
+    return false;
+}
+
+/* Whether samples of this DDS writer are dropped: writers of bridges of this ferry domain. */
+static bool writer_ignored(ferry_bridge *b, in_route *r, dds_instance_handle_t h)
+{
+    dds_builtintopic_endpoint_t *ep;
+    unsigned i;
+    bool ignore = false;
+
+    for (i = 0; i < r->nwriters; i++)
+        if (r->writers[i].handle == h) return r->writers[i].ignore;
+    ep = dds_get_matched_publication_data(r->reader, h);
+    if (ep != NULL) {
+        ignore = has_mark(b, ep->qos) ||
+                 memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0;
+        dds_builtintopic_free_endpoint(ep);
+    }
+    i = r->nwriters < WRITER_CACHE ? r->nwriters++ : (r->next_writer++ % WRITER_CACHE);
+    r->writers[i].handle = h;
+    r->writers[i].ignore = ignore;
+    return ignore;
+}
+
+static bool bounded_string(const char *s, size_t max)
+{
+    return s != NULL && strnlen(s, max + 1) <= max;
+}
+
+typedef enum carry { CARRY_OK, CARRY_INVALID, CARRY_DROPPED } carry;
+
+static carry carry_image(ferry_bridge *b, in_route *r, const sensor_msgs_msg_dds__Image_ *m,
+                         const char **why)
+{
+    ferry_image_layout layout;
+    ferry_image img;
+    ferry_err err;
+
+    if (!bounded_string(m->encoding_, FERRY_ENCODING_MAX)) return (*why = "encoding", CARRY_INVALID);
+    if (!bounded_string(m->header_.frame_id_, FERRY_FRAME_ID_MAX))
+        return (*why = "frame_id too long", CARRY_INVALID);
+    if (m->is_bigendian_ > 1) return (*why = "is_bigendian", CARRY_INVALID);
+    if (m->header_.stamp_.nanosec_ >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
+    if (ferry_image_layout_get(m->encoding_, m->width_, m->height_, m->step_, &layout) != FERRY_OK)
+        return (*why = "encoding, geometry or step", CARRY_INVALID);
+    if (m->data_._buffer == NULL || layout.data_size != (uint64_t)m->data_._length)
+        return (*why = "data size", CARRY_INVALID);
+    err = ferry_image_loan(r->pub, m->width_, m->height_, m->encoding_, m->step_, &img);
+    if (err == FERRY_EINVAL || err == FERRY_ETOOBIG) return (*why = ferry_strerror(err), CARRY_INVALID);
+    if (err != FERRY_OK) return (*why = ferry_strerror(err), CARRY_DROPPED);
+    memcpy(img.data, m->data_._buffer, img.data_size);
+    img.header->stamp.sec = m->header_.stamp_.sec_;
+    img.header->stamp.nanosec = m->header_.stamp_.nanosec_;
+    memcpy(img.header->frame_id, m->header_.frame_id_, strlen(m->header_.frame_id_) + 1);
+    img.header->is_bigendian = m->is_bigendian_;
+    err = ferry_image_publish(r->pub, &img);
+    if (err != FERRY_OK) {
+        ferry_image_release(r->pub, &img);
+        *why = ferry_strerror(err);
+        return CARRY_DROPPED;
+    }
+    (void)b;
+    return CARRY_OK;
+}
+
+static carry carry_cloud(ferry_bridge *b, in_route *r, const sensor_msgs_msg_dds__PointCloud2_ *m,
+                         const char **why)
+{
+    ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX];
+    ferry_pointcloud pc;
+    uint64_t row, size;
+    uint8_t bigendian, dense;
+    ferry_err err;
+    uint32_t i;
+
+    /* The booleans are bytes from the network: read them as bytes, a bool of another value
+     * than 0 or 1 would be undefined behaviour. */
+    memcpy(&bigendian, &m->is_bigendian_, 1);
+    memcpy(&dense, &m->is_dense_, 1);
+    if (bigendian > 1 || dense > 1) return (*why = "boolean neither 0 nor 1", CARRY_INVALID);
+
+    if (m->fields_._length == 0 || m->fields_._length > FERRY_POINTCLOUD_FIELDS_MAX ||
+        m->fields_._buffer == NULL)
+        return (*why = "number of fields", CARRY_INVALID);
+    if (!bounded_string(m->header_.frame_id_, FERRY_FRAME_ID_MAX))
+        return (*why = "frame_id too long", CARRY_INVALID);
+    if (m->header_.stamp_.nanosec_ >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
+    memset(fields, 0, sizeof fields);
+    for (i = 0; i < m->fields_._length; i++) {
+        const sensor_msgs_msg_dds__PointField_ *f = &m->fields_._buffer[i];
+
+        if (!bounded_string(f->name_, FERRY_FIELD_NAME_MAX) || f->name_[0] == '\0')
+            return (*why = "field name", CARRY_INVALID);
+        memcpy(fields[i].name, f->name_, strlen(f->name_) + 1);
+        fields[i].offset = f->offset_;
+        fields[i].datatype = f->datatype_;
+        fields[i].count = f->count_;
+    }
+    if (m->point_step_ == 0) return (*why = "point_step", CARRY_INVALID);
+    row = (uint64_t)m->width_ * m->point_step_;
+    if (row != m->row_step_) return (*why = "row_step", CARRY_INVALID);
+    size = row * m->height_; /* both below 2^32: no overflow */
+    if (size != (uint64_t)m->data_._length || (size != 0 && m->data_._buffer == NULL))
+        return (*why = "data size", CARRY_INVALID);
+    err = ferry_pointcloud_loan(r->pub, m->width_, m->height_, fields, m->fields_._length,
+                                m->point_step_, &pc);
+    if (err == FERRY_EINVAL || err == FERRY_ETOOBIG) return (*why = "fields or size", CARRY_INVALID);
+    if (err != FERRY_OK) return (*why = ferry_strerror(err), CARRY_DROPPED);
+    if (pc.data_size != size || pc.header->point_step != m->point_step_) {
+        ferry_pointcloud_release(r->pub, &pc);
+        return (*why = "point_step", CARRY_INVALID);
+    }
+    if (size != 0) memcpy(pc.data, m->data_._buffer, size);
+    pc.header->stamp.sec = m->header_.stamp_.sec_;
+    pc.header->stamp.nanosec = m->header_.stamp_.nanosec_;
+    memcpy(pc.header->frame_id, m->header_.frame_id_, strlen(m->header_.frame_id_) + 1);
+    pc.header->is_bigendian = bigendian;
+    pc.header->is_dense = dense;
+    err = ferry_pointcloud_publish(r->pub, &pc);
+    if (err != FERRY_OK) {
+        ferry_pointcloud_release(r->pub, &pc);
+        *why = ferry_strerror(err);
+        return CARRY_DROPPED;
+    }
+    (void)b;
+    return CARRY_OK;
+}
+
+static void in_pump(ferry_bridge *b, in_route *r)
+{
+    if (r->pub == NULL || r->reader <= 0) return;
+    ferry_publisher_poll(r->pub, 0);
+    for (;;) {
+        void *buf[TAKE_BATCH] = {NULL};
+        dds_sample_info_t info[TAKE_BATCH];
+        dds_return_t n = dds_take(r->reader, buf, info, TAKE_BATCH, TAKE_BATCH);
+        dds_return_t i;
+
+        if (n <= 0) {
+            if (n < 0 && rate_ok(&b->log_limit))
+                blog(b, FERRY_LOG_WARN, "in %s: dds_take: %s", r->topic, dds_strretcode(n));
+            return;
+        }
+        for (i = 0; i < n; i++) {
+            const char *why = "";
+            size_t bytes;
+            carry c;
+
+            if (!info[i].valid_data) continue;
+            if (writer_ignored(b, r, info[i].publication_handle)) {
+                b->st.in_ignored++;
+                continue;
+            }
+            b->st.in_received++;
+            if (r->kind == KIND_IMAGE) {
+                const sensor_msgs_msg_dds__Image_ *m = buf[i];
+
+                bytes = m->data_._length;
+                c = carry_image(b, r, m, &why);
+            } else {
+                const sensor_msgs_msg_dds__PointCloud2_ *m = buf[i];
+
+                bytes = m->data_._length;
+                c = carry_cloud(b, r, m, &why);
+            }
+            if (c == CARRY_OK) {
+                b->st.in_published++;
+                b->st.in_bytes += bytes;
+                r->samples++;
+                r->bytes += bytes;
+            } else if (c == CARRY_INVALID) {
+                b->st.in_invalid++;
+                if (rate_ok_n(&b->log_in_invalid, IN_INVALID_LINES_PER_S))
+                    blog(b, FERRY_LOG_WARN,
+                         "in rt%s: dropped a sample that cannot be carried (%s); %" PRIu64
+                         " so far",
+                         r->topic, why, b->st.in_invalid);
+            } else {
+                b->st.in_dropped++;
+                if (rate_ok(&b->log_in_dropped))
+                    blog(b, FERRY_LOG_WARN, "in rt%s: dropped a sample (%s); %" PRIu64 " so far",
+                         r->topic, why, b->st.in_dropped);
+            }
+        }
+        dds_return_loan(r->reader, buf, n);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scans
+ * ------------------------------------------------------------------------------------------- */
+
+static scan_topic *scan_entry(ferry_bridge *b, const char *topic, msg_kind kind)
+{
+    char name[FERRY_TOPIC_MAX + 2];
+    size_t i;
+
+    if (!normalise(topic, name)) return NULL;
+    for (i = 0; i < b->nscan; i++)
+        if (strcmp(b->scan[i].topic, name) == 0) return b->scan[i].kind == kind ? &b->scan[i] : NULL;
+    if (b->nscan == SCAN_TOPICS_MAX) return NULL;
+    memset(&b->scan[b->nscan], 0, sizeof b->scan[0]);
+    memcpy(b->scan[b->nscan].topic, name, sizeof name);
+    b->scan[b->nscan].kind = kind;
+    return &b->scan[b->nscan++];
+}
+
+static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
+{
+    ferry_bridge *b = arg;
+    bool bridge = is_bridge_node(info->node_name);
+    msg_kind kind;
+    scan_topic *t;
+
+    if (!info->alive) return true;
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER) note_publisher(b, info->id, bridge);
+    kind = kind_of_ferry(info->type_name, info->type_hash);
+    if (kind == KIND_NONE) return true;
+    t = scan_entry(b, info->topic, kind);
+    if (t == NULL) return true;
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER && !bridge) t->plain_publisher = true;
+    if (info->kind == FERRY_ENDPOINT_SUBSCRIBER && bridge && info->pid != (int32_t)b->pid &&
+        info->pid < (int32_t)b->pid)
+        t->other_bridge = true;
+    return true;
+}
+
+static void scan_out(ferry_bridge *b)
+{
+    size_t i, j;
+
+    b->nscan = 0;
+    b->nknown = 0;
+    ferry_inspect(b->o.dir, b->o.domain, NULL, scan_ferry_endpoint, b);
+    if (!(b->o.direction & FERRY_BRIDGE_OUT)) return;
+
+    /* A new route sends nothing before the next scan: two bridges of one ferry domain that
+     * subscribe to a topic at the same moment see each other by then, and the one of the higher
+     * pid leaves without having written a duplicate. */
+    for (i = 0; i < b->nouts; i++) b->outs[i]->missing++;
+    for (j = 0; j < b->nscan; j++) {
+        const scan_topic *t = &b->scan[j];
+        bool found = false;
+
+        if (!t->plain_publisher || !pattern_match(b, t->topic)) continue;
+        for (i = 0; i < b->nouts && !found; i++)
+            if (strcmp(b->outs[i]->topic, t->topic) == 0) {
+                b->outs[i]->missing = 0;
+                b->outs[i]->yield = t->other_bridge;
+                if (!t->other_bridge) b->outs[i]->active = true;
+                found = true;
+            }
+        if (found || t->other_bridge) continue;
+        if (b->nouts == FERRY_BRIDGE_ROUTES_MAX) {
+            if (rate_ok(&b->log_limit))
+                blog(b, FERRY_LOG_WARN, "out %s: too many routes (%u)", t->topic,
+                     FERRY_BRIDGE_ROUTES_MAX);
+            continue;
+        }
+        {
+            out_route *r = out_create(b, t);
+
+            if (r != NULL) b->outs[b->nouts++] = r;
+        }
+    }
+    for (i = 0; i < b->nouts;) {
+        out_route *r = b->outs[i];
+
+        if (r->missing >= OUT_MISSING_SCANS || r->yield) {
+            out_pump(b, r);
+            blog(b, FERRY_LOG_INFO, "out %s: route closed (%s)", r->topic,
+                 r->yield ? "another bridge of this ferry domain sends it"
+                          : "no publisher left but bridges");
+            out_destroy(b, r);
+            b->outs[i] = b->outs[--b->nouts];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void scan_in(ferry_bridge *b)
+{
+    void *buf[PUBLICATIONS_MAX];
+    dds_sample_info_t info[PUBLICATIONS_MAX];
+    int64_t now = ferry_now().ns;
+    dds_return_t n, k;
+    size_t i, j;
+
+    /* Publications that went away: drop them so that reads see live ones only. */
+    for (;;) {
+        buf[0] = NULL;
+        n = dds_take_mask(b->pubreader, buf, info, PUBLICATIONS_MAX, PUBLICATIONS_MAX,
+                          DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE |
+                              DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE |
+                              DDS_NOT_ALIVE_NO_WRITERS_INSTANCE_STATE);
+        if (n <= 0) break;
+        dds_return_loan(b->pubreader, buf, n);
+    }
+    buf[0] = NULL;
+    n = dds_read_mask(b->pubreader, buf, info, PUBLICATIONS_MAX, PUBLICATIONS_MAX,
+                      DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE | DDS_ALIVE_INSTANCE_STATE);
+    b->nscan = 0;
+    for (k = 0; k < n; k++) {
+        const dds_builtintopic_endpoint_t *ep = buf[k];
+        msg_kind kind;
+        scan_topic *t;
+
+        if (!info[k].valid_data || ep->topic_name == NULL) continue;
+        if (strncmp(ep->topic_name, "rt/", 3) != 0) continue;
+        kind = kind_of_dds(ep->type_name);
+        if (kind == KIND_NONE) continue;
+        if (memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0)
+            continue;
+        if (has_mark(b, ep->qos)) continue;
+        if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK) continue;
+        t = scan_entry(b, ep->topic_name + 2, kind);
+        if (t == NULL) continue;
+        if (qos_reliable(ep->qos)) t->reliable = true;
+    }
+    if (n > 0) dds_return_loan(b->pubreader, buf, n);
+
+    for (j = 0; j < b->nscan; j++) {
+        const scan_topic *t = &b->scan[j];
+        in_route *r = NULL;
+
+        if (!pattern_match(b, t->topic)) continue;
+        for (i = 0; i < b->nins; i++)
+            if (strcmp(b->ins[i]->topic, t->topic) == 0) r = b->ins[i];
+        if (r == NULL) {
+            if (b->nins == FERRY_BRIDGE_ROUTES_MAX) {
+                if (rate_ok(&b->log_limit))
+                    blog(b, FERRY_LOG_WARN, "in %s: too many routes (%u)", t->topic,
+                         FERRY_BRIDGE_ROUTES_MAX);
+                continue;
+            }
+            r = calloc(1, sizeof *r);
+            if (r == NULL) continue;
+            memcpy(r->topic, t->topic, sizeof r->topic);
+            r->kind = t->kind;
+            r->reliable = b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO
+                              ? t->reliable
+                              : b->o.reliability == FERRY_BRIDGE_RELIABLE;
+            b->ins[b->nins++] = r;
+            if (!in_open(b, r, true)) r->retry_ns = now + RETRY_NS;
+        } else if (r->pub == NULL && now >= r->retry_ns) {
+            if (!in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
+        }
+        r->last_wanted_ns = now;
+    }
+    for (i = 0; i < b->nins;) {
+        in_route *r = b->ins[i];
+
+        if (now - r->last_wanted_ns > IN_GRACE_NS) {
+            in_pump(b, r);
+            blog(b, FERRY_LOG_INFO, "in rt%s: no DDS writer left; route closed", r->topic);
+            in_destroy(b, r);
+            b->ins[i] = b->ins[--b->nins];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Life cycle
+ * ------------------------------------------------------------------------------------------- */
+
+static char *join_config(const char *extra)
+{
+    size_t a = strlen(dds_defaults), c = extra != NULL ? strlen(extra) : 0;
+    char *s = malloc(a + c + 2);
+
+    if (s == NULL) return NULL;
+    memcpy(s, dds_defaults, a);
+    if (c != 0) {
+        s[a] = ',';
+        memcpy(s + a + 1, extra, c);
+        s[a + 1 + c] = '\0';
+    } else {
+        s[a] = '\0';
+    }
+    return s;
+}
+
+ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *options)
+{
+    ferry_node_options no;
+    ferry_bridge *b;
+    ferry_err err;
+    size_t i;
+
+    if (out == NULL || options == NULL) return FERRY_EINVAL;
+    if (options->npatterns > FERRY_BRIDGE_PATTERNS_MAX || options->dds_domain > 232 ||
+        (options->npatterns != 0 && options->patterns == NULL) || options->direction > 3 ||
+        options->depth > 4096 || options->reliability > FERRY_BRIDGE_BEST_EFFORT)
+        return FERRY_EINVAL;
+    b = calloc(1, sizeof *b);
+    if (b == NULL) return FERRY_ENOMEM;
+    b->o = *options;
+    b->epfd = -1;
+    b->evfd = -1;
+    if (b->o.direction == 0) b->o.direction = FERRY_BRIDGE_BOTH;
+    if (b->o.depth == 0) b->o.depth = DEFAULT_DEPTH;
+    if (b->o.scan_interval_ns <= 0) b->o.scan_interval_ns = DEFAULT_SCAN_NS;
+    if (b->o.log_level == 0) b->o.log_level = FERRY_LOG_INFO;
+    b->pid = getpid();
+    err = FERRY_ENOMEM;
+    for (i = 0; i < b->o.npatterns; i++) {
+        /* Patterns are matched against names with their leading '/'. */
+        if (options->patterns[i] == NULL) goto fail_einval;
+        b->patterns[i] = malloc(strlen(options->patterns[i]) + 2);
+        if (b->patterns[i] == NULL) goto fail;
+        sprintf(b->patterns[i], "%s%s", options->patterns[i][0] == '/' ? "" : "/",
+                options->patterns[i]);
+    }
+    b->dds_config = join_config(options->dds_config);
+    if (b->dds_config == NULL) goto fail;
+
+    ferry_node_options_init(&no);
+    no.dir = b->o.dir;
+    no.domain = b->o.domain;
+    no.name = FERRY_BRIDGE_NODE_NAME;
+    no.log = b->o.log;
+    no.log_arg = b->o.log_arg;
+    err = ferry_node_create(&b->node, &no);
+    if (err != FERRY_OK) goto fail;
+    if (realpath(ferry_node_dir(b->node), b->dir_real) == NULL)
+        snprintf(b->dir_real, sizeof b->dir_real, "%s", ferry_node_dir(b->node));
+    make_mark(b);
+
+    err = FERRY_ESYS;
+    b->epfd = epoll_create1(EPOLL_CLOEXEC);
+    b->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (b->epfd < 0 || b->evfd < 0) goto fail;
+    watch_fd(b, b->evfd);
+
+    err = FERRY_EINVAL;
+    b->domain = dds_create_domain(b->o.dds_domain, b->dds_config);
+    if (b->domain < 0) {
+        blog(b, FERRY_LOG_ERROR, "cannot create DDS domain %" PRIu32 ": %s (check the config)",
+             b->o.dds_domain, dds_strretcode(b->domain));
+        goto fail;
+    }
+    b->participant = dds_create_participant(b->o.dds_domain, NULL, NULL);
+    if (b->participant < 0) {
+        blog(b, FERRY_LOG_ERROR, "dds_create_participant: %s", dds_strretcode(b->participant));
+        goto fail;
+    }
+    if (dds_get_guid(b->participant, &b->participant_guid) != DDS_RETCODE_OK) goto fail;
+    b->listener = dds_create_listener(b);
+    if (b->listener == NULL) goto fail;
+    dds_lset_data_available(b->listener, on_data_available);
+    if (b->o.direction & FERRY_BRIDGE_IN) {
+        b->pubreader = dds_create_reader(b->participant, DDS_BUILTIN_TOPIC_DCPSPUBLICATION, NULL,
+                                         NULL);
+        if (b->pubreader < 0) {
+            blog(b, FERRY_LOG_ERROR, "cannot read DCPSPublication: %s",
+                 dds_strretcode(b->pubreader));
+            goto fail;
+        }
+    }
+    *out = b;
+    return FERRY_OK;
+fail_einval:
+    err = FERRY_EINVAL;
+fail:
+    ferry_bridge_destroy(b);
+    return err;
+}
+
+ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
+{
+    struct epoll_event ev[16];
+    int64_t now, wait_ns;
+    size_t i;
+    int n, ms;
+
+    if (b == NULL) return FERRY_EINVAL;
+    now = ferry_now().ns;
+    if (now >= b->next_scan_ns) {
+        scan_out(b);
+        if (b->o.direction & FERRY_BRIDGE_IN) scan_in(b);
+        b->next_scan_ns = now + b->o.scan_interval_ns;
+    }
+    for (i = 0; i < b->nouts; i++) out_pump(b, b->outs[i]);
+    for (i = 0; i < b->nins; i++) in_pump(b, b->ins[i]);
+
+    wait_ns = b->next_scan_ns - ferry_now().ns;
+    if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
+    for (i = 0; i < b->nouts; i++)
+        if (!b->outs[i]->active && wait_ns > NEW_ROUTE_POLL_NS) wait_ns = NEW_ROUTE_POLL_NS;
+    if (wait_ns < 0) wait_ns = 0;
+    ms = (int)((wait_ns + NS_PER_MS - 1) / NS_PER_MS);
+    n = epoll_wait(b->epfd, ev, (int)(sizeof ev / sizeof ev[0]), ms);
+    if (n < 0) return errno == EINTR ? FERRY_OK : FERRY_ESYS;
+    for (i = 0; i < (size_t)n; i++)
+        if (ev[i].data.fd == b->evfd) {
+            uint64_t count;
+            ssize_t r = read(b->evfd, &count, sizeof count);
+
+            (void)r;
+        }
+    if (n > 0) {
+        for (i = 0; i < b->nouts; i++) out_pump(b, b->outs[i]);
+        for (i = 0; i < b->nins; i++) in_pump(b, b->ins[i]);
+    }
+    return FERRY_OK;
+}
+
+ferry_err ferry_bridge_stats_get(const ferry_bridge *b, ferry_bridge_stats *out)
+{
+    if (b == NULL || out == NULL) return FERRY_EINVAL;
+    *out = b->st;
+    out->routes_out = (uint32_t)b->nouts;
+    out->routes_in = (uint32_t)b->nins;
+    return FERRY_OK;
+}
+
+ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_route_info *out)
+{
+    if (b == NULL || out == NULL) return FERRY_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->depth = b->o.depth;
+    if (i < b->nouts) {
+        const out_route *r = b->outs[i];
+
+        memcpy(out->topic, r->topic, sizeof out->topic);
+        out->direction = FERRY_BRIDGE_OUT;
+        out->type_name = ferry_type(r->kind);
+        out->samples = r->samples;
+        out->bytes = r->bytes;
+        out->reliable = r->reliable;
+        return FERRY_OK;
+    }
+    i -= b->nouts;
+    if (i < b->nins) {
+        const in_route *r = b->ins[i];
+
+        memcpy(out->topic, r->topic, sizeof out->topic);
+        out->direction = FERRY_BRIDGE_IN;
+        out->type_name = ferry_type(r->kind);
+        out->samples = r->samples;
+        out->bytes = r->bytes;
+        out->reliable = r->reliable;
+        return FERRY_OK;
+    }
+    return FERRY_EAGAIN;
+}
+
+ferry_err ferry_bridge_destroy(ferry_bridge *b)
+{
+    size_t i;
+
+    if (b == NULL) return FERRY_EINVAL;
+    for (i = 0; i < b->nouts; i++) out_destroy(b, b->outs[i]);
+    for (i = 0; i < b->nins; i++) in_destroy(b, b->ins[i]);
+    b->nouts = b->nins = 0;
+    /* Deleting the domain deletes the participant and everything in it. */
+    if (b->domain > 0) dds_delete(b->domain);
+    if (b->listener != NULL) dds_delete_listener(b->listener);
+    if (b->node != NULL) ferry_node_destroy(b->node);
+    if (b->evfd >= 0) close(b->evfd);
+    if (b->epfd >= 0) close(b->epfd);
+    for (i = 0; i < FERRY_BRIDGE_PATTERNS_MAX; i++) free(b->patterns[i]);
+    free(b->dds_config);
+    free(b);
+    return FERRY_OK;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# ROS 2 wire compatibility, checked by plain Cyclone DDS programs with their own IDL:
+# ferry images and point clouds -> bridge -> plain subscribers that check every field; and plain
+# publishers acting as a ROS 2 camera and a ROS 2 LiDAR (sensor-data QoS: best effort) -> bridge
+# -> ferry subscribers that verify every frame.
+source "$(dirname "$0")/lib.sh"
+[ "$PLAIN" != none ] && [ -x "$PLAIN/bridge_plain_sub" ] || skip "plain DDS programs not built"
+
+new_ns NS P
+D=$WORK/d
+status=0
+
+bg "$NS" "$WORK/bridge.log" "$FERRY" bridge --dir "$D" --stats --seconds 30
+BR=$LAST_PID
+
+# Out: 640x480 rgb8, frame_id camera_optical; the plain subscriber checks 40 of them.
+bg "$NS" "$WORK/plain_sub.log" "$PLAIN/bridge_plain_sub" rt/front/image_raw 640 480 rgb8 camera_optical 40 15
+PS=$LAST_PID
+bg "$NS" "$WORK/pub.log" "$FERRY" pub /front/image_raw --dir "$D" --image 640x480 --frame-id camera_optical --rate 30 --count 120
+PF=$LAST_PID
+# Out: clouds of 16 rows of 1024 points (x y z intensity), checked field by field.
+bg "$NS" "$WORK/plain_sub_cloud.log" "$PLAIN/bridge_plain_sub" --cloud rt/lidar/points 1024 16 xyzi lidar_top 40 15
+PSC=$LAST_PID
+bg "$NS" "$WORK/pub_cloud.log" "$FERRY" pub /lidar/points --dir "$D" --cloud 1024x16 --frame-id lidar_top --rate 30 --count 120
+PFC=$LAST_PID
+
+# In: the plain publisher is a ROS 2 camera on rt/ros_cam; a ferry subscriber verifies frames.
+bg "$NS" "$WORK/echo.log" "$FERRY" echo /ros_cam --dir "$D" --type sensor_msgs/Image --verify --count 30 --timeout 15
+EF=$LAST_PID
+bg "$NS" "$WORK/plain_pub.log" "$PLAIN/bridge_plain_pub" rt/ros_cam 320 240 ros_camera 150 30
+PP=$LAST_PID
+# In: the plain publisher is a ROS 2 LiDAR on rt/ros_lidar; a ferry subscriber verifies clouds.
+bg "$NS" "$WORK/echo_cloud.log" "$FERRY" echo /ros_lidar --dir "$D" --type sensor_msgs/PointCloud2 --verify --count 30 --timeout 15
+EFC=$LAST_PID
+bg "$NS" "$WORK/plain_pub_cloud.log" "$PLAIN/bridge_plain_pub" --cloud rt/ros_lidar 512 32 ros_lidar 150 30
+PPC=$LAST_PID
+
+wait "$PS" || { status=1; echo "the plain subscriber failed"; }
+wait "$PSC" || { status=1; echo "the plain cloud subscriber failed"; }
+wait "$EF" || { status=1; echo "ferry echo of the plain publisher's frames failed"; }
+wait "$EFC" || { status=1; echo "ferry echo of the plain LiDAR's clouds failed"; }
+wait "$PF" "$PP" "$PFC" "$PPC"
+tail -n 1 "$WORK/plain_sub.log" "$WORK/plain_sub_cloud.log"
+grep -h "bad sample" "$WORK/plain_sub.log" "$WORK/plain_sub_cloud.log" | sort | uniq -c
+tail -n 1 "$WORK/echo.log" "$WORK/echo_cloud.log"
+cat "$WORK/plain_pub.log" "$WORK/plain_pub_cloud.log"
+kill -TERM "$BR"
+wait "$BR" || { status=1; echo "bridge exited with an error"; }
+cat "$WORK/bridge.log"
+for k in out_invalid in_invalid out_failed in_dropped; do
+    [ "$(stat_of "$WORK/bridge.log" $k)" = 0 ] || { status=1; echo "$k = $(stat_of "$WORK/bridge.log" $k)"; }
+done
+[ "$status" = 0 ] && echo "PASS" || echo "FAIL"
+exit $status

@@ -1,0 +1,318 @@
+/*
+ * ferry bridge: carries image and point-cloud topics between a ferry domain and DDS (Cyclone
+ * DDS, ROS 2 wire conventions) in both directions until a signal or --seconds. The work is done
+ * by src/bridge (bridge.h); this file parses options and reports.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CMD "bridge"
+
+#ifdef FERRY_HAVE_BRIDGE
+
+#include "bridge.h"
+
+#include <errno.h>
+
+#define NS_PER_S 1000000000LL
+#define RUN_SLICE_NS 200000000LL
+
+static void usage(FILE *to)
+{
+    fputs("usage: ferry bridge [options]\n"
+          "Carries sensor_msgs/Image and sensor_msgs/PointCloud2 topics between the ferry domain\n"
+          "and DDS (Cyclone DDS, ROS 2 conventions: topic rt/<name>, type\n"
+          "sensor_msgs::msg::dds_::Image_). Out: local topics with a publisher go to DDS.\n"
+          "In: DDS writers of those types on rt/... topics are published locally. A frame that\n"
+          "came from DDS is never sent back. SIGINT or SIGTERM stops it cleanly.\n"
+          "\n"
+          "options:\n"
+          "  --topic PATTERN     bridge topics matching PATTERN (fnmatch, on names with their\n"
+          "                      leading '/', '*' also matches '/'); repeatable (default: all)\n"
+          "  --direction DIR     out (ferry to DDS), in (DDS to ferry) or both (default both)\n"
+          "  --reliable          DDS reliability RELIABLE for every route\n"
+          "  --best-effort       DDS reliability BEST_EFFORT for every route\n"
+          "                      (default: out reliable, in as the remote writer)\n"
+          "  --depth N           ferry queue depth and DDS KEEP_LAST depth (default 8)\n"
+          "  --dds-domain N      DDS domain id (default: the ferry domain)\n"
+          "  --config XML|FILE   extra Cyclone DDS configuration (XML text, a file, or a\n"
+          "                      comma-separated list as CYCLONEDDS_URI takes), applied after\n"
+          "                      the bridge's large-sample settings and $CYCLONEDDS_URI\n"
+          "                      (default $FERRY_BRIDGE_CONFIG)\n"
+          "  --seconds SEC       stop after SEC seconds (default: run until a signal)\n"
+          "  --stats             print the counters at exit\n"
+          "  --quiet             log warnings and errors only\n"
+          "  --domain N          ferry domain (default $FERRY_DOMAIN, else 0)\n"
+          "  --dir PATH          root of the domain directories (default $FERRY_DIR, else\n"
+          "                      /dev/shm/ferry-<uid>)\n"
+          "  -h, --help          print this help\n",
+          to);
+}
+
+typedef struct bridge_args {
+    cli_where where;
+    const char *patterns[FERRY_BRIDGE_PATTERNS_MAX];
+    size_t npatterns;
+    ferry_bridge_direction direction;
+    ferry_bridge_reliability reliability;
+    uint64_t depth;
+    uint64_t dds_domain;
+    bool dds_domain_set;
+    const char *config;
+    double seconds;
+    bool stats;
+    bool quiet;
+} bridge_args;
+
+static int parse_args(int argc, char **argv, bridge_args *a)
+{
+    enum {
+        O_TOPIC = 256,
+        O_DIRECTION,
+        O_RELIABLE,
+        O_BEST_EFFORT,
+        O_DEPTH,
+        O_DDS_DOMAIN,
+        O_CONFIG,
+        O_SECONDS,
+        O_STATS,
+        O_QUIET,
+        O_DOMAIN,
+        O_DIR
+    };
+    static const struct option options[] = {
+        {"topic", required_argument, NULL, O_TOPIC},
+        {"direction", required_argument, NULL, O_DIRECTION},
+        {"reliable", no_argument, NULL, O_RELIABLE},
+        {"best-effort", no_argument, NULL, O_BEST_EFFORT},
+        {"depth", required_argument, NULL, O_DEPTH},
+        {"dds-domain", required_argument, NULL, O_DDS_DOMAIN},
+        {"config", required_argument, NULL, O_CONFIG},
+        {"seconds", required_argument, NULL, O_SECONDS},
+        {"stats", no_argument, NULL, O_STATS},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"domain", required_argument, NULL, O_DOMAIN},
+        {"dir", required_argument, NULL, O_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *env = getenv("FERRY_BRIDGE_CONFIG");
+    int c;
+
+    memset(a, 0, sizeof *a);
+    a->direction = FERRY_BRIDGE_BOTH;
+    a->seconds = -1.0;
+    a->config = env != NULL && env[0] != '\0' ? env : NULL;
+    if (!cli_where_from_env(&a->where)) return 2;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case O_TOPIC:
+            if (a->npatterns == FERRY_BRIDGE_PATTERNS_MAX)
+                return cli_fail(CMD, 2, "too many --topic patterns (at most %u)",
+                                FERRY_BRIDGE_PATTERNS_MAX);
+            if (optarg[0] == '\0' || strlen(optarg) > FERRY_TOPIC_MAX)
+                return cli_fail(CMD, 2, "invalid --topic '%s'", optarg);
+            a->patterns[a->npatterns++] = optarg;
+            break;
+        case O_DIRECTION:
+            if (strcmp(optarg, "out") == 0)
+                a->direction = FERRY_BRIDGE_OUT;
+            else if (strcmp(optarg, "in") == 0)
+                a->direction = FERRY_BRIDGE_IN;
+            else if (strcmp(optarg, "both") == 0)
+                a->direction = FERRY_BRIDGE_BOTH;
+            else
+                return cli_fail(CMD, 2, "invalid --direction '%s' (out, in or both)", optarg);
+            break;
+        case O_RELIABLE:
+            a->reliability = FERRY_BRIDGE_RELIABLE;
+            break;
+        case O_BEST_EFFORT:
+            a->reliability = FERRY_BRIDGE_BEST_EFFORT;
+            break;
+        case O_DEPTH:
+            if (!cli_parse_u64(optarg, &a->depth) || a->depth == 0 || a->depth > 4096)
+                return cli_fail(CMD, 2, "invalid --depth '%s' (1..4096)", optarg);
+            break;
+        case O_DDS_DOMAIN:
+            if (!cli_parse_u64(optarg, &a->dds_domain) || a->dds_domain > 232)
+                return cli_fail(CMD, 2, "invalid --dds-domain '%s' (0..232)", optarg);
+            a->dds_domain_set = true;
+            break;
+        case O_CONFIG:
+            a->config = optarg;
+            break;
+        case O_SECONDS:
+            if (!cli_parse_double(optarg, &a->seconds) || a->seconds < 0.0 || a->seconds > 1e9)
+                return cli_fail(CMD, 2, "invalid --seconds '%s'", optarg);
+            break;
+        case O_STATS:
+            a->stats = true;
+            break;
+        case O_QUIET:
+            a->quiet = true;
+            break;
+        case O_DOMAIN:
+            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            break;
+        case O_DIR:
+            a->where.dir = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+        default:
+            return cli_option_error(CMD, c, argv);
+        }
+    }
+    if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
+    if (!a->dds_domain_set) {
+        if (a->where.domain > 232)
+            return cli_fail(CMD, 2, "ferry domain %u is no DDS domain id: give --dds-domain",
+                            (unsigned)a->where.domain);
+        a->dds_domain = a->where.domain;
+    }
+    return -1;
+}
+
+/* One config item: XML and URIs as they are, a plain path as a file:// URI. */
+static bool append_config(char **acc, const char *item)
+{
+    const char *prefix = (item[0] == '<' || strstr(item, "://") != NULL || strchr(item, ',') != NULL)
+                             ? ""
+                             : "file://";
+    size_t old = *acc != NULL ? strlen(*acc) : 0;
+    size_t add = strlen(prefix) + strlen(item) + 2;
+    char *s = realloc(*acc, old + add);
+
+    if (s == NULL) return false;
+    snprintf(s + old, add, "%s%s%s", old != 0 ? "," : "", prefix, item);
+    *acc = s;
+    return true;
+}
+
+static void log_line(void *arg, ferry_log_level level, const char *message)
+{
+    (void)arg;
+    fprintf(stderr, "ferry bridge: %s%s\n",
+            level == FERRY_LOG_ERROR  ? "error: "
+            : level == FERRY_LOG_WARN ? "warning: "
+                                      : "",
+            message);
+}
+
+static void print_stats(ferry_bridge *b)
+{
+    ferry_bridge_route_info ri;
+    ferry_bridge_stats st;
+    size_t i;
+
+    if (ferry_bridge_stats_get(b, &st) != FERRY_OK) return;
+    printf("ferry bridge: stats out_taken=%" PRIu64 " out_written=%" PRIu64 " out_skipped=%" PRIu64
+           " out_early=%" PRIu64 " out_invalid=%" PRIu64 " out_failed=%" PRIu64 " out_bytes=%" PRIu64
+           " in_received=%" PRIu64 " in_published=%" PRIu64 " in_ignored=%" PRIu64
+           " in_invalid=%" PRIu64 " in_dropped=%" PRIu64 " in_bytes=%" PRIu64 "\n",
+           st.out_taken, st.out_written, st.out_skipped, st.out_early, st.out_invalid, st.out_failed,
+           st.out_bytes, st.in_received, st.in_published, st.in_ignored, st.in_invalid,
+           st.in_dropped, st.in_bytes);
+    for (i = 0; ferry_bridge_route_get(b, i, &ri) == FERRY_OK; i++)
+        printf("ferry bridge: route %s %s %s %s depth=%" PRIu32 " samples=%" PRIu64
+               " bytes=%" PRIu64 "\n",
+               ri.direction == FERRY_BRIDGE_OUT ? "out" : "in", ri.topic, ri.type_name,
+               ri.reliable ? "reliable" : "best-effort", ri.depth, ri.samples, ri.bytes);
+    fflush(stdout);
+}
+
+int ferry_cmd_bridge(int argc, char **argv)
+{
+    ferry_bridge_options o;
+    ferry_bridge *b = NULL;
+    const char *uri = getenv("CYCLONEDDS_URI");
+    char *config = NULL;
+    int64_t deadline;
+    ferry_err err;
+    bridge_args a;
+    int status;
+
+    status = parse_args(argc, argv, &a);
+    if (status >= 0) return status;
+    if ((uri != NULL && uri[0] != '\0' && !append_config(&config, uri)) ||
+        (a.config != NULL && !append_config(&config, a.config))) {
+        free(config);
+        return cli_fail(CMD, 1, "out of memory");
+    }
+
+    ferry_bridge_options_init(&o);
+    o.dir = a.where.dir;
+    o.domain = a.where.domain;
+    o.dds_domain = (uint32_t)a.dds_domain;
+    o.patterns = a.patterns;
+    o.npatterns = a.npatterns;
+    o.direction = a.direction;
+    o.reliability = a.reliability;
+    if (a.depth != 0) o.depth = (uint32_t)a.depth;
+    o.dds_config = config;
+    o.log = log_line;
+    o.log_level = a.quiet ? FERRY_LOG_WARN : FERRY_LOG_INFO;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    cli_stop_on_signals();
+    err = ferry_bridge_create(&b, &o);
+    free(config);
+    if (err != FERRY_OK) {
+        int saved = errno;
+
+        return cli_fail(CMD, 1, "cannot start: %s%s%s", ferry_strerror(err),
+                        err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(saved) : "");
+    }
+    if (!a.quiet)
+        fprintf(stderr,
+                "ferry bridge: ferry domain %u (%s) <-> DDS domain %u, direction %s\n",
+                (unsigned)a.where.domain, a.where.dir ? a.where.dir : "default directory",
+                (unsigned)a.dds_domain,
+                a.direction == FERRY_BRIDGE_OUT  ? "out"
+                : a.direction == FERRY_BRIDGE_IN ? "in"
+                                                 : "both");
+
+    deadline = a.seconds >= 0.0 ? ferry_now().ns + (int64_t)(a.seconds * (double)NS_PER_S) : -1;
+    while (!cli_stop_requested) {
+        int64_t slice = RUN_SLICE_NS;
+
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left <= 0) break;
+            if (left < slice) slice = left;
+        }
+        err = ferry_bridge_run(b, slice);
+        if (err != FERRY_OK) {
+            status = cli_fail(CMD, 1, "ferry_bridge_run: %s", ferry_strerror(err));
+            break;
+        }
+    }
+    if (a.stats) print_stats(b);
+    err = ferry_bridge_destroy(b);
+    if (err != FERRY_OK && status <= 0)
+        status = cli_fail(CMD, 1, "ferry_bridge_destroy: %s", ferry_strerror(err));
+    return status < 0 ? 0 : status;
+}
+
+#else /* !FERRY_HAVE_BRIDGE */
+
+int ferry_cmd_bridge(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return cli_fail(CMD, 2, "not built: this ferry was built without Cyclone DDS "
+                            "(install cyclonedds-dev and cyclonedds-tools, configure with "
+                            "-DFERRY_BRIDGE=ON)");
+}
+
+#endif
