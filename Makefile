@@ -3,6 +3,8 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Extra ctest arguments, e.g. CTEST_ARGS='-R bridge' or '-E bench'.
+CTEST_ARGS ?=
 DEB_PACKAGES := cmake make gcc libc6-dev pkg-config
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
@@ -49,7 +51,7 @@ demo: build demo-deps
 	./$(BUILD)/ferry demo $(DEMO_ARGS)
 
 test: build test-deps
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 $(CTEST_ARGS)
 
 # The reference of include/ferry/*.h with README.md as its main page and docs/*.md as pages:
 # $(BUILD)/docs/html/index.html. An undocumented declaration (any doxygen warning) fails it.
