@@ -59,11 +59,11 @@ run() {
     RC=$?
 }
 
-# Waits (up to 10 s) until `ferry topics` lists TOPIC with at least PUBS publishers and SUBS
+# Waits (up to 20 s) until `ferry topics` lists TOPIC with at least PUBS publishers and SUBS
 # subscribers. There is no wait API in the shell, so this polls.
 wait_topic() {
-    local topic=$1 pubs=$2 subs=$3 i
-    for i in $(seq 1 200); do
+    local topic=$1 pubs=$2 subs=$3 deadline=$((SECONDS + 20))
+    while [ "$SECONDS" -lt "$deadline" ]; do
         if timeout 10 "$FERRY" topics --json 2>/dev/null | "$PYTHON" -c '
 import json, sys
 t, p, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -35,10 +35,9 @@ if(FERRY_FUZZ)
   endif()
   # A copy of the library with coverage for the fuzzer and the sanitizers, whatever
   # FERRY_SANITIZE says for the rest of the build.
-  list(TRANSFORM FERRY_SOURCES PREPEND ${PROJECT_SOURCE_DIR}/ OUTPUT_VARIABLE _fuzz_sources)
   set(_fuzz_flags -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
                   -fno-omit-frame-pointer -g)
-  add_library(ferry_fuzzlib STATIC ${_fuzz_sources})
+  add_library(ferry_fuzzlib STATIC ${FERRY_SOURCES})
   target_include_directories(ferry_fuzzlib PUBLIC ${PROJECT_SOURCE_DIR}/include
                                            PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_definitions(ferry_fuzzlib PUBLIC FERRY_STATIC)

@@ -12,8 +12,9 @@ if(FERRY_HAVE_GPU)
   add_test(NAME tensor_gpu_test COMMAND tensor_gpu_test $<TARGET_FILE:tensor_gpu_pub>)
   set_tests_properties(tensor_gpu_test PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS gpu)
 
+  # Through Python's ctypes: not with sanitizers, whose runtime Python does not load.
   find_package(Python3 COMPONENTS Interpreter)
-  if(Python3_Interpreter_FOUND)
+  if(Python3_Interpreter_FOUND AND NOT FERRY_SANITIZE)
     add_test(NAME tensor_dlpack_torch
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/dlpack_torch.py
                      --lib $<TARGET_FILE:ferry> --gpu-lib $<TARGET_FILE:ferry_gpu>
