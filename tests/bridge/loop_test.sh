@@ -20,6 +20,15 @@ status=0
 check() { # check DESCRIPTION ACTUAL EXPECTED
     if [ "$2" = "$3" ]; then echo "ok: $1 = $2"; else echo "MISMATCH: $1 = $2, expected $3"; status=1; fi
 }
+# check_count DESCRIPTION ACTUAL EXPECTED: frames counted at a hop. Exact, except that a
+# sanitizer build may lose frames (see loss in lib.sh); more than expected is a duplicate anyway.
+check_count() {
+    if [ "$2" != "$3" ] && [ "$2" -gt 0 ] && [ "$2" -lt "$3" ]; then
+        loss "$1 = $2, expected $3"
+    else
+        check "$@"
+    fi
+}
 
 new_ns NS1 L1
 new_ns NS2 L2
@@ -77,10 +86,10 @@ publishers() { sed -n 's/.*publisher=\([0-9a-f]*\).*/\1/p' "$1" | sort -u | wc -
 
 echo "== scenario 1: two bridges, one ferry domain"
 read -r n d < <(seqs_over "$WORK/s1.log" $SETTLE)
-check "DDS subscriber: frames after settling" "$n" $EXPECT
+check_count "DDS subscriber: frames after settling" "$n" $EXPECT
 check "DDS subscriber: duplicates" "$d" 0
 read -r n d < <(seqs_over "$WORK/e1.log" $SETTLE)
-check "local subscriber: frames after settling" "$n" $EXPECT
+check_count "local subscriber: frames after settling" "$n" $EXPECT
 check "local subscriber: duplicates" "$d" 0
 check "local subscriber: publishers seen" "$(publishers "$WORK/e1.log")" 1
 wx=$(stat_of "$WORK/x.log" out_written)
@@ -92,10 +101,10 @@ check "bridge Y in_published" "$(stat_of "$WORK/y.log" in_published)" 0
 
 echo "== scenario 2: two bridges, two ferry directories"
 read -r n d < <(seqs_over "$WORK/s2.log" $SETTLE)
-check "DDS subscriber: frames after settling" "$n" $EXPECT
+check_count "DDS subscriber: frames after settling" "$n" $EXPECT
 check "DDS subscriber: duplicates" "$d" 0
 read -r n d < <(seqs_over "$WORK/e2a.log" $SETTLE)
-check "host A subscriber: frames after settling" "$n" $EXPECT
+check_count "host A subscriber: frames after settling" "$n" $EXPECT
 check "host A subscriber: duplicates" "$d" 0
 check "host A subscriber: publishers seen" "$(publishers "$WORK/e2a.log")" 1
 check "bridge A in_published (nothing comes back)" "$(stat_of "$WORK/b1.log" in_published)" 0
