@@ -162,8 +162,8 @@ int ferry__dir_each(int dirfd, unsigned max, void (*fn)(void *arg, const char *n
     unsigned seen = 0;
     for (;;) {
         long n = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
-        if (n < 0)
-            return -1;
+        if (n < 0) /* a removed directory lists nothing, as readdir(3) has it */
+            return errno == ENOENT ? 0 : -1;
         if (n == 0)
             return 0;
         for (long off = 0; off < n;) {
