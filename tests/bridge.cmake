@@ -24,6 +24,12 @@ if(FERRY_HAVE_BRIDGE)
   target_link_libraries(bridge_plain_bad PRIVATE CycloneDDS::ddsc)
   target_compile_options(bridge_plain_bad PRIVATE -Wno-missing-prototypes)
   set(_bridge_plain $<TARGET_FILE_DIR:bridge_plain_sub>)
+  # The CDR reader of the in path (src/bridge/bridge_cdr.h), fed valid, truncated and corrupted
+  # serialisations; no network, no root.
+  add_executable(bridge_cdr_test bridge/cdr_test.c)
+  target_link_libraries(bridge_cdr_test PRIVATE ferry_bridge)
+  add_test(NAME bridge_cdr_test COMMAND bridge_cdr_test)
+  set_tests_properties(bridge_cdr_test PROPERTIES TIMEOUT 60)
 endif()
 
 # name -> timeout in seconds; the set runs in about 80 s.

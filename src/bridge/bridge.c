@@ -4,10 +4,15 @@
  * bumps an eventfd that sits, with the ferry descriptors, in the bridge's epoll set.
  */
 #include "bridge.h"
+#include "bridge_cdr.h"
 
 #include <ferry/msg.h>
 
 #include <dds/dds.h>
+/* Cyclone's atomics header writes the GNU keyword "asm", which strict C11 does not have. */
+#define asm __asm__
+#include <dds/ddsi/ddsi_serdata.h>
+#undef asm
 
 #include "ros2_sensor_msgs.h"
 
@@ -592,6 +597,152 @@ static void out_pump(ferry_bridge *b, out_route *r)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Plain CDR (XCDR1) of Image_ and PointCloud2_ (bridge_cdr.h)
+ *
+ * Primitives are aligned to their size relative to the start of the data after the 4-byte
+ * encapsulation header; a string is a uint32 length counting its NUL, then the bytes and the
+ * NUL; a sequence is a uint32 count, then its elements; booleans and octets are one byte.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct cdr_reader {
+    const uint8_t *p; /* the data after the encapsulation header */
+    size_t size;
+    size_t pos;       /* always <= size */
+    bool swap;        /* the data's byte order is not the host's */
+} cdr_reader;
+
+static bool cdr_u8(cdr_reader *c, uint8_t *v)
+{
+    if (c->pos >= c->size) return false;
+    *v = c->p[c->pos++];
+    return true;
+}
+
+static bool cdr_u32(cdr_reader *c, uint32_t *v)
+{
+    size_t pad = (4u - (c->pos & 3u)) & 3u;
+    uint32_t x;
+
+    if (c->size - c->pos < pad || c->size - c->pos - pad < 4) return false;
+    c->pos += pad;
+    memcpy(&x, c->p + c->pos, 4);
+    c->pos += 4;
+    *v = c->swap ? __builtin_bswap32(x) : x;
+    return true;
+}
+
+static bool cdr_i32(cdr_reader *c, int32_t *v)
+{
+    uint32_t x;
+
+    if (!cdr_u32(c, &x)) return false;
+    memcpy(v, &x, sizeof *v);
+    return true;
+}
+
+/* A string: at least its NUL, which must be the last of its bytes. */
+static bool cdr_string(cdr_reader *c, const char **s)
+{
+    uint32_t n;
+
+    if (!cdr_u32(c, &n) || n == 0 || n > c->size - c->pos || c->p[c->pos + n - 1] != '\0')
+        return false;
+    *s = (const char *)(c->p + c->pos);
+    c->pos += n;
+    return true;
+}
+
+static bool cdr_octets(cdr_reader *c, const uint8_t **data, uint32_t *n)
+{
+    if (!cdr_u32(c, n) || *n > c->size - c->pos) return false;
+    *data = c->p + c->pos;
+    c->pos += *n;
+    return true;
+}
+
+/* The encapsulation header: CDR_BE (0x0000) or CDR_LE (0x0001), big-endian on the wire; the two
+ * option bytes (padding at the end) are not needed. */
+static ferry_bridge_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t size)
+{
+    const uint8_t *h = ser;
+    bool little;
+
+    if (ser == NULL || size < 4 || size - 4 > UINT32_MAX) return FERRY_BRIDGE_CDR_MALFORMED;
+    if (h[0] != 0 || h[1] > 1) return FERRY_BRIDGE_CDR_UNSUPPORTED;
+    little = h[1] == 1;
+    c->p = h + 4;
+    c->size = size - 4;
+    c->pos = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    c->swap = little;
+#else
+    c->swap = !little;
+#endif
+    return FERRY_BRIDGE_CDR_OK;
+}
+
+/* Time_ stamp, string frame_id */
+static bool cdr_header(cdr_reader *c, int32_t *sec, uint32_t *nanosec, const char **frame_id)
+{
+    return cdr_i32(c, sec) && cdr_u32(c, nanosec) && cdr_string(c, frame_id);
+}
+
+ferry_bridge_cdr_result ferry_bridge_cdr_image(const void *ser, size_t size,
+                                               ferry_bridge_image_msg *out)
+{
+    ferry_bridge_cdr_result res;
+    cdr_reader c;
+
+    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_BRIDGE_CDR_OK) return res;
+    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
+        !cdr_string(&c, &out->encoding) || !cdr_u8(&c, &out->is_bigendian) ||
+        !cdr_u32(&c, &out->step) || !cdr_octets(&c, &out->data, &out->data_size)) {
+        memset(out, 0, sizeof *out);
+        return FERRY_BRIDGE_CDR_MALFORMED;
+    }
+    return FERRY_BRIDGE_CDR_OK;
+}
+
+ferry_bridge_cdr_result ferry_bridge_cdr_cloud(const void *ser, size_t size,
+                                               ferry_bridge_cloud_msg *out)
+{
+    ferry_bridge_cdr_result res;
+    cdr_reader c;
+    uint32_t i;
+
+    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_BRIDGE_CDR_OK) return res;
+    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
+        !cdr_u32(&c, &out->nfields))
+        goto malformed;
+    /* Every field is read, also past the ones kept: each takes at least 13 bytes, so a count
+     * that the data cannot hold fails within size / 13 rounds. */
+    for (i = 0; i < out->nfields; i++) {
+        ferry_bridge_field_msg f;
+
+        if (!cdr_string(&c, &f.name) || !cdr_u32(&c, &f.offset) || !cdr_u8(&c, &f.datatype) ||
+            !cdr_u32(&c, &f.count))
+            goto malformed;
+        if (i < FERRY_POINTCLOUD_FIELDS_MAX) out->fields[i] = f;
+    }
+    if (!cdr_u8(&c, &out->is_bigendian) || !cdr_u32(&c, &out->point_step) ||
+        !cdr_u32(&c, &out->row_step) || !cdr_octets(&c, &out->data, &out->data_size) ||
+        !cdr_u8(&c, &out->is_dense))
+        goto malformed;
+    return FERRY_BRIDGE_CDR_OK;
+malformed:
+    memset(out, 0, sizeof *out);
+    return FERRY_BRIDGE_CDR_MALFORMED;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * In routes: DDS -> ferry
  * ------------------------------------------------------------------------------------------- */
 
@@ -697,30 +848,30 @@ static bool bounded_string(const char *s, size_t max)
 
 typedef enum carry { CARRY_OK, CARRY_INVALID, CARRY_DROPPED } carry;
 
-static carry carry_image(ferry_bridge *b, in_route *r, const sensor_msgs_msg_dds__Image_ *m,
+static carry carry_image(ferry_bridge *b, in_route *r, const ferry_bridge_image_msg *m,
                          const char **why)
 {
     ferry_image_layout layout;
     ferry_image img;
     ferry_err err;
 
-    if (!bounded_string(m->encoding_, FERRY_ENCODING_MAX)) return (*why = "encoding", CARRY_INVALID);
-    if (!bounded_string(m->header_.frame_id_, FERRY_FRAME_ID_MAX))
+    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX)) return (*why = "encoding", CARRY_INVALID);
+    if (!bounded_string(m->frame_id, FERRY_FRAME_ID_MAX))
         return (*why = "frame_id too long", CARRY_INVALID);
-    if (m->is_bigendian_ > 1) return (*why = "is_bigendian", CARRY_INVALID);
-    if (m->header_.stamp_.nanosec_ >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
-    if (ferry_image_layout_get(m->encoding_, m->width_, m->height_, m->step_, &layout) != FERRY_OK)
+    if (m->is_bigendian > 1) return (*why = "is_bigendian", CARRY_INVALID);
+    if (m->nanosec >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
+    if (ferry_image_layout_get(m->encoding, m->width, m->height, m->step, &layout) != FERRY_OK)
         return (*why = "encoding, geometry or step", CARRY_INVALID);
-    if (m->data_._buffer == NULL || layout.data_size != (uint64_t)m->data_._length)
+    if (m->data == NULL || layout.data_size != (uint64_t)m->data_size)
         return (*why = "data size", CARRY_INVALID);
-    err = ferry_image_loan(r->pub, m->width_, m->height_, m->encoding_, m->step_, &img);
+    err = ferry_image_loan(r->pub, m->width, m->height, m->encoding, m->step, &img);
     if (err == FERRY_EINVAL || err == FERRY_ETOOBIG) return (*why = ferry_strerror(err), CARRY_INVALID);
     if (err != FERRY_OK) return (*why = ferry_strerror(err), CARRY_DROPPED);
-    memcpy(img.data, m->data_._buffer, img.data_size);
-    img.header->stamp.sec = m->header_.stamp_.sec_;
-    img.header->stamp.nanosec = m->header_.stamp_.nanosec_;
-    memcpy(img.header->frame_id, m->header_.frame_id_, strlen(m->header_.frame_id_) + 1);
-    img.header->is_bigendian = m->is_bigendian_;
+    memcpy(img.data, m->data, img.data_size);
+    img.header->stamp.sec = m->sec;
+    img.header->stamp.nanosec = m->nanosec;
+    memcpy(img.header->frame_id, m->frame_id, strlen(m->frame_id) + 1);
+    img.header->is_bigendian = m->is_bigendian;
     err = ferry_image_publish(r->pub, &img);
     if (err != FERRY_OK) {
         ferry_image_release(r->pub, &img);
@@ -731,59 +882,53 @@ static carry carry_image(ferry_bridge *b, in_route *r, const sensor_msgs_msg_dds
     return CARRY_OK;
 }
 
-static carry carry_cloud(ferry_bridge *b, in_route *r, const sensor_msgs_msg_dds__PointCloud2_ *m,
+static carry carry_cloud(ferry_bridge *b, in_route *r, const ferry_bridge_cloud_msg *m,
                          const char **why)
 {
     ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX];
     ferry_pointcloud pc;
     uint64_t row, size;
-    uint8_t bigendian, dense;
     ferry_err err;
     uint32_t i;
 
-    /* The booleans are bytes from the network: read them as bytes, a bool of another value
-     * than 0 or 1 would be undefined behaviour. */
-    memcpy(&bigendian, &m->is_bigendian_, 1);
-    memcpy(&dense, &m->is_dense_, 1);
-    if (bigendian > 1 || dense > 1) return (*why = "boolean neither 0 nor 1", CARRY_INVALID);
-
-    if (m->fields_._length == 0 || m->fields_._length > FERRY_POINTCLOUD_FIELDS_MAX ||
-        m->fields_._buffer == NULL)
+    if (m->is_bigendian > 1 || m->is_dense > 1)
+        return (*why = "boolean neither 0 nor 1", CARRY_INVALID);
+    if (m->nfields == 0 || m->nfields > FERRY_POINTCLOUD_FIELDS_MAX)
         return (*why = "number of fields", CARRY_INVALID);
-    if (!bounded_string(m->header_.frame_id_, FERRY_FRAME_ID_MAX))
+    if (!bounded_string(m->frame_id, FERRY_FRAME_ID_MAX))
         return (*why = "frame_id too long", CARRY_INVALID);
-    if (m->header_.stamp_.nanosec_ >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
+    if (m->nanosec >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
     memset(fields, 0, sizeof fields);
-    for (i = 0; i < m->fields_._length; i++) {
-        const sensor_msgs_msg_dds__PointField_ *f = &m->fields_._buffer[i];
+    for (i = 0; i < m->nfields; i++) {
+        const ferry_bridge_field_msg *f = &m->fields[i];
 
-        if (!bounded_string(f->name_, FERRY_FIELD_NAME_MAX) || f->name_[0] == '\0')
+        if (!bounded_string(f->name, FERRY_FIELD_NAME_MAX) || f->name[0] == '\0')
             return (*why = "field name", CARRY_INVALID);
-        memcpy(fields[i].name, f->name_, strlen(f->name_) + 1);
-        fields[i].offset = f->offset_;
-        fields[i].datatype = f->datatype_;
-        fields[i].count = f->count_;
+        memcpy(fields[i].name, f->name, strlen(f->name) + 1);
+        fields[i].offset = f->offset;
+        fields[i].datatype = f->datatype;
+        fields[i].count = f->count;
     }
-    if (m->point_step_ == 0) return (*why = "point_step", CARRY_INVALID);
-    row = (uint64_t)m->width_ * m->point_step_;
-    if (row != m->row_step_) return (*why = "row_step", CARRY_INVALID);
-    size = row * m->height_; /* both below 2^32: no overflow */
-    if (size != (uint64_t)m->data_._length || (size != 0 && m->data_._buffer == NULL))
+    if (m->point_step == 0) return (*why = "point_step", CARRY_INVALID);
+    row = (uint64_t)m->width * m->point_step;
+    if (row != m->row_step) return (*why = "row_step", CARRY_INVALID);
+    size = row * m->height; /* both below 2^32: no overflow */
+    if (size != (uint64_t)m->data_size || (size != 0 && m->data == NULL))
         return (*why = "data size", CARRY_INVALID);
-    err = ferry_pointcloud_loan(r->pub, m->width_, m->height_, fields, m->fields_._length,
-                                m->point_step_, &pc);
+    err = ferry_pointcloud_loan(r->pub, m->width, m->height, fields, m->nfields, m->point_step,
+                                &pc);
     if (err == FERRY_EINVAL || err == FERRY_ETOOBIG) return (*why = "fields or size", CARRY_INVALID);
     if (err != FERRY_OK) return (*why = ferry_strerror(err), CARRY_DROPPED);
-    if (pc.data_size != size || pc.header->point_step != m->point_step_) {
+    if (pc.data_size != size || pc.header->point_step != m->point_step) {
         ferry_pointcloud_release(r->pub, &pc);
         return (*why = "point_step", CARRY_INVALID);
     }
-    if (size != 0) memcpy(pc.data, m->data_._buffer, size);
-    pc.header->stamp.sec = m->header_.stamp_.sec_;
-    pc.header->stamp.nanosec = m->header_.stamp_.nanosec_;
-    memcpy(pc.header->frame_id, m->header_.frame_id_, strlen(m->header_.frame_id_) + 1);
-    pc.header->is_bigendian = bigendian;
-    pc.header->is_dense = dense;
+    if (size != 0) memcpy(pc.data, m->data, size);
+    pc.header->stamp.sec = m->sec;
+    pc.header->stamp.nanosec = m->nanosec;
+    memcpy(pc.header->frame_id, m->frame_id, strlen(m->frame_id) + 1);
+    pc.header->is_bigendian = m->is_bigendian;
+    pc.header->is_dense = m->is_dense;
     err = ferry_pointcloud_publish(r->pub, &pc);
     if (err != FERRY_OK) {
         ferry_pointcloud_release(r->pub, &pc);
@@ -794,43 +939,144 @@ static carry carry_cloud(ferry_bridge *b, in_route *r, const sensor_msgs_msg_dds
     return CARRY_OK;
 }
 
+/* The slow path, for encapsulations the CDR reader does not take (XCDR2): Cyclone deserialises
+ * the sample onto the heap, and it is carried from there. */
+static carry carry_deserialised(ferry_bridge *b, in_route *r, const struct ddsi_serdata *sd,
+                                size_t *bytes, const char **why)
+{
+    carry c;
+
+    if (r->kind == KIND_IMAGE) {
+        sensor_msgs_msg_dds__Image_ s;
+        ferry_bridge_image_msg m;
+
+        memset(&s, 0, sizeof s);
+        if (!ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
+            c = (*why = "cannot deserialise", CARRY_INVALID);
+        } else {
+            m.sec = s.header_.stamp_.sec_;
+            m.nanosec = s.header_.stamp_.nanosec_;
+            m.frame_id = s.header_.frame_id_;
+            m.height = s.height_;
+            m.width = s.width_;
+            m.encoding = s.encoding_;
+            m.is_bigendian = s.is_bigendian_;
+            m.step = s.step_;
+            m.data = s.data_._buffer;
+            m.data_size = s.data_._length;
+            *bytes = m.data_size;
+            c = carry_image(b, r, &m, why);
+        }
+        dds_sample_free(&s, descriptor(KIND_IMAGE), DDS_FREE_CONTENTS);
+    } else {
+        sensor_msgs_msg_dds__PointCloud2_ s;
+        ferry_bridge_cloud_msg m;
+        uint32_t i;
+
+        memset(&s, 0, sizeof s);
+        memset(&m, 0, sizeof m);
+        if (!ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
+            c = (*why = "cannot deserialise", CARRY_INVALID);
+        } else {
+            m.sec = s.header_.stamp_.sec_;
+            m.nanosec = s.header_.stamp_.nanosec_;
+            m.frame_id = s.header_.frame_id_;
+            m.height = s.height_;
+            m.width = s.width_;
+            m.nfields = s.fields_._buffer != NULL ? s.fields_._length : 0;
+            for (i = 0; i < m.nfields && i < FERRY_POINTCLOUD_FIELDS_MAX; i++) {
+                m.fields[i].name = s.fields_._buffer[i].name_;
+                m.fields[i].offset = s.fields_._buffer[i].offset_;
+                m.fields[i].datatype = s.fields_._buffer[i].datatype_;
+                m.fields[i].count = s.fields_._buffer[i].count_;
+            }
+            /* The booleans are bytes from the network: read them as bytes, a bool of another
+             * value than 0 or 1 would be undefined behaviour. */
+            memcpy(&m.is_bigendian, &s.is_bigendian_, 1);
+            memcpy(&m.is_dense, &s.is_dense_, 1);
+            m.point_step = s.point_step_;
+            m.row_step = s.row_step_;
+            m.data = s.data_._buffer;
+            m.data_size = s.data_._length;
+            *bytes = m.data_size;
+            c = carry_cloud(b, r, &m, why);
+        }
+        dds_sample_free(&s, descriptor(KIND_CLOUD), DDS_FREE_CONTENTS);
+    }
+    return c;
+}
+
+/* The fast path: the message is read from the serialised bytes Cyclone received (already
+ * reassembled from their fragments and checked by its normaliser), and the pixels or points
+ * are copied once, from there into the ferry loan. */
+static carry carry_serdata(ferry_bridge *b, in_route *r, struct ddsi_serdata *sd, size_t *bytes,
+                           const char **why)
+{
+    uint32_t size = ddsi_serdata_size(sd);
+    ferry_bridge_cdr_result res;
+    struct ddsi_serdata *ref;
+    ddsrt_iovec_t iov;
+    carry c = CARRY_INVALID;
+
+    if (size < 4) return (*why = "malformed CDR", CARRY_INVALID);
+    ref = ddsi_serdata_to_ser_ref(sd, 0, size, &iov);
+    if (r->kind == KIND_IMAGE) {
+        ferry_bridge_image_msg m;
+
+        res = ferry_bridge_cdr_image(iov.iov_base, iov.iov_len, &m);
+        if (res == FERRY_BRIDGE_CDR_OK) {
+            *bytes = m.data_size;
+            c = carry_image(b, r, &m, why);
+        }
+    } else {
+        ferry_bridge_cloud_msg m;
+
+        res = ferry_bridge_cdr_cloud(iov.iov_base, iov.iov_len, &m);
+        if (res == FERRY_BRIDGE_CDR_OK) {
+            *bytes = m.data_size;
+            c = carry_cloud(b, r, &m, why);
+        }
+    }
+    if (res == FERRY_BRIDGE_CDR_UNSUPPORTED)
+        c = carry_deserialised(b, r, sd, bytes, why);
+    else if (res == FERRY_BRIDGE_CDR_MALFORMED)
+        c = (*why = "malformed CDR", CARRY_INVALID);
+    ddsi_serdata_to_ser_unref(ref, &iov);
+    return c;
+}
+
 static void in_pump(ferry_bridge *b, in_route *r)
 {
     if (r->pub == NULL || r->reader <= 0) return;
     ferry_publisher_poll(r->pub, 0);
     for (;;) {
-        void *buf[TAKE_BATCH] = {NULL};
+        struct ddsi_serdata *sd[TAKE_BATCH];
         dds_sample_info_t info[TAKE_BATCH];
-        dds_return_t n = dds_take(r->reader, buf, info, TAKE_BATCH, TAKE_BATCH);
+        dds_return_t n = dds_takecdr(r->reader, sd, TAKE_BATCH, info, DDS_ANY_STATE);
         dds_return_t i;
 
         if (n <= 0) {
             if (n < 0 && rate_ok(&b->log_limit))
-                blog(b, FERRY_LOG_WARN, "in %s: dds_take: %s", r->topic, dds_strretcode(n));
+                blog(b, FERRY_LOG_WARN, "in %s: dds_takecdr: %s", r->topic, dds_strretcode(n));
             return;
         }
         for (i = 0; i < n; i++) {
             const char *why = "";
-            size_t bytes;
+            size_t bytes = 0;
             carry c;
 
-            if (!info[i].valid_data) continue;
+            if (!info[i].valid_data) {
+                ddsi_serdata_unref(sd[i]);
+                continue;
+            }
             if (writer_ignored(b, r, info[i].publication_handle)) {
                 b->st.in_ignored++;
+                ddsi_serdata_unref(sd[i]);
                 continue;
             }
             b->st.in_received++;
-            if (r->kind == KIND_IMAGE) {
-                const sensor_msgs_msg_dds__Image_ *m = buf[i];
-
-                bytes = m->data_._length;
-                c = carry_image(b, r, m, &why);
-            } else {
-                const sensor_msgs_msg_dds__PointCloud2_ *m = buf[i];
-
-                bytes = m->data_._length;
-                c = carry_cloud(b, r, m, &why);
-            }
+            c = carry_serdata(b, r, sd[i], &bytes, &why);
+            ddsi_serdata_unref(sd[i]);
             if (c == CARRY_OK) {
                 b->st.in_published++;
                 b->st.in_bytes += bytes;
@@ -850,7 +1096,6 @@ static void in_pump(ferry_bridge *b, in_route *r)
                          r->topic, why, b->st.in_dropped);
             }
         }
-        dds_return_loan(r->reader, buf, n);
     }
 }
 

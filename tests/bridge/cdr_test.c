@@ -1,0 +1,406 @@
+/*
+ * The bridge's CDR reader (src/bridge/bridge_cdr.h): Image_ and PointCloud2_ serialisations
+ * written here by hand in both byte orders, with the alignment rules of plain CDR, are read back
+ * field by field; then every truncation of them, corrupted lengths and counts, strings without
+ * their NUL, other encapsulations, and many randomly corrupted copies. Each input lies in a heap
+ * block of exactly its size, so that a read past it shows under ASan. A result that is accepted
+ * must point inside its input.
+ */
+#include "bridge_cdr.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUF_MAX 4096
+
+static int failures;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
+            failures++;                                                               \
+        }                                                                             \
+    } while (0)
+
+/* A CDR writer: 4-byte encapsulation header, then data aligned relative to its end. */
+typedef struct writer {
+    uint8_t b[BUF_MAX];
+    size_t n;
+    bool be;
+} writer;
+
+static void w_init(writer *w, bool be)
+{
+    memset(w, 0, sizeof *w);
+    w->be = be;
+    w->b[1] = be ? 0x00 : 0x01;
+    w->n = 4;
+}
+
+static void w_u8(writer *w, uint8_t v)
+{
+    w->b[w->n++] = v;
+}
+
+/* Returns the offset of the value, for tests that corrupt it. */
+static size_t w_u32(writer *w, uint32_t v)
+{
+    size_t at;
+
+    while ((w->n - 4) % 4 != 0) w->b[w->n++] = 0;
+    at = w->n;
+    if (w->be) {
+        w->b[w->n++] = (uint8_t)(v >> 24);
+        w->b[w->n++] = (uint8_t)(v >> 16);
+        w->b[w->n++] = (uint8_t)(v >> 8);
+        w->b[w->n++] = (uint8_t)v;
+    } else {
+        w->b[w->n++] = (uint8_t)v;
+        w->b[w->n++] = (uint8_t)(v >> 8);
+        w->b[w->n++] = (uint8_t)(v >> 16);
+        w->b[w->n++] = (uint8_t)(v >> 24);
+    }
+    return at;
+}
+
+static size_t w_str(writer *w, const char *s)
+{
+    size_t len = strlen(s) + 1, at = w_u32(w, (uint32_t)len);
+
+    memcpy(w->b + w->n, s, len);
+    w->n += len;
+    return at;
+}
+
+static size_t w_octets(writer *w, const uint8_t *d, uint32_t n)
+{
+    size_t at = w_u32(w, n);
+
+    memcpy(w->b + w->n, d, n);
+    w->n += n;
+    return at;
+}
+
+static uint8_t pixels[3 * 5 * 2];
+static uint8_t points[4 * 16];
+
+/* Offsets of length fields in the last serialisation written, for corruption tests. */
+static size_t at_frame_id, at_encoding, at_data, at_nfields, at_name0;
+
+/* frame_id "ab" (3 bytes with its NUL) leaves height unaligned: padding is needed. */
+static void write_image(writer *w, bool be)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof pixels; i++) pixels[i] = (uint8_t)(i * 7 + 1);
+    w_init(w, be);
+    w_u32(w, (uint32_t)-5);     /* sec */
+    w_u32(w, 123456789);        /* nanosec */
+    at_frame_id = w_str(w, "ab");
+    w_u32(w, 2);                /* height */
+    w_u32(w, 5);                /* width */
+    at_encoding = w_str(w, "rgb8");
+    w_u8(w, 1);                 /* is_bigendian */
+    w_u32(w, 15);               /* step */
+    at_data = w_octets(w, pixels, sizeof pixels);
+}
+
+static void write_cloud(writer *w, bool be, uint32_t nfields)
+{
+    static const char *const names[] = {"x", "y", "z", "intensity"};
+    uint32_t i;
+
+    for (i = 0; i < sizeof points; i++) points[i] = (uint8_t)(255 - i);
+    w_init(w, be);
+    w_u32(w, 1700000000);
+    w_u32(w, 999999999);
+    at_frame_id = w_str(w, "lidar_top");
+    w_u32(w, 1);                /* height */
+    w_u32(w, 4);                /* width */
+    at_nfields = w_u32(w, nfields);
+    for (i = 0; i < nfields; i++) {
+        size_t at = w_str(w, names[i % 4]);
+
+        if (i == 0) at_name0 = at;
+        w_u32(w, 4 * (i % 4));  /* offset */
+        w_u8(w, 7);             /* datatype FLOAT32 */
+        w_u32(w, 1);            /* count */
+    }
+    w_u8(w, 0);                 /* is_bigendian */
+    w_u32(w, 16);               /* point_step */
+    w_u32(w, 64);               /* row_step */
+    at_data = w_octets(w, points, sizeof points);
+    w_u8(w, 1);                 /* is_dense */
+}
+
+/* A heap copy of exactly n bytes (at least one, so that malloc gives a block). */
+static uint8_t *exact(const uint8_t *b, size_t n)
+{
+    uint8_t *p = malloc(n != 0 ? n : 1);
+
+    if (p == NULL) {
+        perror("malloc");
+        exit(1);
+    }
+    if (n != 0) memcpy(p, b, n);
+    return p;
+}
+
+static bool inside(const void *p, size_t n, const uint8_t *buf, size_t size)
+{
+    const uint8_t *q = p;
+
+    return q >= buf && q <= buf + size && n <= (size_t)(buf + size - q);
+}
+
+static bool string_inside(const char *s, const uint8_t *buf, size_t size)
+{
+    size_t room;
+
+    if (!inside(s, 1, buf, size)) return false;
+    room = (size_t)(buf + size - (const uint8_t *)s);
+    return memchr(s, '\0', room) != NULL;
+}
+
+/* Parses b[0..n) as an image and, when accepted, checks that the result lies inside it. */
+static ferry_bridge_cdr_result parse_image(const uint8_t *b, size_t n)
+{
+    uint8_t *p = exact(b, n);
+    ferry_bridge_image_msg m;
+    ferry_bridge_cdr_result res = ferry_bridge_cdr_image(p, n, &m);
+
+    if (res == FERRY_BRIDGE_CDR_OK) {
+        CHECK(string_inside(m.frame_id, p, n));
+        CHECK(string_inside(m.encoding, p, n));
+        CHECK(inside(m.data, m.data_size, p, n));
+    }
+    free(p);
+    return res;
+}
+
+static ferry_bridge_cdr_result parse_cloud(const uint8_t *b, size_t n)
+{
+    uint8_t *p = exact(b, n);
+    ferry_bridge_cloud_msg m;
+    ferry_bridge_cdr_result res = ferry_bridge_cdr_cloud(p, n, &m);
+    uint32_t i;
+
+    if (res == FERRY_BRIDGE_CDR_OK) {
+        CHECK(string_inside(m.frame_id, p, n));
+        for (i = 0; i < m.nfields && i < FERRY_POINTCLOUD_FIELDS_MAX; i++)
+            CHECK(string_inside(m.fields[i].name, p, n));
+        CHECK(inside(m.data, m.data_size, p, n));
+    }
+    free(p);
+    return res;
+}
+
+static void test_image_fields(bool be)
+{
+    writer w;
+    ferry_bridge_image_msg m;
+    uint8_t *p;
+
+    write_image(&w, be);
+    p = exact(w.b, w.n);
+    CHECK(ferry_bridge_cdr_image(p, w.n, &m) == FERRY_BRIDGE_CDR_OK);
+    CHECK(m.sec == -5);
+    CHECK(m.nanosec == 123456789u);
+    CHECK(strcmp(m.frame_id, "ab") == 0);
+    CHECK(m.height == 2 && m.width == 5);
+    CHECK(strcmp(m.encoding, "rgb8") == 0);
+    CHECK(m.is_bigendian == 1);
+    CHECK(m.step == 15);
+    CHECK(m.data_size == sizeof pixels && memcmp(m.data, pixels, sizeof pixels) == 0);
+    CHECK(m.data == p + w.n - sizeof pixels);
+    free(p);
+    /* Padding after the message (the encapsulation options say how much) is allowed. */
+    w.b[w.n++] = 0;
+    w.b[w.n++] = 0;
+    CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+}
+
+static void test_cloud_fields(bool be)
+{
+    writer w;
+    ferry_bridge_cloud_msg m;
+    uint8_t *p;
+
+    write_cloud(&w, be, 4);
+    p = exact(w.b, w.n);
+    CHECK(ferry_bridge_cdr_cloud(p, w.n, &m) == FERRY_BRIDGE_CDR_OK);
+    CHECK(m.sec == 1700000000 && m.nanosec == 999999999u);
+    CHECK(strcmp(m.frame_id, "lidar_top") == 0);
+    CHECK(m.height == 1 && m.width == 4);
+    CHECK(m.nfields == 4);
+    CHECK(strcmp(m.fields[0].name, "x") == 0 && m.fields[0].offset == 0);
+    CHECK(strcmp(m.fields[3].name, "intensity") == 0 && m.fields[3].offset == 12);
+    CHECK(m.fields[2].datatype == 7 && m.fields[2].count == 1);
+    CHECK(m.is_bigendian == 0 && m.is_dense == 1);
+    CHECK(m.point_step == 16 && m.row_step == 64);
+    CHECK(m.data_size == sizeof points && memcmp(m.data, points, sizeof points) == 0);
+    free(p);
+
+    /* More fields than a ferry cloud holds: all are read, the first ones kept, the count
+     * reported as sent (the bridge refuses it). */
+    write_cloud(&w, be, 17);
+    p = exact(w.b, w.n);
+    CHECK(ferry_bridge_cdr_cloud(p, w.n, &m) == FERRY_BRIDGE_CDR_OK);
+    CHECK(m.nfields == 17 && strcmp(m.fields[15].name, "intensity") == 0);
+    CHECK(m.is_dense == 1 && m.data_size == sizeof points);
+    free(p);
+
+    write_cloud(&w, be, 0);
+    CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+}
+
+/* Every proper prefix of a serialisation is refused. */
+static void test_truncations(void)
+{
+    writer w;
+    size_t n;
+    int be;
+
+    for (be = 0; be < 2; be++) {
+        write_image(&w, be != 0);
+        for (n = 0; n < w.n; n++) CHECK(parse_image(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        write_cloud(&w, be != 0, 4);
+        for (n = 0; n < w.n; n++) CHECK(parse_cloud(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+    }
+}
+
+static void put_u32(writer *w, size_t at, uint32_t v)
+{
+    size_t end = w->n;
+
+    w->n = at;
+    w_u32(w, v);
+    w->n = end;
+}
+
+static void test_lengths(void)
+{
+    static const uint32_t bad[] = {0, 0xffffffffu, 0xfffffffcu, 0x80000000u, 4096, 1000};
+    writer w;
+    size_t i;
+
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_image(&w, false);
+        put_u32(&w, at_frame_id, bad[i]);
+        CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        write_image(&w, true);
+        put_u32(&w, at_encoding, bad[i]);
+        CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        if (bad[i] != 0) {
+            write_image(&w, false);
+            put_u32(&w, at_data, bad[i]);
+            CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            write_cloud(&w, false, 4);
+            put_u32(&w, at_nfields, bad[i]);
+            CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            write_cloud(&w, true, 4);
+            put_u32(&w, at_data, bad[i]);
+            CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        }
+        write_cloud(&w, true, 4);
+        put_u32(&w, at_name0, bad[i]);
+        CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    }
+    /* A data length one short leaves a byte over: accepted as padding, but the bridge then
+     * sees a data size that its geometry does not give. */
+    write_image(&w, false);
+    put_u32(&w, at_data, (uint32_t)sizeof pixels - 1);
+    CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+
+    /* A string without its NUL. */
+    write_image(&w, false);
+    w.b[at_frame_id + 4 + 2] = 'c';
+    CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    write_cloud(&w, false, 2);
+    w.b[at_name0 + 4 + 1] = 'x';
+    CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+}
+
+/* Only CDR_BE and CDR_LE are read; XCDR2 and the others go to Cyclone's deserialiser. */
+static void test_encapsulations(void)
+{
+    static const uint8_t ids[][2] = {{0x00, 0x02}, {0x00, 0x03}, {0x00, 0x06}, {0x00, 0x07},
+                                     {0x00, 0x08}, {0x00, 0x0a}, {0x01, 0x00}, {0xff, 0xff}};
+    ferry_bridge_image_msg m;
+    writer w;
+    size_t i;
+
+    for (i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        write_image(&w, false);
+        w.b[0] = ids[i][0];
+        w.b[1] = ids[i][1];
+        CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_UNSUPPORTED);
+        write_cloud(&w, false, 1);
+        w.b[0] = ids[i][0];
+        w.b[1] = ids[i][1];
+        CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_UNSUPPORTED);
+    }
+    CHECK(ferry_bridge_cdr_image(NULL, 100, &m) == FERRY_BRIDGE_CDR_MALFORMED);
+    write_image(&w, false);
+    CHECK(ferry_bridge_cdr_image(w.b, w.n, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(ferry_bridge_cdr_cloud(w.b, w.n, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
+}
+
+static uint32_t rng_state = 0x2545f491u;
+
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 17;
+    rng_state ^= rng_state << 5;
+    return rng_state;
+}
+
+/* Random corruption: a few bytes set to random or boundary values, sometimes cut short. */
+static void test_random(void)
+{
+    static const uint8_t values[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+    writer w, c;
+    int iter, ok = 0;
+
+    for (iter = 0; iter < 200000; iter++) {
+        bool cloud = (iter & 1) != 0;
+        int k, flips = 1 + (int)(rnd() % 4);
+
+        if (cloud)
+            write_cloud(&w, (iter & 2) != 0, 1 + rnd() % 5);
+        else
+            write_image(&w, (iter & 2) != 0);
+        c = w;
+        for (k = 0; k < flips; k++) {
+            size_t at = 4 + rnd() % (c.n - 4);
+
+            c.b[at] = (rnd() & 1) ? values[rnd() % sizeof values] : (uint8_t)rnd();
+        }
+        if (rnd() % 8 == 0) c.n = rnd() % (c.n + 1);
+        if ((cloud ? parse_cloud(c.b, c.n) : parse_image(c.b, c.n)) == FERRY_BRIDGE_CDR_OK) ok++;
+    }
+    printf("cdr_test: %d of 200000 corrupted inputs parsed (and lay inside their buffer)\n", ok);
+}
+
+int main(void)
+{
+    test_image_fields(false);
+    test_image_fields(true);
+    test_cloud_fields(false);
+    test_cloud_fields(true);
+    test_truncations();
+    test_lengths();
+    test_encapsulations();
+    test_random();
+    if (failures != 0) {
+        printf("cdr_test: %d checks failed\n", failures);
+        return 1;
+    }
+    printf("cdr_test: PASS\n");
+    return 0;
+}
