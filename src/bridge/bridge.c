@@ -1430,6 +1430,18 @@ ferry_err ferry_bridge_stats_get(const ferry_bridge *b, ferry_bridge_stats *out)
     return FERRY_OK;
 }
 
+static void route_info(ferry_bridge_route_info *out, const char *topic, msg_kind kind,
+                       ferry_bridge_direction direction, uint64_t samples, uint64_t bytes,
+                       bool reliable)
+{
+    memcpy(out->topic, topic, sizeof out->topic);
+    out->direction = direction;
+    out->type_name = ferry_type(kind);
+    out->samples = samples;
+    out->bytes = bytes;
+    out->reliable = reliable;
+}
+
 ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_route_info *out)
 {
     if (b == NULL || out == NULL) return FERRY_EINVAL;
@@ -1437,25 +1449,13 @@ ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_r
     out->depth = b->o.depth;
     if (i < b->nouts) {
         const out_route *r = b->outs[i];
-
-        memcpy(out->topic, r->topic, sizeof out->topic);
-        out->direction = FERRY_BRIDGE_OUT;
-        out->type_name = ferry_type(r->kind);
-        out->samples = r->samples;
-        out->bytes = r->bytes;
-        out->reliable = r->reliable;
+        route_info(out, r->topic, r->kind, FERRY_BRIDGE_OUT, r->samples, r->bytes, r->reliable);
         return FERRY_OK;
     }
     i -= b->nouts;
     if (i < b->nins) {
         const in_route *r = b->ins[i];
-
-        memcpy(out->topic, r->topic, sizeof out->topic);
-        out->direction = FERRY_BRIDGE_IN;
-        out->type_name = ferry_type(r->kind);
-        out->samples = r->samples;
-        out->bytes = r->bytes;
-        out->reliable = r->reliable;
+        route_info(out, r->topic, r->kind, FERRY_BRIDGE_IN, r->samples, r->bytes, r->reliable);
         return FERRY_OK;
     }
     return FERRY_EAGAIN;
