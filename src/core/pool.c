@@ -256,9 +256,18 @@ uint32_t ferry__pool_find(const ferry__pool *p, const void *payload)
     if (offset % FERRY__PAGE)
         return FERRY__NONE;
     /* The header is the application's own memory and may have been overwritten: check it
-     * against the private table. */
+     * against the private table, and where it lies, search the table. Chunks are carved in
+     * order, so their offsets rise with their index. */
     uint32_t index = ((const ferry__chunk_header *)(p->base + offset))->index;
-    if (index >= p->nchunks || p->chunks[index].offset != offset)
-        return FERRY__NONE;
-    return index;
+    if (index < p->nchunks && p->chunks[index].offset == offset)
+        return index;
+    uint32_t lo = 0, hi = p->nchunks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->chunks[mid].offset < offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->nchunks && p->chunks[lo].offset == offset ? lo : FERRY__NONE;
 }
