@@ -13,6 +13,7 @@
  * for runs under compute-sanitizer, which serialises kernels.
  */
 #include "cache_kernels.h"
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 #include <ferry/gpu.h>
@@ -25,13 +26,6 @@
 #include <string.h>
 
 /* In cache.c, not in gpu.h: CUDA runtime calls the cache has made. */
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t cu_e_ = (call);                                                            \
-        if (cu_e_ != cudaSuccess)                                                              \
-            TU_FAIL("%s: %s", #call, cudaGetErrorString(cu_e_));                               \
-    } while (0)
 
 #define MB ((size_t)1 << 20)
 #define SPIN_NS ((uint64_t)50 * 1000000)

@@ -15,6 +15,7 @@
  *     exits; the held frames still checksum right, then are released.
  * Without a device: the constructors return FERRY_ENODEV, then the test exits 77 (skipped).
  */
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 #include "core/core.h"
@@ -49,13 +50,6 @@ int frames_check(const void *src, size_t bytes, uint64_t seq, uint64_t spin_ns, 
 int frames_write(const void *dst, void *stream);
 
 enum { MSG_HOLDING = 1, MSG_GO = 2, MSG_DESTROYED = 3, MSG_NOTSUP = 1000 };
-
-#define CUDA_OK(expr)                                                                          \
-    do {                                                                                       \
-        cudaError_t cu_e_ = (cudaError_t)(expr);                                               \
-        TU_CHECK_MSG(cu_e_ == cudaSuccess, "%s: %s (%s)", #expr, cudaGetErrorName(cu_e_),     \
-                     cudaGetErrorString(cu_e_));                                               \
-    } while (0)
 
 static const char *ipc_name(ferry_gpu_ipc ipc)
 {

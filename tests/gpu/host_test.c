@@ -9,6 +9,7 @@
  *
  * Without a device: the calls return FERRY_ENODEV, then the test exits 77 (skipped).
  */
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 #include "core/core.h"
@@ -42,26 +43,6 @@ enum { ACK_READY = 1u << 21 };
 static void *dev_buf;         /* FRAME bytes of device memory */
 static cudaStream_t stream;
 
-#define CUDA_OK(expr)                                                                          \
-    do {                                                                                       \
-        cudaError_t cu_e_ = (expr);                                                            \
-        TU_CHECK_MSG(cu_e_ == cudaSuccess, "%s: %s (%s)", #expr, cudaGetErrorName(cu_e_),     \
-                     cudaGetErrorString(cu_e_));                                               \
-    } while (0)
-
-static unsigned long long cpu_checksum(const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    unsigned long long words = n / 4, sum = 0;
-    for (unsigned long long i = 0; i < words; i++) {
-        uint32_t w;
-        memcpy(&w, p + 4 * i, 4);
-        sum += (unsigned long long)w * (2 * i + 1) + i;
-    }
-    for (unsigned long long j = 0; j < n % 4; j++)
-        sum += (unsigned long long)p[4 * words + j] * (2 * (words + j) + 1) + words + j;
-    return sum;
-}
 
 static unsigned long long gpu_checksum(const void *ptr, size_t n)
 {
@@ -211,7 +192,7 @@ static void test_in_place_and_copy(void)
         peer_publish(&p, 1);
         ferry_sample s;
         take_one(sub, &s);
-        unsigned long long cpu = cpu_checksum(s.data, s.size);
+        unsigned long long cpu = tu_weighted_checksum(s.data, s.size);
         ferry__sample_where w;
         TU_OK(ferry__sample_where_get(sub, &s, &w));
         TU_CMP_U64(w.chunk, <, 64);
@@ -302,7 +283,7 @@ static int write_child(char **argv)
         fprintf(stderr, "write child: setup: %s\n", ferry_strerror(err));
         return 3;
     }
-    unsigned long long cpu = cpu_checksum(s.data, s.size), gpu = 0;
+    unsigned long long cpu = tu_weighted_checksum(s.data, s.size), gpu = 0;
     const void *dp = NULL;
     if ((err = ferry_gpu_sample_device_ptr(sub, &s, DEV, &dp))) {
         fprintf(stderr, "write child: device pointer: %s\n", ferry_strerror(err));
@@ -319,7 +300,7 @@ static int write_child(char **argv)
         return 3;
     e = host_test_write(dp, 4096);
     int rc;
-    if (cpu_checksum(s.data, s.size) != cpu) {
+    if (tu_weighted_checksum(s.data, s.size) != cpu) {
         fprintf(stderr, "write child: the frame changed under a read-only registration\n");
         rc = 2;
     } else if (e == cudaSuccess) {
@@ -395,7 +376,7 @@ static void test_publisher_dies(void)
     peer_publish(&p, 1);
     ferry_sample s;
     take_one(sub, &s);
-    unsigned long long cpu = cpu_checksum(s.data, s.size);
+    unsigned long long cpu = tu_weighted_checksum(s.data, s.size);
     counts c0 = counts_now();
     const void *dp;
     TU_OK(ferry_gpu_sample_device_ptr(sub, &s, DEV, &dp));
@@ -456,7 +437,7 @@ static void test_destroy_undoes(void)
     ferry_sample s[3];
     for (int i = 0; i < 3; i++) {
         take_one(sub, &s[i]);
-        check_in_place(sub, &s[i], cpu_checksum(s[i].data, s[i].size));
+        check_in_place(sub, &s[i], tu_weighted_checksum(s[i].data, s[i].size));
     }
     /* Held together, so three chunks. */
     TU_EQ_U64(counts_now().reg, c0.reg + 3);
@@ -516,8 +497,8 @@ static void test_errors(void)
     TU_EQ_U64(counts_now().reg, c0.reg); /* nothing registered by a refused call */
 
     /* Valid calls on both, then released samples are refused. */
-    check_in_place(a, &sa, cpu_checksum(sa.data, sa.size));
-    check_copy(b, &sb, cpu_checksum(sb.data, sb.size));
+    check_in_place(a, &sa, tu_weighted_checksum(sa.data, sa.size));
+    check_copy(b, &sb, tu_weighted_checksum(sb.data, sb.size));
     TU_EQ_U64(counts_now().reg, c0.reg + 2); /* each subscriber maps the segment on its own */
     ferry_sample stale = sa;
     TU_OK(ferry_release(a, &sa));
@@ -581,10 +562,10 @@ static void warm_up(void)
                                  cudaHostRegisterReadOnly));
     void *dhost;
     CUDA_OK(cudaHostGetDevicePointer(&dhost, host, 0));
-    TU_CHECK(gpu_checksum(dhost, 4 * page) == cpu_checksum(host, 4 * page));
+    TU_CHECK(gpu_checksum(dhost, 4 * page) == tu_weighted_checksum(host, 4 * page));
     CUDA_OK(cudaMemcpyAsync(dev_buf, host, 4 * page, cudaMemcpyHostToDevice, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
-    TU_CHECK(gpu_checksum(dev_buf, 4 * page) == cpu_checksum(host, 4 * page));
+    TU_CHECK(gpu_checksum(dev_buf, 4 * page) == tu_weighted_checksum(host, 4 * page));
     CUDA_OK(cudaHostUnregister(host));
     free(host);
 }

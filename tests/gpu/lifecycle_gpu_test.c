@@ -24,6 +24,7 @@
  * Without a device: ferry_gpu_device_count returns FERRY_ENODEV, a configure fails with it and
  * leaves nothing behind; then the test exits 77 (skipped).
  */
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 #include "core/core.h"
@@ -54,13 +55,6 @@
  * returns a cudaError_t. out == NULL only loads the kernel. */
 int lcg_checksum(const void *p, size_t n, unsigned long long *out, void *stream);
 
-#define CUDA_OK(expr)                                                                          \
-    do {                                                                                       \
-        cudaError_t cu_e_ = (cudaError_t)(expr);                                               \
-        TU_CHECK_MSG(cu_e_ == cudaSuccess, "%s: %s (%s)", #expr, cudaGetErrorName(cu_e_),     \
-                     cudaGetErrorString(cu_e_));                                               \
-    } while (0)
-
 static size_t align_up(size_t n, size_t a)
 {
     return (n + a - 1) / a * a;
@@ -74,19 +68,6 @@ static size_t image_bytes(void)
     return align_up(sizeof(ferry_image_header), FERRY_MSG_DATA_ALIGN) + (size_t)l.data_size;
 }
 
-static unsigned long long cpu_checksum(const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    unsigned long long words = n / 4, sum = 0;
-    for (unsigned long long i = 0; i < words; i++) {
-        uint32_t w;
-        memcpy(&w, p + 4 * i, 4);
-        sum += (unsigned long long)w * (2 * i + 1) + i;
-    }
-    for (unsigned long long j = 0; j < n % 4; j++)
-        sum += (unsigned long long)p[4 * words + j] * (2 * (words + j) + 1) + words + j;
-    return sum;
-}
 
 typedef struct reg_counts {
     uint64_t reg, unreg, failed;
@@ -226,7 +207,7 @@ static void node_process(gpu_node *n, const ferry_sample *s)
     size_t bad = tu_verify(v.data, v.data_size, s->sequence);
     TU_CHECK_MSG(bad == SIZE_MAX, "frame %" PRIu64 ": pixel byte %zu is not the publisher's",
                  s->sequence, bad);
-    unsigned long long cpu = cpu_checksum(s->data, s->size);
+    unsigned long long cpu = tu_weighted_checksum(s->data, s->size);
 
     ferry__sample_where w;
     TU_OK(ferry__sample_where_get(n->sub, s, &w));
@@ -594,8 +575,8 @@ static void warm_up(void)
     unsigned long long sum = 0;
     CUDA_OK(cudaMemcpyAsync(&sum, res, sizeof sum, cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
-    TU_CHECK_MSG(sum == cpu_checksum(host, 4 * page), "warm-up checksum: GPU %llx, CPU %llx",
-                 sum, cpu_checksum(host, 4 * page));
+    TU_CHECK_MSG(sum == tu_weighted_checksum(host, 4 * page), "warm-up checksum: GPU %llx, CPU %llx",
+                 sum, tu_weighted_checksum(host, 4 * page));
     CUDA_OK(cudaMemcpyAsync(res, host, 4096, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaStreamSynchronize(s));
     CUDA_OK(cudaHostUnregister(host));

@@ -9,6 +9,7 @@
  * Without a device: the constructors return FERRY_ENODEV, the device view validates metadata
  * without touching a device, and the test exits 77 (skipped).
  */
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 #include <ferry/gpu.h>
@@ -27,12 +28,6 @@ extern char **environ;
 #define TOPIC "/tensor/device"
 #define COUNT 8
 #define NELEM ((size_t)3 * 480 * 640)
-
-#define CUDA_OK(expr)                                                                          \
-    do {                                                                                       \
-        cudaError_t c_ = (expr);                                                               \
-        TU_CHECK_MSG(c_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(c_));              \
-    } while (0)
 
 static const char *pub_path;
 static const char *self_path;
