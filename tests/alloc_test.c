@@ -139,6 +139,7 @@ static ferry_publisher *make_pub(ferry_node *node)
 {
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
+    po.admit_blocking = true; /* its subscribers ask to block it */
     po.block_timeout_ns = TU_WAIT_NS;
     ferry_publisher *pub = NULL;
     TU_OK(ferry_publisher_create(&pub, node, "/alloc", TYPE, ferry_hash(TYPE), &po));

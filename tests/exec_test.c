@@ -67,6 +67,7 @@ static int publisher_main(void *arg)
     ferry_node *node = tu_node("pub");
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
+    po.admit_blocking = true; /* its subscribers ask to block it */
     po.block_timeout_ns = TU_WAIT_NS;
     ferry_publisher *pubs[MAX_TOPICS] = {NULL};
     for (uint32_t i = 0; i < p->ntopics; i++)

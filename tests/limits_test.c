@@ -813,6 +813,7 @@ static void test_byte_cap(void)
     ferry_publisher_options_init(&po);
     po.pool_bytes = 4 * SIZE + SIZE / 2; /* a few chunks of this size class */
     po.max_sample_size = SIZE;
+    po.max_bytes_per_subscriber = po.pool_bytes; /* the subscriber may hold them all */
     ferry_publisher *pub = NULL;
     TU_OK(ferry_publisher_create(&pub, node, TOPIC, TYPE, ferry_hash(TYPE), &po));
     ferry_subscriber_options so;

@@ -58,6 +58,7 @@ static int publisher_main(void *arg)
     ferry_node *node = tu_node("pub");
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
+    po.admit_blocking = true; /* its subscribers ask to block it */
     po.block_timeout_ns = TU_WAIT_NS;
     po.history = r->pub_history;
     po.max_chunks = 4096; /* a deep subscriber queue may hold many small chunks */

@@ -155,6 +155,7 @@ static void test_block_policy(void)
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
     po.block_timeout_ns = timeout;
+    po.admit_blocking = true;
     ferry_publisher *pub = NULL;
     TU_OK(ferry_publisher_create(&pub, node, "/block", TYPE, ferry_hash(TYPE), &po));
     TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));
@@ -335,6 +336,7 @@ static void test_returned_chunk_unblocks_loan(void)
     po.max_chunks = 2;
     po.on_pool_exhausted = FERRY_POOL_BLOCK;
     po.block_timeout_ns = TU_WAIT_NS;
+    po.max_chunks_per_subscriber = 2; /* the subscriber may hold the whole pool */
     ferry_publisher *pub = NULL;
     TU_OK(ferry_publisher_create(&pub, node, "/pool/return", TYPE, ferry_hash(TYPE), &po));
     TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));

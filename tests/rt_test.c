@@ -463,6 +463,7 @@ static int publisher_main(void *arg)
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
     po.block_timeout_ns = TU_WAIT_NS;
+    po.admit_blocking = true;
     TU_OK(ferry_publisher_create(&pub, node, "/rt/frames", TYPE, ferry_hash(TYPE), &po));
     TU_OK(ferry_publisher_reserve(pub, FRAME, RESERVE));
     TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));

@@ -24,7 +24,10 @@ static void *publisher_thread(void *arg)
 {
     pair_args *a = arg;
     ferry_publisher *pub;
-    if (ferry_publisher_create(&pub, a->node, a->topic, TYPE, ferry_hash(TYPE), NULL) != FERRY_OK) {
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.admit_blocking = true; /* the subscriber asks to block it */
+    if (ferry_publisher_create(&pub, a->node, a->topic, TYPE, ferry_hash(TYPE), &po) != FERRY_OK) {
         atomic_store(&a->failed, 1);
         return NULL;
     }

@@ -215,6 +215,7 @@ static int camera_proc(const char *dir, int cam, bool paced, adapter_ctl *ctl)
         return fail_ferry("camera node", err);
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
+    po.admit_blocking = true; /* its subscribers ask to block it */
     po.max_sample_size = FRAME_BYTES;
     po.max_chunks = PUB_CHUNKS;
     po.pool_bytes = (size_t)PUB_CHUNKS * (FRAME_BYTES + ((size_t)1 << 20));

@@ -41,7 +41,7 @@ extern "C" {
 /** Version of the library and of the shared-memory and socket protocol. */
 #define FERRY_VERSION_MAJOR 0    /**< library version, major part */
 #define FERRY_VERSION_MINOR 1    /**< library version, minor part */
-#define FERRY_PROTOCOL_VERSION 1 /**< protocol version; a peer of another version is refused */
+#define FERRY_PROTOCOL_VERSION 2 /**< protocol version; a peer of another version is refused */
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -215,8 +215,25 @@ typedef struct ferry_publisher_options {
     /** Policy when the pool is exhausted. Default FERRY_POOL_ERROR. */
     ferry_pool_policy on_pool_exhausted;
     /** How long ferry_loan (FERRY_POOL_BLOCK) and ferry_publish (a subscriber with
-     *  FERRY_OVERFLOW_BLOCK) wait. 0 means the default, 100 ms; negative waits for ever. */
+     *  FERRY_OVERFLOW_BLOCK) wait. 0 means the default, 100 ms; negative is invalid (no call
+     *  waits for ever on its subscribers). */
     int64_t block_timeout_ns;
+    /** Admit subscribers that ask for FERRY_OVERFLOW_BLOCK, which make ferry_publish wait up to
+     *  block_timeout_ns for room in their queue. Default false: such a subscriber is refused
+     *  (it logs "the publisher does not admit blocking subscribers"), so that no subscriber can
+     *  slow this publisher. */
+    bool admit_blocking;
+    /** Most chunk references one subscriber may have at once, queued and held together. A
+     *  subscriber at the limit receives nothing more until it gives some back; each publication
+     *  it misses meanwhile counts as dropped for it (stats dropped and limited), while the other
+     *  subscribers carry on. Default 0: half of max_chunks. */
+    uint32_t max_chunks_per_subscriber;
+    /** The same limit in bytes of the chunks referenced. Default 0: half of pool_bytes. */
+    size_t max_bytes_per_subscriber;
+    /** Connections accepted whose hello has not come yet, counted apart from max_subscribers.
+     *  A hello must come within a second; when every place is taken, the oldest waiting
+     *  connection is dropped for the newcomer. Default 8, at most 256. */
+    uint32_t max_pending;
 } ferry_publisher_options;
 
 /** Fills o with the defaults. Fields left zero also mean the default. */
@@ -359,6 +376,9 @@ typedef struct ferry_publisher_stats {
     uint64_t chunks_reclaimed; /**< chunk references taken back from subscribers that went away */
     uint64_t rejected;         /**< connections refused (type, credentials, protocol) */
     uint64_t protocol_errors;  /**< subscribers disconnected for breaking the protocol */
+    uint64_t limited;          /**< deliveries skipped for a subscriber at its per-subscriber
+                                    limit (max_chunks/bytes_per_subscriber); also in dropped */
+    uint64_t pending_dropped;  /**< connections dropped before their hello (deadline or budget) */
 } ferry_publisher_stats;
 
 /**
@@ -376,7 +396,8 @@ FERRY_API ferry_err ferry_publisher_stats_get(ferry_publisher *pub, ferry_publis
 /** What happens when a sample arrives and this subscriber's queue holds depth samples already. */
 typedef enum ferry_overflow {
     FERRY_OVERFLOW_DROP_OLDEST = 0, /**< the publisher drops the oldest queued sample (default) */
-    FERRY_OVERFLOW_BLOCK = 1,       /**< the publisher waits up to its block_timeout_ns */
+    FERRY_OVERFLOW_BLOCK = 1,       /**< the publisher waits up to its block_timeout_ns; only a
+                                         publisher with admit_blocking accepts it */
 } ferry_overflow;
 
 /** Options of ferry_subscriber_create; ferry_subscriber_options_init gives the defaults. */

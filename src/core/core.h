@@ -131,7 +131,21 @@ enum { FERRY__DOORBELL_NOTIFIER = 1, FERRY__DOORBELL_FUTEX = 2 };
 /* ---- control messages (one seqpacket datagram each) ----------------------------------------- */
 
 #define FERRY__MSG_MAGIC 0x47534d5952524546ULL /* "FERRYMSG" */
-enum { FERRY__MSG_HELLO = 1, FERRY__MSG_WELCOME = 2, FERRY__MSG_BYE = 3, FERRY__MSG_ATTACH = 4 };
+enum {
+    FERRY__MSG_HELLO = 1,
+    FERRY__MSG_WELCOME = 2,
+    FERRY__MSG_BYE = 3,
+    FERRY__MSG_ATTACH = 4,
+    FERRY__MSG_WAKE = 5,
+};
+
+/*
+ * Wake-ups travel as datagrams on the connection's own socket (FERRY__MSG_WAKE), sent with
+ * MSG_DONTWAIT: a per-call guarantee that the send never blocks, whatever the peer does. No
+ * eventfd or other descriptor is exchanged for them, so there is no shared file description
+ * whose O_NONBLOCK a peer could clear and no counter it could fill. A full socket means wake-ups
+ * are pending already (EAGAIN is ignored).
+ */
 
 /* Descriptors a module of the publisher hands to every subscriber (device memory export
  * handles), sent after the welcome and whenever the publisher attaches more. Carries 1..4
@@ -148,12 +162,17 @@ typedef struct ferry__attach_msg {
 #define FERRY__ATTACH_FDS 4
 #define FERRY__ATTACH_MAX 256 /* attachments per publisher */
 
-/* A subscriber leaving on purpose says so, so that its hang-up does not count as a death. */
+/* A message without a body: a subscriber leaving on purpose says so (FERRY__MSG_BYE), so that
+ * its hang-up does not count as a death; either side wakes the other (FERRY__MSG_WAKE). */
 typedef struct ferry__bye {
     uint64_t magic;
     uint32_t version;
     uint32_t kind;
 } ferry__bye;
+
+/* Most wake-ups one side may find queued at once before the other counts as flooding. An honest
+ * peer sends one per doorbell the other set; the doorbell is set again only after a look. */
+#define FERRY__WAKE_FLOOD 8
 
 typedef struct ferry__hello {
     uint64_t magic;
@@ -168,13 +187,15 @@ typedef struct ferry__hello {
     char topic[FERRY_TOPIC_MAX + 2];
     char type_name[FERRY_TYPE_NAME_MAX + 1];
     char node_name[FERRY_NODE_NAME_MAX + 1];
-} ferry__hello; /* carries one descriptor: the subscriber's notifier */
+} ferry__hello; /* carries no descriptor */
+
+#define FERRY__REASON_MAX 192
 
 typedef struct ferry__welcome {
     uint64_t magic;
     uint32_t version;
     uint32_t kind;
-    int32_t status; /* ferry_err; FERRY_OK: three descriptors follow (data RO, connection, notifier) */
+    int32_t status; /* ferry_err; FERRY_OK: two descriptors follow (data RO, connection) */
     int32_t pid;
     uint64_t publisher_id;
     uint64_t type_hash;
@@ -188,6 +209,7 @@ typedef struct ferry__welcome {
     uint32_t deliver_capacity;
     uint32_t return_capacity;
     char type_name[FERRY_TYPE_NAME_MAX + 1];
+    char reason[FERRY__REASON_MAX]; /* a refusal's cause, for the refused side to print */
 } ferry__welcome;
 
 /* Checks a received message; fills a NUL-terminated copy. FERRY_EPROTO when malformed. */
@@ -196,6 +218,9 @@ ferry_err ferry__welcome_decode(const void *buf, size_t len, ferry__welcome *out
 ferry_err ferry__bye_decode(const void *buf, size_t len);
 ferry_err ferry__attach_decode(const void *buf, size_t len, int nfds, ferry__attach_msg *out);
 void ferry__bye_init(ferry__bye *out);
+void ferry__wake_init(ferry__bye *out);
+/* The kind of a bodiless message (FERRY__MSG_BYE or FERRY__MSG_WAKE), or 0 when buf is none. */
+uint32_t ferry__ctl_decode(const void *buf, size_t len);
 /* Checks the geometry a welcome announces against the sizes of the segments received. */
 ferry_err ferry__welcome_check(const ferry__welcome *w, uint64_t data_fd_size,
                                uint64_t conn_fd_size);
@@ -284,6 +309,20 @@ struct ferry_node {
 
 void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* A bound on how often one endpoint logs what its peers do wrong, so that a peer repeating a
+ * fault (a flood of connections, garbage in a loop) cannot flood the log: a bucket of
+ * FERRY__PEER_LOG_BURST lines, refilled by FERRY__PEER_LOG_PER_S a second; what does not fit is
+ * counted and said in one line when the bucket has room again. */
+#define FERRY__PEER_LOG_BURST 64
+#define FERRY__PEER_LOG_PER_S 2
+typedef struct ferry__ratelimit {
+    int64_t last;  /* when the bucket was last refilled */
+    uint32_t used; /* lines taken from it (zero-filled: full) */
+    uint32_t left_out;
+} ferry__ratelimit;
+void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level level,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Registers a child object; fails with FERRY_ECLOSED when the node is not valid. */
 ferry_err ferry__node_adopt(ferry_node *node, ferry__obj *obj, uint64_t magic);
 /* Marks the child dead and keeps its memory (up to a bound) so stale handles are detected. */
@@ -389,7 +428,13 @@ static inline int64_t ferry__remaining(int64_t deadline)
 }
 
 /* Epoll tags: kind in the top byte, slot and connection generation below. */
-enum { FERRY__TAG_LISTEN = 1, FERRY__TAG_NOTIFY = 2, FERRY__TAG_WATCH = 3, FERRY__TAG_CONN = 4 };
+enum {
+    FERRY__TAG_LISTEN = 1,
+    FERRY__TAG_NOTIFY = 2,
+    FERRY__TAG_WATCH = 3,
+    FERRY__TAG_CONN = 4,
+    FERRY__TAG_PENDING = 5, /* a publisher's accepted connection whose hello has not come */
+};
 static inline uint64_t ferry__tag(unsigned kind, uint32_t slot, uint32_t gen)
 {
     return (uint64_t)kind << 56 | (uint64_t)(slot & 0xffffffu) << 32 | gen;

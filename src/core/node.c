@@ -156,6 +156,36 @@ void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
         fprintf(stderr, "ferry: %s\n", msg);
 }
 
+void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level level,
+                     const char *fmt, ...)
+{
+    if (!node || level > node->log_level)
+        return;
+    /* used counts lines taken from a full bucket, so that a zeroed limiter starts full. */
+    int64_t now = ferry__clock_ns();
+    int64_t refill = (now - rl->last) / (1000000000 / FERRY__PEER_LOG_PER_S);
+    if (refill > 0) {
+        rl->used = refill >= rl->used ? 0 : rl->used - (uint32_t)refill;
+        rl->last = now;
+    }
+    if (rl->used >= FERRY__PEER_LOG_BURST) {
+        rl->left_out++;
+        return;
+    }
+    rl->used++;
+    if (rl->left_out) {
+        ferry__log(node, FERRY_LOG_WARN, "%u messages about misbehaving peers were left out",
+                   rl->left_out);
+        rl->left_out = 0;
+    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ferry__log(node, level, "%s", msg);
+}
+
 ferry_err ferry__node_adopt(ferry_node *node, ferry__obj *obj, uint64_t magic)
 {
     if (!node || node->magic != FERRY__NODE_MAGIC)

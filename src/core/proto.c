@@ -34,7 +34,8 @@ ferry_err ferry__welcome_decode(const void *buf, size_t len, ferry__welcome *out
     if (out->magic != FERRY__MSG_MAGIC || out->version != FERRY_PROTOCOL_VERSION ||
         out->kind != FERRY__MSG_WELCOME)
         return FERRY_EPROTO;
-    if (!terminated(out->type_name, sizeof out->type_name))
+    if (!terminated(out->type_name, sizeof out->type_name) ||
+        !terminated(out->reason, sizeof out->reason))
         return FERRY_EPROTO;
     if (out->status < 0 || out->status >= FERRY_ERR_COUNT_)
         return FERRY_EPROTO;
@@ -101,24 +102,39 @@ ferry_err ferry__conn_check(const ferry__conn_header *h, const ferry__welcome *w
     return FERRY_OK;
 }
 
-void ferry__bye_init(ferry__bye *out)
+static void ctl_init(ferry__bye *out, uint32_t kind)
 {
     memset(out, 0, sizeof *out);
     out->magic = FERRY__MSG_MAGIC;
     out->version = FERRY_PROTOCOL_VERSION;
-    out->kind = FERRY__MSG_BYE;
+    out->kind = kind;
+}
+
+void ferry__bye_init(ferry__bye *out)
+{
+    ctl_init(out, FERRY__MSG_BYE);
+}
+
+void ferry__wake_init(ferry__bye *out)
+{
+    ctl_init(out, FERRY__MSG_WAKE);
+}
+
+uint32_t ferry__ctl_decode(const void *buf, size_t len)
+{
+    ferry__bye b;
+    if (len != sizeof b)
+        return 0;
+    memcpy(&b, buf, sizeof b);
+    if (b.magic != FERRY__MSG_MAGIC || b.version != FERRY_PROTOCOL_VERSION ||
+        (b.kind != FERRY__MSG_BYE && b.kind != FERRY__MSG_WAKE))
+        return 0;
+    return b.kind;
 }
 
 ferry_err ferry__bye_decode(const void *buf, size_t len)
 {
-    ferry__bye b;
-    if (len != sizeof b)
-        return FERRY_EPROTO;
-    memcpy(&b, buf, sizeof b);
-    if (b.magic != FERRY__MSG_MAGIC || b.version != FERRY_PROTOCOL_VERSION ||
-        b.kind != FERRY__MSG_BYE)
-        return FERRY_EPROTO;
-    return FERRY_OK;
+    return ferry__ctl_decode(buf, len) == FERRY__MSG_BYE ? FERRY_OK : FERRY_EPROTO;
 }
 
 ferry_err ferry__attach_decode(const void *buf, size_t len, int nfds, ferry__attach_msg *out)

@@ -19,14 +19,26 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { PC_FREE = 0, PC_PENDING = 1, PC_ACTIVE = 2 };
-#define PENDING_TIMEOUT_NS 2000000000LL /* a connection that sends no hello in 2 s is dropped */
+enum { PC_FREE = 0, PC_ACTIVE = 2 };
+/* An honest subscriber sends its hello right after it connects, before we even accept: one that
+ * has sent none within a second is dropped. */
+#define HELLO_TIMEOUT_NS 1000000000LL
+#define MAX_PENDING_LIMIT 256
+
+/* An accepted connection waiting for its hello. Pending connections have places of their own
+ * (max_pending), apart from the admitted subscribers, so that connections that never speak
+ * cannot lock newcomers out. */
+typedef struct pending {
+    int sock; /* -1 when the place is free */
+    uint32_t gen;
+    int32_t pid;
+    int64_t since;
+} pending;
 
 typedef struct pconn {
     int state;
     uint32_t gen;
     int sock;
-    int sub_efd;
     int conn_fd;
     ferry__conn_header *hdr;
     uint64_t conn_size;
@@ -39,6 +51,8 @@ typedef struct pconn {
     uint64_t rtail;     /* private copy of return_tail */
     uint64_t *bits;     /* chunks referenced by this subscriber (queued or held) */
     uint32_t outstanding;
+    uint64_t outstanding_bytes; /* capacities of those chunks */
+    bool limited;       /* at its per-subscriber limit at the last publication */
     uint64_t dropped;
     uint64_t sub_id;
     int32_t pid;
@@ -55,17 +69,19 @@ struct ferry_publisher {
     ferry_publisher_options opt;
     int dirfd;
     char sock_name[64];
-    int listen_fd, efd, epfd;
+    int listen_fd, epfd;
     ferry__pool pool;
     ferry__status_file status;
     ferry_publisher_stats *st; /* private counters, copied to the status file by sync_stats */
     ferry_publisher_stats stats;
     pconn *conns;
+    pending *pending;
+    uint32_t npending;
+    ferry__ratelimit peer_log;
     uint16_t *active; /* slots of the active connections, dense: hot loops touch only these */
     uint32_t nblocking; /* active connections whose subscriber blocks the publisher */
     uint64_t *bits; /* max_subscribers * words_per_conn */
     uint32_t words;
-    uint32_t nconns;    /* slots in use (pending or active) */
     uint32_t nactive;
     uint32_t *history;
     uint32_t hist_len, hist_head;
@@ -91,6 +107,7 @@ void ferry_publisher_options_init(ferry_publisher_options *o)
     o->max_subscribers = 32;
     o->payload_align = 64;
     o->block_timeout_ns = 100000000;
+    o->max_pending = 8;
 }
 
 static ferry_err options_resolve(ferry_publisher_options *o)
@@ -109,7 +126,10 @@ static ferry_err options_resolve(ferry_publisher_options *o)
         o->payload_align = d.payload_align;
     if (!o->block_timeout_ns)
         o->block_timeout_ns = d.block_timeout_ns;
-    if (o->max_chunks > 65536 || o->max_subscribers > 1024 || o->history > 4096)
+    if (!o->max_pending)
+        o->max_pending = d.max_pending;
+    if (o->max_chunks > 65536 || o->max_subscribers > 1024 || o->history > 4096 ||
+        o->max_pending > MAX_PENDING_LIMIT || o->block_timeout_ns < 0)
         return FERRY_EINVAL;
     if (o->history >= o->max_chunks)
         return FERRY_EINVAL;
@@ -123,6 +143,12 @@ static ferry_err options_resolve(ferry_publisher_options *o)
     if (o->on_pool_exhausted != FERRY_POOL_ERROR && o->on_pool_exhausted != FERRY_POOL_BLOCK)
         return FERRY_EINVAL;
     if (o->pool_bytes < 2 * FERRY__PAGE)
+        return FERRY_EINVAL;
+    if (!o->max_chunks_per_subscriber)
+        o->max_chunks_per_subscriber = o->max_chunks > 1 ? o->max_chunks / 2 : 1;
+    if (!o->max_bytes_per_subscriber)
+        o->max_bytes_per_subscriber = o->pool_bytes / 2;
+    if (o->max_chunks_per_subscriber > o->max_chunks)
         return FERRY_EINVAL;
     return FERRY_OK;
 }
@@ -193,6 +219,7 @@ static void drop_ref(ferry_publisher *pub, pconn *c, uint32_t index)
 {
     bit_clear(c, index);
     c->outstanding--;
+    c->outstanding_bytes -= pub->pool.chunks[index].capacity;
     unref(pub, index);
 }
 
@@ -202,7 +229,7 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
 {
     if (c->state == PC_FREE)
         return;
-    if (c->state == PC_ACTIVE) {
+    {
         /* Take back every reference the subscriber had: queued, held, or in flight back. */
         uint32_t reclaimed = 0;
         for (uint32_t w = 0; w < pub->words; w++) {
@@ -224,10 +251,9 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
         pub->nblocking -= c->overflow == FERRY_OVERFLOW_BLOCK;
         ferry__unmap(c->hdr, c->conn_size);
         close(c->conn_fd);
-        close(c->sub_efd);
-        ferry__log(pub->node, lost ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
-                   "%s: subscriber pid %d left, %u chunk references taken back", pub->topic,
-                   (int)c->pid, reclaimed);
+        ferry__log_peer(pub->node, &pub->peer_log, lost ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
+                        "%s: subscriber pid %d left, %u chunk references taken back",
+                        pub->topic, (int)c->pid, reclaimed);
     }
     ferry__poller_del(pub->epfd, c->sock);
     close(c->sock);
@@ -237,16 +263,35 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
     c->bits = bits;
     c->gen = gen;
     c->state = PC_FREE;
-    pub->nconns--;
     sync_stats(pub);
 }
 
 static void conn_fail(ferry_publisher *pub, pconn *c, const char *why)
 {
     pub->stats.protocol_errors++;
-    ferry__log(pub->node, FERRY_LOG_WARN, "%s: subscriber pid %d disconnected: %s", pub->topic,
-               (int)c->pid, why);
+    ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+                    "%s: subscriber pid %d disconnected: %s", pub->topic, (int)c->pid, why);
     conn_close(pub, c, true);
+}
+
+/* Frees a pending connection's place, closing its socket. */
+static void pending_close(ferry_publisher *pub, pending *p)
+{
+    if (p->sock < 0)
+        return;
+    ferry__poller_del(pub->epfd, p->sock);
+    close(p->sock);
+    p->sock = -1;
+    p->gen++;
+    pub->npending--;
+}
+
+static void pending_drop(ferry_publisher *pub, pending *p, const char *why)
+{
+    pub->stats.pending_dropped++;
+    ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+                    "%s: connection from pid %d dropped: %s", pub->topic, (int)p->pid, why);
+    pending_close(pub, p);
 }
 
 static void drain_returns(ferry_publisher *pub, pconn *c)
@@ -292,6 +337,16 @@ static bool load_tail(ferry_publisher *pub, pconn *c, uint64_t *tail)
     return true;
 }
 
+/* One wake-up datagram; MSG_DONTWAIT makes the send itself non-blocking whatever the peer did
+ * to its end. EAGAIN means wake-ups are queued already; a broken connection is seen by
+ * housekeeping. */
+static void send_wake(int sock)
+{
+    ferry__bye m;
+    ferry__wake_init(&m);
+    ferry__send_msg(sock, &m, sizeof m, NULL, 0);
+}
+
 static void wake_subscriber(pconn *c)
 {
     /* Pairs with the subscriber's store of sub_waiting then fence then ring check: one of us
@@ -305,7 +360,7 @@ static void wake_subscriber(pconn *c)
     if (how == FERRY__DOORBELL_FUTEX)
         ferry__futex_wake((void *)&c->hdr->sub_waiting);
     else if (how == FERRY__DOORBELL_NOTIFIER)
-        ferry__notifier_signal(c->sub_efd);
+        send_wake(c->sock);
 }
 
 /* A paused subscriber (its lifecycle is inactive) is skipped. The word is the subscriber's to
@@ -343,6 +398,22 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
         }
     }
     ferry__chunk *ch = &pub->pool.chunks[index];
+    if (c->outstanding >= pub->opt.max_chunks_per_subscriber ||
+        ch->capacity > pub->opt.max_bytes_per_subscriber - c->outstanding_bytes) {
+        /* At its limit: this subscriber misses the publication, the others do not. */
+        c->dropped++;
+        pub->stats.dropped++;
+        pub->stats.limited++;
+        atomic_store_explicit(&c->hdr->dropped, c->dropped, memory_order_relaxed);
+        if (!c->limited)
+            ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+                            "%s: subscriber pid %d holds %u chunks (%llu bytes), its limit: it "
+                            "receives nothing more until it gives some back", pub->topic,
+                            (int)c->pid, c->outstanding, (unsigned long long)c->outstanding_bytes);
+        c->limited = true;
+        return true;
+    }
+    c->limited = false;
     atomic_store_explicit(&c->dslots[c->head & c->dmask], ferry__desc(index, ch->gen),
                           memory_order_relaxed);
     c->head++;
@@ -350,6 +421,7 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
     atomic_store_explicit(&c->hdr->deliver_head, c->head, memory_order_release);
     bit_set(c, index);
     c->outstanding++;
+    c->outstanding_bytes += ch->capacity;
     ch->refs++;
     pub->stats.deliveries++;
     if (wake)
@@ -376,7 +448,9 @@ static bool send_attachment(ferry_publisher *pub, pconn *c, const struct attachm
     return false;
 }
 
-static void reject(ferry_publisher *pub, pconn *c, ferry_err status, const char *why)
+/* Refuses a pending connection with a welcome that says why (the refused subscriber prints
+ * it), then closes it. */
+static void reject(ferry_publisher *pub, pending *p, ferry_err status, const char *why)
 {
     ferry__welcome w;
     memset(&w, 0, sizeof w);
@@ -388,63 +462,18 @@ static void reject(ferry_publisher *pub, pconn *c, ferry_err status, const char 
     w.publisher_id = pub->id;
     w.type_hash = pub->type_hash;
     memcpy(w.type_name, pub->type_name, sizeof w.type_name);
-    ferry__send_msg(c->sock, &w, sizeof w, NULL, 0);
+    snprintf(w.reason, sizeof w.reason, "%s", why);
+    ferry__send_msg(p->sock, &w, sizeof w, NULL, 0);
     pub->stats.rejected++;
-    ferry__log(pub->node, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s", pub->topic,
-               (int)c->pid, why);
-    conn_close(pub, c, false);
+    ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s",
+                    pub->topic, (int)p->pid, why);
+    pending_close(pub, p);
 }
 
-static void handshake(ferry_publisher *pub, pconn *c)
+/* The connection segment of a new subscriber: its rings, reserved and touched before use. */
+static int conn_segment(ferry_publisher *pub, uint32_t depth, ferry__conn_header **out,
+                        uint64_t *size_out)
 {
-    union {
-        ferry__hello h;
-        char raw[sizeof(ferry__hello) + 1];
-    } buf;
-    int fds[1];
-    int nfds = 1;
-    ssize_t n = ferry__recv_msg(c->sock, buf.raw, sizeof buf.raw, fds, &nfds);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return;
-    if (n <= 0) {
-        for (int i = 0; i < nfds; i++)
-            close(fds[i]); /* an empty datagram may still carry a descriptor */
-        if (n < 0)
-            ferry__log(pub->node, FERRY_LOG_WARN, "%s: hello from pid %d lost: %s%s", pub->topic,
-                       (int)c->pid, strerror(errno),
-                       errno == EMSGSIZE ? " (its descriptor could not be received: out of "
-                                           "file descriptors?)"
-                                         : "");
-        conn_close(pub, c, false);
-        return;
-    }
-    ferry__hello hello;
-    if (ferry__hello_decode(buf.raw, (size_t)n, &hello) != FERRY_OK || nfds != 1 ||
-        ferry__fd_is_eventfd(fds[0]) != 1) {
-        for (int i = 0; i < nfds; i++)
-            close(fds[i]);
-        pub->stats.protocol_errors++;
-        reject(pub, c, FERRY_EPROTO, "malformed hello");
-        return;
-    }
-    c->sub_efd = fds[0];
-    if (strcmp(hello.topic, pub->topic) != 0) {
-        close(c->sub_efd);
-        reject(pub, c, FERRY_EPROTO, "hello for another topic");
-        return;
-    }
-    if (hello.type_hash != pub->type_hash || strcmp(hello.type_name, pub->type_name) != 0) {
-        close(c->sub_efd);
-        char why[400];
-        snprintf(why, sizeof why, "type mismatch (it has %s/%016llx, the topic has %s/%016llx)",
-                 hello.type_name, (unsigned long long)hello.type_hash, pub->type_name,
-                 (unsigned long long)pub->type_hash);
-        reject(pub, c, FERRY_ETYPE, why);
-        return;
-    }
-
-    /* A subscriber that asks for history gets a queue deep enough to hold it. */
-    uint32_t depth = hello.depth > hello.history ? hello.depth : hello.history;
     uint32_t dcap = ferry__pow2_at_least(depth);
     uint32_t rcap = ferry__pow2_at_least(pub->opt.max_chunks);
     uint64_t doff, roff;
@@ -455,16 +484,10 @@ static void handshake(ferry_publisher *pub, pconn *c)
         ferry__memfd_seal(fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
         !(h = ferry__map(fd, size, true))) {
         int e = errno;
-        ferry__log(pub->node, FERRY_LOG_ERROR, "%s: connection segment: %s", pub->topic,
-                   strerror(e));
         if (fd >= 0)
             close(fd);
-        close(c->sub_efd);
-        bool memory = e == ENOMEM || e == ENOSPC;
-        reject(pub, c, memory ? FERRY_ENOMEM : FERRY_ESYS,
-               memory ? "no memory for the connection segment"
-                      : "no descriptor for the connection segment");
-        return;
+        errno = e;
+        return -1;
     }
     /* Its pages are touched now, not by the first deliveries. */
     ferry__prefault_write(h, size);
@@ -477,6 +500,89 @@ static void handshake(ferry_publisher *pub, pconn *c)
     h->deliver_capacity = dcap;
     h->depth = depth;
     h->return_capacity = rcap;
+    *out = h;
+    *size_out = size;
+    return fd;
+}
+
+static pconn *free_conn(ferry_publisher *pub)
+{
+    for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
+        if (pub->conns[i].state == PC_FREE)
+            return &pub->conns[i];
+    return NULL;
+}
+
+/* Reads the hello of a pending connection and admits the subscriber, or refuses it. */
+static void handshake(ferry_publisher *pub, pending *p)
+{
+    union {
+        ferry__hello h;
+        char raw[sizeof(ferry__hello) + 1];
+    } buf;
+    int fds[1];
+    int nfds = 1;
+    ssize_t n = ferry__recv_msg(p->sock, buf.raw, sizeof buf.raw, fds, &nfds);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    /* A hello carries no descriptor: whatever came is closed unused. */
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (n <= 0) {
+        if (n < 0)
+            ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+                            "%s: hello from pid %d lost: %s", pub->topic, (int)p->pid,
+                            strerror(errno));
+        pending_close(pub, p);
+        return;
+    }
+    ferry__hello hello;
+    if (ferry__hello_decode(buf.raw, (size_t)n, &hello) != FERRY_OK || nfds != 0) {
+        pub->stats.protocol_errors++;
+        reject(pub, p, FERRY_EPROTO,
+               nfds ? "malformed hello (it carries a descriptor)" : "malformed hello");
+        return;
+    }
+    if (strcmp(hello.topic, pub->topic) != 0) {
+        reject(pub, p, FERRY_EPROTO, "hello for another topic");
+        return;
+    }
+    char why[FERRY__REASON_MAX];
+    if (hello.type_hash != pub->type_hash || strcmp(hello.type_name, pub->type_name) != 0) {
+        snprintf(why, sizeof why, "type mismatch (it has %.48s/%016llx, the topic has %.48s/%016llx)",
+                 hello.type_name, (unsigned long long)hello.type_hash, pub->type_name,
+                 (unsigned long long)pub->type_hash);
+        reject(pub, p, FERRY_ETYPE, why);
+        return;
+    }
+    if (hello.overflow == FERRY_OVERFLOW_BLOCK && !pub->opt.admit_blocking) {
+        reject(pub, p, FERRY_EPERM,
+               "the publisher does not admit blocking subscribers (FERRY_OVERFLOW_BLOCK)");
+        return;
+    }
+    pconn *c = free_conn(pub);
+    if (!c) {
+        snprintf(why, sizeof why, "publisher at its limit of %u subscribers",
+                 pub->opt.max_subscribers);
+        reject(pub, p, FERRY_ELIMIT, why);
+        return;
+    }
+
+    /* A subscriber that asks for history gets a queue deep enough to hold it. */
+    uint32_t depth = hello.depth > hello.history ? hello.depth : hello.history;
+    ferry__conn_header *h = NULL;
+    uint64_t size = 0;
+    int fd = conn_segment(pub, depth, &h, &size);
+    if (fd < 0) {
+        int e = errno;
+        ferry__log(pub->node, FERRY_LOG_ERROR, "%s: connection segment: %s", pub->topic,
+                   strerror(e));
+        bool memory = e == ENOMEM || e == ENOSPC;
+        reject(pub, p, memory ? FERRY_ENOMEM : FERRY_ESYS,
+               memory ? "no memory for the connection segment"
+                      : "no descriptor for the connection segment");
+        return;
+    }
 
     ferry__welcome w;
     memset(&w, 0, sizeof w);
@@ -494,28 +600,44 @@ static void handshake(ferry_publisher *pub, pconn *c)
     w.conn_size = size;
     w.max_chunks = pub->opt.max_chunks;
     w.depth = depth;
-    w.deliver_capacity = dcap;
-    w.return_capacity = rcap;
+    w.deliver_capacity = h->deliver_capacity;
+    w.return_capacity = h->return_capacity;
     memcpy(w.type_name, pub->type_name, sizeof w.type_name);
 
+    /* The socket moves from its pending place to the connection's. */
+    uint32_t slot = (uint32_t)(c - pub->conns);
+    int sock = p->sock;
+    int32_t pid = p->pid;
+    ferry__poller_del(pub->epfd, sock);
+    p->sock = -1;
+    p->gen++;
+    pub->npending--;
+    c->sock = sock;
+    c->pid = pid;
+    c->since = ferry__clock_ns();
     c->conn_fd = fd;
     c->hdr = h;
     c->conn_size = size;
-    c->dslots = (_Atomic uint64_t *)((uint8_t *)h + doff);
-    c->rslots = (_Atomic uint64_t *)((uint8_t *)h + roff);
-    c->dmask = dcap - 1;
-    c->rmask = rcap - 1;
+    c->dslots = (_Atomic uint64_t *)((uint8_t *)h + h->deliver_offset);
+    c->rslots = (_Atomic uint64_t *)((uint8_t *)h + h->return_offset);
+    c->dmask = h->deliver_capacity - 1;
+    c->rmask = h->return_capacity - 1;
     c->depth = depth;
     c->overflow = (uint8_t)hello.overflow;
     c->sub_id = hello.subscriber_id;
     c->state = PC_ACTIVE;
-    pub->active[pub->nactive++] = (uint16_t)(c - pub->conns);
+    pub->active[pub->nactive++] = (uint16_t)slot;
     pub->nblocking += c->overflow == FERRY_OVERFLOW_BLOCK;
+    if (ferry__poller_add(pub->epfd, sock, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0) {
+        conn_close(pub, c, false);
+        return;
+    }
 
-    int send_fds[3] = {pub->pool.ro_fd, fd, pub->efd};
-    if (ferry__send_msg(c->sock, &w, sizeof w, send_fds, 3) != 0) {
-        ferry__log(pub->node, FERRY_LOG_WARN, "%s: welcome to pid %d failed: %s", pub->topic,
-                   (int)c->pid, strerror(errno));
+    int send_fds[2] = {pub->pool.ro_fd, fd};
+    if (ferry__send_msg(c->sock, &w, sizeof w, send_fds, 2) != 0) {
+        ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+                        "%s: welcome to pid %d failed: %s", pub->topic, (int)c->pid,
+                        strerror(errno));
         conn_close(pub, c, false);
         return;
     }
@@ -535,6 +657,21 @@ static void handshake(ferry_publisher *pub, pconn *c)
     sync_stats(pub);
 }
 
+/* A place for a new pending connection: a free one, else the oldest is dropped for it. */
+static pending *pending_place(ferry_publisher *pub)
+{
+    pending *oldest = NULL;
+    for (uint32_t i = 0; i < pub->opt.max_pending; i++) {
+        pending *p = &pub->pending[i];
+        if (p->sock < 0)
+            return p;
+        if (!oldest || p->since < oldest->since)
+            oldest = p;
+    }
+    pending_drop(pub, oldest, "no hello yet, and its place went to a newer connection");
+    return oldest;
+}
+
 static void accept_all(ferry_publisher *pub)
 {
     for (int k = 0; k < 16; k++) {
@@ -547,37 +684,54 @@ static void accept_all(ferry_publisher *pub)
         if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
             !ferry__node_peer_allowed(pub->node, fd, uid)) {
             pub->stats.rejected++;
-            ferry__log(pub->node, FERRY_LOG_WARN,
-                       "%s: refused connection from pid %d uid %u: not allowed", pub->topic,
-                       (int)pid, (unsigned)uid);
+            ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+                            "%s: refused connection from pid %d uid %u: not allowed",
+                            pub->topic, (int)pid, (unsigned)uid);
             close(fd);
             continue;
         }
-        pconn *c = NULL;
-        for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
-            if (pub->conns[i].state == PC_FREE) {
-                c = &pub->conns[i];
-                break;
-            }
-        if (!c) {
-            pub->stats.rejected++;
-            ferry__log(pub->node, FERRY_LOG_WARN, "%s: refused pid %d: %u subscribers already",
-                       pub->topic, (int)pid, pub->opt.max_subscribers);
-            close(fd);
+        pending *p = pending_place(pub);
+        uint32_t slot = (uint32_t)(p - pub->pending);
+        p->sock = fd;
+        p->pid = (int32_t)pid;
+        p->since = ferry__clock_ns();
+        pub->npending++;
+        if (ferry__poller_add(pub->epfd, fd, ferry__tag(FERRY__TAG_PENDING, slot, p->gen)) != 0) {
+            pending_close(pub, p);
             continue;
         }
-        uint32_t slot = (uint32_t)(c - pub->conns);
-        c->state = PC_PENDING;
-        c->sock = fd;
-        c->pid = (int32_t)pid;
-        c->since = ferry__clock_ns();
-        pub->nconns++;
-        if (ferry__poller_add(pub->epfd, fd, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0) {
-            conn_close(pub, c, false);
-            continue;
-        }
-        handshake(pub, c); /* the hello is usually there already */
+        handshake(pub, p); /* the hello is usually there already */
     }
+}
+
+/* Reads what an active subscriber sent: wake-ups and, last, its goodbye; a hang-up without one
+ * is a death. */
+static void read_messages(ferry_publisher *pub, pconn *c, bool hup)
+{
+    for (int k = 0; k <= FERRY__WAKE_FLOOD; k++) {
+        ferry__bye m;
+        int nfds = 0;
+        ssize_t got = ferry__recv_msg(c->sock, &m, sizeof m, NULL, &nfds);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (hup)
+                conn_close(pub, c, true);
+            return;
+        }
+        if (got <= 0) {
+            conn_close(pub, c, true);
+            return;
+        }
+        uint32_t kind = ferry__ctl_decode(&m, (size_t)got);
+        if (kind == FERRY__MSG_BYE) {
+            conn_close(pub, c, false);
+            return;
+        }
+        if (kind != FERRY__MSG_WAKE) {
+            conn_fail(pub, c, "unexpected message");
+            return;
+        }
+    }
+    conn_fail(pub, c, "a flood of wake-ups");
 }
 
 static void housekeep(ferry_publisher *pub, int64_t timeout_ns)
@@ -586,41 +740,29 @@ static void housekeep(ferry_publisher *pub, int64_t timeout_ns)
     int n = ferry__poller_wait(pub->epfd, ev, 16, timeout_ns);
     for (int i = 0; i < n; i++) {
         unsigned kind = ferry__tag_kind(ev[i].tag);
+        uint32_t slot = ferry__tag_slot(ev[i].tag);
         if (kind == FERRY__TAG_LISTEN) {
             accept_all(pub);
-        } else if (kind == FERRY__TAG_NOTIFY) {
-            ferry__notifier_drain(pub->efd);
+        } else if (kind == FERRY__TAG_PENDING) {
+            if (slot >= pub->opt.max_pending)
+                continue;
+            pending *p = &pub->pending[slot];
+            if (p->sock >= 0 && p->gen == ferry__tag_gen(ev[i].tag))
+                handshake(pub, p);
         } else if (kind == FERRY__TAG_CONN) {
-            uint32_t slot = ferry__tag_slot(ev[i].tag);
             if (slot >= pub->opt.max_subscribers)
                 continue;
             pconn *c = &pub->conns[slot];
-            if (c->state == PC_FREE || c->gen != ferry__tag_gen(ev[i].tag))
-                continue;
-            if (c->state == PC_PENDING) {
-                handshake(pub, c);
-                continue;
-            }
-            /* The only message an active subscriber sends is its goodbye; a hang-up without
-             * one is a death. */
-            ferry__bye bye;
-            int nfds = 0;
-            ssize_t got = ferry__recv_msg(c->sock, &bye, sizeof bye, NULL, &nfds);
-            if (got > 0 && ferry__bye_decode(&bye, (size_t)got) == FERRY_OK)
-                conn_close(pub, c, false);
-            else if (got > 0)
-                conn_fail(pub, c, "unexpected message");
-            else if (got == 0 || ev[i].hup || ev[i].err ||
-                     (errno != EAGAIN && errno != EWOULDBLOCK))
-                conn_close(pub, c, true);
+            if (c->state == PC_ACTIVE && c->gen == ferry__tag_gen(ev[i].tag))
+                read_messages(pub, c, ev[i].hup || ev[i].err);
         }
     }
-    if (pub->nconns > pub->nactive) {
+    if (pub->npending > 0) {
         int64_t now = ferry__clock_ns();
-        for (uint32_t i = 0; i < pub->opt.max_subscribers; i++) {
-            pconn *c = &pub->conns[i];
-            if (c->state == PC_PENDING && now - c->since > PENDING_TIMEOUT_NS)
-                conn_fail(pub, c, "no hello");
+        for (uint32_t i = 0; i < pub->opt.max_pending; i++) {
+            pending *p = &pub->pending[i];
+            if (p->sock >= 0 && now - p->since > HELLO_TIMEOUT_NS)
+                pending_drop(pub, p, "no hello within a second");
         }
     }
     drain_all_returns(pub);
@@ -679,7 +821,7 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
         return FERRY_ENOMEM;
     pub->node = node;
     pub->opt = o;
-    pub->dirfd = pub->listen_fd = pub->efd = pub->epfd = -1;
+    pub->dirfd = pub->listen_fd = pub->epfd = -1;
     pub->status.fd = -1;
     pub->pool.fd = pub->pool.ro_fd = -1;
     pub->id = ferry__random64();
@@ -688,13 +830,17 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
     snprintf(pub->type_name, sizeof pub->type_name, "%s", type_name);
     pub->words = (o.max_chunks + 63) / 64;
     pub->conns = calloc(o.max_subscribers, sizeof *pub->conns);
+    pub->pending = calloc(o.max_pending, sizeof *pub->pending);
     pub->active = calloc(o.max_subscribers, sizeof *pub->active);
     pub->bits = calloc((size_t)o.max_subscribers * pub->words, sizeof *pub->bits);
     pub->history = o.history ? calloc(o.history, sizeof *pub->history) : NULL;
-    if (!pub->conns || !pub->active || !pub->bits || (o.history && !pub->history)) {
+    if (!pub->conns || !pub->pending || !pub->active || !pub->bits ||
+        (o.history && !pub->history)) {
         err = FERRY_ENOMEM;
         goto fail;
     }
+    for (uint32_t i = 0; i < o.max_pending; i++)
+        pub->pending[i].sock = -1;
     for (uint32_t i = 0; i < o.max_subscribers; i++)
         pub->conns[i].bits = pub->bits + (size_t)i * pub->words;
 
@@ -711,7 +857,7 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
                                 o.max_sample_size, o.payload_align)))
         goto fail;
     err = FERRY_ESYS;
-    if ((pub->efd = ferry__notifier_create()) < 0 || (pub->epfd = ferry__poller_create()) < 0)
+    if ((pub->epfd = ferry__poller_create()) < 0)
         goto fail;
 
     ferry__status init;
@@ -742,8 +888,7 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
                                      ferry__node_file_mode(node, true));
     if (pub->listen_fd < 0)
         goto fail;
-    if (ferry__poller_add(pub->epfd, pub->listen_fd, ferry__tag(FERRY__TAG_LISTEN, 0, 0)) != 0 ||
-        ferry__poller_add(pub->epfd, pub->efd, ferry__tag(FERRY__TAG_NOTIFY, 0, 0)) != 0)
+    if (ferry__poller_add(pub->epfd, pub->listen_fd, ferry__tag(FERRY__TAG_LISTEN, 0, 0)) != 0)
         goto fail;
     if ((err = ferry__node_adopt(node, &pub->obj, FERRY__PUB_MAGIC)))
         goto fail;
@@ -758,13 +903,12 @@ fail: {
     if (pub->dirfd >= 0)
         ferry__status_remove(&pub->status, pub->dirfd);
     ferry__pool_fini(&pub->pool);
-    if (pub->efd >= 0)
-        close(pub->efd);
     if (pub->epfd >= 0)
         close(pub->epfd);
     if (pub->dirfd >= 0)
         close(pub->dirfd);
     free(pub->conns);
+    free(pub->pending);
     free(pub->active);
     free(pub->bits);
     free(pub->history);
@@ -834,16 +978,19 @@ ferry_err ferry_publisher_destroy(ferry_publisher *pub)
     close(pub->listen_fd);
     for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
         conn_close(pub, &pub->conns[i], false);
+    for (uint32_t i = 0; i < pub->opt.max_pending; i++)
+        pending_close(pub, &pub->pending[i]);
     ferry__status_remove(&pub->status, pub->dirfd);
     ferry__pool_fini(&pub->pool);
-    close(pub->efd);
     close(pub->epfd);
     close(pub->dirfd);
     free(pub->conns);
+    free(pub->pending);
     free(pub->active);
     free(pub->bits);
     free(pub->history);
     pub->conns = NULL;
+    pub->pending = NULL;
     pub->active = NULL;
     pub->bits = NULL;
     pub->history = NULL;

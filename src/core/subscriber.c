@@ -22,14 +22,15 @@
 enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3 };
 #define REFUSED_MAX 16
 #define RESCAN_NS 1000000000LL      /* safety-net rescan of the topic directory */
-#define PENDING_TIMEOUT_NS 5000000000LL
+/* A publisher answers a hello within its next housekeeping (50 ms while it publishes); one that
+ * has not answered in 2 s is dropped and not tried again. */
+#define PENDING_TIMEOUT_NS 2000000000LL
 #define FUTEX_SLICE_NS 50000000LL /* longest doorbell sleep before housekeeping runs again */
 
 typedef struct sconn {
     int state;
     uint32_t gen;
     int sock;
-    int pub_efd;
     char name[64]; /* the publisher's socket file */
     uint64_t pub_id;
     int32_t pid;
@@ -67,7 +68,8 @@ struct ferry_subscriber {
     ferry_subscriber_options opt;
     int dirfd;
     char dirpath[PATH_MAX];
-    int efd, epfd, watch_fd;
+    int epfd, watch_fd;
+    ferry__ratelimit peer_log;
     ferry__status_file status;
     ferry_subscriber_stats *st; /* in the status file; written by publish_status only */
     ferry_subscriber_stats stats;
@@ -168,10 +170,6 @@ static void conn_release_resources(ferry_subscriber *sub, sconn *c)
         close(c->sock);
         c->sock = -1;
     }
-    if (c->pub_efd >= 0) {
-        close(c->pub_efd);
-        c->pub_efd = -1;
-    }
 }
 
 static void conn_close(ferry_subscriber *sub, sconn *c)
@@ -199,7 +197,7 @@ static void conn_close(ferry_subscriber *sub, sconn *c)
     uint32_t gen = c->gen + 1;
     memset(c, 0, sizeof *c);
     c->gen = gen;
-    c->sock = c->pub_efd = -1;
+    c->sock = -1;
     sub->nconns--;
     update_stats(sub);
 }
@@ -235,8 +233,8 @@ static void discard_queued(ferry_subscriber *sub);
 static void conn_fail(ferry_subscriber *sub, sconn *c, const char *why)
 {
     sub->stats.protocol_errors++;
-    ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d disconnected: %s", sub->topic,
-               (int)c->pid, why);
+    ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
+                    "%s: publisher pid %d disconnected: %s", sub->topic, (int)c->pid, why);
     /* Queued samples from a publisher that broke the rules are not taken. */
     if (c->state == SC_ACTIVE) {
         c->state = SC_GONE;
@@ -276,8 +274,8 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         ferry__welcome w;
         char raw[sizeof(ferry__welcome) + 1];
     } buf;
-    int fds[3];
-    int nfds = 3;
+    int fds[2]; /* what a welcome carries; more are closed unread */
+    int nfds = 2;
     ssize_t n = ferry__recv_msg(c->sock, buf.raw, sizeof buf.raw, fds, &nfds);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
@@ -285,12 +283,12 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         for (int i = 0; i < nfds; i++)
             close(fds[i]); /* an empty datagram may still carry descriptors */
         if (n < 0)
-            ferry__log(sub->node, FERRY_LOG_WARN,
-                       "%s: welcome from publisher pid %d lost: %s%s", sub->topic, (int)c->pid,
-                       strerror(errno),
-                       errno == EMSGSIZE ? " (its descriptors could not be received: out of "
-                                           "file descriptors?)"
-                                         : "");
+            ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
+                            "%s: welcome from publisher pid %d lost: %s%s", sub->topic,
+                            (int)c->pid, strerror(errno),
+                            errno == EMSGSIZE ? " (its descriptors could not be received: out "
+                                                "of file descriptors?)"
+                                              : "");
         conn_close(sub, c);
         return;
     }
@@ -302,20 +300,22 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         why = "malformed welcome";
     } else if (w.status != FERRY_OK) {
         sub->stats.rejected++;
-        /* A type or permission refusal stays true; a publisher short of memory or descriptors
-         * is tried again at the next scan. */
+        /* A type, permission or protocol refusal stays true; a publisher short of memory or
+         * descriptors, or at its limit of subscribers, is tried again at the next scan. */
         if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO)
             remember_refused(sub, c->name);
-        ferry__log(sub->node, FERRY_LOG_WARN,
-                   "%s: publisher pid %d refused us: %s (it has type %s/%016llx)", sub->topic,
-                   (int)w.pid, ferry_strerror((ferry_err)w.status), w.type_name,
-                   (unsigned long long)w.type_hash);
+        ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
+                        "%s: publisher pid %d refused us: %s (%s; it has type %s/%016llx)",
+                        sub->topic, (int)w.pid,
+                        w.reason[0] ? w.reason : ferry_strerror((ferry_err)w.status),
+                        ferry_errname((ferry_err)w.status), w.type_name,
+                        (unsigned long long)w.type_hash);
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         conn_close(sub, c);
         return;
-    } else if (nfds != 3 || ferry__fd_is_memfd(fds[0]) != 1 || ferry__fd_is_memfd(fds[1]) != 1 ||
-               ferry__fd_is_eventfd(fds[2]) != 1 || ferry__fd_size(fds[0], &data_size) != 0 ||
+    } else if (nfds != 2 || ferry__fd_is_memfd(fds[0]) != 1 || ferry__fd_is_memfd(fds[1]) != 1 ||
+               ferry__fd_size(fds[0], &data_size) != 0 ||
                ferry__fd_size(fds[1], &conn_size) != 0) {
         why = "welcome without its descriptors";
     } else if (ferry__welcome_check(&w, data_size, conn_size) != FERRY_OK) {
@@ -329,10 +329,10 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         why = "type mismatch";
     }
     if (why) {
-        if (err || nfds != 3)
+        if (err || nfds != 2)
             sub->stats.protocol_errors++;
-        ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: %s", sub->topic,
-                   (int)c->pid, why);
+        ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN, "%s: publisher pid %d: %s",
+                        sub->topic, (int)c->pid, why);
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         conn_close(sub, c);
@@ -359,7 +359,6 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         ferry__unmap((void *)data, data_size);
         ferry__unmap(hdr, conn_size);
         free(bits);
-        close(fds[2]);
         conn_close(sub, c);
         return;
     }
@@ -389,7 +388,6 @@ static void welcome(ferry_subscriber *sub, sconn *c)
      * could see this (history) is given back unread. */
     if (sub->paused)
         atomic_store_explicit(&hdr->sub_paused, 1, memory_order_seq_cst);
-    c->pub_efd = fds[2];
     c->pub_id = w.publisher_id;
     c->state = SC_ACTIVE;
     sub->nactive++;
@@ -461,14 +459,13 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     memcpy(h.topic, sub->topic, sizeof h.topic);
     memcpy(h.type_name, sub->type_name, sizeof h.type_name);
     memcpy(h.node_name, sub->node->name, sizeof h.node_name);
-    if (ferry__send_msg(fd, &h, sizeof h, &sub->efd, 1) != 0) {
+    if (ferry__send_msg(fd, &h, sizeof h, NULL, 0) != 0) {
         close(fd);
         return;
     }
     uint32_t slot = (uint32_t)(c - sub->conns);
     c->state = SC_PENDING;
     c->sock = fd;
-    c->pub_efd = -1;
     c->pid = (int32_t)pid;
     c->since = ferry__clock_ns();
     snprintf(c->name, sizeof c->name, "%s", name);
@@ -558,9 +555,11 @@ static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds
     return true;
 }
 
-/* Reads what an active publisher sent (attachments), up to a bound; a hang-up ends it. */
+/* Reads what an active publisher sent (wake-ups, attachments), up to a bound; a hang-up ends
+ * it. */
 static void read_messages(ferry_subscriber *sub, sconn *c, bool hup)
 {
+    unsigned wakes = 0;
     for (int k = 0; k < 64; k++) {
         union {
             ferry__attach_msg m;
@@ -579,6 +578,13 @@ static void read_messages(ferry_subscriber *sub, sconn *c, bool hup)
                 close(fds[i]);
             conn_gone(sub, c, true);
             return;
+        }
+        if (nfds == 0 && ferry__ctl_decode(buf.raw, (size_t)got) == FERRY__MSG_WAKE) {
+            if (++wakes > FERRY__WAKE_FLOOD) {
+                conn_fail(sub, c, "a flood of wake-ups");
+                return;
+            }
+            continue;
         }
         ferry__attach_msg m;
         if (ferry__attach_decode(buf.raw, (size_t)got, nfds, &m) != FERRY_OK ||
@@ -626,11 +632,6 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
             if (ferry__dirwatch_drain(sub->watch_fd))
                 rewatch(sub);
             sub->rescan = true;
-        } else if (kind == FERRY__TAG_NOTIFY) {
-            /* A wake-up for a queued sample is drained later, by the arming that precedes the
-             * next sleep: the take comes first. Anything else is drained now. */
-            if (!ferry__subscriber_ready(sub))
-                ferry__notifier_drain(sub->efd);
         } else if (kind == FERRY__TAG_CONN) {
             uint32_t slot = ferry__tag_slot(ev[i].tag);
             if (slot >= sub->opt.max_publishers)
@@ -652,8 +653,14 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
         sconn *c = &sub->conns[i];
         if (c->state == SC_GONE && c->held == 0 && ring_empty(c))
             conn_close(sub, c);
-        else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS)
+        else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS) {
+            /* A listener that never answers is not a publisher worth a place again. */
+            ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
+                            "%s: %s (pid %d) did not answer our hello within 2 s", sub->topic,
+                            c->name, (int)c->pid);
+            remember_refused(sub, c->name);
             conn_close(sub, c);
+        }
     }
     if (sub->paused)
         discard_queued(sub);
@@ -730,8 +737,12 @@ static void wake_publisher(sconn *c)
     /* Pairs with the publisher's store of pub_waiting, fence, re-check. */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&c->hdr->pub_waiting, memory_order_relaxed) &&
-        atomic_exchange_explicit(&c->hdr->pub_waiting, 0, memory_order_acq_rel) && c->pub_efd >= 0)
-        ferry__notifier_signal(c->pub_efd);
+        atomic_exchange_explicit(&c->hdr->pub_waiting, 0, memory_order_acq_rel) && c->sock >= 0) {
+        /* MSG_DONTWAIT: never blocks; EAGAIN means the publisher has wake-ups queued. */
+        ferry__bye m;
+        ferry__wake_init(&m);
+        ferry__send_msg(c->sock, &m, sizeof m, NULL, 0);
+    }
 }
 
 /* Hands a chunk reference back to the publisher of the active connection c. */
@@ -871,21 +882,23 @@ bool ferry__subscriber_ready(ferry_subscriber *sub)
  * rings once more; true when a sample is queued. */
 static bool arm(ferry_subscriber *sub, uint32_t how)
 {
-    bool fired = false;
-    for (uint32_t k = 0; k < sub->nlive; k++) {
+    /* Backwards: a connection that fails while its messages are read is swapped out of the
+     * dense list with one already visited. */
+    for (uint32_t k = sub->nlive; k-- > 0;) {
         sconn *c = &sub->conns[sub->live[k]];
         if (c->state != SC_ACTIVE)
             continue;
-        /* A notifier doorbell we set that is clear again means its publisher wrote to our
-         * notifier: drain it so the descriptor does not stay readable. */
+        /* A notifier doorbell we set that is clear again means its publisher sent a wake-up on
+         * the socket: read it, so that the descriptor does not stay readable. */
         if (c->armed == FERRY__DOORBELL_NOTIFIER &&
-            atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) == 0)
-            fired = true;
+            atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) == 0) {
+            read_messages(sub, c, false);
+            if (c->state != SC_ACTIVE)
+                continue;
+        }
         atomic_store_explicit(&c->hdr->sub_waiting, how, memory_order_relaxed);
         c->armed = how;
     }
-    if (fired)
-        ferry__notifier_drain(sub->efd);
     /* Pairs with the publisher's fence between its new head and its doorbell check. */
     atomic_thread_fence(memory_order_seq_cst);
     return ferry__subscriber_ready(sub);
@@ -1198,7 +1211,7 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     sub->id = ferry__random64();
     sub->cookie = ferry__random64();
     sub->type_hash = type_hash;
-    sub->dirfd = sub->efd = sub->epfd = sub->watch_fd = -1;
+    sub->dirfd = sub->epfd = sub->watch_fd = -1;
     sub->status.fd = -1;
     snprintf(sub->topic, sizeof sub->topic, "%s", norm);
     snprintf(sub->type_name, sizeof sub->type_name, "%s", type_name);
@@ -1211,7 +1224,7 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
         return FERRY_ENOMEM;
     }
     for (uint32_t i = 0; i < o.max_publishers; i++)
-        sub->conns[i].sock = sub->conns[i].pub_efd = -1;
+        sub->conns[i].sock = -1;
 
     err = FERRY_ESYS;
     sub->dirfd = ferry__node_topic_dir(node, dirname, sub->dirpath, sizeof sub->dirpath);
@@ -1222,11 +1235,10 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     if ((err = ferry__status_check_type(sub->dirfd, type_name, type_hash)))
         goto fail;
     err = FERRY_ESYS;
-    if ((sub->efd = ferry__notifier_create()) < 0 || (sub->epfd = ferry__poller_create()) < 0 ||
+    if ((sub->epfd = ferry__poller_create()) < 0 ||
         ferry__dirwatch_create(&sub->watch_fd, sub->dirpath) != 0)
         goto fail;
-    if (ferry__poller_add(sub->epfd, sub->efd, ferry__tag(FERRY__TAG_NOTIFY, 0, 0)) != 0 ||
-        ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
+    if (ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
         goto fail;
 
     ferry__status init;
@@ -1258,8 +1270,6 @@ fail: {
         close(sub->watch_fd);
     if (sub->epfd >= 0)
         close(sub->epfd);
-    if (sub->efd >= 0)
-        close(sub->efd);
     if (sub->dirfd >= 0)
         close(sub->dirfd);
     free(sub->conns);
@@ -1290,7 +1300,6 @@ ferry_err ferry_subscriber_destroy(ferry_subscriber *sub)
     ferry__status_remove(&sub->status, sub->dirfd);
     close(sub->watch_fd);
     close(sub->epfd);
-    close(sub->efd);
     close(sub->dirfd);
     free(sub->conns);
     free(sub->live);

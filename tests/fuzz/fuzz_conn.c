@@ -78,6 +78,7 @@ static void pair_open(pair *p, fz_reader *r)
     uint8_t b0 = fz_u8(r), b1 = fz_u8(r), b2 = fz_u8(r);
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
+    po.admit_blocking = true; /* its subscribers ask to block it */
     po.max_sample_size = FC_MAX_SAMPLE;
     po.pool_bytes = 128 * 1024;
     po.max_chunks = 4 + (b0 & 7);

@@ -288,7 +288,7 @@ static void read_answers(int sock)
         ferry__welcome w;
         FZ_ASSERT(ferry__welcome_decode(buf.raw, (size_t)n, &w) == FERRY_OK);
         if (w.status == FERRY_OK) {
-            FZ_ASSERT(nfds == 3);
+            FZ_ASSERT(nfds == 2);
             struct stat sd, sc;
             FZ_ASSERT(fstat(fds[0], &sd) == 0 && fstat(fds[1], &sc) == 0);
             FZ_ASSERT(ferry__welcome_check(&w, (uint64_t)sd.st_size, (uint64_t)sc.st_size) ==
@@ -334,7 +334,7 @@ static void fuzz_publisher(const uint8_t *d, size_t n)
                 size_t at = fz_u16(&r) % sizeof h;
                 ((uint8_t *)&h)[at] = fz_u8(&r);
             }
-            unsigned fdkind = patches == 0 ? 1 : fz_u8(&r);
+            unsigned fdkind = patches == 0 ? 0 : fz_u8(&r); /* a hello carries none */
             if (fp.slot[s] >= 0)
                 send_with_fds(fp.slot[s], &h, sizeof h, fdkind);
             break;
@@ -355,14 +355,19 @@ static void fuzz_publisher(const uint8_t *d, size_t n)
             if (fp.slot[s] >= 0)
                 read_answers(fp.slot[s]);
             break;
-        case 7: { /* goodbye, maybe bent, maybe with descriptors */
+        case 7: { /* goodbye or wake-ups (a burst, maybe a flood), maybe bent, maybe with
+                   * descriptors */
             ferry__bye b;
-            ferry__bye_init(&b);
             uint8_t patch = fz_u8(&r);
+            if (patch & 0x40)
+                ferry__wake_init(&b);
+            else
+                ferry__bye_init(&b);
             if (patch & 0x80)
                 ((uint8_t *)&b)[patch % sizeof b] ^= fz_u8(&r);
-            if (fp.slot[s] >= 0)
-                send_with_fds(fp.slot[s], &b, sizeof b, patch >> 4);
+            unsigned times = patch & 0x40 ? 1u + (patch & 0x0f) * 6u : 1u;
+            for (unsigned k = 0; k < times && fp.slot[s] >= 0; k++)
+                send_with_fds(fp.slot[s], &b, sizeof b, k == 0 ? patch >> 4 : 0);
             break;
         }
         default: /* half-close: the publisher sees a hang-up with the socket still open here */

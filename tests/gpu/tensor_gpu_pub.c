@@ -83,6 +83,7 @@ static ferry_publisher *make_pub(ferry_node *node, const char *topic)
 {
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
+    po.admit_blocking = true; /* its subscribers ask to block it */
     po.block_timeout_ns = WAIT_NS;
     po.max_chunks = 16; /* bounds the device memory of device frames */
     po.on_pool_exhausted = FERRY_POOL_BLOCK;
