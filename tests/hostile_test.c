@@ -38,11 +38,13 @@ enum { MSG_READY = 1, MSG_GO, MSG_DONE, MSG_QUIT, MSG_STOP };
 
 static char log_text[32768];
 static size_t log_len;
+static int log_lines; /* all lines ever logged, also those the buffer no longer holds */
 
 static void log_capture(void *arg, ferry_log_level level, const char *message)
 {
     (void)arg;
     (void)level;
+    log_lines++;
     size_t n = strlen(message);
     if (log_len + n + 2 > sizeof log_text)
         log_len = 0; /* keep the recent lines */
@@ -1911,6 +1913,417 @@ static void test_empty_datagram_fds(void)
     TU_OK(ferry_node_destroy(node));
 }
 
+/* ---- (d) peers that try to stall, flood, lock out or starve a publisher ---------------------- */
+
+#define RATE_FRAMES 200
+#define RATE_PERIOD_NS (2 * TU_MS)
+#define CALL_MAX_NS (50 * TU_MS) /* the longest one loan and publish may take, attacked */
+
+static ferry_publisher *rate_publisher(ferry_node *node, uint32_t max_subscribers)
+{
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.max_chunks = 64;
+    po.pool_bytes = 64 * 4096;
+    po.max_sample_size = 4000;
+    po.max_subscribers = max_subscribers;
+    ferry_publisher *pub = NULL;
+    TU_OK(ferry_publisher_create(&pub, node, TOPIC, TYPE, ferry_hash(TYPE), &po));
+    return pub;
+}
+
+/* Two well-behaved subscribers in processes of their own (good_sub_main checks every frame). */
+typedef struct honest {
+    peer p[2];
+    pid_t pid[2];
+} honest;
+
+static honest honest_start(ferry_publisher **pub)
+{
+    honest h;
+    for (int i = 0; i < 2; i++) {
+        h.p[i] = peer_make(0);
+        h.pid[i] = tu_fork(good_sub_main, &h.p[i], 60);
+        TU_EQ_U64(tu_serve_until(pub, 1, &h.p[i].up, TU_WAIT_MS), MSG_READY);
+    }
+    return h;
+}
+
+/* Both received the last frame, intact and in order, and at least at_least frames. */
+static void honest_finish(ferry_publisher **pub, honest *h, uint64_t seq, uint64_t at_least)
+{
+    for (int i = 0; i < 2; i++) {
+        tu_send(&h->p[i].down, seq);
+        uint64_t got = tu_serve_until(pub, 1, &h->p[i].up, TU_WAIT_MS);
+        TU_CMP_U64(got, >=, at_least);
+        tu_send(&h->p[i].down, MSG_QUIT);
+        TU_CHILD_OK(h->pid[i]);
+        peer_close(&h->p[i]);
+        printf("    honest subscriber %d received %" PRIu64 " of %" PRIu64 " frames intact\n", i,
+               got, seq);
+    }
+}
+
+/* Publishes frames at a camera's pace, one every RATE_PERIOD_NS, serving in between: each loan
+ * and publish must succeed (never short of chunks) within CALL_MAX_NS, and the whole run keep
+ * its rate, whatever an attacker does meanwhile. */
+static void publish_at_rate(ferry_publisher *pub, uint64_t *seq, int frames)
+{
+    int64_t worst = 0;
+    ferry_time start = ferry_now();
+    for (int i = 0; i < frames; i++) {
+        ferry_time t0 = ferry_now();
+        TU_CHECK_MSG(publish_next(pub, seq), "frame %d: the pool ran dry", i);
+        int64_t took = tu_since(t0);
+        worst = took > worst ? took : worst;
+        int64_t left;
+        while ((left = (int64_t)(i + 1) * RATE_PERIOD_NS - tu_since(start)) > 0)
+            TU_OK(ferry_publisher_poll(pub, left));
+    }
+    int64_t total = tu_since(start);
+    printf("    %d frames in %.0f ms, slowest loan+publish %.2f ms\n", frames, total / 1e6,
+           worst / 1e6);
+    TU_CMP_I64(worst, <, CALL_MAX_NS);
+    TU_CMP_I64(total, <, frames * RATE_PERIOD_NS + TU_SEC);
+}
+
+/* Completes a handshake and keeps the connection segment mapped; *conn_size gets its size. */
+static int raw_subscribe_mapped(const char *path, ferry__conn_header **conn, uint64_t *conn_size)
+{
+    int s = raw_connect(path);
+    ferry__hello h;
+    hello_init(&h, TOPIC);
+    raw_send(s, &h, sizeof h, NULL, 0);
+    ferry__welcome w;
+    int fds[8], nfds;
+    TU_EQ_U64(raw_recv(s, &w, sizeof w, fds, &nfds, TU_WAIT_MS), sizeof w);
+    TU_EQ_U64(w.status, FERRY_OK);
+    /* The data and connection segments, and nothing a peer could share and tamper with. */
+    TU_EQ_U64(nfds, 2);
+    for (int i = 0; i < nfds; i++)
+        TU_EQ_U64(ferry__fd_is_memfd(fds[i]), 1);
+    TU_CHECK(ferry__fd_size(fds[1], conn_size) == 0);
+    *conn = mmap(NULL, *conn_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+    TU_CHECK(*conn != MAP_FAILED);
+    close_all(fds, nfds);
+    return s;
+}
+
+/* Reads every queued datagram without waiting; returns how many were wake-ups. */
+static uint64_t drain_wakes(int sock)
+{
+    uint64_t wakes = 0;
+    for (;;) {
+        ferry__bye m;
+        ssize_t n = recv(sock, &m, sizeof m, MSG_DONTWAIT);
+        if (n <= 0)
+            return wakes;
+        wakes += ferry__ctl_decode(&m, (size_t)n) == FERRY__MSG_WAKE;
+    }
+}
+
+/* The attacks on wake-ups: a hello that hands over a blocking eventfd whose counter is full (it
+ * used to freeze the publisher's next wake-up write for ever); then an admitted subscriber that
+ * rings both doorbells all the time and never reads its socket, so that wake-ups pile up until
+ * it is full; last, one that floods the publisher with wake-ups. */
+static int stall_main(void *arg)
+{
+    child_scrub();
+    peer *p = arg;
+    char path[PATH_MAX];
+    publisher_sock(TOPIC, path, sizeof path);
+
+    int s = raw_connect(path);
+    int efd = eventfd(0, EFD_CLOEXEC); /* blocking */
+    uint64_t full = 0xfffffffffffffffeull;
+    TU_CHECK(write(efd, &full, sizeof full) == sizeof full);
+    ferry__hello h;
+    hello_init(&h, TOPIC);
+    raw_send(s, &h, sizeof h, &efd, 1);
+    close(efd);
+    TU_EQ_U64(wait_hangup(s, TU_WAIT_MS), FERRY_EPROTO);
+    close(s);
+
+    ferry__conn_header *c;
+    uint64_t size;
+    s = raw_subscribe_mapped(path, &c, &size);
+    tu_send(&p->up, MSG_READY);
+    while (!tu_readable(&p->down)) {
+        atomic_store(&c->sub_waiting, FERRY__DOORBELL_NOTIFIER);
+        atomic_store(&c->pub_waiting, 1);
+        tu_sleep_ns(200 * 1000);
+    }
+    TU_EQ_U64(tu_recv(&p->down, 0), MSG_STOP);
+    uint64_t wakes = drain_wakes(s);
+    munmap(c, size);
+    close(s);
+
+    s = raw_subscribe_mapped(path, &c, &size);
+    munmap(c, size);
+    ferry__bye wake;
+    ferry__wake_init(&wake);
+    int sent = 0;
+    while (sent < 4 * FERRY__WAKE_FLOOD && ferry__send_msg(s, &wake, sizeof wake, NULL, 0) == 0)
+        sent++;
+    TU_CMP_I64(sent, >, FERRY__WAKE_FLOOD);
+    wait_hangup(s, TU_WAIT_MS);
+    close(s);
+    tu_send(&p->up, wakes);
+    child_teardown();
+    return 0;
+}
+
+static void test_stall_wakeups(void)
+{
+    ferry_node *node = hostile_node("victim");
+    ferry_publisher *pub = rate_publisher(node, 8);
+    honest h = honest_start(&pub);
+    peer bad = peer_make(0);
+    pid_t bad_pid = tu_fork(stall_main, &bad, 60);
+    TU_EQ_U64(tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS), MSG_READY);
+    ferry_publisher_stats st;
+    TU_OK(ferry_publisher_stats_get(pub, &st));
+    TU_CMP_U64(st.rejected, >=, 1);
+    TU_CMP_U64(st.protocol_errors, >=, 1);
+    TU_EQ_U64(st.subscribers, 3);
+
+    /* More frames than wake-ups fit in a socket's queue. */
+    uint64_t seq = 0;
+    publish_at_rate(pub, &seq, 3 * RATE_FRAMES);
+    tu_send(&bad.down, MSG_STOP);
+    uint64_t wakes = tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS);
+    TU_CHILD_OK(bad_pid);
+    peer_close(&bad);
+    /* It was woken (so the publisher did try), and the pile never slowed the publisher. */
+    printf("    %" PRIu64 " wake-ups were queued for the subscriber that never read them\n",
+           wakes);
+    TU_CMP_U64(wakes, >=, 1);
+    TU_CMP_U64(wakes, <, 3 * RATE_FRAMES);
+    TU_CHECK_MSG(log_has("a flood of wake-ups"), "no flood in the log:\n%s", log_text);
+    /* And after the attacker left. */
+    publish_at_rate(pub, &seq, RATE_FRAMES / 4);
+    TU_OK(ferry_publisher_stats_get(pub, &st));
+    TU_EQ_U64(st.subscribers, 2);
+    TU_CMP_U64(st.protocol_errors, >=, 2);
+    honest_finish(&pub, &h, seq, RATE_FRAMES / 4);
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
+/* A subscriber that asks to block the publisher (FERRY_OVERFLOW_BLOCK) and never takes. */
+static int blocker_main(void *arg)
+{
+    child_scrub();
+    peer *p = arg;
+    ferry_node *node = hostile_node("blocker");
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.depth = 1;
+    so.overflow = FERRY_OVERFLOW_BLOCK;
+    ferry_subscriber *sub = NULL;
+    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, TYPE, ferry_hash(TYPE), &so));
+    /* Refused, with the reason in its own log. */
+    TU_ERR(ferry_subscriber_wait_publishers(sub, 1, 500 * TU_MS), FERRY_ETIMEDOUT);
+    TU_CHECK_MSG(log_has("does not admit blocking subscribers"), "log:\n%s", log_text);
+    ferry_subscriber_stats st;
+    TU_OK(ferry_subscriber_stats_get(sub, &st));
+    TU_CMP_U64(st.rejected, >=, 1);
+    tu_send(&p->up, MSG_READY);
+    /* It stays, refused: nothing it does reaches the publisher again. */
+    while (!tu_readable(&p->down))
+        ferry_wait(sub, 10 * TU_MS);
+    TU_EQ_U64(tu_recv(&p->down, 0), MSG_QUIT);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+    child_teardown();
+    return 0;
+}
+
+static void test_blocking_refused(void)
+{
+    ferry_node *node = hostile_node("victim");
+    /* No call may wait for ever on its subscribers. */
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.block_timeout_ns = -1;
+    ferry_publisher *pub = NULL;
+    TU_ERR(ferry_publisher_create(&pub, node, TOPIC, TYPE, ferry_hash(TYPE), &po), FERRY_EINVAL);
+
+    pub = rate_publisher(node, 8);
+    honest h = honest_start(&pub);
+    peer bad = peer_make(0);
+    pid_t bad_pid = tu_fork(blocker_main, &bad, 60);
+    TU_EQ_U64(tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS), MSG_READY);
+    uint64_t seq = 0;
+    publish_at_rate(pub, &seq, RATE_FRAMES);
+    ferry_publisher_stats st;
+    TU_OK(ferry_publisher_stats_get(pub, &st));
+    TU_EQ_U64(st.subscribers, 2);
+    TU_CMP_U64(st.rejected, >=, 1);
+    TU_CHECK(log_has("does not admit blocking subscribers"));
+    tu_send(&bad.down, MSG_QUIT);
+    TU_CHILD_OK(bad_pid);
+    peer_close(&bad);
+    honest_finish(&pub, &h, seq, RATE_FRAMES / 4);
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
+/* Many connections that never say hello, kept up: each one dropped is made again at once. */
+#define LOCKOUT_CONNS 48
+static int lockout_main(void *arg)
+{
+    child_scrub();
+    peer *p = arg;
+    char path[PATH_MAX];
+    publisher_sock(TOPIC, path, sizeof path);
+    int socks[LOCKOUT_CONNS];
+    for (int i = 0; i < LOCKOUT_CONNS; i++)
+        socks[i] = raw_connect(path);
+    tu_send(&p->up, MSG_READY);
+    uint64_t redone = 0;
+    while (!tu_readable(&p->down)) {
+        struct pollfd pf[LOCKOUT_CONNS];
+        for (int i = 0; i < LOCKOUT_CONNS; i++)
+            pf[i] = (struct pollfd){.fd = socks[i], .events = POLLIN};
+        if (poll(pf, LOCKOUT_CONNS, 10) <= 0)
+            continue;
+        for (int i = 0; i < LOCKOUT_CONNS; i++)
+            if (pf[i].revents) {
+                close(socks[i]);
+                socks[i] = raw_connect(path);
+                redone++;
+            }
+    }
+    TU_EQ_U64(tu_recv(&p->down, 0), MSG_QUIT);
+    for (int i = 0; i < LOCKOUT_CONNS; i++)
+        close(socks[i]);
+    tu_send(&p->up, redone);
+    child_teardown();
+    return 0;
+}
+
+static void test_silent_lockout(void)
+{
+    ferry_node *node = hostile_node("victim");
+    ferry_publisher *pub = rate_publisher(node, 3);
+    peer bad = peer_make(0);
+    pid_t bad_pid = tu_fork(lockout_main, &bad, 60);
+    TU_EQ_U64(tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS), MSG_READY);
+    int lines_before = log_lines;
+    /* New subscribers still get in, at once, while the flood goes on. */
+    ferry_time t0 = ferry_now();
+    honest h = honest_start(&pub);
+    printf("    two subscribers connected in %.0f ms under a flood of %d silent connections\n",
+           tu_since(t0) / 1e6, LOCKOUT_CONNS);
+    TU_CMP_I64(tu_since(t0), <, 2 * TU_SEC);
+    uint64_t seq = 0;
+    publish_at_rate(pub, &seq, RATE_FRAMES * 2);
+    ferry_publisher_stats st;
+    TU_OK(ferry_publisher_stats_get(pub, &st));
+    TU_EQ_U64(st.subscribers, 2);
+    TU_CMP_U64(st.pending_dropped, >=, LOCKOUT_CONNS);
+
+    /* At its limit, the publisher refuses a newcomer, which is told why and prints it. */
+    ferry_node_options lo = tu_node_options("late");
+    lo.log = log_capture;
+    ferry_node *late_node = NULL;
+    TU_OK(ferry_node_create(&late_node, &lo));
+    ferry_subscriber *third = NULL, *fourth = NULL;
+    TU_OK(ferry_subscriber_create(&third, late_node, TOPIC, TYPE, ferry_hash(TYPE), NULL));
+    tu_connect_local(pub, 3, third, 1);
+    TU_OK(ferry_subscriber_create(&fourth, late_node, TOPIC, TYPE, ferry_hash(TYPE), NULL));
+    t0 = ferry_now();
+    while (!log_has("refused us: publisher at its limit of 3 subscribers")) {
+        TU_OK(ferry_publisher_poll(pub, TU_MS));
+        TU_ERR(ferry_subscriber_wait_publishers(fourth, 1, TU_MS), FERRY_ETIMEDOUT);
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "no refusal in the log:\n%s", log_text);
+    }
+    TU_OK(ferry_subscriber_destroy(fourth));
+    TU_OK(ferry_subscriber_destroy(third));
+    TU_OK(ferry_node_destroy(late_node));
+
+    tu_send(&bad.down, MSG_QUIT);
+    uint64_t redone = tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS);
+    TU_CHILD_OK(bad_pid);
+    peer_close(&bad);
+    /* The publisher logged at a bounded rate, however many it dropped. */
+    int lines = log_lines - lines_before;
+    printf("    %" PRIu64 " connections made again after a drop, %" PRIu64
+           " dropped in all, %d log lines\n", redone, st.pending_dropped, lines);
+    TU_CMP_I64(lines, <=, FERRY__PEER_LOG_BURST + 40);
+    honest_finish(&pub, &h, seq, RATE_FRAMES / 4);
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
+/* A subscriber that takes every frame and never gives one back. */
+static int hoarder_main(void *arg)
+{
+    child_scrub();
+    peer *p = arg;
+    ferry_node *node = hostile_node("hoarder");
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.depth = 16;
+    so.max_held = 65536;
+    ferry_subscriber *sub = NULL;
+    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, TYPE, ferry_hash(TYPE), &so));
+    TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
+    tu_send(&p->up, MSG_READY);
+    static ferry_sample held[4096];
+    uint32_t n = 0;
+    while (!tu_readable(&p->down)) {
+        ferry_wait(sub, 10 * TU_MS);
+        while (n < 4096 && ferry_take(sub, &held[n]) == FERRY_OK)
+            n++;
+    }
+    TU_EQ_U64(tu_recv(&p->down, 0), MSG_STOP);
+    ferry_subscriber_stats st;
+    TU_OK(ferry_subscriber_stats_get(sub, &st));
+    TU_CMP_U64(st.dropped, >, 0); /* what it missed at its limit counts as dropped for it */
+    tu_send(&p->up, n);
+    TU_EQ_U64(tu_recv(&p->down, TU_WAIT_MS), MSG_QUIT);
+    for (uint32_t i = 0; i < n; i++)
+        TU_OK(ferry_release(sub, &held[i]));
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+    child_teardown();
+    return 0;
+}
+
+static void test_hoarder(void)
+{
+    ferry_node *node = hostile_node("victim");
+    ferry_publisher *pub = rate_publisher(node, 8);
+    honest h = honest_start(&pub);
+    peer bad = peer_make(0);
+    pid_t bad_pid = tu_fork(hoarder_main, &bad, 60);
+    TU_EQ_U64(tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS), MSG_READY);
+    uint64_t seq = 0;
+    /* Three times the pool's chunks: without a limit the hoarder would own them all. */
+    publish_at_rate(pub, &seq, RATE_FRAMES);
+    tu_send(&bad.down, MSG_STOP);
+    uint64_t held = tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS);
+    ferry_publisher_stats st;
+    TU_OK(ferry_publisher_stats_get(pub, &st));
+    printf("    the hoarder holds %" PRIu64 " of %u chunks; %" PRIu64
+           " deliveries to it skipped\n", held, st.chunks_total, st.limited);
+    TU_CMP_U64(held, <=, 32); /* half of max_chunks, the default limit */
+    TU_CMP_U64(held, >=, 16);
+    TU_CMP_U64(st.limited, >, 0);
+    TU_CHECK(log_has("its limit: it receives nothing more"));
+    tu_send(&bad.down, MSG_QUIT);
+    TU_CHILD_OK(bad_pid);
+    peer_close(&bad);
+    honest_finish(&pub, &h, seq, RATE_FRAMES / 4);
+    TU_OK(ferry_publisher_poll(pub, 0));
+    TU_OK(ferry_publisher_stats_get(pub, &st));
+    TU_EQ_U64(st.chunks_in_use, 0);
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -1922,6 +2335,10 @@ static const struct {
     {"fake_publisher", test_fake_publisher},
     {"fake_segment_shrink", test_fake_segment_shrink},
     {"fake_offset_race", test_fake_offset_race},
+    {"stall_wakeups", test_stall_wakeups},
+    {"blocking_refused", test_blocking_refused},
+    {"silent_lockout", test_silent_lockout},
+    {"hoarder", test_hoarder},
 };
 
 int main(int argc, char **argv)
