@@ -14,6 +14,10 @@
  *   dies with SIGSEGV); modes are 02770 group G for directories, 0660 socket, 0640 status.
  * - Teardown in any order: subscriber or publisher first, in one process or across processes;
  *   a node with live children and a subscriber holding samples refuse with FERRY_EBUSY.
+ * - The domain's directories: only the root given is made, and only when its parent exists; a
+ *   root squatted by another uid (a directory, a link, a file, a FIFO) is refused with a message
+ *   that names it, its owner and mode; a domain directory swapped for a link by a member of the
+ *   share group after the node was made is not followed.
  *
  * The parts that switch uids need root; without root they are skipped and the program exits 77
  * after running the rest.
@@ -22,6 +26,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
@@ -665,10 +670,215 @@ static void test_teardown_across_processes(void)
     }
 }
 
+/* --- the domain's directories ------------------------------------------------------------- */
+
+static char dir_log[4096];
+
+static void keep_log(void *arg, ferry_log_level level, const char *message)
+{
+    (void)arg;
+    (void)level;
+    snprintf(dir_log, sizeof dir_log, "%s", message);
+}
+
+/* ferry_node_create with root dir; the error it gives, its last log line in dir_log. */
+static ferry_err try_node(const char *dir, ferry_node **out)
+{
+    ferry_node_options o = tu_node_options("dirs");
+    o.dir = dir;
+    o.log = keep_log;
+    dir_log[0] = '\0';
+    *out = NULL;
+    return ferry_node_create(out, &o);
+}
+
+#define CHECK_LOG(needle) TU_CHECK_MSG(strstr(dir_log, (needle)) != NULL, "log: %s", dir_log)
+
+/* Only the directory given is made, and only when its parent exists; an empty one is no root. */
+static void test_root_created_alone(void)
+{
+    char root[PATH_MAX + 16], parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s/missing", tu_dir());
+    snprintf(root, sizeof root, "%s/root", parent);
+    ferry_node *node;
+    TU_ERR(try_node(root, &node), FERRY_ESYS);
+    TU_CMP_I64(errno, ==, ENOENT);
+    CHECK_LOG("parent directory does not exist");
+    CHECK_LOG(root);
+    struct stat st;
+    TU_CHECK(stat(parent, &st) != 0 && errno == ENOENT);
+    TU_ERR(try_node("", &node), FERRY_EINVAL);
+    TU_CHECK(node == NULL);
+
+    snprintf(root, sizeof root, "%s/root", tu_dir());
+    TU_OK(try_node(root, &node));
+    CHECK_MODE(root, 0700, geteuid(), getegid());
+    TU_OK(ferry_node_destroy(node));
+}
+
+/* What is in the way of the root, and the fix the message must name. */
+enum { SQUAT_DIR, SQUAT_OPEN_DIR, SQUAT_LINK, SQUAT_FILE, SQUAT_FIFO, SQUAT_COUNT };
+static const char *const squat_names[SQUAT_COUNT] = {
+    "a directory of another uid", "a directory open to others", "a symbolic link",
+    "a regular file", "a FIFO",
+};
+
+typedef struct squat {
+    char path[PATH_MAX + 16];
+    char target[PATH_MAX + 16];
+    int kind;
+    bool as_other;
+} squat;
+
+static int squatter_main(void *arg)
+{
+    squat *q = arg;
+    if (q->as_other)
+        become(other_uid, other_gid, NULL, 0);
+    switch (q->kind) {
+    case SQUAT_DIR:
+        TU_CHECK(mkdir(q->path, 0700) == 0);
+        break;
+    case SQUAT_OPEN_DIR:
+        TU_CHECK(mkdir(q->path, 0777) == 0 && chmod(q->path, 0777) == 0);
+        break;
+    case SQUAT_LINK:
+        TU_CHECK(symlink(q->target, q->path) == 0);
+        break;
+    case SQUAT_FILE: {
+        int fd = open(q->path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        TU_CHECK(fd >= 0);
+        close(fd);
+        break;
+    }
+    default:
+        TU_CHECK(mkfifo(q->path, 0666) == 0);
+        break;
+    }
+    return 0;
+}
+
+/* Another user took the root's name first (as anyone can in /dev/shm, sticky and open to all):
+ * whatever it is, every node refuses it with a message that names the path, the owner, the mode
+ * and what to do, and touches nothing there. Without root the squatter is the same user. */
+static void test_squatted_root(void)
+{
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/shm", tu_dir());
+    TU_CHECK(mkdir(base, 01777) == 0 && chmod(base, 01777) == 0);
+    TU_CHECK(chmod(tu_dir(), 0711) == 0); /* the squatter passes through to base */
+    bool as_other = geteuid() == 0;
+    for (int k = 0; k < SQUAT_COUNT; k++) {
+        squat q;
+        memset(&q, 0, sizeof q);
+        snprintf(q.path, sizeof q.path, "%s/ferry-%d", base, k);
+        snprintf(q.target, sizeof q.target, "%s/target-%d", base, k);
+        TU_CHECK(mkdir(q.target, 0700) == 0); /* a link to a directory that would pass */
+        q.kind = k;
+        q.as_other = as_other && k != SQUAT_OPEN_DIR;
+        TU_CHILD_OK(tu_fork(squatter_main, &q, 10));
+        ferry_node *node;
+        TU_ERR(try_node(q.path, &node), FERRY_EPERM);
+        TU_CHECK(node == NULL);
+        printf("    %-28s %s\n", squat_names[k], dir_log);
+        CHECK_LOG(q.path);
+        CHECK_LOG("remove it");
+        CHECK_LOG("another directory");
+        char owner[64];
+        snprintf(owner, sizeof owner, "uid %u", (unsigned)(q.as_other ? other_uid : geteuid()));
+        CHECK_LOG(owner);
+        if (k == SQUAT_LINK)
+            CHECK_LOG("symbolic link");
+        if (k == SQUAT_FILE)
+            CHECK_LOG("regular file");
+        if (k == SQUAT_FIFO)
+            CHECK_LOG("FIFO");
+        if (k == SQUAT_OPEN_DIR)
+            CHECK_LOG("mode 0777");
+        /* Nothing was made through it. */
+        char domain[PATH_MAX + 32];
+        snprintf(domain, sizeof domain, "%s/%u", q.target, tu_domain());
+        struct stat st;
+        TU_CHECK(stat(domain, &st) != 0);
+    }
+}
+
+/* A member of the share group swaps the domain directory for a link to a directory of its own
+ * between a node's creation and its publisher's: the node holds the directory it checked as a
+ * descriptor, so the publisher's files land there and nothing is made through the link; a new
+ * node refuses the link. */
+typedef struct swap {
+    char root[PATH_MAX];
+    tu_pipe done;
+} swap;
+
+static int swapper_main(void *arg)
+{
+    swap *w = arg;
+    gid_t g = share_gid;
+    become(other_uid, other_gid, &g, 1);
+    char dom[PATH_MAX + 16], moved[PATH_MAX + 16], evil[PATH_MAX + 16];
+    snprintf(dom, sizeof dom, "%s/%u", w->root, tu_domain());
+    snprintf(moved, sizeof moved, "%s/moved", w->root);
+    snprintf(evil, sizeof evil, "%s/evil", w->root);
+    TU_CHECK_MSG(mkdir(evil, 02770) == 0, "mkdir %s: %s", evil, strerror(errno));
+    TU_CHECK(chmod(evil, 02770) == 0);
+    TU_CHECK_MSG(rename(dom, moved) == 0, "rename: %s", strerror(errno));
+    TU_CHECK(symlink("evil", dom) == 0);
+    tu_send(&w->done, MSG_DONE);
+    return 0;
+}
+
+static void test_symlink_swap(void)
+{
+    swap w;
+    snprintf(w.root, sizeof w.root, "%s/shared", tu_dir());
+    TU_CHECK(mkdir(w.root, 02770) == 0 && chown(w.root, (uid_t)-1, share_gid) == 0 &&
+             chmod(w.root, 02770) == 0);
+    TU_CHECK(chmod(tu_dir(), 0711) == 0); /* the group member passes through to the root */
+    w.done = tu_pipe_make();
+    ferry_node_options o = tu_node_options("swapped");
+    o.dir = w.root;
+    o.share_with_group = true;
+    o.share_gid = share_gid;
+    ferry_node *node = NULL;
+    TU_OK(ferry_node_create(&node, &o));
+    TU_CHILD_OK(tu_fork(swapper_main, &w, 10));
+    TU_EQ_U64(tu_recv(&w.done, TU_WAIT_MS), MSG_DONE);
+
+    ferry_publisher *pub = make_pub(node);
+    ferry_subscriber *sub = make_sub(node, 2);
+    tu_connect_local(pub, 1, sub, 1);
+    char evil[PATH_MAX + 16], moved[PATH_MAX + 32];
+    snprintf(evil, sizeof evil, "%s/evil", w.root);
+    snprintf(moved, sizeof moved, "%s/moved/sec.cam", w.root);
+    DIR *d = opendir(evil);
+    TU_CHECK(d != NULL);
+    int entries = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        entries += e->d_name[0] != '.';
+    closedir(d);
+    TU_EQ_U64(entries, 0);
+    char f[PATH_MAX + 300];
+    MUST_FIND(moved, "pub.", ".sock", f);
+
+    ferry_node *other = NULL;
+    TU_ERR(try_node(w.root, &other), FERRY_EPERM);
+    o.log = keep_log;
+    TU_ERR(ferry_node_create(&other, &o), FERRY_EPERM);
+    CHECK_LOG("symbolic link");
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+    tu_pipe_close(&w.done);
+}
+
 int main(void)
 {
     TU_RUN(test_default_modes);
     TU_RUN(test_open_directory_refused);
+    TU_RUN(test_root_created_alone);
     TU_RUN(test_teardown_subscriber_first);
     TU_RUN(test_teardown_publisher_first);
     TU_RUN(test_teardown_across_processes);
@@ -684,5 +894,7 @@ int main(void)
     TU_RUN(test_other_uid_refused_by_default);
     TU_RUN(test_peercred_refuses_outsider);
     TU_RUN(test_share_with_group);
+    TU_RUN(test_squatted_root);
+    TU_RUN(test_symlink_swap);
     return 0;
 }

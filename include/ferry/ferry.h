@@ -127,8 +127,9 @@ typedef void (*ferry_log_fn)(void *arg, ferry_log_level level, const char *messa
 
 /** Options of ferry_node_create; ferry_node_options_init gives the defaults. */
 typedef struct ferry_node_options {
-    /** Root of the domain directories. NULL: "/dev/shm/ferry-<uid>". The library reads no
-     *  environment variable; the ferry CLI takes this from FERRY_DIR. */
+    /** Root of the domain directories. NULL: "/dev/shm/ferry-<uid>"; an empty string is
+     *  invalid. The root is created when missing, but only when its parent exists. The library
+     *  reads no environment variable; the ferry CLI takes this from FERRY_DIR or --dir. */
     const char *dir;
     /** Domain number, 0..FERRY_DOMAIN_MAX. Nodes see only topics of their own domain. */
     uint32_t domain;
@@ -155,17 +156,22 @@ typedef struct ferry_node_options {
 FERRY_API void ferry_node_options_init(ferry_node_options *o);
 
 /**
- * Creates a node: a context for publishers and subscribers of one domain. Creates the domain
- * directory (mode 0700) when missing.
+ * Creates a node: a context for publishers and subscribers of one domain. Creates the root and
+ * the domain directory (mode 0700) when missing, and keeps the domain directory open: every
+ * later file is made relative to that descriptor, never through its path again. A refusal is
+ * logged with the path, what was found there (its type, owner and mode) and what to do.
  *
  * @param out      receives the node; untouched on error
  * @param options  NULL for the defaults
  * @retval FERRY_OK         *out is a new node, owned by the caller until ferry_node_destroy
- * @retval FERRY_EINVAL     out is NULL or domain > FERRY_DOMAIN_MAX
- * @retval FERRY_ENAME      the name has characters outside [A-Za-z0-9_-] or is too long
- * @retval FERRY_EPERM      the domain directory belongs to another user or is open to others
+ * @retval FERRY_EINVAL     out is NULL, domain > FERRY_DOMAIN_MAX or dir is empty
+ * @retval FERRY_ENAME      the name has characters outside [A-Za-z0-9_-] or is too long, or
+ *                          the directory's path is
+ * @retval FERRY_EPERM      the root or domain directory belongs to another user, is open to
+ *                          others, or is not a directory (a symbolic link, a file, a FIFO)
  * @retval FERRY_ENOMEM     out of memory
- * @retval FERRY_ESYS       the directory could not be created (errno says why)
+ * @retval FERRY_ESYS       the directory could not be created (errno says why: ENOENT when
+ *                          the root's parent does not exist)
  */
 FERRY_API ferry_err ferry_node_create(ferry_node **out, const ferry_node_options *options);
 

@@ -274,7 +274,9 @@ ferry_err ferry__topic_normalize(const char *topic, char *norm, size_t norm_cap,
                                  size_t dir_cap);
 ferry_err ferry__type_name_validate(const char *type_name);
 ferry_err ferry__node_name_validate(const char *name);
-/* Builds "<dir or default>/<domain>". */
+/* The root: dir, or the default "/dev/shm/ferry-<uid>" for NULL; FERRY_EINVAL for "". */
+ferry_err ferry__root_path(const char *dir, char *out, size_t cap);
+/* Builds "<root>/<domain>". */
 ferry_err ferry__domain_path(const char *dir, uint32_t domain, char *out, size_t cap);
 
 /* ---- node ----------------------------------------------------------------------------------- */
@@ -294,7 +296,8 @@ typedef struct ferry__obj {
 struct ferry_node {
     uint64_t magic;
     pthread_mutex_t lock;
-    char path[PATH_MAX]; /* domain directory */
+    int dirfd;           /* the domain directory, opened once: nothing resolves its path again */
+    char path[PATH_MAX]; /* its path, for messages and ferry_node_dir */
     char name[FERRY_NODE_NAME_MAX + 1];
     uint32_t domain;
     ferry_log_fn log;
@@ -327,8 +330,9 @@ void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level lev
 ferry_err ferry__node_adopt(ferry_node *node, ferry__obj *obj, uint64_t magic);
 /* Marks the child dead and keeps its memory (up to a bound) so stale handles are detected. */
 void ferry__node_bury(ferry_node *node, ferry__obj *obj);
-/* Opens (creating when missing) the directory of a normalised topic. Returns a dirfd or -1. */
-int ferry__node_topic_dir(ferry_node *node, const char *dirname, char *path, size_t cap);
+/* Opens (creating when missing) the directory of a normalised topic, relative to the node's
+ * domain directory. Returns a dirfd, or -1 with errno (EPERM: not a private directory). */
+int ferry__node_topic_dir(ferry_node *node, const char *dirname);
 /* True when a connecting process with these credentials is allowed. */
 bool ferry__node_peer_allowed(const ferry_node *node, int sock, uid_t uid);
 /* File modes for sockets and status files under the node's sharing policy. */

@@ -17,7 +17,8 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-typedef bool (*topic_fn)(void *arg, int dirfd, const char *dirname);
+/* Called with the domain directory's descriptor, then the topic directory's. */
+typedef bool (*topic_fn)(void *arg, int domain_fd, int dirfd, const char *dirname);
 
 static ferry_err walk_topics(const char *dir, uint32_t domain, const char *topic, topic_fn fn,
                              void *arg)
@@ -29,9 +30,16 @@ static ferry_err walk_topics(const char *dir, uint32_t domain, const char *topic
     char want[FERRY_TOPIC_MAX + 2];
     if (topic && (err = ferry__topic_normalize(topic, NULL, 0, want, sizeof want)))
         return err;
-    DIR *d = opendir(path);
-    if (!d)
-        return errno == ENOENT ? FERRY_OK : FERRY_ESYS;
+    /* Opened once, not followed through a link; the topics are reached relative to it. */
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? FERRY_OK : errno == ELOOP || errno == ENOTDIR ? FERRY_EPERM
+                                                                              : FERRY_ESYS;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return FERRY_ESYS;
+    }
     struct dirent *e;
     for (unsigned seen = 0; (e = readdir(d)) != NULL && seen < WALK_MAX; seen++) {
         if (e->d_name[0] == '.')
@@ -41,7 +49,7 @@ static ferry_err walk_topics(const char *dir, uint32_t domain, const char *topic
         int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             continue;
-        bool go_on = fn(arg, fd, e->d_name);
+        bool go_on = fn(arg, dirfd(d), fd, e->d_name);
         close(fd);
         if (!go_on)
             break;
@@ -55,8 +63,9 @@ typedef struct inspect_ctx {
     void *arg;
 } inspect_ctx;
 
-static bool inspect_topic(void *arg, int topic_fd, const char *dirname)
+static bool inspect_topic(void *arg, int domain_fd, int topic_fd, const char *dirname)
 {
+    (void)domain_fd;
     (void)dirname;
     inspect_ctx *ctx = arg;
     int fd = dup(topic_fd);
@@ -107,7 +116,6 @@ ferry_err ferry_inspect(const char *dir, uint32_t domain, const char *topic, fer
 
 typedef struct clean_ctx {
     uint32_t removed;
-    char domain_path[PATH_MAX];
 } clean_ctx;
 
 /* A socket nobody listens on any more. */
@@ -121,7 +129,7 @@ static bool socket_dead(int dirfd, const char *name)
     return errno == ECONNREFUSED;
 }
 
-static bool clean_topic(void *arg, int topic_fd, const char *dirname)
+static bool clean_topic(void *arg, int domain_fd, int topic_fd, const char *dirname)
 {
     clean_ctx *ctx = arg;
     int fd = dup(topic_fd);
@@ -154,11 +162,8 @@ static bool clean_topic(void *arg, int topic_fd, const char *dirname)
             left++;
     }
     closedir(d);
-    if (left == 0) {
-        char path[PATH_MAX * 2];
-        snprintf(path, sizeof path, "%s/%s", ctx->domain_path, dirname);
-        rmdir(path);
-    }
+    if (left == 0)
+        unlinkat(domain_fd, dirname, AT_REMOVEDIR);
     return true;
 }
 
@@ -168,10 +173,7 @@ ferry_err ferry_clean(const char *dir, uint32_t domain, uint32_t *removed)
         return FERRY_EINVAL;
     clean_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    ferry_err err = ferry__domain_path(dir, domain, ctx.domain_path, sizeof ctx.domain_path);
-    if (err)
-        return err;
-    err = walk_topics(dir, domain, NULL, clean_topic, &ctx);
+    ferry_err err = walk_topics(dir, domain, NULL, clean_topic, &ctx);
     if (removed)
         *removed = ctx.removed;
     return err;

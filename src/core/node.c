@@ -40,29 +40,60 @@ static void list_push(ferry__obj *head, ferry__obj *o)
     head->next = o;
 }
 
-/* Creates every missing component of path; the last two (root and domain) must be private, or
- * shared with the node's group only. */
-static int make_domain_dir(char *path, int64_t share_gid)
+static const char *file_kind(uint32_t type)
 {
-    char *last = strrchr(path, '/');
-    if (!last || last == path)
-        return ferry__mkdir_checked(path, share_gid);
-    *last = '\0';
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        int rc = mkdir(path, 0755);
-        *p = '/';
-        if (rc != 0 && errno != EEXIST)
-            goto fail;
+    switch (type) {
+    case S_IFLNK:
+        return "symbolic link";
+    case S_IFREG:
+        return "regular file";
+    case S_IFIFO:
+        return "FIFO";
+    case S_IFSOCK:
+        return "socket";
+    case S_IFCHR:
+        return "character device";
+    case S_IFBLK:
+        return "block device";
+    default:
+        return "directory";
     }
-    if (ferry__mkdir_checked(path, share_gid) != 0)
-        goto fail;
-    *last = '/';
-    return ferry__mkdir_checked(path, share_gid);
-fail:
-    *last = '/';
+}
+
+/* Opens (creating when missing) one directory of the domain's path, name relative to at; when it
+ * cannot, says what is there and what to do. */
+static int open_checked(ferry_node *node, int at, const char *name, const char *path,
+                        int64_t share_gid)
+{
+    ferry__dir_found f;
+    int fd = ferry__dir_open_checked(at, name, share_gid, &f);
+    if (fd >= 0)
+        return fd;
+    int e = errno;
+    static const char todo[] = "remove it (as its owner, or root) or give ferry another "
+                               "directory (the node option dir; FERRY_DIR or --dir for the "
+                               "commands)";
+    if (e == ENOENT)
+        ferry__log(node, FERRY_LOG_ERROR,
+                   "cannot create %s: its parent directory does not exist (ferry creates only "
+                   "the directory it is given)", path);
+    else if (e == ENOTDIR && f.exists)
+        ferry__log(node, FERRY_LOG_ERROR,
+                   "%s is a %s, not a directory (owner uid %u, mode %04o): %s", path,
+                   file_kind(f.type), f.uid, f.mode, todo);
+    else if (e == EPERM && f.exists && share_gid >= 0)
+        ferry__log(node, FERRY_LOG_ERROR,
+                   "%s belongs to uid %u, group %u, mode %04o; ferry needs one of uid %u or of "
+                   "group %lld with rwx, and nothing for others: %s", path, f.uid, f.gid, f.mode,
+                   (unsigned)geteuid(), (long long)share_gid, todo);
+    else if (e == EPERM && f.exists)
+        ferry__log(node, FERRY_LOG_ERROR,
+                   "%s belongs to uid %u, group %u, mode %04o; ferry needs a directory of its own "
+                   "(uid %u, nothing for others): %s", path, f.uid, f.gid, f.mode,
+                   (unsigned)geteuid(), todo);
+    else
+        ferry__log(node, FERRY_LOG_ERROR, "cannot open %s: %s", path, strerror(e));
+    errno = e;
     return -1;
 }
 
@@ -89,28 +120,43 @@ ferry_err ferry_node_create(ferry_node **out, const ferry_node_options *options)
     ferry_node *node = calloc(1, sizeof *node);
     if (!node)
         return FERRY_ENOMEM;
-    err = ferry__domain_path(o.dir, o.domain, node->path, sizeof node->path);
-    if (err)
-        goto fail;
-    if (make_domain_dir(node->path, o.share_with_group ? (int64_t)o.share_gid : -1) != 0) {
-        err = errno == EPERM || errno == EACCES ? FERRY_EPERM : FERRY_ESYS;
-        goto fail;
-    }
+    node->dirfd = -1;
     snprintf(node->name, sizeof node->name, "%s", name);
     node->domain = o.domain;
     node->log = o.log;
     node->log_arg = o.log_arg;
     node->log_level = o.log_level;
     node->allow_gid = o.share_with_group ? (int64_t)o.share_gid : -1;
+    char root[PATH_MAX], domain[16];
+    if ((err = ferry__root_path(o.dir, root, sizeof root)) ||
+        (err = ferry__domain_path(o.dir, o.domain, node->path, sizeof node->path)))
+        goto fail;
+    snprintf(domain, sizeof domain, "%u", o.domain);
+    int root_fd = open_checked(node, AT_FDCWD, root, root, node->allow_gid);
+    if (root_fd >= 0) {
+        node->dirfd = open_checked(node, root_fd, domain, node->path, node->allow_gid);
+        int e = errno;
+        close(root_fd);
+        errno = e;
+    }
+    if (node->dirfd < 0) {
+        err = errno == EPERM || errno == EACCES || errno == ENOTDIR || errno == ELOOP
+                  ? FERRY_EPERM
+                  : FERRY_ESYS;
+        goto fail;
+    }
     pthread_mutex_init(&node->lock, NULL);
     list_init(&node->live);
     list_init(&node->grave);
     node->magic = FERRY__NODE_MAGIC;
     *out = node;
     return FERRY_OK;
-fail:
+fail: {
+    int e = errno;
     free(node);
+    errno = e;
     return err;
+}
 }
 
 ferry_err ferry_node_destroy(ferry_node *node)
@@ -130,6 +176,7 @@ ferry_err ferry_node_destroy(ferry_node *node)
     node->magic = FERRY__DEAD_MAGIC;
     pthread_mutex_unlock(&node->lock);
     pthread_mutex_destroy(&node->lock);
+    close(node->dirfd);
     free(node);
     return FERRY_OK;
 }
@@ -214,16 +261,9 @@ void ferry__node_bury(ferry_node *node, ferry__obj *obj)
     pthread_mutex_unlock(&node->lock);
 }
 
-int ferry__node_topic_dir(ferry_node *node, const char *dirname, char *path, size_t cap)
+int ferry__node_topic_dir(ferry_node *node, const char *dirname)
 {
-    int n = snprintf(path, cap, "%s/%s", node->path, dirname);
-    if (n < 0 || (size_t)n >= cap) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    if (ferry__mkdir_checked(path, node->allow_gid) != 0)
-        return -1;
-    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return ferry__dir_open_checked(node->dirfd, dirname, node->allow_gid, NULL);
 }
 
 bool ferry__node_peer_allowed(const ferry_node *node, int sock, uid_t uid)

@@ -844,9 +844,8 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
     for (uint32_t i = 0; i < o.max_subscribers; i++)
         pub->conns[i].bits = pub->bits + (size_t)i * pub->words;
 
-    char path[PATH_MAX];
     err = FERRY_ESYS;
-    pub->dirfd = ferry__node_topic_dir(node, dirname, path, sizeof path);
+    pub->dirfd = ferry__node_topic_dir(node, dirname);
     if (pub->dirfd < 0) {
         err = errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
         goto fail;

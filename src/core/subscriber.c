@@ -67,7 +67,7 @@ struct ferry_subscriber {
     uint64_t type_hash;
     ferry_subscriber_options opt;
     int dirfd;
-    char dirpath[PATH_MAX];
+    char dirname[FERRY_TOPIC_MAX + 2]; /* of the topic directory, under the node's */
     int epfd, watch_fd;
     ferry__ratelimit peer_log;
     ferry__status_file status;
@@ -511,13 +511,10 @@ static void rewatch(ferry_subscriber *sub)
     close(sub->watch_fd);
     sub->watch_fd = -1;
     close(sub->dirfd);
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s", sub->dirpath);
-    const char *dirname = strrchr(path, '/') + 1;
-    sub->dirfd = ferry__node_topic_dir(sub->node, dirname, sub->dirpath, sizeof sub->dirpath);
+    sub->dirfd = ferry__node_topic_dir(sub->node, sub->dirname);
     if (sub->dirfd < 0)
         return;
-    if (ferry__dirwatch_create(&sub->watch_fd, sub->dirpath) == 0)
+    if (ferry__dirwatch_create(&sub->watch_fd, sub->dirfd) == 0)
         ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0));
     sub->rescan = true;
 }
@@ -1227,7 +1224,8 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
         sub->conns[i].sock = -1;
 
     err = FERRY_ESYS;
-    sub->dirfd = ferry__node_topic_dir(node, dirname, sub->dirpath, sizeof sub->dirpath);
+    snprintf(sub->dirname, sizeof sub->dirname, "%s", dirname);
+    sub->dirfd = ferry__node_topic_dir(node, dirname);
     if (sub->dirfd < 0) {
         err = errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
         goto fail;
@@ -1236,7 +1234,7 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
         goto fail;
     err = FERRY_ESYS;
     if ((sub->epfd = ferry__poller_create()) < 0 ||
-        ferry__dirwatch_create(&sub->watch_fd, sub->dirpath) != 0)
+        ferry__dirwatch_create(&sub->watch_fd, sub->dirfd) != 0)
         goto fail;
     if (ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
         goto fail;

@@ -1,6 +1,7 @@
 /* Names: topics, types, nodes, and the directories they map to. */
 #include "core/core.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,15 +84,26 @@ ferry_err ferry__node_name_validate(const char *name)
     return FERRY_OK;
 }
 
+ferry_err ferry__root_path(const char *dir, char *out, size_t cap)
+{
+    if (dir && !dir[0])
+        return FERRY_EINVAL;
+    int n = dir ? snprintf(out, cap, "%s", dir)
+                : snprintf(out, cap, "/dev/shm/ferry-%u", (unsigned)geteuid());
+    if (n < 0 || (size_t)n >= cap)
+        return FERRY_ENAME;
+    return FERRY_OK;
+}
+
 ferry_err ferry__domain_path(const char *dir, uint32_t domain, char *out, size_t cap)
 {
     if (domain > FERRY_DOMAIN_MAX)
         return FERRY_EINVAL;
-    int n;
-    if (dir && dir[0])
-        n = snprintf(out, cap, "%s/%u", dir, domain);
-    else
-        n = snprintf(out, cap, "/dev/shm/ferry-%u/%u", (unsigned)geteuid(), domain);
+    char root[PATH_MAX];
+    ferry_err err = ferry__root_path(dir, root, sizeof root);
+    if (err)
+        return err;
+    int n = snprintf(out, cap, "%s/%u", root, domain);
     if (n < 0 || (size_t)n >= cap)
         return FERRY_ENAME;
     return FERRY_OK;

@@ -77,8 +77,9 @@ void ferry__futex_wake(void *word);
 int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n,
                        int64_t timeout_ns);
 
-/* Directory watch (inotify) for entries created or moved in and the directory going away. */
-int ferry__dirwatch_create(int *watch_fd, const char *path);
+/* Directory watch (inotify) for entries created or moved in and the directory going away, on
+ * the directory open as dirfd (no path is resolved again). */
+int ferry__dirwatch_create(int *watch_fd, int dirfd);
 /* Drains the watch; returns 1 when the watched directory itself went away, else 0. */
 int ferry__dirwatch_drain(int watch_fd);
 
@@ -90,11 +91,24 @@ int ferry__lock_held_by_other(int fd);
 /* Random 64-bit value (not zero). */
 uint64_t ferry__random64(void);
 
-/* Creates a directory unless it exists, then checks it is a directory (not a link), not open to
- * others, and owned by the caller's effective uid. With share_gid >= 0 it is made group
- * share_gid, mode 02770 (new entries inherit the group), and a directory of another owner is
- * accepted when it has that group and mode. EPERM when the checks fail. */
-int ferry__mkdir_checked(const char *path, int64_t share_gid);
+/* What ferry__dir_open_checked found where it wanted a directory of its own. */
+typedef struct ferry__dir_found {
+    bool exists;
+    uint32_t type; /* S_IFMT bits */
+    uint32_t uid, gid;
+    uint32_t mode; /* permission bits, with set-group-id */
+} ferry__dir_found;
+
+/* Opens the directory name relative to dirfd (AT_FDCWD: a path), creating it when it is missing
+ * (its parent must exist: nothing above it is made), without following a symbolic link in its
+ * last component, and checks the open directory: not open to others, and owned by the caller's
+ * effective uid. With share_gid >= 0 a new one is made group share_gid, mode 02770 (new entries
+ * inherit the group), and one of another owner is accepted when it has that group with rwx.
+ * Returns a descriptor (O_DIRECTORY, close-on-exec), or -1 with errno ENOTDIR (not a directory,
+ * a symbolic link included), EPERM (owner or mode) or the cause mkdir or open gave; *found, when
+ * not NULL, describes what was there. */
+int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid,
+                            ferry__dir_found *found);
 
 /* Real-time controls for the calling thread and process (rt.c gives them their policy).
  * Thread functions return 0 or an errno value (they do not set errno). */

@@ -462,8 +462,11 @@ int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n,
 #endif
 }
 
-int ferry__dirwatch_create(int *watch_fd, const char *path)
+int ferry__dirwatch_create(int *watch_fd, int dirfd)
 {
+    /* The magic link names the open directory itself, whatever its path has become since. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", dirfd);
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -521,36 +524,61 @@ uint64_t ferry__random64(void)
     return v;
 }
 
-int ferry__mkdir_checked(const char *path, int64_t share_gid)
+int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid,
+                            ferry__dir_found *found)
 {
+    ferry__dir_found none = {0};
+    if (!found)
+        found = &none;
+    memset(found, 0, sizeof *found);
     mode_t mode = share_gid >= 0 ? 02770 : 0700;
-    bool made = mkdir(path, mode) == 0;
+    bool made = mkdirat(dirfd, name, mode) == 0;
     if (!made && errno != EEXIST)
         return -1;
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            found->exists = true;
+            found->type = (uint32_t)(st.st_mode & S_IFMT);
+            found->uid = (uint32_t)st.st_uid;
+            found->gid = (uint32_t)st.st_gid;
+            found->mode = (uint32_t)(st.st_mode & 07777);
+            if (!S_ISDIR(st.st_mode))
+                e = ENOTDIR; /* O_NOFOLLOW says ELOOP for a link */
+        }
+        errno = e;
         return -1;
     }
+    struct stat st;
     if (made && share_gid >= 0) {
         /* mkdir applies the umask; the group must be able to enter and create. */
-        if (chown(path, (uid_t)-1, (gid_t)share_gid) != 0 || chmod(path, mode) != 0)
-            return -1;
-        if (lstat(path, &st) != 0)
-            return -1;
+        if (fchown(fd, (uid_t)-1, (gid_t)share_gid) != 0 || fchmod(fd, mode) != 0)
+            goto fail;
     }
+    if (fstat(fd, &st) != 0)
+        goto fail;
+    found->exists = true;
+    found->type = (uint32_t)(st.st_mode & S_IFMT);
+    found->uid = (uint32_t)st.st_uid;
+    found->gid = (uint32_t)st.st_gid;
+    found->mode = (uint32_t)(st.st_mode & 07777);
     if (st.st_mode & (S_IWOTH | S_IXOTH | S_IROTH)) {
         errno = EPERM;
-        return -1;
+        goto fail;
     }
     if (st.st_uid == geteuid())
-        return 0;
+        return fd;
     if (share_gid >= 0 && st.st_gid == (gid_t)share_gid && (st.st_mode & S_IRWXG) == S_IRWXG)
-        return 0;
+        return fd;
     errno = EPERM;
+fail: {
+    int e = errno;
+    close(fd);
+    errno = e;
     return -1;
+}
 }
 
 /* ---- real-time controls ------------------------------------------------------------------ */
