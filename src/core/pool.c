@@ -64,7 +64,7 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
         err = errno == ENOMEM ? FERRY_ENOMEM : FERRY_ESYS;
         goto fail;
     }
-    if (ferry__fd_allocate(p->fd, 0, p->arena_offset) != 0) {
+    if (ferry__fd_reserve(p->fd, 0, p->arena_offset) != 0) {
         err = FERRY_ENOMEM;
         goto fail;
     }
@@ -130,7 +130,7 @@ static ferry_err carve(ferry__pool *p, ferry__class *c)
     if (p->nchunks == p->max_chunks || bytes > p->arena_cap - p->arena_used)
         return FERRY_EPOOL;
     uint64_t offset = p->arena_offset + p->arena_used;
-    if (ferry__fd_allocate(p->fd, offset, bytes) != 0)
+    if (ferry__fd_reserve(p->fd, offset, bytes) != 0)
         return FERRY_ENOMEM;
     ferry__prefault_write(p->base + offset, bytes);
     uint32_t index = p->nchunks++;
