@@ -1,16 +1,24 @@
 /*
  * Memory is reserved before it is touched, and limits give errors, never signals. Each case runs
  * in a forked child, and the parent checks that the child exited normally (a full file system
- * once meant SIGBUS at the first write of a status file):
+ * once meant SIGBUS, a memory cgroup's limit the OOM killer's SIGKILL):
  *
  *   full tmpfs            the domain directory's file system is full: creating a publisher or
  *                         a subscriber gives FERRY_ENOMEM (errno ENOSPC) and leaves nothing
  *                         behind; endpoints made before go on working; once space is back,
  *                         creation works again
+ *   memory cgroup limit   in a child cgroup of 96 MiB: a 256 MiB loan and a reserve of 4 x 32
+ *                         MiB give FERRY_ENOMEM, the reserve leaves the pool as it was, a 1 MiB
+ *                         loan still works, and nothing is OOM-killed
+ *   more than available   a loan of twice MemAvailable gives FERRY_ENOMEM at once, without
+ *                         allocating: the segment's allocated blocks and the process's resident
+ *                         set stay as they were
  *
- * It needs root (a mount namespace and a tmpfs); without it, it is skipped.
+ * The first two need root (a mount namespace, a cgroup); without it they are skipped.
  */
 #include "testutil.h"
+
+#include "platform/platform.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +37,46 @@
 #define MIB ((size_t)1 << 20)
 
 /* --- helpers ------------------------------------------------------------------------------ */
+
+/* Bytes allocated to this process's ferry data segments (st_blocks of each memfd). */
+static uint64_t data_bytes_allocated(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    TU_CHECK(d != NULL);
+    uint64_t bytes = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], target[128];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n < 0)
+            continue;
+        target[n] = '\0';
+        struct stat st;
+        if (strncmp(target, "/memfd:ferry-data", 17) == 0 && stat(path, &st) == 0)
+            bytes += (uint64_t)st.st_blocks * 512;
+    }
+    closedir(d);
+    return bytes;
+}
+
+/* A field of /proc/self/status or /proc/meminfo, in kB. */
+static uint64_t kb_field(const char *file, const char *name)
+{
+    FILE *f = fopen(file, "r");
+    TU_CHECK(f != NULL);
+    char line[256];
+    unsigned long long kb = 0;
+    size_t n = strlen(name);
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, name, n) == 0 && line[n] == ':') {
+            kb = strtoull(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    TU_CHECK_MSG(kb > 0, "%s: no %s", file, name);
+    return kb;
+}
 
 static int topic_entries(const char *root)
 {
@@ -234,6 +282,275 @@ static int test_full_tmpfs(void)
     return rc;
 }
 
+/* --- a memory cgroup's limit -------------------------------------------------------------- */
+
+#define CGROUP_LIMIT (96 * MIB)
+
+typedef struct cgroup {
+    char dir[PATH_MAX];
+    bool v2;
+} cgroup;
+
+/* The mount point of the v2 hierarchy, or of the v1 one with the memory controller. */
+static bool cgroup_mount(bool v2, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (f == NULL)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        char root[PATH_MAX], point[PATH_MAX];
+        const char *dash = strstr(line, " - ");
+        if (dash == NULL || sscanf(line, "%*s %*s %*s %4095s %4095s", root, point) != 2)
+            continue;
+        char fstype[64], super[1024];
+        if (sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
+            continue;
+        bool match = v2 ? strcmp(fstype, "cgroup2") == 0
+                        : strcmp(fstype, "cgroup") == 0 &&
+                              (strstr(super, ",memory") != NULL ||
+                               strncmp(super, "memory", 6) == 0);
+        if (match && strcmp(root, "/") == 0 && strlen(point) < cap) {
+            snprintf(out, cap, "%s", point);
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* This process's path in the v2 hierarchy or under the v1 memory controller. */
+static bool cgroup_path(bool v2, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f == NULL)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *controllers = strchr(line, ':');
+        char *path = controllers ? strchr(controllers + 1, ':') : NULL;
+        if (path == NULL)
+            continue;
+        *controllers++ = '\0';
+        *path++ = '\0';
+        bool match = v2 ? strcmp(line, "0") == 0 : strstr(controllers, "memory") != NULL;
+        if (match && strlen(path) < cap) {
+            snprintf(out, cap, "%s", strcmp(path, "/") == 0 ? "" : path);
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static bool write_file(const char *dir, const char *name, const char *value)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = write(fd, value, strlen(value));
+    close(fd);
+    return n == (ssize_t)strlen(value);
+}
+
+static bool read_file(const char *dir, const char *name, char *buf, size_t cap)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0)
+        return false;
+    buf[n] = '\0';
+    return true;
+}
+
+/* Makes a child of this process's memory cgroup with CGROUP_LIMIT: v2 when the memory
+ * controller is enabled for children there, else v1. */
+static bool cgroup_make(cgroup *cg)
+{
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", CGROUP_LIMIT);
+    for (int v2 = 1; v2 >= 0; v2--) {
+        char mount_point[PATH_MAX], path[PATH_MAX], control[256];
+        if (!cgroup_mount(v2, mount_point, sizeof mount_point) ||
+            !cgroup_path(v2, path, sizeof path))
+            continue;
+        int n = snprintf(cg->dir, sizeof cg->dir, "%s%s/ferry-test-%d", mount_point, path,
+                         (int)getpid());
+        if (n < 0 || (size_t)n >= sizeof cg->dir)
+            continue;
+        if (v2) {
+            char parent[2 * PATH_MAX];
+            snprintf(parent, sizeof parent, "%s%s", mount_point, path);
+            if (!read_file(parent, "cgroup.subtree_control", control, sizeof control) ||
+                strstr(control, "memory") == NULL)
+                continue;
+        }
+        if (mkdir(cg->dir, 0755) != 0)
+            continue;
+        cg->v2 = v2;
+        if (write_file(cg->dir, v2 ? "memory.max" : "memory.limit_in_bytes", limit))
+            return true;
+        rmdir(cg->dir);
+    }
+    return false;
+}
+
+/* OOM kills in the cgroup: v2 memory.events, v1 memory.oom_control ("oom_kill N"). */
+static long cgroup_oom_kills(const cgroup *cg)
+{
+    char buf[1024];
+    if (!read_file(cg->dir, cg->v2 ? "memory.events" : "memory.oom_control", buf, sizeof buf))
+        return -1;
+    const char *k = strstr(buf, "oom_kill ");
+    return k ? strtol(k + 9, NULL, 10) : -1;
+}
+
+static void cgroup_remove(const cgroup *cg)
+{
+    /* The last charges of a process that just exited may take a moment to go. */
+    for (int i = 0; i < 200 && rmdir(cg->dir) != 0; i++)
+        tu_sleep_ns(10 * TU_MS);
+}
+
+static int cgroup_main(void *arg)
+{
+    const cgroup *cg = arg;
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    TU_CHECK_MSG(write_file(cg->dir, "cgroup.procs", pid), "joining %s: %s", cg->dir,
+                 strerror(errno));
+    uint64_t room = ferry__memory_headroom();
+    TU_CMP_U64(room, <, CGROUP_LIMIT);
+
+    ferry_node *node = tu_node("cgroup");
+    ferry_publisher *pub = NULL;
+    ferry_subscriber *sub = NULL;
+    int e = 0;
+    TU_OK(try_publisher(node, 1024 * MIB, 512 * MIB, &pub, &e));
+    TU_OK(try_subscriber(node, &sub, &e));
+    tu_connect_local(pub, 1, sub, 1);
+
+    /* More than the cgroup may hold: an error, where the kernel's charge would have called the
+     * OOM killer. */
+    void *p = NULL;
+    errno = 0;
+    ferry_err err = ferry_loan(pub, 256 * MIB, &p);
+    e = errno;
+    CHECK_ENOMEM(err, e, ENOMEM);
+    TU_CHECK(p == NULL);
+
+    /* A reserve that does not fit leaves the pool as it was. */
+    ferry_publisher_stats before, after;
+    TU_OK(ferry_publisher_stats_get(pub, &before));
+    uint64_t allocated = data_bytes_allocated();
+    TU_ERR(ferry_publisher_reserve(pub, 32 * MIB, 4), FERRY_ENOMEM);
+    TU_OK(ferry_publisher_stats_get(pub, &after));
+    TU_EQ_U64(after.pool_bytes, before.pool_bytes);
+    TU_EQ_U64(after.chunks_total, before.chunks_total);
+    TU_EQ_U64(after.size_classes, before.size_classes);
+    TU_EQ_U64(data_bytes_allocated(), allocated);
+
+    /* What fits still works. */
+    tu_publish_pattern(pub, MIB, 1);
+    take_intact(sub, MIB);
+    TU_OK(ferry_publisher_reserve(pub, 4 * MIB, 2));
+    tu_publish_pattern(pub, 4 * MIB, 2);
+    take_intact(sub, 4 * MIB);
+    printf("    in a cgroup of %zu MiB (%s): headroom %" PRIu64 " MiB; 256 MiB loan and 4 x 32 "
+           "MiB reserve refused, 1 and 4 MiB samples delivered\n",
+           CGROUP_LIMIT / MIB, cg->v2 ? "v2" : "v1", room / MIB);
+
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+    tu_check_child_teardown();
+    return 0;
+}
+
+static int test_cgroup_limit(void)
+{
+    cgroup cg;
+    if (!cgroup_make(&cg)) {
+        printf("    no writable memory cgroup (v1 or v2): skipped\n");
+        return TU_SKIP;
+    }
+    int st = tu_wait_status(tu_fork(cgroup_main, &cg, 20), 20000);
+    long kills = cgroup_oom_kills(&cg);
+    cgroup_remove(&cg);
+    TU_CHECK_MSG(!WIFSIGNALED(st), "the child in the cgroup was killed by signal %d (%s)",
+                 WTERMSIG(st), strsignal(WTERMSIG(st)));
+    TU_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed (status 0x%x)",
+                 (unsigned)st);
+    TU_CMP_I64(kills, ==, 0);
+    return 0;
+}
+
+/* --- more than the machine has ------------------------------------------------------------ */
+
+static int huge_loan_main(void *arg)
+{
+    (void)arg;
+    uint64_t available = kb_field("/proc/meminfo", "MemAvailable") * 1024;
+    uint64_t size = 2 * available;
+    if (size > ((uint64_t)1 << 40)) { /* max_sample_size's cap */
+        printf("    MemAvailable above 512 GiB: skipped\n");
+        return TU_SKIP;
+    }
+    /* Never try it where the check would let it through: it would really be allocated. */
+    uint64_t room = ferry__memory_headroom();
+    TU_CMP_U64(room, <, size);
+
+    ferry_node *node = tu_node("huge");
+    ferry_publisher *pub = NULL;
+    ferry_subscriber *sub = NULL;
+    int e = 0;
+    /* The pool's byte cap leaves room for the loan's size class (up to 1/8 above it). */
+    TU_OK(try_publisher(node, (size_t)(size + size / 4), (size_t)size, &pub, &e));
+    TU_OK(try_subscriber(node, &sub, &e));
+    tu_connect_local(pub, 1, sub, 1);
+    uint64_t allocated = data_bytes_allocated();
+    uint64_t rss = kb_field("/proc/self/status", "VmRSS") * 1024;
+
+    void *p = NULL;
+    ferry_time t0 = ferry_now();
+    errno = 0;
+    ferry_err err = ferry_loan(pub, (size_t)size, &p);
+    e = errno;
+    int64_t took = tu_since(t0);
+    CHECK_ENOMEM(err, e, ENOMEM);
+    TU_CHECK(p == NULL);
+    TU_ERR(ferry_publisher_reserve(pub, (size_t)size, 1), FERRY_ENOMEM);
+    TU_CMP_I64(took, <, TU_SEC);
+    TU_EQ_U64(data_bytes_allocated(), allocated);
+    TU_CMP_U64(kb_field("/proc/self/status", "VmRSS") * 1024, <, rss + 16 * MIB);
+    printf("    a %" PRIu64 " MiB loan (MemAvailable %" PRIu64 " MiB, headroom %" PRIu64
+           " MiB): FERRY_ENOMEM in %" PRId64 " us, nothing allocated\n",
+           size / MIB, available / MIB, room / MIB, took / 1000);
+
+    tu_publish_pattern(pub, MIB, 1);
+    take_intact(sub, MIB);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+    tu_check_child_teardown();
+    return 0;
+}
+
+static int test_huge_loan(void)
+{
+    return child_result(tu_fork(huge_loan_main, NULL, 20), "huge loan");
+}
+
 /* --- main --------------------------------------------------------------------------------- */
 
 /* Runs one test in a process of its own, so that a failure does not hide the others. Returns
@@ -267,6 +584,8 @@ int main(void)
 {
     int results[] = {
         RUN_ISOLATED(test_full_tmpfs),
+        RUN_ISOLATED(test_cgroup_limit),
+        RUN_ISOLATED(test_huge_loan),
     };
     int n = (int)(sizeof results / sizeof results[0]), failed = 0, skipped = 0;
     for (int i = 0; i < n; i++) {
