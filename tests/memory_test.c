@@ -136,10 +136,12 @@ static void take_intact(ferry_subscriber *sub, size_t size)
                  ferry_errname(err), (saved_errno), strerror(saved_errno), (want_errno),       \
                  strerror(want_errno))
 
-/* Waits for a child and says how it ended: 0 success, TU_SKIP skipped; a signal fails. */
-static int child_result(pid_t pid, const char *what)
+/* Children end by SIGALRM after 20 s: waiting longer always sees how they ended. */
+#define CHILD_WAIT_MS 25000
+
+/* How a child ended (its wait status): 0 success, TU_SKIP skipped; a signal fails the test. */
+static int child_result(int st, const char *what)
 {
-    int st = tu_wait_status(pid, 20000);
     TU_CHECK_MSG(!WIFSIGNALED(st), "%s: the child was killed by signal %d (%s)", what,
                  WTERMSIG(st), strsignal(WTERMSIG(st)));
     TU_CHECK_MSG(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == TU_SKIP),
@@ -277,8 +279,11 @@ static int test_full_tmpfs(void)
 {
     char dir[] = "/tmp/ferry-tmpfs-XXXXXX";
     TU_CHECK(mkdtemp(dir) != NULL);
-    int rc = child_result(tu_fork(full_tmpfs_main, dir, 20), "full tmpfs");
-    TU_CHECK_MSG(rmdir(dir) == 0, "rmdir %s: %s", dir, strerror(errno));
+    int st = tu_wait_status(tu_fork(full_tmpfs_main, dir, 20), CHILD_WAIT_MS);
+    /* Removed before anything is asserted; the tmpfs went with the child's mount namespace. */
+    int removed = rmdir(dir), e = errno;
+    int rc = child_result(st, "full tmpfs");
+    TU_CHECK_MSG(removed == 0, "rmdir %s: %s", dir, strerror(e));
     return rc;
 }
 
@@ -484,7 +489,7 @@ static int test_cgroup_limit(void)
         printf("    no writable memory cgroup (v1 or v2): skipped\n");
         return TU_SKIP;
     }
-    int st = tu_wait_status(tu_fork(cgroup_main, &cg, 20), 20000);
+    int st = tu_wait_status(tu_fork(cgroup_main, &cg, 20), CHILD_WAIT_MS);
     long kills = cgroup_oom_kills(&cg);
     cgroup_remove(&cg);
     TU_CHECK_MSG(!WIFSIGNALED(st), "the child in the cgroup was killed by signal %d (%s)",
@@ -548,7 +553,8 @@ static int huge_loan_main(void *arg)
 
 static int test_huge_loan(void)
 {
-    return child_result(tu_fork(huge_loan_main, NULL, 20), "huge loan");
+    return child_result(tu_wait_status(tu_fork(huge_loan_main, NULL, 20), CHILD_WAIT_MS),
+                        "huge loan");
 }
 
 /* --- main --------------------------------------------------------------------------------- */
