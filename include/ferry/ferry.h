@@ -254,7 +254,9 @@ FERRY_API void ferry_publisher_options_init(ferry_publisher_options *o);
  * @retval FERRY_ENAME    the topic or type name is not valid
  * @retval FERRY_ETYPE    a live publisher or subscriber of the topic uses another type
  * @retval FERRY_ECLOSED  node was destroyed
- * @retval FERRY_ENOMEM   out of memory (heap or segment)
+ * @retval FERRY_ENOMEM   out of memory (heap, segment or address space: errno ENOMEM), or the
+ *                        domain directory's file system has no room for the status file (errno
+ *                        ENOSPC or EDQUOT)
  * @retval FERRY_ESYS     a system call failed (errno says why)
  */
 FERRY_API ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node,
@@ -284,7 +286,10 @@ FERRY_API ferry_err ferry_publisher_destroy(ferry_publisher *pub);
  *                          (lifecycle.h)
  * @retval FERRY_EPOOL      no chunk is free and the pool may not grow (FERRY_POOL_ERROR)
  * @retval FERRY_ETIMEDOUT  none came back in time (FERRY_POOL_BLOCK)
- * @retval FERRY_ENOMEM     the system refused memory for a new chunk
+ * @retval FERRY_ENOMEM     a new chunk's memory is not there to take: it would not fit, with a
+ *                          margin, in MemAvailable or under a memory cgroup's limit (errno
+ *                          ENOMEM; checked before the pages are charged, so that the limit is
+ *                          this error and not the OOM killer; nothing is allocated)
  * @retval FERRY_ECLOSED    pub was destroyed
  */
 FERRY_API ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload);
@@ -322,7 +327,8 @@ FERRY_API ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t si
  * @retval FERRY_ETOOBIG  size > max_sample_size
  * @retval FERRY_EPOOL    pool_bytes, max_chunks or the number of size classes (64) would be
  *                        exceeded; nothing was carved
- * @retval FERRY_ENOMEM   the system refused memory for a chunk (chunks carved so far stay)
+ * @retval FERRY_ENOMEM   the chunks' memory is not there to take (as for ferry_loan); nothing
+ *                        was carved
  * @retval FERRY_ECLOSED  pub was destroyed
  */
 FERRY_API ferry_err ferry_publisher_reserve(ferry_publisher *pub, size_t size, uint32_t count);
@@ -435,7 +441,9 @@ FERRY_API void ferry_subscriber_options_init(ferry_subscriber_options *o);
  * @retval FERRY_ENAME    the topic or type name is not valid
  * @retval FERRY_ETYPE    a live publisher or subscriber of the topic uses another type
  * @retval FERRY_ECLOSED  node was destroyed
- * @retval FERRY_ENOMEM / FERRY_ESYS as usual
+ * @retval FERRY_ENOMEM   out of memory, or the domain directory's file system has no room for
+ *                        the status file (errno ENOSPC or EDQUOT)
+ * @retval FERRY_ESYS     a system call failed (errno says why)
  */
 FERRY_API ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node,
                                             const char *topic, const char *type_name,

@@ -1,8 +1,10 @@
 /*
  * The publisher's pool: one sealed memfd holding a header, a chunk table and an arena. Chunks are
  * carved from the arena on demand, in size classes of eight steps per doubling (at most 12.5%
- * slack above one page), and never move. Free chunks of a class sit on a free list: a loan on a
- * warm class is a list pop. Single-threaded: the publisher's caller serialises.
+ * slack above one page), and never move. Their pages are reserved (ferry__fd_reserve, which
+ * checks that the memory is there to take) when they are carved, before anything touches them.
+ * Free chunks of a class sit on a free list: a loan on a warm class is a list pop. Single-threaded:
+ * the publisher's caller serialises.
  *
  * Invariants: nfree + loaned + (chunks with refs > 0) == nchunks; a chunk's table entry is
  * written before it is first delivered and never changes afterwards.
@@ -64,7 +66,7 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
         err = errno == ENOMEM ? FERRY_ENOMEM : FERRY_ESYS;
         goto fail;
     }
-    if (ferry__fd_allocate(p->fd, 0, p->arena_offset) != 0) {
+    if (ferry__fd_reserve(p->fd, 0, p->arena_offset) != 0) {
         err = FERRY_ENOMEM;
         goto fail;
     }
@@ -124,29 +126,41 @@ static ferry__class *class_find(ferry__pool *p, uint64_t bytes, bool create)
     return c;
 }
 
-static ferry_err carve(ferry__pool *p, ferry__class *c)
+/* Carves n chunks of class c with one reservation of their pages: all of them or none. */
+static ferry_err carve(ferry__pool *p, ferry__class *c, uint32_t n)
 {
     uint64_t bytes = c->chunk_bytes;
-    if (p->nchunks == p->max_chunks || bytes > p->arena_cap - p->arena_used)
+    if (n == 0 || n > p->max_chunks - p->nchunks || n > (p->arena_cap - p->arena_used) / bytes)
         return FERRY_EPOOL;
     uint64_t offset = p->arena_offset + p->arena_used;
-    if (ferry__fd_allocate(p->fd, offset, bytes) != 0)
+    /* Reserved before it is touched: a full memory cgroup or machine is an error here, not the
+     * OOM killer at the charge or SIGBUS at the first write. */
+    if (ferry__fd_reserve(p->fd, offset, (uint64_t)n * bytes) != 0)
         return FERRY_ENOMEM;
-    ferry__prefault_write(p->base + offset, bytes);
-    uint32_t index = p->nchunks++;
-    p->arena_used += bytes;
-    p->table[index].offset = offset;
-    p->table[index].capacity = bytes - p->payload_offset;
-    ferry__chunk *ch = &p->chunks[index];
-    memset(ch, 0, sizeof *ch);
-    ch->offset = offset;
-    ch->capacity = bytes - p->payload_offset;
-    ch->cls = (uint16_t)(c - p->classes);
-    ch->state = FERRY__CHUNK_LOANED; /* ferry__pool_put moves it to the free list */
-    p->loaned++;
-    c->count++;
-    ferry__pool_put(p, index);
+    ferry__prefault_write(p->base + offset, (uint64_t)n * bytes);
+    for (uint32_t i = 0; i < n; i++, offset += bytes) {
+        uint32_t index = p->nchunks++;
+        p->arena_used += bytes;
+        p->table[index].offset = offset;
+        p->table[index].capacity = bytes - p->payload_offset;
+        ferry__chunk *ch = &p->chunks[index];
+        memset(ch, 0, sizeof *ch);
+        ch->offset = offset;
+        ch->capacity = bytes - p->payload_offset;
+        ch->cls = (uint16_t)(c - p->classes);
+        ch->state = FERRY__CHUNK_LOANED; /* ferry__pool_put moves it to the free list */
+        p->loaned++;
+        c->count++;
+        ferry__pool_put(p, index);
+    }
     return FERRY_OK;
+}
+
+/* A class made for a carve that failed goes again, so a refusal leaves the pool as it was. */
+static void class_drop_if_empty(ferry__pool *p, ferry__class *c)
+{
+    if (c->count == 0 && c == &p->classes[p->nclasses - 1])
+        p->nclasses--;
 }
 
 static uint32_t pop(ferry__pool *p, ferry__class *c)
@@ -170,22 +184,21 @@ uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err)
         return pop(p, c);
     ferry_err carve_err = FERRY_EPOOL;
     if (c) {
-        /* Carve a batch of about 64 KiB, so small samples do not grow one page at a time. */
+        /* Carve a batch of about 64 KiB, so small samples do not grow one page at a time, and
+         * no more than the caps leave room for. */
         uint64_t batch = 65536 / bytes;
         if (batch < 1)
             batch = 1;
         if (batch > 16)
             batch = 16;
-        for (uint64_t i = 0; i < batch; i++) {
-            ferry_err e = carve(p, c);
-            if (e) {
-                if (i == 0)
-                    carve_err = e;
-                break;
-            }
-        }
+        if (batch > p->max_chunks - p->nchunks)
+            batch = p->max_chunks - p->nchunks;
+        if (batch > (p->arena_cap - p->arena_used) / bytes)
+            batch = (p->arena_cap - p->arena_used) / bytes;
+        carve_err = carve(p, c, (uint32_t)batch);
         if (c->free_head != FERRY__NONE)
             return pop(p, c);
+        class_drop_if_empty(p, c);
     }
     /* No room to grow: a free chunk of a larger class will do (a camera lowered its
      * resolution); take the smallest that fits. */
@@ -215,10 +228,10 @@ ferry_err ferry__pool_reserve(ferry__pool *p, uint64_t size, uint32_t count, uin
             (uint64_t)need > (p->arena_cap - p->arena_used) / bytes)
             return FERRY_EPOOL;
         c = class_find(p, bytes, true);
-        for (uint32_t i = 0; i < need; i++) {
-            ferry_err err = carve(p, c);
-            if (err)
-                return err;
+        ferry_err err = carve(p, c, need);
+        if (err) {
+            class_drop_if_empty(p, c);
+            return err;
         }
     }
     /* Carving touched the new chunks; touch the older ones again too, in case their pages were

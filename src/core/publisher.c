@@ -480,7 +480,7 @@ static int conn_segment(ferry_publisher *pub, uint32_t depth, ferry__conn_header
     uint64_t size = ferry__conn_layout(dcap, rcap, &doff, &roff);
     int fd = ferry__memfd_create("ferry-conn");
     ferry__conn_header *h = NULL;
-    if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || ferry__fd_allocate(fd, 0, size) != 0 ||
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || ferry__fd_reserve(fd, 0, size) != 0 ||
         ferry__memfd_seal(fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
         !(h = ferry__map(fd, size, true))) {
         int e = errno;

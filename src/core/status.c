@@ -29,8 +29,11 @@ ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const ch
     ferry_err err = FERRY_ESYS;
     if (fchmod(fd, (mode_t)mode) != 0) /* not subject to the umask */
         goto fail;
-    if (ftruncate(fd, FERRY__STATUS_SIZE) != 0) {
-        err = errno == ENOSPC ? FERRY_ENOMEM : FERRY_ESYS;
+    /* Its page is reserved before it is mapped and written: on a full tmpfs (anyone can fill
+     * /dev/shm) the write would otherwise end the process with SIGBUS. */
+    if (ftruncate(fd, FERRY__STATUS_SIZE) != 0 ||
+        ferry__fd_reserve(fd, 0, FERRY__STATUS_SIZE) != 0) {
+        err = errno == ENOSPC || errno == ENOMEM || errno == EDQUOT ? FERRY_ENOMEM : FERRY_ESYS;
         goto fail;
     }
     if (ferry__lock_exclusive(fd) != 0)

@@ -25,8 +25,19 @@ int ferry__fd_reopen_readonly(int fd);                         /* a new read-onl
 int ferry__fd_size(int fd, uint64_t *size);
 int ferry__fd_is_memfd(int fd);                                /* 1 yes, 0 no, -1 error */
 int ferry__fd_is_eventfd(int fd);                              /* 1 yes, 0 no, -1 error */
-/* Reserves pages [offset, offset+len) so that later writes cannot fail with SIGBUS. */
-int ferry__fd_allocate(int fd, uint64_t offset, uint64_t len);
+/* Reserves the pages of [offset, offset+len), a range that holds no data yet, so that writing
+ * them later cannot fail with SIGBUS, and only while the memory is there to take: in steps of
+ * at most 64 MiB, each after checking that what is left to reserve fits in
+ * ferry__memory_headroom(). ENOMEM when it does not (checked before the kernel would charge the
+ * pages and call its OOM killer), ENOSPC when the file system is full. On failure, the pages
+ * this call reserved are given back. No allocation: the files it reads go through the stack. */
+int ferry__fd_reserve(int fd, uint64_t offset, uint64_t len);
+/* The bytes this process may still take: the least, over MemAvailable (of MemTotal) and over
+ * each memory cgroup (v1 and v2) of the process and its ancestors, of the limit less what is
+ * used (page cache that is inactive and clean counts as free), less a margin of the larger of
+ * 64 MiB and 1/32 of that limit, but no more than a quarter of it. UINT64_MAX when nothing can
+ * be read. */
+uint64_t ferry__memory_headroom(void);
 void *ferry__map(int fd, size_t size, bool writable);          /* shared mapping or NULL */
 void ferry__unmap(void *addr, size_t size);
 void ferry__prefault_write(void *addr, size_t size);           /* best effort */

@@ -106,15 +106,6 @@ int ferry__fd_is_eventfd(int fd)
     return fd_link_starts_with(fd, "anon_inode:[eventfd]");
 }
 
-int ferry__fd_allocate(int fd, uint64_t offset, uint64_t len)
-{
-    int rc;
-    do {
-        rc = fallocate(fd, 0, (off_t)offset, (off_t)len);
-    } while (rc != 0 && errno == EINTR);
-    return rc;
-}
-
 void *ferry__map(int fd, size_t size, bool writable)
 {
     int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
@@ -737,4 +728,338 @@ int ferry__page_faults(uint64_t *minor, uint64_t *major)
     if (major)
         *major = (uint64_t)ru.ru_majflt;
     return 0;
+}
+
+/* ---- memory reservation ------------------------------------------------------------------ */
+
+#define FERRY__RESERVE_STEP ((uint64_t)64 << 20)
+#define FERRY__MARGIN_MIN ((uint64_t)64 << 20)
+/* Limits at or above this mean none: cgroup v1 writes 2^63 - 4096, v2 "max". */
+#define FERRY__NO_LIMIT ((uint64_t)1 << 62)
+
+/* Calls fn(arg, line) for each line of a file, terminated and without its newline, reading
+ * through a buffer on the stack; a line longer than the buffer is skipped. fn returns nonzero
+ * to stop. */
+static int each_line(const char *path, int (*fn)(void *arg, char *line), void *arg)
+{
+    char buf[1024];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t have = 0;
+    bool skipping = false, stop = false;
+    while (!stop) {
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (have > 0 && !skipping) {
+                buf[have] = '\0';
+                fn(arg, buf);
+            }
+            break;
+        }
+        have += (size_t)n;
+        size_t start = 0;
+        char *nl;
+        while (!stop && (nl = memchr(buf + start, '\n', have - start)) != NULL) {
+            *nl = '\0';
+            if (!skipping)
+                stop = fn(arg, buf + start) != 0;
+            skipping = false;
+            start = (size_t)(nl - buf) + 1;
+        }
+        memmove(buf, buf + start, have - start);
+        have -= start;
+        if (have == sizeof buf - 1) {
+            skipping = true;
+            have = 0;
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (strncmp(s, "max", 3) == 0) {
+        *v = UINT64_MAX;
+        return true;
+    }
+    if (*s < '0' || *s > '9')
+        return false;
+    *v = (uint64_t)strtoull(s, NULL, 10);
+    return true;
+}
+
+/* True when the comma-separated list holds word. */
+static bool list_has(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; p; p = strchr(p, ',')) {
+        if (*p == ',')
+            p++;
+        if (strncmp(p, word, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    }
+    return false;
+}
+
+/* Lowers *least to what is left below limit after used and the margin. */
+static void headroom_under(uint64_t limit, uint64_t used, uint64_t *least)
+{
+    if (limit >= FERRY__NO_LIMIT)
+        return;
+    uint64_t margin = limit / 32 > FERRY__MARGIN_MIN ? limit / 32 : FERRY__MARGIN_MIN;
+    if (margin > limit / 4) /* a small cgroup stays usable */
+        margin = limit / 4;
+    uint64_t room = used < limit && limit - used > margin ? limit - used - margin : 0;
+    if (room < *least)
+        *least = room;
+}
+
+typedef struct meminfo {
+    uint64_t total_kb, available_kb;
+    int found;
+} meminfo;
+
+static int meminfo_line(void *arg, char *line)
+{
+    meminfo *m = arg;
+    if (strncmp(line, "MemTotal:", 9) == 0 && parse_u64(line + 9, &m->total_kb))
+        m->found |= 1;
+    else if (strncmp(line, "MemAvailable:", 13) == 0 && parse_u64(line + 13, &m->available_kb))
+        m->found |= 2;
+    return m->found == 3;
+}
+
+/* The process's path in one cgroup hierarchy, from /proc/self/cgroup: "0::/path" for v2,
+ * "N:...,memory,...:/path" for the v1 memory controller. */
+typedef struct cgroup_find {
+    bool v2;
+    char path[1024];
+    bool found;
+} cgroup_find;
+
+static int cgroup_line(void *arg, char *line)
+{
+    cgroup_find *f = arg;
+    char *controllers = strchr(line, ':');
+    char *path = controllers ? strchr(controllers + 1, ':') : NULL;
+    if (!path)
+        return 0;
+    *controllers++ = '\0';
+    *path++ = '\0';
+    bool match = f->v2 ? strcmp(line, "0") == 0 && controllers[0] == '\0'
+                       : list_has(controllers, "memory");
+    if (!match || strlen(path) >= sizeof f->path)
+        return 0;
+    strcpy(f->path, path);
+    f->found = true;
+    return 1;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+    char *out = s;
+    for (; *s; s++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+            s += 3;
+        } else {
+            *out++ = *s;
+        }
+    }
+    *out = '\0';
+}
+
+/* The directory of the process's cgroup, from the mount of its hierarchy in
+ * /proc/self/mountinfo ("id parent dev root mountpoint options [tags] - fstype source super"):
+ * the mount point, then the cgroup's path below the mount's root. */
+typedef struct mount_find {
+    bool v2;
+    const char *cgroup;
+    char dir[PATH_MAX];
+    size_t base; /* length of the mount point: the walk up stops there */
+    bool found;
+} mount_find;
+
+static int mount_line(void *arg, char *line)
+{
+    mount_find *f = arg;
+    char *field[6], *s = line, *t;
+    for (int i = 0; i < 6; i++)
+        if ((field[i] = strsep(&s, " ")) == NULL)
+            return 0;
+    while ((t = strsep(&s, " ")) != NULL && strcmp(t, "-") != 0) {
+    }
+    char *fstype = strsep(&s, " ");
+    char *source = strsep(&s, " ");
+    char *super = strsep(&s, " ");
+    if (!t || !fstype || !source || !super)
+        return 0;
+    if (f->v2 ? strcmp(fstype, "cgroup2") != 0
+              : strcmp(fstype, "cgroup") != 0 || !list_has(super, "memory"))
+        return 0;
+    unescape(field[3]);
+    unescape(field[4]);
+    const char *root = field[3], *below = f->cgroup;
+    if (strcmp(root, "/") != 0) {
+        size_t n = strlen(root);
+        if (strncmp(below, root, n) != 0 || (below[n] != '/' && below[n] != '\0'))
+            return 0; /* this mount does not show the process's cgroup */
+        below += n;
+    }
+    if (strcmp(below, "/") == 0)
+        below = "";
+    int n = snprintf(f->dir, sizeof f->dir, "%s%s", field[4], below);
+    if (n < 0 || (size_t)n >= sizeof f->dir)
+        return 0;
+    f->base = strlen(field[4]);
+    f->found = true;
+    return 1;
+}
+
+/* Reads the number in the file name of directory dir (of length len, capacity PATH_MAX). */
+static bool read_u64_in(char *dir, size_t len, const char *name, uint64_t *v)
+{
+    char buf[64];
+    int n = snprintf(dir + len, PATH_MAX - len, "/%s", name);
+    bool ok = n > 0 && (size_t)n < PATH_MAX - len && read_small(dir, buf, sizeof buf) == 0 &&
+              parse_u64(buf, v);
+    dir[len] = '\0';
+    return ok;
+}
+
+/* Page cache of a cgroup that reclaim can drop without writing: inactive, not dirty. */
+typedef struct cgroup_stat {
+    const char *keys[3]; /* inactive file, dirty, writeback */
+    uint64_t values[3];
+} cgroup_stat;
+
+static int stat_line(void *arg, char *line)
+{
+    cgroup_stat *c = arg;
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(c->keys[i]);
+        if (strncmp(line, c->keys[i], n) == 0 && line[n] == ' ')
+            parse_u64(line + n, &c->values[i]);
+    }
+    return 0;
+}
+
+static uint64_t cgroup_reclaimable(char *dir, size_t len, bool v2)
+{
+    cgroup_stat c = {{"total_inactive_file", "total_dirty", "total_writeback"}, {0, 0, 0}};
+    if (v2) {
+        c.keys[0] = "inactive_file";
+        c.keys[1] = "file_dirty";
+        c.keys[2] = "file_writeback";
+    }
+    int n = snprintf(dir + len, PATH_MAX - len, "/memory.stat");
+    if (n > 0 && (size_t)n < PATH_MAX - len)
+        each_line(dir, stat_line, &c);
+    dir[len] = '\0';
+    uint64_t busy = c.values[1] + c.values[2];
+    return c.values[0] > busy ? c.values[0] - busy : 0;
+}
+
+/* Walks from the process's cgroup up to the root of the hierarchy's mount. */
+static void cgroup_headroom(bool v2, uint64_t *least)
+{
+    cgroup_find cg = {.v2 = v2};
+    if (each_line("/proc/self/cgroup", cgroup_line, &cg) != 0 || !cg.found)
+        return;
+    mount_find m = {.v2 = v2, .cgroup = cg.path};
+    if (each_line("/proc/self/mountinfo", mount_line, &m) != 0 || !m.found)
+        return;
+    const char *limit_name = v2 ? "memory.max" : "memory.limit_in_bytes";
+    const char *usage_name = v2 ? "memory.current" : "memory.usage_in_bytes";
+    size_t len = strlen(m.dir);
+    for (;;) {
+        uint64_t limit, usage;
+        if (read_u64_in(m.dir, len, limit_name, &limit) && limit < FERRY__NO_LIMIT &&
+            read_u64_in(m.dir, len, usage_name, &usage)) {
+            uint64_t reclaimable = cgroup_reclaimable(m.dir, len, v2);
+            headroom_under(limit, usage > reclaimable ? usage - reclaimable : 0, least);
+        }
+        if (len <= m.base)
+            break;
+        while (len > m.base && m.dir[len - 1] != '/')
+            len--;
+        if (len > m.base)
+            len--;
+        m.dir[len] = '\0';
+    }
+}
+
+uint64_t ferry__memory_headroom(void)
+{
+    uint64_t least = UINT64_MAX;
+    meminfo mi = {0, 0, 0};
+    if (each_line("/proc/meminfo", meminfo_line, &mi) == 0 && mi.found == 3 &&
+        mi.available_kb <= mi.total_kb)
+        headroom_under(mi.total_kb * 1024, (mi.total_kb - mi.available_kb) * 1024, &least);
+    cgroup_headroom(true, &least);
+    cgroup_headroom(false, &least);
+    return least;
+}
+
+static int allocate(int fd, int mode, uint64_t offset, uint64_t len)
+{
+    int rc;
+    do {
+        rc = fallocate(fd, mode, (off_t)offset, (off_t)len);
+    } while (rc != 0 && errno == EINTR);
+    return rc;
+}
+
+/* For file systems without fallocate: writing the range allocates it (or fails with ENOSPC). */
+static int write_zeros(int fd, uint64_t offset, uint64_t len)
+{
+    static const char zeros[FERRY__PREFAULT_PAGE];
+    while (len > 0) {
+        size_t n = len < sizeof zeros ? (size_t)len : sizeof zeros;
+        ssize_t w = pwrite(fd, zeros, n, (off_t)offset);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        offset += (uint64_t)w;
+        len -= (uint64_t)w;
+    }
+    return 0;
+}
+
+int ferry__fd_reserve(int fd, uint64_t offset, uint64_t len)
+{
+    uint64_t done = 0;
+    while (done < len) {
+        /* Checked again before each step: others take memory meanwhile, and so did the step
+         * before. Memory a cgroup would have to find is refused here, before the charge, because
+         * the kernel answers a charge it cannot meet with its OOM killer, not with an error. */
+        if (ferry__memory_headroom() < len - done) {
+            errno = ENOMEM;
+            goto fail;
+        }
+        uint64_t step = len - done < FERRY__RESERVE_STEP ? len - done : FERRY__RESERVE_STEP;
+        int rc = allocate(fd, 0, offset + done, step);
+        if (rc != 0 && errno == EOPNOTSUPP)
+            rc = write_zeros(fd, offset + done, step);
+        if (rc != 0)
+            goto fail;
+        done += step;
+    }
+    return 0;
+fail: {
+    int e = errno;
+    if (done > 0)
+        allocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, done);
+    errno = e;
+    return -1;
+}
 }
