@@ -10,12 +10,20 @@
  * publish. Every welcome the publisher sends must pass the subscriber's own checks, and once every
  * socket is closed the publisher must be back where it started: no subscriber, no descriptor
  * more, no chunk on loan or referenced beyond its history.
+ * Even with bit 1 set: a program run by a forged publisher (a socket it listens on in the topic
+ * directory) against a real subscriber of this process: its hello must carry no descriptor; then
+ * welcomes (maybe bent) with the two segments, none, one, swapped, with extra or wrong
+ * descriptors, sealed or not; raw datagrams and attachments with descriptors; wake-ups up to a
+ * flood; writes into the forged segments; shrinking them; hang-ups; and the subscriber waiting,
+ * taking and releasing between them. Every sample it takes must lie inside the forged read-only
+ * mapping, and once it is destroyed no descriptor or mapping may be left.
  */
 #include "core/core.h"
 #include "fuzz_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -400,12 +408,385 @@ static void fuzz_publisher(const uint8_t *d, size_t n)
     FZ_ASSERT(fz_find_maps("memfd:ferry-conn", "rw-s", NULL, 0) == 0);
 }
 
+/* ---- a live subscriber and a forged publisher ------------------------------------------------- */
+
+#define FS_TOPIC "/fuzz/sub"
+#define FS_CHUNKS 4
+#define FS_MAX_OPS 32
+
+static struct {
+    bool ready;
+    char root[64];
+    char listen_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char tmp_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    ferry_node *node;
+} fs;
+
+static void fs_teardown(void)
+{
+    if (fs.node)
+        ferry_node_destroy(fs.node);
+    fz_rmrf(fs.root);
+}
+
+static void fs_setup(void)
+{
+    if (fs.ready)
+        return;
+    snprintf(fs.root, sizeof fs.root, "/tmp/ferry-fuzz-XXXXXX");
+    FZ_ASSERT(mkdtemp(fs.root) != NULL);
+    ferry_node_options no;
+    ferry_node_options_init(&no);
+    no.dir = fs.root;
+    no.domain = 8;
+    no.name = "fuzzsub";
+    no.log = fz_log_quiet;
+    FZ_ASSERT(ferry_node_create(&fs.node, &no) == FERRY_OK);
+    int n = snprintf(fs.listen_path, sizeof fs.listen_path, "%s/fuzz.sub/pub.fa4e000000000001.sock",
+                     ferry_node_dir(fs.node));
+    FZ_ASSERT(n > 0 && (size_t)n < sizeof fs.listen_path);
+    n = snprintf(fs.tmp_path, sizeof fs.tmp_path, "%s/fuzz.sub/.fake.tmp", ferry_node_dir(fs.node));
+    FZ_ASSERT(n > 0 && (size_t)n < sizeof fs.tmp_path);
+    atexit(fs_teardown);
+    fs.ready = true;
+}
+
+/* A publisher's segments made by hand: a data segment of FS_CHUNKS one-page chunks, each with a
+ * valid header, and a connection segment whose ring names the first queued chunks. */
+typedef struct fs_segs {
+    int data_fd, conn_fd;
+    uint8_t *data;
+    ferry__conn_header *conn;
+    uint64_t data_size, conn_size;
+    ferry__welcome w;
+} fs_segs;
+
+static int fs_memfd(const char *name, uint64_t size, bool seal)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    FZ_ASSERT(fd >= 0);
+    FZ_ASSERT(ftruncate(fd, (off_t)size) == 0);
+    if (seal)
+        FZ_ASSERT(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    return fd;
+}
+
+static void fs_build(fs_segs *s, uint32_t depth, uint32_t queued, bool seal)
+{
+    memset(s, 0, sizeof *s);
+    s->data_size = FERRY__PAGE * (1 + FS_CHUNKS);
+    s->data_fd = fs_memfd("fuzz-data", s->data_size, seal);
+    s->data = mmap(NULL, s->data_size, PROT_READ | PROT_WRITE, MAP_SHARED, s->data_fd, 0);
+    FZ_ASSERT(s->data != MAP_FAILED);
+    ferry__data_header *dh = (ferry__data_header *)s->data;
+    dh->magic = FERRY__DATA_MAGIC;
+    dh->version = FERRY_PROTOCOL_VERSION;
+    dh->header_size = sizeof *dh;
+    dh->segment_size = s->data_size;
+    dh->table_offset = 128;
+    dh->arena_offset = FERRY__PAGE;
+    dh->payload_offset = 64;
+    dh->publisher_id = 0xfa4e000000000001ull;
+    dh->max_chunks = FS_CHUNKS;
+    ferry__chunk_entry *table = (ferry__chunk_entry *)(s->data + 128);
+    for (uint32_t i = 0; i < FS_CHUNKS; i++) {
+        table[i].offset = FERRY__PAGE * (1 + i);
+        table[i].capacity = FERRY__PAGE - 64;
+        ferry__chunk_header *h = (ferry__chunk_header *)(s->data + table[i].offset);
+        h->size = 100 + i;
+        h->sequence = i + 1;
+        h->publisher_id = dh->publisher_id;
+        h->index = i;
+        h->generation = 1;
+    }
+    uint32_t dcap = ferry__pow2_at_least(depth), rcap = ferry__pow2_at_least(FS_CHUNKS);
+    uint64_t doff, roff;
+    s->conn_size = ferry__conn_layout(dcap, rcap, &doff, &roff);
+    s->conn_fd = fs_memfd("fuzz-conn", s->conn_size, seal);
+    s->conn = mmap(NULL, s->conn_size, PROT_READ | PROT_WRITE, MAP_SHARED, s->conn_fd, 0);
+    FZ_ASSERT(s->conn != MAP_FAILED);
+    s->conn->magic = FERRY__CONN_MAGIC;
+    s->conn->version = FERRY_PROTOCOL_VERSION;
+    s->conn->header_size = sizeof *s->conn;
+    s->conn->size = s->conn_size;
+    s->conn->deliver_offset = doff;
+    s->conn->return_offset = roff;
+    s->conn->deliver_capacity = dcap;
+    s->conn->depth = depth;
+    s->conn->return_capacity = rcap;
+    uint64_t *slots = (uint64_t *)((uint8_t *)s->conn + doff);
+    if (queued > depth)
+        queued = depth;
+    if (queued > FS_CHUNKS)
+        queued = FS_CHUNKS;
+    for (uint32_t i = 0; i < queued; i++)
+        slots[i] = ferry__desc(i, 1);
+    atomic_store(&s->conn->deliver_head, queued);
+    ferry__welcome *w = &s->w;
+    memset(w, 0, sizeof *w);
+    w->magic = FERRY__MSG_MAGIC;
+    w->version = FERRY_PROTOCOL_VERSION;
+    w->kind = FERRY__MSG_WELCOME;
+    w->status = FERRY_OK;
+    w->pid = (int32_t)getpid();
+    w->publisher_id = dh->publisher_id;
+    w->type_hash = ferry_hash(FP_TYPE);
+    w->data_size = s->data_size;
+    w->table_offset = 128;
+    w->arena_offset = FERRY__PAGE;
+    w->payload_offset = 64;
+    w->conn_size = s->conn_size;
+    w->max_chunks = FS_CHUNKS;
+    w->depth = depth;
+    w->deliver_capacity = dcap;
+    w->return_capacity = rcap;
+    snprintf(w->type_name, sizeof w->type_name, "%s", FP_TYPE);
+}
+
+static void fs_free(fs_segs *s)
+{
+    if (s->data)
+        munmap(s->data, s->data_size);
+    if (s->conn)
+        munmap(s->conn, s->conn_size);
+    close(s->data_fd);
+    close(s->conn_fd);
+    s->data = NULL;
+    s->conn = NULL;
+}
+
+static int fs_listen(void)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    FZ_ASSERT(fd >= 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, fs.tmp_path, strlen(fs.tmp_path) + 1);
+    unlink(fs.tmp_path);
+    FZ_ASSERT(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    FZ_ASSERT(listen(fd, 4) == 0);
+    FZ_ASSERT(rename(fs.tmp_path, fs.listen_path) == 0);
+    return fd;
+}
+
+/* The samples taken lie inside a read-only mapping of the forged data segment; every one of
+ * their pages is read. */
+static void fs_take(ferry_subscriber *sub, ferry_sample *held, int *nheld, unsigned release)
+{
+    while (*nheld < 4) {
+        ferry_sample *s = &held[*nheld];
+        if (ferry_take(sub, s) != FERRY_OK)
+            break;
+        fz_map m[4];
+        int n = fz_find_maps("memfd:fuzz-data", "r--s", m, 4);
+        bool inside = false;
+        const uint8_t *d = s->data;
+        for (int i = 0; i < n && i < 4; i++)
+            inside |= d >= m[i].start && s->size <= m[i].len && d <= m[i].start + m[i].len - s->size;
+        FZ_ASSERT(inside);
+        volatile uint8_t x = 0;
+        for (size_t i = 0; i < s->size; i += 256)
+            x ^= d[i];
+        (void)x;
+        (*nheld)++;
+    }
+    while (*nheld > 0 && release-- > 0)
+        FZ_ASSERT(ferry_release(sub, &held[--*nheld]) == FERRY_OK);
+}
+
+/* Descriptors for a welcome, by kind: the two segments as they are, none, one, swapped, with a
+ * third (a pipe), an eventfd and a pipe, two of /dev/null, or unsealed segments (made by the
+ * caller). Returns the count; *extra gets descriptors to close afterwards. */
+static int fs_welcome_fds(unsigned kind, const fs_segs *s, int *fds, int *extra, int *nextra)
+{
+    int p[2];
+    *nextra = 0;
+    switch (kind % 7) {
+    case 0:
+        fds[0] = s->data_fd;
+        fds[1] = s->conn_fd;
+        return 2;
+    case 1:
+        return 0;
+    case 2:
+        fds[0] = s->data_fd;
+        return 1;
+    case 3:
+        fds[0] = s->conn_fd;
+        fds[1] = s->data_fd;
+        return 2;
+    case 4:
+        FZ_ASSERT(pipe2(p, O_CLOEXEC) == 0);
+        close(p[1]);
+        fds[0] = s->data_fd;
+        fds[1] = s->conn_fd;
+        fds[2] = extra[(*nextra)++] = p[0];
+        return 3;
+    case 5:
+        FZ_ASSERT(pipe2(p, O_CLOEXEC) == 0);
+        close(p[1]);
+        fds[0] = extra[(*nextra)++] = eventfd(0, EFD_CLOEXEC);
+        fds[1] = extra[(*nextra)++] = p[0];
+        return 2;
+    default:
+        fds[0] = extra[(*nextra)++] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        fds[1] = extra[(*nextra)++] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        return 2;
+    }
+}
+
+static void fuzz_subscriber(const uint8_t *d, size_t n)
+{
+    fs_setup();
+    fz_reader r = {d, n};
+    uint8_t opts = fz_u8(&r);
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.depth = 1 + (opts & 3);
+    so.max_held = 4;
+    int base = fz_fd_count();
+    ferry_subscriber *sub = NULL;
+    FZ_ASSERT(ferry_subscriber_create(&sub, fs.node, FS_TOPIC, FP_TYPE, ferry_hash(FP_TYPE), &so) ==
+              FERRY_OK);
+    int lfd = fs_listen();
+    int sock = -1;
+    for (int k = 0; k < 200 && sock < 0; k++) {
+        (void)ferry_subscriber_wait_publishers(sub, 1, 0);
+        sock = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (sock < 0)
+            usleep(200);
+    }
+    FZ_ASSERT(sock >= 0);
+    /* The hello comes at once and carries no descriptor. */
+    ferry__hello h;
+    int hfds[4];
+    int hn = 4;
+    ssize_t got = -1;
+    for (int k = 0; k < 200 && got < 0; k++) {
+        got = ferry__recv_msg(sock, &h, sizeof h, hfds, &hn);
+        if (got < 0)
+            usleep(200);
+    }
+    FZ_ASSERT(got == (ssize_t)sizeof h && hn == 0);
+    FZ_ASSERT(ferry__hello_decode(&h, sizeof h, &h) == FERRY_OK);
+
+    fs_segs segs;
+    bool built = false;
+    ferry_sample held[4];
+    int nheld = 0;
+    static uint8_t dgram[FP_MAX_DATAGRAM];
+    for (int ops = 0; ops < FS_MAX_OPS && fz_more(&r); ops++) {
+        uint8_t op = fz_u8(&r);
+        switch (op % 8) {
+        case 0: { /* a welcome, maybe bent, with descriptors of some kind */
+            if (built || sock < 0)
+                break;
+            uint8_t how = fz_u8(&r);
+            fs_build(&segs, h.depth, fz_u8(&r) % 5, (how & 0x80) == 0);
+            built = true;
+            ferry__welcome w = segs.w;
+            unsigned patches = (how >> 3) & 7;
+            for (unsigned i = 0; i < patches; i++)
+                ((uint8_t *)&w)[fz_u16(&r) % sizeof w] = fz_u8(&r);
+            int fds[4], extra[4], nextra;
+            int nfds = fs_welcome_fds(how & 7, &segs, fds, extra, &nextra);
+            (void)ferry__send_msg(sock, &w, sizeof w, fds, nfds);
+            for (int i = 0; i < nextra; i++)
+                close(extra[i]);
+            break;
+        }
+        case 1: { /* raw bytes */
+            size_t len = fz_u16(&r) % FP_MAX_DATAGRAM;
+            unsigned fdkind = fz_u8(&r);
+            memset(dgram, 0, len);
+            fz_bytes(&r, dgram, len);
+            if (sock >= 0)
+                send_with_fds(sock, dgram, len, fdkind);
+            break;
+        }
+        case 2: { /* an attachment: a key and up to four descriptors, maybe bent */
+            ferry__attach_msg m;
+            memset(&m, 0, sizeof m);
+            m.magic = FERRY__MSG_MAGIC;
+            m.version = FERRY_PROTOCOL_VERSION;
+            m.kind = FERRY__MSG_ATTACH;
+            m.key = fz_u8(&r) % 3;
+            unsigned fdkind = fz_u8(&r);
+            int fds[4] = {-1, -1, -1, -1};
+            int nfds = make_fds(fdkind, fds);
+            m.nfds = (fdkind & 0x80) ? fz_u8(&r) % 6 : (uint32_t)nfds;
+            if (sock >= 0)
+                (void)ferry__send_msg(sock, &m, sizeof m, fds, nfds);
+            for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+            break;
+        }
+        case 3: { /* wake-ups, up to a flood */
+            ferry__bye b;
+            ferry__wake_init(&b);
+            unsigned times = 1 + fz_u8(&r) % (3 * FERRY__WAKE_FLOOD);
+            for (unsigned k = 0; k < times && sock >= 0; k++)
+                (void)ferry__send_msg(sock, &b, sizeof b, NULL, 0);
+            break;
+        }
+        case 4: /* the forged publisher writes its connection segment and chunk headers */
+            if (built) {
+                size_t at = fz_u16(&r) % segs.conn_size;
+                uint8_t v = fz_u8(&r);
+                if (op & 0x80)
+                    segs.data[FERRY__PAGE + fz_u16(&r) % (segs.data_size - FERRY__PAGE)] = v;
+                else
+                    ((uint8_t *)segs.conn)[at] = v;
+            }
+            break;
+        case 5: /* the subscriber works */
+            (void)ferry_subscriber_wait_publishers(sub, 1, 0);
+            (void)ferry_wait(sub, 0);
+            fs_take(sub, held, &nheld, fz_u8(&r) % 5);
+            break;
+        case 6: /* an unsealed segment shrinks under the subscriber */
+            if (built && (op & 0x80))
+                (void)ftruncate(fz_u8(&r) & 1 ? segs.conn_fd : segs.data_fd, 0);
+            break;
+        default: /* hang up */
+            if (sock >= 0)
+                close(sock);
+            sock = -1;
+            break;
+        }
+    }
+    if (sock >= 0)
+        close(sock);
+    close(lfd);
+    unlink(fs.listen_path);
+    for (int k = 0; k < 20; k++) {
+        (void)ferry_subscriber_wait_publishers(sub, 1, 0);
+        fs_take(sub, held, &nheld, 4);
+    }
+    while (nheld > 0)
+        FZ_ASSERT(ferry_release(sub, &held[--nheld]) == FERRY_OK);
+    FZ_ASSERT(ferry_subscriber_destroy(sub) == FERRY_OK);
+    if (built)
+        fs_free(&segs);
+    /* Nothing the forged publisher sent stays: no descriptor, no mapping. */
+    if (fz_fd_count() != base) {
+        fprintf(stderr, "descriptors: %d, %d before the subscriber\n", fz_fd_count(), base);
+        fz_fd_dump();
+    }
+    FZ_ASSERT(fz_fd_count() == base);
+    FZ_ASSERT(fz_find_maps("memfd:fuzz-", "r--s", NULL, 0) == 0);
+    FZ_ASSERT(fz_find_maps("memfd:fuzz-", "rw-s", NULL, 0) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
     if (data[0] & 1)
         fuzz_publisher(data + 1, size - 1);
+    else if (data[0] & 2)
+        fuzz_subscriber(data + 1, size - 1);
     else
         fuzz_decoders(data + 1, size - 1);
     return 0;
