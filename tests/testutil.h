@@ -30,6 +30,19 @@
 #define TU_WAIT_NS (10 * TU_SEC)
 #define TU_WAIT_MS 10000
 
+/* How much slower a sanitizer makes the code: bounds on how long something may take scale by
+ * it (a stall that a bound is there to catch is far longer still). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TU_SLOWDOWN 5
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TU_SLOWDOWN 5
+#endif
+#endif
+#ifndef TU_SLOWDOWN
+#define TU_SLOWDOWN 1
+#endif
+
 _Noreturn void tu_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

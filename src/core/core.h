@@ -434,7 +434,6 @@ static inline int64_t ferry__remaining(int64_t deadline)
 /* Epoll tags: kind in the top byte, slot and connection generation below. */
 enum {
     FERRY__TAG_LISTEN = 1,
-    FERRY__TAG_NOTIFY = 2,
     FERRY__TAG_WATCH = 3,
     FERRY__TAG_CONN = 4,
     FERRY__TAG_PENDING = 5, /* a publisher's accepted connection whose hello has not come */

@@ -24,7 +24,6 @@ int ferry__memfd_seals(int fd, unsigned *seals);               /* the seals it c
 int ferry__fd_reopen_readonly(int fd);                         /* a new read-only description */
 int ferry__fd_size(int fd, uint64_t *size);
 int ferry__fd_is_memfd(int fd);                                /* 1 yes, 0 no, -1 error */
-int ferry__fd_is_eventfd(int fd);                              /* 1 yes, 0 no, -1 error */
 /* Reserves the pages of [offset, offset+len), a range that holds no data yet, so that writing
  * them later cannot fail with SIGBUS, and only while the memory is there to take: in steps of
  * at most 64 MiB, each after checking that what is left to reserve fits in

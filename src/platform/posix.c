@@ -101,11 +101,6 @@ int ferry__fd_is_memfd(int fd)
     return fd_link_starts_with(fd, "/memfd:");
 }
 
-int ferry__fd_is_eventfd(int fd)
-{
-    return fd_link_starts_with(fd, "anon_inode:[eventfd]");
-}
-
 void *ferry__map(int fd, size_t size, bool writable)
 {
     int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
