@@ -27,15 +27,17 @@ static void usage(FILE *to)
           "checks) at a fixed rate. SIGINT or SIGTERM stops it cleanly.\n"
           "\n"
           "options:\n"
-          "  --size BYTES            frame size, >= 64; suffixes k, M, G (default 1M)\n"
-          "  --rate HZ               frames per second; 0 publishes as fast as possible\n"
-          "                          (default 30)\n"
+          "  --size BYTES            frame size, 64..1024G; suffixes k, M, G (default 1M)\n"
+          "  --rate HZ               frames per second, 0.01..100000; 0 publishes as fast as\n"
+          "                          possible (default 30)\n"
           "  --count N               stop after N frame periods (a frame skipped for a full\n"
           "                          pool counts); 0 publishes for ever (default 0)\n"
-          "  --wait-subscribers N    wait for N subscribers before the first frame (default 0)\n"
-          "  --history N             keep the last N frames for late joiners (default 0)\n"
-          "  --pool BYTES            byte cap of the publisher's pool (default: the library's,\n"
-          "                          raised to 4 frames when smaller)\n"
+          "  --wait-subscribers N    wait for N subscribers (0..1024) before the first frame\n"
+          "                          (default 0)\n"
+          "  --history N             keep the last N frames for late joiners, 0..4096 and below\n"
+          "                          the publisher's chunks (256) (default 0)\n"
+          "  --pool BYTES            byte cap of the publisher's pool, 8k..4096G (default: the\n"
+          "                          library's, raised to 4 frames when smaller)\n"
           "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
           "                          their pixel bytes are a synthetic frame (echo --verify)\n"
           "  --encoding ENC          image encoding (default rgb8)\n"
@@ -44,7 +46,7 @@ static void usage(FILE *to)
           "                          step 16); their point bytes are a synthetic frame\n"
           "  --frame-id ID           image or cloud frame_id (default: the topic's last\n"
           "                          segment)\n"
-          "  --domain N              domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --domain N              domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH              root of the domain directories (default $FERRY_DIR, else\n"
           "                          /dev/shm/ferry-<uid>)\n"
           "  -h, --help              print this help\n",
@@ -59,12 +61,28 @@ typedef struct pub_args {
     uint64_t count;
     uint64_t wait_subscribers;
     uint64_t history;
+    const char *history_arg; /* as given, for a message about the chunk count */
     size_t pool;
     uint32_t width, height;
     bool cloud; /* width x height are points, not pixels */
     const char *encoding;
     const char *frame_id;
 } pub_args;
+
+/* The library keeps the history below the chunk count, so a loan always finds a chunk: false
+ * after a message when it is not. */
+static bool history_fits(const pub_args *a, uint32_t chunks)
+{
+    cli_range r = cli_ranges[CLI_R_PUB_HISTORY];
+    char note[64];
+
+    if (a->history < chunks) return true;
+    if (r.hi > chunks - 1) r.hi = chunks - 1;
+    snprintf(note, sizeof note, "must also be below the publisher's %" PRIu32 " chunks", chunks);
+    r.note = note;
+    cli_range_fail(CMD, &r, a->history_arg);
+    return false;
+}
 
 static int parse_args(int argc, char **argv, pub_args *a)
 {
@@ -98,42 +116,39 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    ferry_publisher_options d;
     int c;
 
     memset(a, 0, sizeof *a);
     a->size = 1u << 20;
     a->rate = 30.0;
     a->encoding = "rgb8";
-    if (!cli_where_from_env(&a->where)) return 2;
+    if (!cli_where_from_env(CMD, &a->where)) return 2;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         switch (c) {
         case O_SIZE:
-            if (!cli_parse_size(optarg, &a->size) || a->size < sizeof(cli_frame_header))
-                return cli_fail(CMD, 2, "invalid --size '%s' (bytes, at least %zu)", optarg,
-                                sizeof(cli_frame_header));
+            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_SIZE], optarg, &a->size)) return 2;
             break;
         case O_RATE:
-            if (!cli_parse_double(optarg, &a->rate) || a->rate < 0.0 || a->rate > 1e9)
-                return cli_fail(CMD, 2, "invalid --rate '%s' (Hz, 0 for as fast as possible)",
-                                optarg);
+            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_PUB_RATE], optarg, &a->rate)) return 2;
             break;
         case O_COUNT:
-            if (!cli_parse_u64(optarg, &a->count))
-                return cli_fail(CMD, 2, "invalid --count '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_COUNT], optarg, &a->count)) return 2;
             break;
         case O_WAIT:
-            if (!cli_parse_u64(optarg, &a->wait_subscribers) || a->wait_subscribers > UINT32_MAX)
-                return cli_fail(CMD, 2, "invalid --wait-subscribers '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS], optarg,
+                                 &a->wait_subscribers))
+                return 2;
             break;
         case O_HISTORY:
-            if (!cli_parse_u64(optarg, &a->history) || a->history > UINT32_MAX)
-                return cli_fail(CMD, 2, "invalid --history '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_HISTORY], optarg, &a->history))
+                return 2;
+            a->history_arg = optarg;
             break;
         case O_POOL:
-            if (!cli_parse_size(optarg, &a->pool) || a->pool == 0)
-                return cli_fail(CMD, 2, "invalid --pool '%s'", optarg);
+            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_POOL], optarg, &a->pool)) return 2;
             break;
         case O_IMAGE:
         case O_CLOUD: {
@@ -158,7 +173,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
             a->frame_id = optarg;
             break;
         case O_DOMAIN:
-            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
             break;
         case O_DIR:
             a->where.dir = optarg;
@@ -171,6 +186,8 @@ static int parse_args(int argc, char **argv, pub_args *a)
             return cli_option_error(CMD, c, argv);
         }
     }
+    ferry_publisher_options_init(&d);
+    if (!history_fits(a, d.max_chunks)) return 2;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     if (a->cloud) {
@@ -410,6 +427,8 @@ int ferry_cmd_pub(int argc, char **argv)
     else if (a.size <= SIZE_MAX / 4 && o.pool_bytes < 4 * a.size)
         o.pool_bytes = 4 * a.size;
     o.history = (uint32_t)a.history;
+    /* Room for every subscriber waited for, or the wait could never end. */
+    if (o.max_subscribers < a.wait_subscribers) o.max_subscribers = (uint32_t)a.wait_subscribers;
 
     cli_stop_on_signals();
     if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;
