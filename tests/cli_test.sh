@@ -152,8 +152,14 @@ expect_range() {
 # --count 1 everywhere: a value wrongly accepted must not keep a command running.
 expect_range pub_history '^ferry pub: --history 4096 is out of range: 0\.\.255 \(must also be' \
     pub /t --history 4096 --count 1
-expect_range pub_history_max '^ferry pub: --history 4097 is out of range: 0\.\.4096' \
-    pub /t --history 4097 --count 1
+expect_range pub_history_max '^ferry pub: --history 4097 is out of range: 0\.\.4096 \(must also' \
+    pub /t --history 4097 --count 1 --chunks 65536
+expect_range pub_history_chunks '^ferry pub: --history 300 is out of range: 0\.\.299 \(.*, 300\)$' \
+    pub /t --history 300 --chunks 300 --count 1
+expect_range pub_chunks '^ferry pub: --chunks 65537 is out of range: 1\.\.65536$' \
+    pub /t --chunks 65537 --count 1
+expect_range pub_chunks_min '^ferry pub: --chunks 0 is out of range: 1\.\.65536$' \
+    pub /t --chunks 0 --count 1
 expect_range pub_pool '^ferry pub: --pool 1 is out of range: 8k\.\.4096G bytes$' \
     pub /t --pool 1 --count 1
 expect_range pub_pool_max '^ferry pub: --pool 4097G is out of range: 8k\.\.4096G bytes$' \
@@ -234,6 +240,10 @@ run ends_pub pub /ends --size 64 --rate 100000 --count 3 --history 255 --pool 8k
 [ "$RC" -eq 0 ] || fail "ferry pub at the ends of its ranges exited $RC"
 run ends_pub_slow pub /ends --rate 0.01 --count 1 --size 64k
 [ "$RC" -eq 0 ] || fail "ferry pub --rate 0.01 --count 1 exited $RC"
+run ends_pub_history pub /ends --history 4096 --chunks 4097 --count 3 --size 64
+[ "$RC" -eq 0 ] || fail "ferry pub --history 4096 --chunks 4097 exited $RC"
+run ends_pub_chunks pub /ends --chunks 1 --count 3 --size 64
+[ "$RC" -eq 0 ] || fail "ferry pub --chunks 1 exited $RC"
 run ends_echo echo /ends --depth 4096 --history 4096 --timeout 0
 [ "$RC" -eq 0 ] || fail "ferry echo at the ends of its ranges exited $RC"
 run ends_hz hz /ends --window 1000000 --timeout 0

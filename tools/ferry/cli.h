@@ -65,6 +65,7 @@ typedef enum cli_range_id {
     CLI_R_PUB_RATE,
     CLI_R_PUB_WAIT_SUBSCRIBERS,
     CLI_R_PUB_HISTORY,
+    CLI_R_PUB_CHUNKS,
     CLI_R_PUB_POOL,
     CLI_R_SUB_DEPTH,
     CLI_R_SUB_HISTORY,

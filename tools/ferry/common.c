@@ -26,6 +26,7 @@
 #define LIB_SAMPLE_MAX ((uint64_t)1 << 40) /* max_sample_size */
 #define LIB_POOL_MAX ((uint64_t)1 << 42)   /* pool_bytes */
 #define LIB_HISTORY_MAX 4096u              /* publisher and subscriber history */
+#define LIB_CHUNKS_MAX 65536u              /* a publisher's max_chunks */
 #define LIB_SUBSCRIBERS_MAX 1024u          /* a publisher's max_subscribers */
 #define LIB_DEPTH_MAX 4096u                /* a subscriber's depth */
 /* Where size_t is narrower than 64 bits, it caps the byte options lower. */
@@ -43,7 +44,9 @@ const cli_range cli_ranges[CLI_R_END] = {
                         .unit = "Hz", .zero = "as fast as possible"},
     [CLI_R_PUB_WAIT_SUBSCRIBERS] = {.name = "--wait-subscribers", .kind = CLI_WHOLE,
                                     .hi = LIB_SUBSCRIBERS_MAX},
-    [CLI_R_PUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX},
+    [CLI_R_PUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX,
+                           .note = "must also be below --chunks"},
+    [CLI_R_PUB_CHUNKS] = {.name = "--chunks", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_CHUNKS_MAX},
     [CLI_R_PUB_POOL] = {.name = "--pool", .kind = CLI_BYTES, .lo = 2 * LIB_PAGE,
                         .hi = BYTES_MAX(LIB_POOL_MAX), .unit = "bytes"},
     [CLI_R_SUB_DEPTH] = {.name = "--depth", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_DEPTH_MAX},

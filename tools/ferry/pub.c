@@ -35,7 +35,9 @@ static void usage(FILE *to)
           "  --wait-subscribers N    wait for N subscribers (0..1024) before the first frame\n"
           "                          (default 0)\n"
           "  --history N             keep the last N frames for late joiners, 0..4096 and below\n"
-          "                          the publisher's chunks (256) (default 0)\n"
+          "                          --chunks (default 0)\n"
+          "  --chunks N              most chunks (frames) in the publisher's pool, 1..65536\n"
+          "                          (default: the library's, 256)\n"
           "  --pool BYTES            byte cap of the publisher's pool, 8k..4096G (default: the\n"
           "                          library's, raised to 4 frames when smaller)\n"
           "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
@@ -62,6 +64,7 @@ typedef struct pub_args {
     uint64_t wait_subscribers;
     uint64_t history;
     const char *history_arg; /* as given, for a message about the chunk count */
+    uint64_t chunks;         /* 0: the library's default */
     size_t pool;
     uint32_t width, height;
     bool cloud; /* width x height are points, not pixels */
@@ -71,14 +74,15 @@ typedef struct pub_args {
 
 /* The library keeps the history below the chunk count, so a loan always finds a chunk: false
  * after a message when it is not. */
-static bool history_fits(const pub_args *a, uint32_t chunks)
+static bool history_fits(const pub_args *a, uint64_t chunks)
 {
     cli_range r = cli_ranges[CLI_R_PUB_HISTORY];
     char note[64];
 
     if (a->history < chunks) return true;
     if (r.hi > chunks - 1) r.hi = chunks - 1;
-    snprintf(note, sizeof note, "must also be below the publisher's %" PRIu32 " chunks", chunks);
+    snprintf(note, sizeof note, "must also be below --chunks, %" PRIu64 "%s", chunks,
+             a->chunks != 0 ? "" : " by default");
     r.note = note;
     cli_range_fail(CMD, &r, a->history_arg);
     return false;
@@ -92,6 +96,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         O_COUNT,
         O_WAIT,
         O_HISTORY,
+        O_CHUNKS,
         O_POOL,
         O_IMAGE,
         O_ENCODING,
@@ -106,6 +111,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"count", required_argument, NULL, O_COUNT},
         {"wait-subscribers", required_argument, NULL, O_WAIT},
         {"history", required_argument, NULL, O_HISTORY},
+        {"chunks", required_argument, NULL, O_CHUNKS},
         {"pool", required_argument, NULL, O_POOL},
         {"image", required_argument, NULL, O_IMAGE},
         {"encoding", required_argument, NULL, O_ENCODING},
@@ -147,6 +153,10 @@ static int parse_args(int argc, char **argv, pub_args *a)
                 return 2;
             a->history_arg = optarg;
             break;
+        case O_CHUNKS:
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_CHUNKS], optarg, &a->chunks))
+                return 2;
+            break;
         case O_POOL:
             if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_POOL], optarg, &a->pool)) return 2;
             break;
@@ -187,7 +197,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         }
     }
     ferry_publisher_options_init(&d);
-    if (!history_fits(a, d.max_chunks)) return 2;
+    if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks)) return 2;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     if (a->cloud) {
@@ -427,6 +437,7 @@ int ferry_cmd_pub(int argc, char **argv)
     else if (a.size <= SIZE_MAX / 4 && o.pool_bytes < 4 * a.size)
         o.pool_bytes = 4 * a.size;
     o.history = (uint32_t)a.history;
+    if (a.chunks != 0) o.max_chunks = (uint32_t)a.chunks;
     /* Room for every subscriber waited for, or the wait could never end. */
     if (o.max_subscribers < a.wait_subscribers) o.max_subscribers = (uint32_t)a.wait_subscribers;
 
