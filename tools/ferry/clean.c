@@ -46,7 +46,7 @@ int ferry_cmd_clean(int argc, char **argv)
             if (!cli_parse_domain(CMD, optarg, &where.domain)) return 2;
             break;
         case O_DIR:
-            where.dir = optarg;
+            if (!cli_parse_dir(CMD, optarg, &where.dir)) return 2;
             break;
         case 'h':
             usage(stdout);

@@ -34,8 +34,12 @@ typedef struct cli_where {
 } cli_where;
 
 /* Fills w from FERRY_DIR and FERRY_DOMAIN. Returns false (after printing a message for cmd) when
- * FERRY_DOMAIN is not a valid domain number. */
+ * FERRY_DOMAIN is not a valid domain number or FERRY_DIR is set but empty. */
 bool cli_where_from_env(const char *cmd, cli_where *w);
+
+/* Parses --dir PATH. An empty PATH would quietly mean the default directory (a variable that
+ * expanded to nothing, `--dir "$D"`), so it is refused: false after a message. */
+bool cli_parse_dir(const char *cmd, const char *text, const char **out);
 
 /* Numeric option values. Every range a command accepts is one row of cli_ranges (common.c), the
  * library's own limits among them (options_resolve in src/core/publisher.c and subscriber.c),

@@ -219,13 +219,30 @@ bool cli_parse_domain(const char *cmd, const char *text, uint32_t *out)
     return true;
 }
 
+bool cli_parse_dir(const char *cmd, const char *text, const char **out)
+{
+    if (text == NULL || text[0] == '\0') {
+        cli_fail(cmd, 2, "--dir is empty: give the path of a directory, or leave --dir out for "
+                         "the default");
+        return false;
+    }
+    *out = text;
+    return true;
+}
+
 bool cli_where_from_env(const char *cmd, cli_where *w)
 {
     const char *dir = getenv("FERRY_DIR");
     const char *domain = getenv("FERRY_DOMAIN");
     uint64_t v;
 
-    w->dir = (dir != NULL && dir[0] != '\0') ? dir : NULL;
+    /* Set but empty is a mistake rather than a wish for the default, as with --dir. */
+    if (dir != NULL && dir[0] == '\0') {
+        cli_fail(cmd, 2, "FERRY_DIR is set but empty: give a directory, or unset it for "
+                         "/dev/shm/ferry-<uid>");
+        return false;
+    }
+    w->dir = dir;
     w->domain = 0;
     if (domain != NULL && domain[0] != '\0') {
         if (!cli_parse_whole(cmd, &cli_ranges[CLI_R_DOMAIN_ENV], domain, &v)) return false;

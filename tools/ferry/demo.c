@@ -954,7 +954,8 @@ int ferry_cmd_demo(int argc, char **argv)
             pin = true;
             break;
         case OPT_DIR:
-            dir = optarg;
+            if (!cli_parse_dir("demo", optarg, &dir))
+                return 2;
             break;
         case OPT_DOMAIN:
             domain = optarg;

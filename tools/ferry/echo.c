@@ -121,7 +121,7 @@ static int parse_args(int argc, char **argv, echo_args *a)
             if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
             break;
         case O_DIR:
-            a->where.dir = optarg;
+            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
             break;
         case 'h':
             usage(stdout);
