@@ -190,6 +190,26 @@ bad_value pub_count '^ferry pub: --count -1 is not a whole number: 0\.\.18446744
     pub /t --count -1
 bad_value pub_count_over '^ferry pub: --count 18446744073709551616 is out of range: 0\.\.' \
     pub /t --count 18446744073709551616
+bad_value pub_image_small '^ferry pub: --image 63x1 is out of range: 256\.\.1024G bytes a frame' \
+    pub /t --image 63x1 --encoding mono8 --count 1
+bad_value pub_image_big '^ferry pub: --image 100000x10000000 is out of range: 256\.\.1024G' \
+    pub /t --image 100000x10000000 --count 1
+bad_value pub_image_side '^ferry pub: --image 0x5 is out of range: 1\.\.4294967295 pixels a side$' \
+    pub /t --image 0x5 --count 1
+bad_value pub_image_side_max '^ferry pub: --image 4294967296x1 is out of range: 1\.\.4294967295 ' \
+    pub /t --image 4294967296x1 --count 1
+bad_value pub_image_text '^ferry pub: --image -1x5 is not WIDTHxHEIGHT: 1\.\.4294967295 pixels' \
+    pub /t --image -1x5 --count 1
+bad_value pub_image_row '^ferry pub: --image 2000000000x1 does not fit rgb8: rows of at most' \
+    pub /t --image 2000000000x1 --count 1
+bad_value pub_image_odd '^ferry pub: --image 3x3 does not fit nv12: .*sides even' \
+    pub /t --image 3x3 --encoding nv12 --count 1
+bad_value pub_encoding '^ferry pub: --encoding foo is not an image encoding' \
+    pub /t --image 64x64 --encoding foo --count 1
+bad_value pub_cloud_small '^ferry pub: --cloud 1x3 is out of range: 4\.\.268435199 points \(16' \
+    pub /t --cloud 1x3 --count 1
+bad_value pub_cloud_big '^ferry pub: --cloud 65536x4097 is out of range: 4\.\.268435199 points' \
+    pub /t --cloud 65536x4097 --count 1
 bad_value pub_wait '^ferry pub: --wait-subscribers 1025 is out of range: 0\.\.1024$' \
     pub /t --wait-subscribers 1025 --count 1
 bad_value pub_domain '^ferry pub: --domain 1024 is out of range: 0\.\.1023$' \
@@ -252,6 +272,10 @@ run ends_pub_history pub /ends --history 4096 --chunks 4097 --count 3 --size 64
 [ "$RC" -eq 0 ] || fail "ferry pub --history 4096 --chunks 4097 exited $RC"
 run ends_pub_chunks pub /ends --chunks 1 --count 3 --size 64
 [ "$RC" -eq 0 ] || fail "ferry pub --chunks 1 exited $RC"
+run ends_pub_image pub /ends_image --image 64x1 --encoding mono8 --count 1
+[ "$RC" -eq 0 ] || fail "ferry pub --image 64x1 --encoding mono8 exited $RC"
+run ends_pub_cloud pub /ends_cloud --cloud 2x2 --count 1
+[ "$RC" -eq 0 ] || fail "ferry pub --cloud 2x2 exited $RC"
 run ends_echo echo /ends --depth 4096 --history 4096 --timeout 0
 [ "$RC" -eq 0 ] || fail "ferry echo at the ends of its ranges exited $RC"
 run ends_hz hz /ends --window 1000000 --timeout 0

@@ -48,12 +48,13 @@ typedef enum cli_value_kind {
     CLI_WHOLE, /* digits only */
     CLI_BYTES, /* digits, then an optional suffix k, K, M or G (powers of 1024) */
     CLI_REAL,  /* a decimal number as strtod reads it; never nan or inf */
+    CLI_SIDES, /* WIDTHxHEIGHT, two CLI_WHOLE values, each in the range */
 } cli_value_kind;
 
 typedef struct cli_range {
     const char *name; /* as the user writes it: "--history", "FERRY_DOMAIN" */
     cli_value_kind kind;
-    uint64_t lo, hi;         /* CLI_WHOLE and CLI_BYTES */
+    uint64_t lo, hi;         /* CLI_WHOLE, CLI_BYTES, CLI_SIDES */
     double real_lo, real_hi; /* CLI_REAL */
     const char *unit;        /* printed after the range ("Hz"), or NULL */
     const char *zero;        /* when 0 is accepted below lo: what it means; else NULL */
@@ -71,6 +72,9 @@ typedef enum cli_range_id {
     CLI_R_PUB_HISTORY,
     CLI_R_PUB_CHUNKS,
     CLI_R_PUB_POOL,
+    CLI_R_PUB_IMAGE,
+    CLI_R_PUB_CLOUD,
+    CLI_R_PUB_CLOUD_POINTS,
     CLI_R_SUB_DEPTH,
     CLI_R_SUB_HISTORY,
     CLI_R_HZ_WINDOW,
@@ -88,10 +92,12 @@ extern const cli_range cli_ranges[CLI_R_END];
 /* Parses text, the value of the option r describes, and checks it against r: true with *out set,
  * else false after one line "ferry CMD: NAME TEXT is out of range: LO..HI ..." (or "is not a
  * number: ..."). cli_parse_whole takes CLI_WHOLE and CLI_BYTES ranges, cli_parse_bytes
- * CLI_BYTES, cli_parse_real CLI_REAL. */
+ * CLI_BYTES, cli_parse_real CLI_REAL, cli_parse_sides CLI_SIDES (whose hi fits 32 bits). */
 bool cli_parse_whole(const char *cmd, const cli_range *r, const char *text, uint64_t *out);
 bool cli_parse_bytes(const char *cmd, const cli_range *r, const char *text, size_t *out);
 bool cli_parse_real(const char *cmd, const cli_range *r, const char *text, double *out);
+bool cli_parse_sides(const char *cmd, const cli_range *r, const char *text, uint32_t *width,
+                     uint32_t *height);
 
 /* The message of cli_parse_* for a value text that parsed but is outside r, for checks that
  * depend on other options (r then holds the range those leave); returns 2. */
@@ -134,6 +140,8 @@ ferry_err cli_node(const cli_where *w, const char *name, ferry_node **out);
  * The type name and hash commands use for them. */
 #define CLI_FRAME_TYPE "ferry/synthetic_frame"
 #define CLI_FRAME_MAGIC 0x454d4152465952ULL /* "RYFRAME" */
+/* The points of `ferry pub --cloud`: x, y, z and intensity, float32 each. */
+#define CLI_CLOUD_POINT_STEP 16u
 
 typedef struct cli_frame_header {
     uint64_t magic;

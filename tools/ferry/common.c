@@ -49,6 +49,18 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_PUB_CHUNKS] = {.name = "--chunks", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_CHUNKS_MAX},
     [CLI_R_PUB_POOL] = {.name = "--pool", .kind = CLI_BYTES, .lo = 2 * LIB_PAGE,
                         .hi = BYTES_MAX(LIB_POOL_MAX), .unit = "bytes"},
+    /* Sides are the 32-bit width and height of the message headers (include/ferry/msg.h); the
+     * frame they make must also fit --size's range. */
+    [CLI_R_PUB_IMAGE] = {.name = "--image", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX,
+                         .unit = "pixels a side"},
+    [CLI_R_PUB_CLOUD] = {.name = "--cloud", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX,
+                         .unit = "points a side"},
+    /* At least a synthetic frame header; at most what keeps a cloud, with room for its header,
+     * within the 32-bit sizes of the ROS 2 wire format (ferry bridge). */
+    [CLI_R_PUB_CLOUD_POINTS] = {.name = "--cloud", .kind = CLI_WHOLE,
+                                .lo = sizeof(cli_frame_header) / CLI_CLOUD_POINT_STEP,
+                                .hi = (UINT32_MAX - 4096) / CLI_CLOUD_POINT_STEP,
+                                .unit = "points"},
     [CLI_R_SUB_DEPTH] = {.name = "--depth", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_DEPTH_MAX},
     [CLI_R_SUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX},
     [CLI_R_HZ_WINDOW] = {.name = "--window", .kind = CLI_WHOLE, .lo = 2, .hi = 1000000},
@@ -148,6 +160,7 @@ static void range_message(const char *cmd, const cli_range *r, const char *text,
         [CLI_WHOLE] = "is not a whole number",
         [CLI_BYTES] = "is not a size",
         [CLI_REAL] = "is not a number",
+        [CLI_SIDES] = "is not WIDTHxHEIGHT",
     };
     char lo[32], hi[32];
 
@@ -207,6 +220,31 @@ bool cli_parse_real(const char *cmd, const cli_range *r, const char *text, doubl
         return true;
     }
     range_message(cmd, r, text, p == NOT_A_NUMBER);
+    return false;
+}
+
+bool cli_parse_sides(const char *cmd, const cli_range *r, const char *text, uint32_t *width,
+                     uint32_t *height)
+{
+    const char *x = text != NULL ? strchr(text, 'x') : NULL;
+    char first[32];
+    uint64_t w = 0, h = 0;
+    parsed pw, ph;
+
+    if (x == NULL || (size_t)(x - text) >= sizeof first) {
+        range_message(cmd, r, text, true);
+        return false;
+    }
+    memcpy(first, text, (size_t)(x - text));
+    first[x - text] = '\0';
+    pw = parse_whole(first, false, &w);
+    ph = parse_whole(x + 1, false, &h);
+    if (pw == PARSED && ph == PARSED && w >= r->lo && w <= r->hi && h >= r->lo && h <= r->hi) {
+        *width = (uint32_t)w;
+        *height = (uint32_t)h;
+        return true;
+    }
+    range_message(cmd, r, text, pw == NOT_A_NUMBER || ph == NOT_A_NUMBER);
     return false;
 }
 

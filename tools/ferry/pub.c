@@ -17,7 +17,6 @@
 #define CMD "pub"
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
-#define CLOUD_POINT_STEP 16u
 
 static void usage(FILE *to)
 {
@@ -41,11 +40,13 @@ static void usage(FILE *to)
           "  --pool BYTES            byte cap of the publisher's pool, 8k..4096G (default: the\n"
           "                          library's, raised to 4 frames when smaller)\n"
           "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
-          "                          their pixel bytes are a synthetic frame (echo --verify)\n"
+          "                          their pixel bytes are a synthetic frame (echo --verify);\n"
+          "                          a frame, header included, takes 256..1024G bytes\n"
           "  --encoding ENC          image encoding (default rgb8)\n"
           "  --cloud WxH             publish sensor_msgs/PointCloud2 frames of H rows of W\n"
           "                          points instead, fields x y z intensity (float32, point\n"
-          "                          step 16); their point bytes are a synthetic frame\n"
+          "                          step 16), 4..268435199 points; their point bytes are a\n"
+          "                          synthetic frame\n"
           "  --frame-id ID           image or cloud frame_id (default: the topic's last\n"
           "                          segment)\n"
           "  --domain N              domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
@@ -67,7 +68,8 @@ typedef struct pub_args {
     uint64_t chunks;         /* 0: the library's default */
     size_t pool;
     uint32_t width, height;
-    bool cloud; /* width x height are points, not pixels */
+    const char *sides_arg; /* WIDTHxHEIGHT as given */
+    bool cloud;            /* width x height are points, not pixels */
     const char *encoding;
     const char *frame_id;
 } pub_args;
@@ -86,6 +88,59 @@ static bool history_fits(const pub_args *a, uint64_t chunks)
     r.note = note;
     cli_range_fail(CMD, &r, a->history_arg);
     return false;
+}
+
+/* The sample of a --cloud frame: its header, padded to 64 bytes, then the points. False after
+ * a message when they cannot hold a synthetic frame or are too many to carry. */
+static bool cloud_size(pub_args *a)
+{
+    cli_range r = cli_ranges[CLI_R_PUB_CLOUD_POINTS];
+    uint64_t points = (uint64_t)a->width * a->height;
+    char note[64];
+
+    if (points < r.lo || points > r.hi) {
+        snprintf(note, sizeof note, "%u bytes each; this is %" PRIu64, CLI_CLOUD_POINT_STEP,
+                 points);
+        r.note = note;
+        cli_range_fail(CMD, &r, a->sides_arg);
+        return false;
+    }
+    a->size = ((sizeof(ferry_pointcloud_header) + 63) / 64) * 64 +
+              (size_t)(points * CLI_CLOUD_POINT_STEP);
+    return true;
+}
+
+/* The sample of an --image frame: its header, padded to 64 bytes, then the pixels, which must
+ * hold a synthetic frame; the whole within --size's range. False after a message when not. */
+static bool image_size(pub_args *a)
+{
+    uint64_t header = ((sizeof(ferry_image_header) + 63) / 64) * 64, frame;
+    cli_range r = cli_ranges[CLI_R_PUB_SIZE];
+    ferry_image_layout l;
+    char note[96];
+
+    if (ferry_image_layout_get(a->encoding, 2, 2, 0, &l) != FERRY_OK) {
+        cli_fail(CMD, 2, "--encoding %s is not an image encoding (docs/msg.md lists them)",
+                 a->encoding);
+        return false;
+    }
+    if (ferry_image_layout_get(a->encoding, a->width, a->height, 0, &l) != FERRY_OK) {
+        cli_fail(CMD, 2, "--image %s does not fit %s: rows of at most %" PRIu32 " bytes, sides "
+                 "even where the encoding subsamples", a->sides_arg, a->encoding, UINT32_MAX);
+        return false;
+    }
+    frame = l.data_size > UINT64_MAX - header ? UINT64_MAX : header + l.data_size;
+    r.name = "--image";
+    r.lo = header + sizeof(cli_frame_header);
+    r.unit = "bytes a frame";
+    if (frame < r.lo || frame > r.hi) {
+        snprintf(note, sizeof note, "%s, header and pixels: %" PRIu64, a->encoding, frame);
+        r.note = note;
+        cli_range_fail(CMD, &r, a->sides_arg);
+        return false;
+    }
+    a->size = (size_t)frame;
+    return true;
 }
 
 static int parse_args(int argc, char **argv, pub_args *a)
@@ -161,18 +216,13 @@ static int parse_args(int argc, char **argv, pub_args *a)
             if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_POOL], optarg, &a->pool)) return 2;
             break;
         case O_IMAGE:
-        case O_CLOUD: {
-            unsigned w = 0, h = 0;
-            char extra;
-
-            if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w == 0 || h == 0)
-                return cli_fail(CMD, 2, "invalid --%s '%s' (WIDTHxHEIGHT)",
-                                c == O_IMAGE ? "image" : "cloud", optarg);
-            a->width = w;
-            a->height = h;
+        case O_CLOUD:
+            if (!cli_parse_sides(CMD, &cli_ranges[c == O_IMAGE ? CLI_R_PUB_IMAGE : CLI_R_PUB_CLOUD],
+                                 optarg, &a->width, &a->height))
+                return 2;
+            a->sides_arg = optarg;
             a->cloud = c == O_CLOUD;
             break;
-        }
         case O_ENCODING:
             a->encoding = optarg;
             break;
@@ -200,28 +250,8 @@ static int parse_args(int argc, char **argv, pub_args *a)
     if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks)) return 2;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
-    if (a->cloud) {
-        uint64_t points = (uint64_t)a->width * a->height;
-
-        if (points < sizeof(cli_frame_header) / CLOUD_POINT_STEP ||
-            points > (UINT32_MAX - 4096) / CLOUD_POINT_STEP ||
-            (uint64_t)a->width * CLOUD_POINT_STEP > UINT32_MAX)
-            return cli_fail(CMD, 2, "invalid cloud: %" PRIu32 "x%" PRIu32 " (at least %zu points, "
-                            "below 2^28)", a->width, a->height,
-                            sizeof(cli_frame_header) / CLOUD_POINT_STEP);
-        a->size = ((sizeof(ferry_pointcloud_header) + 63) / 64) * 64 +
-                  (size_t)(points * CLOUD_POINT_STEP);
-    } else if (a->width != 0) {
-        ferry_image_layout l;
-
-        if (ferry_image_layout_get(a->encoding, a->width, a->height, 0, &l) != FERRY_OK ||
-            l.data_size < sizeof(cli_frame_header) || l.data_size > SIZE_MAX / 8)
-            return cli_fail(CMD, 2, "invalid image: %" PRIu32 "x%" PRIu32 " %s (a known encoding "
-                            "and at least %zu pixel bytes)", a->width, a->height, a->encoding,
-                            sizeof(cli_frame_header));
-        /* The whole sample: the header, padded to 64 bytes, then the pixels. */
-        a->size = ((sizeof(ferry_image_header) + 63) / 64) * 64 + (size_t)l.data_size;
-    }
+    if (a->cloud && !cloud_size(a)) return 2;
+    if (!a->cloud && a->width != 0 && !image_size(a)) return 2;
     if (a->width != 0 && a->frame_id == NULL) {
         const char *slash = strrchr(a->topic, '/');
 
@@ -272,7 +302,7 @@ static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t
         fields[i].datatype = FERRY_POINT_FLOAT32;
         fields[i].count = 1;
     }
-    err = ferry_pointcloud_loan(pub, a->width, a->height, fields, 4, CLOUD_POINT_STEP, &pc);
+    err = ferry_pointcloud_loan(pub, a->width, a->height, fields, 4, CLI_CLOUD_POINT_STEP, &pc);
     if (err != FERRY_OK) return err;
     cli_frame_fill(pc.data, pc.data_size, sequence, true);
     clock_gettime(CLOCK_REALTIME, &now);
