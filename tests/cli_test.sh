@@ -226,6 +226,10 @@ bad_value hz_window '^ferry hz: --window 1000001 is out of range: 2\.\.1000000$'
     hz /t --window 1000001 --timeout 0
 bad_value hz_timeout '^ferry hz: --timeout nan is not a number: 0\.\.1000000000 s$' \
     hz /t --timeout nan
+LONG_TYPE=$(printf 't%.0s' $(seq 128))
+bad_value echo_type "^ferry echo: invalid --type '' \\(1\\.\\.127 bytes\\)$" echo /t --type '' --timeout 0
+bad_value hz_type "^ferry hz: invalid --type '$LONG_TYPE' \\(1\\.\\.127 bytes\\)$" \
+    hz /t --type "$LONG_TYPE" --timeout 0
 bad_value topics_domain '^ferry topics: --domain 1024 is out of range: 0\.\.1023$' \
     topics --domain 1024
 bad_value info_domain '^ferry info: --domain x is not a whole number: 0\.\.1023$' info /t --domain x
@@ -254,6 +258,8 @@ if "$FERRY" bridge --help >/dev/null 2>&1; then
         bridge --dds-domain 233 --seconds 0
     bad_value bridge_seconds '^ferry bridge: --seconds inf is out of range: 0\.\.1000000000 s$' \
         bridge --seconds inf
+    bad_value bridge_topic "^ferry bridge: invalid --topic '' \\(a pattern of 1\\.\\.200 bytes\\)$" \
+        bridge --topic '' --seconds 0
     bad_value empty_dir_bridge '^ferry bridge: --dir is empty: give the path of' \
         bridge --dir '' --seconds 0
 fi
@@ -280,6 +286,8 @@ run ends_echo echo /ends --depth 4096 --history 4096 --timeout 0
 [ "$RC" -eq 0 ] || fail "ferry echo at the ends of its ranges exited $RC"
 run ends_hz hz /ends --window 1000000 --timeout 0
 [ "$RC" -eq 0 ] || fail "ferry hz --window 1000000 exited $RC"
+run ends_type echo /ends --type "${LONG_TYPE:1}" --timeout 0
+[ "$RC" -eq 0 ] || fail "ferry echo --type with 127 bytes exited $RC"
 run ends_topics topics --domain 1023
 [ "$RC" -eq 0 ] || fail "ferry topics --domain 1023 exited $RC"
 

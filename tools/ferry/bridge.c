@@ -118,7 +118,8 @@ static int parse_args(int argc, char **argv, bridge_args *a)
                 return cli_fail(CMD, 2, "too many --topic patterns (at most %u)",
                                 FERRY_BRIDGE_PATTERNS_MAX);
             if (optarg[0] == '\0' || strlen(optarg) > FERRY_TOPIC_MAX)
-                return cli_fail(CMD, 2, "invalid --topic '%s'", optarg);
+                return cli_fail(CMD, 2, "invalid --topic '%s' (a pattern of 1..%u bytes)", optarg,
+                                FERRY_TOPIC_MAX);
             a->patterns[a->npatterns++] = optarg;
             break;
         case O_DIRECTION:

@@ -81,7 +81,8 @@ static int parse_args(int argc, char **argv, hz_args *a)
             break;
         case O_TYPE:
             if (optarg[0] == '\0' || strlen(optarg) > FERRY_TYPE_NAME_MAX)
-                return cli_fail(CMD, 2, "invalid --type '%s'", optarg);
+                return cli_fail(CMD, 2, "invalid --type '%s' (1..%u bytes)", optarg,
+                                FERRY_TYPE_NAME_MAX);
             a->type = optarg;
             break;
         case O_TIMEOUT:
