@@ -74,8 +74,8 @@ int bench_gpu_cmd(int argc, char **argv)
             csv = argv[++i];
         } else if (strcmp(arg, "--device") == 0 && i + 1 < argc) {
             uint64_t d;
-            if (!cli_parse_u64(argv[++i], &d) || d > 1024)
-                return cli_fail("bench gpu", 2, "bad device '%s'", argv[i]);
+            if (!cli_parse_whole("bench gpu", &cli_ranges[CLI_R_GPU_DEVICE], argv[++i], &d))
+                return 2;
             a.device = (int)d;
         } else if (strcmp(arg, "--part") == 0 && i + 1 < argc) {
             part = argv[++i];

@@ -37,16 +37,17 @@ static void usage(FILE *to)
           "  --reliable          DDS reliability RELIABLE for every route\n"
           "  --best-effort       DDS reliability BEST_EFFORT for every route\n"
           "                      (default: out reliable, in as the remote writer)\n"
-          "  --depth N           ferry queue depth and DDS KEEP_LAST depth (default 8)\n"
-          "  --dds-domain N      DDS domain id (default: the ferry domain)\n"
+          "  --depth N           ferry queue depth and DDS KEEP_LAST depth, 1..4096 (default 8)\n"
+          "  --dds-domain N      DDS domain id, 0..232 (default: the ferry domain)\n"
           "  --config XML|FILE   extra Cyclone DDS configuration (XML text, a file, or a\n"
           "                      comma-separated list as CYCLONEDDS_URI takes), applied after\n"
           "                      the bridge's large-sample settings and $CYCLONEDDS_URI\n"
           "                      (default $FERRY_BRIDGE_CONFIG)\n"
-          "  --seconds SEC       stop after SEC seconds (default: run until a signal)\n"
+          "  --seconds SEC       stop after SEC seconds, 0..1000000000 (default: run until a\n"
+          "                      signal)\n"
           "  --stats             print the counters at exit\n"
           "  --quiet             log warnings and errors only\n"
-          "  --domain N          ferry domain (default $FERRY_DOMAIN, else 0)\n"
+          "  --domain N          ferry domain 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH          root of the domain directories (default $FERRY_DIR, else\n"
           "                      /dev/shm/ferry-<uid>)\n"
           "  -h, --help          print this help\n",
@@ -107,7 +108,7 @@ static int parse_args(int argc, char **argv, bridge_args *a)
     a->direction = FERRY_BRIDGE_BOTH;
     a->seconds = -1.0;
     a->config = env != NULL && env[0] != '\0' ? env : NULL;
-    if (!cli_where_from_env(&a->where)) return 2;
+    if (!cli_where_from_env(CMD, &a->where)) return 2;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
@@ -117,7 +118,8 @@ static int parse_args(int argc, char **argv, bridge_args *a)
                 return cli_fail(CMD, 2, "too many --topic patterns (at most %u)",
                                 FERRY_BRIDGE_PATTERNS_MAX);
             if (optarg[0] == '\0' || strlen(optarg) > FERRY_TOPIC_MAX)
-                return cli_fail(CMD, 2, "invalid --topic '%s'", optarg);
+                return cli_fail(CMD, 2, "invalid --topic '%s' (a pattern of 1..%u bytes)", optarg,
+                                FERRY_TOPIC_MAX);
             a->patterns[a->npatterns++] = optarg;
             break;
         case O_DIRECTION:
@@ -137,20 +139,20 @@ static int parse_args(int argc, char **argv, bridge_args *a)
             a->reliability = FERRY_BRIDGE_BEST_EFFORT;
             break;
         case O_DEPTH:
-            if (!cli_parse_u64(optarg, &a->depth) || a->depth == 0 || a->depth > 4096)
-                return cli_fail(CMD, 2, "invalid --depth '%s' (1..4096)", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_DEPTH], optarg, &a->depth)) return 2;
             break;
         case O_DDS_DOMAIN:
-            if (!cli_parse_u64(optarg, &a->dds_domain) || a->dds_domain > 232)
-                return cli_fail(CMD, 2, "invalid --dds-domain '%s' (0..232)", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN], optarg,
+                                 &a->dds_domain))
+                return 2;
             a->dds_domain_set = true;
             break;
         case O_CONFIG:
             a->config = optarg;
             break;
         case O_SECONDS:
-            if (!cli_parse_double(optarg, &a->seconds) || a->seconds < 0.0 || a->seconds > 1e9)
-                return cli_fail(CMD, 2, "invalid --seconds '%s'", optarg);
+            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_BRIDGE_SECONDS], optarg, &a->seconds))
+                return 2;
             break;
         case O_STATS:
             a->stats = true;
@@ -159,10 +161,10 @@ static int parse_args(int argc, char **argv, bridge_args *a)
             a->quiet = true;
             break;
         case O_DOMAIN:
-            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
             break;
         case O_DIR:
-            a->where.dir = optarg;
+            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
             break;
         case 'h':
             usage(stdout);
@@ -174,9 +176,11 @@ static int parse_args(int argc, char **argv, bridge_args *a)
     }
     if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
     if (!a->dds_domain_set) {
-        if (a->where.domain > 232)
-            return cli_fail(CMD, 2, "ferry domain %u is no DDS domain id: give --dds-domain",
-                            (unsigned)a->where.domain);
+        uint64_t dds_max = cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN].hi;
+
+        if (a->where.domain > dds_max)
+            return cli_fail(CMD, 2, "ferry domain %u is no DDS domain id (0..%" PRIu64 "): give "
+                            "--dds-domain", (unsigned)a->where.domain, dds_max);
         a->dds_domain = a->where.domain;
     }
     return -1;

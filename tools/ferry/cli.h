@@ -33,17 +33,78 @@ typedef struct cli_where {
     uint32_t domain;
 } cli_where;
 
-/* Fills w from FERRY_DIR and FERRY_DOMAIN. Returns false (after printing a message) when
- * FERRY_DOMAIN is not a valid domain number. */
-bool cli_where_from_env(cli_where *w);
+/* Fills w from FERRY_DIR and FERRY_DOMAIN. Returns false (after printing a message for cmd) when
+ * FERRY_DOMAIN is not a valid domain number or FERRY_DIR is set but empty. */
+bool cli_where_from_env(const char *cmd, cli_where *w);
 
-/* Parses a domain number ("--domain N"). Returns false (after printing a message) when bad. */
-bool cli_parse_domain(const char *text, uint32_t *out);
+/* Parses --dir PATH. An empty PATH would quietly mean the default directory (a variable that
+ * expanded to nothing, `--dir "$D"`), so it is refused: false after a message. */
+bool cli_parse_dir(const char *cmd, const char *text, const char **out);
 
-/* Parses sizes with optional suffix k/K/M/G (powers of 1024) or plain bytes; false when bad. */
-bool cli_parse_size(const char *text, size_t *out);
-bool cli_parse_u64(const char *text, uint64_t *out);
-bool cli_parse_double(const char *text, double *out);
+/* Numeric option values. Every range a command accepts is one row of cli_ranges (common.c), the
+ * library's own limits among them (options_resolve in src/core/publisher.c and subscriber.c),
+ * so a check and the message that names its limit cannot drift apart. */
+typedef enum cli_value_kind {
+    CLI_WHOLE, /* digits only */
+    CLI_BYTES, /* digits, then an optional suffix k, K, M or G (powers of 1024) */
+    CLI_REAL,  /* a decimal number as strtod reads it; never nan or inf */
+    CLI_SIDES, /* WIDTHxHEIGHT, two CLI_WHOLE values, each in the range */
+} cli_value_kind;
+
+typedef struct cli_range {
+    const char *name; /* as the user writes it: "--history", "FERRY_DOMAIN" */
+    cli_value_kind kind;
+    uint64_t lo, hi;         /* CLI_WHOLE, CLI_BYTES, CLI_SIDES */
+    double real_lo, real_hi; /* CLI_REAL */
+    const char *unit;        /* printed after the range ("Hz"), or NULL */
+    const char *zero;        /* when 0 is accepted below lo: what it means; else NULL */
+    const char *note;        /* what else limits the value, or NULL */
+} cli_range;
+
+typedef enum cli_range_id {
+    CLI_R_DOMAIN,
+    CLI_R_DOMAIN_ENV,
+    CLI_R_COUNT,
+    CLI_R_TIMEOUT,
+    CLI_R_PUB_SIZE,
+    CLI_R_PUB_RATE,
+    CLI_R_PUB_WAIT_SUBSCRIBERS,
+    CLI_R_PUB_HISTORY,
+    CLI_R_PUB_CHUNKS,
+    CLI_R_PUB_POOL,
+    CLI_R_PUB_IMAGE,
+    CLI_R_PUB_CLOUD,
+    CLI_R_PUB_CLOUD_POINTS,
+    CLI_R_SUB_DEPTH,
+    CLI_R_SUB_HISTORY,
+    CLI_R_HZ_WINDOW,
+    CLI_R_BRIDGE_DDS_DOMAIN,
+    CLI_R_BRIDGE_SECONDS,
+    CLI_R_DEMO_SECONDS,
+    CLI_R_DEMO_CAMERAS,
+    CLI_R_DEMO_CONSUMERS,
+    CLI_R_GPU_DEVICE,
+    CLI_R_END
+} cli_range_id;
+
+extern const cli_range cli_ranges[CLI_R_END];
+
+/* Parses text, the value of the option r describes, and checks it against r: true with *out set,
+ * else false after one line "ferry CMD: NAME TEXT is out of range: LO..HI ..." (or "is not a
+ * number: ..."). cli_parse_whole takes CLI_WHOLE and CLI_BYTES ranges, cli_parse_bytes
+ * CLI_BYTES, cli_parse_real CLI_REAL, cli_parse_sides CLI_SIDES (whose hi fits 32 bits). */
+bool cli_parse_whole(const char *cmd, const cli_range *r, const char *text, uint64_t *out);
+bool cli_parse_bytes(const char *cmd, const cli_range *r, const char *text, size_t *out);
+bool cli_parse_real(const char *cmd, const cli_range *r, const char *text, double *out);
+bool cli_parse_sides(const char *cmd, const cli_range *r, const char *text, uint32_t *width,
+                     uint32_t *height);
+
+/* The message of cli_parse_* for a value text that parsed but is outside r, for checks that
+ * depend on other options (r then holds the range those leave); returns 2. */
+int cli_range_fail(const char *cmd, const cli_range *r, const char *text);
+
+/* Parses --domain N (cli_ranges[CLI_R_DOMAIN]); false after a message when bad. */
+bool cli_parse_domain(const char *cmd, const char *text, uint32_t *out);
 
 /* After getopt_long (with a ':' optstring) returned c, ':' or '?': says what was wrong with
  * argv[optind - 1] (a missing value, a value given to a flag, an unknown option) in one line;
@@ -79,6 +140,8 @@ ferry_err cli_node(const cli_where *w, const char *name, ferry_node **out);
  * The type name and hash commands use for them. */
 #define CLI_FRAME_TYPE "ferry/synthetic_frame"
 #define CLI_FRAME_MAGIC 0x454d4152465952ULL /* "RYFRAME" */
+/* The points of `ferry pub --cloud`: x, y, z and intensity, float32 each. */
+#define CLI_CLOUD_POINT_STEP 16u
 
 typedef struct cli_frame_header {
     uint64_t magic;

@@ -3,10 +3,12 @@
  * synthetic frame format and latency statistics.
  */
 #include "cli.h"
+#include "demo.h"
 
 #include <getopt.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,101 +16,276 @@
 #include <string.h>
 #include <time.h>
 
-bool cli_where_from_env(cli_where *w)
-{
-    const char *dir = getenv("FERRY_DIR");
-    const char *domain = getenv("FERRY_DOMAIN");
+/* ---------------------------------------------------------------------------------------------
+ * Option values
+ * ------------------------------------------------------------------------------------------- */
 
-    w->dir = (dir != NULL && dir[0] != '\0') ? dir : NULL;
-    w->domain = 0;
-    if (domain != NULL && domain[0] != '\0') {
-        uint64_t v;
+/* The library's limits, as options_resolve in src/core/publisher.c and subscriber.c checks them:
+ * the CLI checks first, so an error names the option instead of saying "invalid argument". */
+#define LIB_PAGE 4096u                     /* FERRY__PAGE; a pool takes at least two */
+#define LIB_SAMPLE_MAX ((uint64_t)1 << 40) /* max_sample_size */
+#define LIB_POOL_MAX ((uint64_t)1 << 42)   /* pool_bytes */
+#define LIB_HISTORY_MAX 4096u              /* publisher and subscriber history */
+#define LIB_CHUNKS_MAX 65536u              /* a publisher's max_chunks */
+#define LIB_SUBSCRIBERS_MAX 1024u          /* a publisher's max_subscribers */
+#define LIB_DEPTH_MAX 4096u                /* a subscriber's depth */
+/* Where size_t is narrower than 64 bits, it caps the byte options lower. */
+#define BYTES_MAX(v) ((uint64_t)SIZE_MAX < (v) ? (uint64_t)SIZE_MAX : (v))
 
-        if (!cli_parse_u64(domain, &v) || v > FERRY_DOMAIN_MAX) {
-            fprintf(stderr, "ferry: invalid FERRY_DOMAIN '%s' (expected 0..%u)\n", domain,
-                    FERRY_DOMAIN_MAX);
-            return false;
-        }
-        w->domain = (uint32_t)v;
-    }
-    return true;
-}
+const cli_range cli_ranges[CLI_R_END] = {
+    [CLI_R_DOMAIN] = {.name = "--domain", .kind = CLI_WHOLE, .hi = FERRY_DOMAIN_MAX},
+    [CLI_R_DOMAIN_ENV] = {.name = "FERRY_DOMAIN", .kind = CLI_WHOLE, .hi = FERRY_DOMAIN_MAX},
+    [CLI_R_COUNT] = {.name = "--count", .kind = CLI_WHOLE, .hi = UINT64_MAX},
+    [CLI_R_TIMEOUT] = {.name = "--timeout", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
+    [CLI_R_PUB_SIZE] = {.name = "--size", .kind = CLI_BYTES, .lo = sizeof(cli_frame_header),
+                        .hi = BYTES_MAX(LIB_SAMPLE_MAX), .unit = "bytes"},
+    /* Below 0.01 Hz a frame takes minutes; above 100 kHz the period is too short to keep. */
+    [CLI_R_PUB_RATE] = {.name = "--rate", .kind = CLI_REAL, .real_lo = 0.01, .real_hi = 1e5,
+                        .unit = "Hz", .zero = "as fast as possible"},
+    [CLI_R_PUB_WAIT_SUBSCRIBERS] = {.name = "--wait-subscribers", .kind = CLI_WHOLE,
+                                    .hi = LIB_SUBSCRIBERS_MAX},
+    [CLI_R_PUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX,
+                           .note = "must also be below --chunks"},
+    [CLI_R_PUB_CHUNKS] = {.name = "--chunks", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_CHUNKS_MAX},
+    [CLI_R_PUB_POOL] = {.name = "--pool", .kind = CLI_BYTES, .lo = 2 * LIB_PAGE,
+                        .hi = BYTES_MAX(LIB_POOL_MAX), .unit = "bytes"},
+    /* Sides are the 32-bit width and height of the message headers (include/ferry/msg.h); the
+     * frame they make must also fit --size's range. */
+    [CLI_R_PUB_IMAGE] = {.name = "--image", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX,
+                         .unit = "pixels a side"},
+    [CLI_R_PUB_CLOUD] = {.name = "--cloud", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX,
+                         .unit = "points a side"},
+    /* At least a synthetic frame header; at most what keeps a cloud, with room for its header,
+     * within the 32-bit sizes of the ROS 2 wire format (ferry bridge). */
+    [CLI_R_PUB_CLOUD_POINTS] = {.name = "--cloud", .kind = CLI_WHOLE,
+                                .lo = sizeof(cli_frame_header) / CLI_CLOUD_POINT_STEP,
+                                .hi = (UINT32_MAX - 4096) / CLI_CLOUD_POINT_STEP,
+                                .unit = "points"},
+    [CLI_R_SUB_DEPTH] = {.name = "--depth", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_DEPTH_MAX},
+    [CLI_R_SUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX},
+    [CLI_R_HZ_WINDOW] = {.name = "--window", .kind = CLI_WHOLE, .lo = 2, .hi = 1000000},
+    /* The highest domain id whose ports the DDS default port mapping can still give. */
+    [CLI_R_BRIDGE_DDS_DOMAIN] = {.name = "--dds-domain", .kind = CLI_WHOLE, .hi = 232},
+    [CLI_R_BRIDGE_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
+    [CLI_R_DEMO_SECONDS] = {.name = "--seconds", .kind = CLI_WHOLE, .lo = 1, .hi = 3600},
+    [CLI_R_DEMO_CAMERAS] = {.name = "--cameras", .kind = CLI_WHOLE, .lo = 1,
+                            .hi = DEMO_MAX_CAMERAS},
+    [CLI_R_DEMO_CONSUMERS] = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
+                              .hi = DEMO_MAX_CONSUMERS},
+    [CLI_R_GPU_DEVICE] = {.name = "--device", .kind = CLI_WHOLE, .hi = 1024},
+};
 
-bool cli_parse_u64(const char *text, uint64_t *out)
-{
-    char *end = NULL;
-    unsigned long long v;
+typedef enum parsed {
+    PARSED,
+    NOT_A_NUMBER,
+    OUT_OF_RANGE, /* a number, but beyond what the type holds (or, a real, too near 0) */
+} parsed;
 
-    /* strtoull accepts leading blanks and a minus sign; a count or a size takes neither. */
-    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0') return false;
-    *out = (uint64_t)v;
-    return true;
-}
-
-bool cli_parse_domain(const char *text, uint32_t *out)
-{
-    uint64_t v;
-
-    if (!cli_parse_u64(text, &v) || v > FERRY_DOMAIN_MAX) {
-        fprintf(stderr, "ferry: invalid domain '%s' (expected 0..%u)\n", text ? text : "",
-                FERRY_DOMAIN_MAX);
-        return false;
-    }
-    *out = (uint32_t)v;
-    return true;
-}
-
-bool cli_parse_size(const char *text, size_t *out)
+static parsed parse_whole(const char *text, bool suffix, uint64_t *out)
 {
     char *end = NULL;
     unsigned long long v;
     unsigned shift = 0;
+    int err;
 
-    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
+    /* strtoull accepts leading blanks and a minus sign; a count or a size takes neither. */
+    if (text == NULL || text[0] < '0' || text[0] > '9') return NOT_A_NUMBER;
     errno = 0;
     v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text) return false;
-    switch (*end) {
-    case '\0':
-        break;
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    default:
-        return false;
+    err = errno;
+    if (suffix) {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            shift = 10;
+            end++;
+            break;
+        case 'm':
+        case 'M':
+            shift = 20;
+            end++;
+            break;
+        case 'g':
+        case 'G':
+            shift = 30;
+            end++;
+            break;
+        default:
+            break;
+        }
     }
-    if (*end != '\0') return false;
-    if (shift != 0 && v > (SIZE_MAX >> shift)) return false;
-    if (v > SIZE_MAX) return false;
-    *out = (size_t)v << shift;
-    return true;
+    if (*end != '\0') return NOT_A_NUMBER;
+    if (err == ERANGE || v > (UINT64_MAX >> shift)) return OUT_OF_RANGE;
+    *out = (uint64_t)v << shift;
+    return PARSED;
 }
 
-bool cli_parse_double(const char *text, double *out)
+static parsed parse_real(const char *text, double *out)
 {
     char *end = NULL;
     double v;
 
-    if (text == NULL || text[0] == '\0' || text[0] == ' ' || text[0] == '\t') return false;
+    if (text == NULL || text[0] == '\0' || text[0] == ' ' || text[0] == '\t') return NOT_A_NUMBER;
     errno = 0;
     v = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !isfinite(v)) return false;
+    if (end == text || *end != '\0' || isnan(v)) return NOT_A_NUMBER;
+    /* Underflow too: 1e-400 would otherwise read as 0, which can mean something else. */
+    if (errno == ERANGE) return OUT_OF_RANGE;
     *out = v;
+    return PARSED;
+}
+
+/* A byte count the way options take it: "8k", "1024G", or plain bytes. */
+static void format_bytes(char *buf, size_t cap, uint64_t v)
+{
+    static const char suffix[] = "GMk";
+    unsigned i;
+
+    for (i = 0; i < 3; i++) {
+        uint64_t unit = (uint64_t)1 << (30 - 10 * i);
+
+        if (v >= unit && v % unit == 0) {
+            snprintf(buf, cap, "%" PRIu64 "%c", v / unit, suffix[i]);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%" PRIu64, v);
+}
+
+/* "ferry CMD: NAME TEXT is out of range: LO..HI UNIT, or 0 for ZERO (NOTE)", or "is not a
+ * number: ..." when text is no number at all. */
+static void range_message(const char *cmd, const cli_range *r, const char *text, bool not_number)
+{
+    static const char *const not_what[] = {
+        [CLI_WHOLE] = "is not a whole number",
+        [CLI_BYTES] = "is not a size",
+        [CLI_REAL] = "is not a number",
+        [CLI_SIDES] = "is not WIDTHxHEIGHT",
+    };
+    char lo[32], hi[32];
+
+    if (r->kind == CLI_BYTES) {
+        format_bytes(lo, sizeof lo, r->lo);
+        format_bytes(hi, sizeof hi, r->hi);
+    } else if (r->kind == CLI_REAL) {
+        snprintf(lo, sizeof lo, "%.15g", r->real_lo);
+        snprintf(hi, sizeof hi, "%.15g", r->real_hi);
+    } else {
+        snprintf(lo, sizeof lo, "%" PRIu64, r->lo);
+        snprintf(hi, sizeof hi, "%" PRIu64, r->hi);
+    }
+    cli_fail(cmd, 2, "%s %s %s: %s..%s%s%s%s%s%s%s%s", r->name,
+             text == NULL || text[0] == '\0' ? "''" : text,
+             not_number ? not_what[r->kind] : "is out of range", lo, hi, r->unit ? " " : "",
+             r->unit ? r->unit : "", r->zero ? ", or 0 for " : "", r->zero ? r->zero : "",
+             r->note ? " (" : "", r->note ? r->note : "", r->note ? ")" : "");
+}
+
+int cli_range_fail(const char *cmd, const cli_range *r, const char *text)
+{
+    range_message(cmd, r, text, false);
+    return 2;
+}
+
+bool cli_parse_whole(const char *cmd, const cli_range *r, const char *text, uint64_t *out)
+{
+    uint64_t v = 0;
+    parsed p = parse_whole(text, r->kind == CLI_BYTES, &v);
+
+    if (p == PARSED && ((v >= r->lo && v <= r->hi) || (r->zero != NULL && v == 0))) {
+        *out = v;
+        return true;
+    }
+    range_message(cmd, r, text, p == NOT_A_NUMBER);
+    return false;
+}
+
+bool cli_parse_bytes(const char *cmd, const cli_range *r, const char *text, size_t *out)
+{
+    uint64_t v;
+
+    /* The table caps every byte range at SIZE_MAX. */
+    if (!cli_parse_whole(cmd, r, text, &v)) return false;
+    *out = (size_t)v;
+    return true;
+}
+
+bool cli_parse_real(const char *cmd, const cli_range *r, const char *text, double *out)
+{
+    double v = 0.0;
+    parsed p = parse_real(text, &v);
+
+    if (p == PARSED && ((v >= r->real_lo && v <= r->real_hi) || (r->zero != NULL && v == 0.0))) {
+        *out = v;
+        return true;
+    }
+    range_message(cmd, r, text, p == NOT_A_NUMBER);
+    return false;
+}
+
+bool cli_parse_sides(const char *cmd, const cli_range *r, const char *text, uint32_t *width,
+                     uint32_t *height)
+{
+    const char *x = text != NULL ? strchr(text, 'x') : NULL;
+    char first[32];
+    uint64_t w = 0, h = 0;
+    parsed pw, ph;
+
+    if (x == NULL || (size_t)(x - text) >= sizeof first) {
+        range_message(cmd, r, text, true);
+        return false;
+    }
+    memcpy(first, text, (size_t)(x - text));
+    first[x - text] = '\0';
+    pw = parse_whole(first, false, &w);
+    ph = parse_whole(x + 1, false, &h);
+    if (pw == PARSED && ph == PARSED && w >= r->lo && w <= r->hi && h >= r->lo && h <= r->hi) {
+        *width = (uint32_t)w;
+        *height = (uint32_t)h;
+        return true;
+    }
+    range_message(cmd, r, text, pw == NOT_A_NUMBER || ph == NOT_A_NUMBER);
+    return false;
+}
+
+bool cli_parse_domain(const char *cmd, const char *text, uint32_t *out)
+{
+    uint64_t v;
+
+    if (!cli_parse_whole(cmd, &cli_ranges[CLI_R_DOMAIN], text, &v)) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+bool cli_parse_dir(const char *cmd, const char *text, const char **out)
+{
+    if (text == NULL || text[0] == '\0') {
+        cli_fail(cmd, 2, "--dir is empty: give the path of a directory, or leave --dir out for "
+                         "the default");
+        return false;
+    }
+    *out = text;
+    return true;
+}
+
+bool cli_where_from_env(const char *cmd, cli_where *w)
+{
+    const char *dir = getenv("FERRY_DIR");
+    const char *domain = getenv("FERRY_DOMAIN");
+    uint64_t v;
+
+    /* Set but empty is a mistake rather than a wish for the default, as with --dir. */
+    if (dir != NULL && dir[0] == '\0') {
+        cli_fail(cmd, 2, "FERRY_DIR is set but empty: give a directory, or unset it for "
+                         "/dev/shm/ferry-<uid>");
+        return false;
+    }
+    w->dir = dir;
+    w->domain = 0;
+    if (domain != NULL && domain[0] != '\0') {
+        if (!cli_parse_whole(cmd, &cli_ranges[CLI_R_DOMAIN_ENV], domain, &v)) return false;
+        w->domain = (uint32_t)v;
+    }
     return true;
 }
 

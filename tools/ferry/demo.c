@@ -855,7 +855,7 @@ static void usage(FILE *to)
           "pairs camera 0 with the LiDAR by stamp, and with a GPU a process runs a kernel on\n"
           "every frame of camera 0. Then the camera pipeline runs over a copying shared-memory\n"
           "transport for comparison, and one table shows both.\n"
-          "  --seconds N     how long the sensors run (default 5)\n"
+          "  --seconds N     how long the sensors run, 1..3600 (default 5)\n"
           "  --cameras N     camera processes, 1..16 (default 3)\n"
           "  --consumers N   consumer processes, 1..16 (default 1)\n"
           "  --no-baseline   skip the shm-copy comparison\n"
@@ -868,17 +868,6 @@ static void usage(FILE *to)
           "  --dir, --domain use this domain instead of a private directory\n"
           "Exits 0 when every frame arrived intact (or was counted as dropped).\n",
           to);
-}
-
-static bool parse_count(const char *opt, const char *text, uint64_t lo, uint64_t hi,
-                        uint64_t *out)
-{
-    if (!text || !cli_parse_u64(text, out) || *out < lo || *out > hi) {
-        cli_fail("demo", 2, "%s takes a number from %llu to %llu", opt, (unsigned long long)lo,
-                 (unsigned long long)hi);
-        return false;
-    }
-    return true;
 }
 
 /* The CPUs this process may run on, for --pin. */
@@ -934,15 +923,15 @@ int ferry_cmd_demo(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (opt) {
         case OPT_SECONDS:
-            if (!parse_count("--seconds", optarg, 1, 3600, &seconds))
+            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_SECONDS], optarg, &seconds))
                 return 2;
             break;
         case OPT_CAMERAS:
-            if (!parse_count("--cameras", optarg, 1, DEMO_MAX_CAMERAS, &cameras))
+            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_CAMERAS], optarg, &cameras))
                 return 2;
             break;
         case OPT_CONSUMERS:
-            if (!parse_count("--consumers", optarg, 1, DEMO_MAX_CONSUMERS, &consumers))
+            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_CONSUMERS], optarg, &consumers))
                 return 2;
             break;
         case OPT_NO_BASELINE:
@@ -965,7 +954,8 @@ int ferry_cmd_demo(int argc, char **argv)
             pin = true;
             break;
         case OPT_DIR:
-            dir = optarg;
+            if (!cli_parse_dir("demo", optarg, &dir))
+                return 2;
             break;
         case OPT_DOMAIN:
             domain = optarg;
@@ -1001,11 +991,11 @@ int ferry_cmd_demo(int argc, char **argv)
         cfg.ncpus = usable_cpus(cpus, MAX_CPUS);
     char private_dir[256] = "";
     if (dir || domain) {
-        if (!cli_where_from_env(&cfg.where))
+        if (!cli_where_from_env("demo", &cfg.where))
             return 2;
         if (dir)
             cfg.where.dir = dir;
-        if (domain && !cli_parse_domain(domain, &cfg.where.domain))
+        if (domain && !cli_parse_domain("demo", domain, &cfg.where.domain))
             return 2;
     } else {
         if (!bench_private_dir("ferry-demo-", private_dir, sizeof private_dir))

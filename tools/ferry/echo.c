@@ -33,10 +33,11 @@ static void usage(FILE *to)
           "  --quiet          print no line per sample, only the summary\n"
           "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
           "                   live endpoints, else " CLI_FRAME_TYPE ")\n"
-          "  --depth N        queue depth per publisher (default: the library's, 2)\n"
-          "  --history N      ask each publisher for its last N samples on joining (default 0)\n"
-          "  --timeout SEC    give up after SEC seconds (default: never)\n"
-          "  --domain N       domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --depth N        queue depth per publisher, 1..4096 (default: the library's, 2)\n"
+          "  --history N      ask each publisher for its last N samples on joining, 0..4096\n"
+          "                   (default 0)\n"
+          "  --timeout SEC    give up after SEC seconds, 0..1000000000 (default: never)\n"
+          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
           "                   /dev/shm/ferry-<uid>)\n"
           "  -h, --help       print this help\n",
@@ -86,14 +87,13 @@ static int parse_args(int argc, char **argv, echo_args *a)
 
     memset(a, 0, sizeof *a);
     a->timeout_s = -1.0;
-    if (!cli_where_from_env(&a->where)) return 2;
+    if (!cli_where_from_env(CMD, &a->where)) return 2;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         switch (c) {
         case O_COUNT:
-            if (!cli_parse_u64(optarg, &a->count))
-                return cli_fail(CMD, 2, "invalid --count '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_COUNT], optarg, &a->count)) return 2;
             break;
         case O_VERIFY:
             a->verify = true;
@@ -103,27 +103,26 @@ static int parse_args(int argc, char **argv, echo_args *a)
             break;
         case O_TYPE:
             if (optarg[0] == '\0' || strlen(optarg) > FERRY_TYPE_NAME_MAX)
-                return cli_fail(CMD, 2, "invalid --type '%s'", optarg);
+                return cli_fail(CMD, 2, "invalid --type '%s' (1..%u bytes)", optarg,
+                                FERRY_TYPE_NAME_MAX);
             a->type = optarg;
             break;
         case O_DEPTH:
-            if (!cli_parse_u64(optarg, &a->depth) || a->depth == 0 || a->depth > UINT32_MAX)
-                return cli_fail(CMD, 2, "invalid --depth '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_DEPTH], optarg, &a->depth)) return 2;
             break;
         case O_HISTORY:
-            if (!cli_parse_u64(optarg, &a->history) || a->history > UINT32_MAX)
-                return cli_fail(CMD, 2, "invalid --history '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_HISTORY], optarg, &a->history))
+                return 2;
             break;
         case O_TIMEOUT:
-            if (!cli_parse_double(optarg, &a->timeout_s) || a->timeout_s < 0.0 ||
-                a->timeout_s > 1e9)
-                return cli_fail(CMD, 2, "invalid --timeout '%s' (seconds)", optarg);
+            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_TIMEOUT], optarg, &a->timeout_s))
+                return 2;
             break;
         case O_DOMAIN:
-            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
             break;
         case O_DIR:
-            a->where.dir = optarg;
+            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
             break;
         case 'h':
             usage(stdout);

@@ -17,7 +17,6 @@
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
 #define WINDOW_DEFAULT 100u
-#define WINDOW_MAX 1000000u
 
 static void usage(FILE *to)
 {
@@ -28,13 +27,13 @@ static void usage(FILE *to)
           "sample prints 'no new samples'.\n"
           "\n"
           "options:\n"
-          "  --window N       samples the statistics cover, >= 2 (default 100)\n"
+          "  --window N       samples the statistics cover, 2..1000000 (default 100)\n"
           "  --count N        stop after N rate reports; 0 runs until a signal (default 0)\n"
           "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
           "                   live endpoints, else " CLI_FRAME_TYPE ")\n"
-          "  --timeout SEC    give up after SEC seconds; exits 1 if --count reports were not\n"
-          "                   printed by then (default: never)\n"
-          "  --domain N       domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if --count\n"
+          "                   reports were not printed by then (default: never)\n"
+          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
           "                   /dev/shm/ferry-<uid>)\n"
           "  -h, --help       print this help\n",
@@ -68,34 +67,33 @@ static int parse_args(int argc, char **argv, hz_args *a)
     memset(a, 0, sizeof *a);
     a->window = WINDOW_DEFAULT;
     a->timeout_s = -1.0;
-    if (!cli_where_from_env(&a->where)) return 2;
+    if (!cli_where_from_env(CMD, &a->where)) return 2;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         switch (c) {
         case O_WINDOW:
-            if (!cli_parse_u64(optarg, &a->window) || a->window < 2 || a->window > WINDOW_MAX)
-                return cli_fail(CMD, 2, "invalid --window '%s' (2..%u)", optarg, WINDOW_MAX);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_HZ_WINDOW], optarg, &a->window))
+                return 2;
             break;
         case O_COUNT:
-            if (!cli_parse_u64(optarg, &a->count))
-                return cli_fail(CMD, 2, "invalid --count '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_COUNT], optarg, &a->count)) return 2;
             break;
         case O_TYPE:
             if (optarg[0] == '\0' || strlen(optarg) > FERRY_TYPE_NAME_MAX)
-                return cli_fail(CMD, 2, "invalid --type '%s'", optarg);
+                return cli_fail(CMD, 2, "invalid --type '%s' (1..%u bytes)", optarg,
+                                FERRY_TYPE_NAME_MAX);
             a->type = optarg;
             break;
         case O_TIMEOUT:
-            if (!cli_parse_double(optarg, &a->timeout_s) || a->timeout_s < 0.0 ||
-                a->timeout_s > 1e9)
-                return cli_fail(CMD, 2, "invalid --timeout '%s' (seconds)", optarg);
+            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_TIMEOUT], optarg, &a->timeout_s))
+                return 2;
             break;
         case O_DOMAIN:
-            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
             break;
         case O_DIR:
-            a->where.dir = optarg;
+            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
             break;
         case 'h':
             usage(stdout);

@@ -17,7 +17,6 @@
 #define CMD "pub"
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
-#define CLOUD_POINT_STEP 16u
 
 static void usage(FILE *to)
 {
@@ -27,24 +26,30 @@ static void usage(FILE *to)
           "checks) at a fixed rate. SIGINT or SIGTERM stops it cleanly.\n"
           "\n"
           "options:\n"
-          "  --size BYTES            frame size, >= 64; suffixes k, M, G (default 1M)\n"
-          "  --rate HZ               frames per second; 0 publishes as fast as possible\n"
-          "                          (default 30)\n"
+          "  --size BYTES            frame size, 64..1024G; suffixes k, M, G (default 1M)\n"
+          "  --rate HZ               frames per second, 0.01..100000; 0 publishes as fast as\n"
+          "                          possible (default 30)\n"
           "  --count N               stop after N frame periods (a frame skipped for a full\n"
           "                          pool counts); 0 publishes for ever (default 0)\n"
-          "  --wait-subscribers N    wait for N subscribers before the first frame (default 0)\n"
-          "  --history N             keep the last N frames for late joiners (default 0)\n"
-          "  --pool BYTES            byte cap of the publisher's pool (default: the library's,\n"
-          "                          raised to 4 frames when smaller)\n"
+          "  --wait-subscribers N    wait for N subscribers (0..1024) before the first frame\n"
+          "                          (default 0)\n"
+          "  --history N             keep the last N frames for late joiners, 0..4096 and below\n"
+          "                          --chunks (default 0)\n"
+          "  --chunks N              most chunks (frames) in the publisher's pool, 1..65536\n"
+          "                          (default: the library's, 256)\n"
+          "  --pool BYTES            byte cap of the publisher's pool, 8k..4096G (default: the\n"
+          "                          library's, raised to 4 frames when smaller)\n"
           "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
-          "                          their pixel bytes are a synthetic frame (echo --verify)\n"
+          "                          their pixel bytes are a synthetic frame (echo --verify);\n"
+          "                          a frame, header included, takes 256..1024G bytes\n"
           "  --encoding ENC          image encoding (default rgb8)\n"
           "  --cloud WxH             publish sensor_msgs/PointCloud2 frames of H rows of W\n"
           "                          points instead, fields x y z intensity (float32, point\n"
-          "                          step 16); their point bytes are a synthetic frame\n"
+          "                          step 16), 4..268435199 points; their point bytes are a\n"
+          "                          synthetic frame\n"
           "  --frame-id ID           image or cloud frame_id (default: the topic's last\n"
           "                          segment)\n"
-          "  --domain N              domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --domain N              domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH              root of the domain directories (default $FERRY_DIR, else\n"
           "                          /dev/shm/ferry-<uid>)\n"
           "  -h, --help              print this help\n",
@@ -59,12 +64,84 @@ typedef struct pub_args {
     uint64_t count;
     uint64_t wait_subscribers;
     uint64_t history;
+    const char *history_arg; /* as given, for a message about the chunk count */
+    uint64_t chunks;         /* 0: the library's default */
     size_t pool;
     uint32_t width, height;
-    bool cloud; /* width x height are points, not pixels */
+    const char *sides_arg; /* WIDTHxHEIGHT as given */
+    bool cloud;            /* width x height are points, not pixels */
     const char *encoding;
     const char *frame_id;
 } pub_args;
+
+/* The library keeps the history below the chunk count, so a loan always finds a chunk: false
+ * after a message when it is not. */
+static bool history_fits(const pub_args *a, uint64_t chunks)
+{
+    cli_range r = cli_ranges[CLI_R_PUB_HISTORY];
+    char note[64];
+
+    if (a->history < chunks) return true;
+    if (r.hi > chunks - 1) r.hi = chunks - 1;
+    snprintf(note, sizeof note, "must also be below --chunks, %" PRIu64 "%s", chunks,
+             a->chunks != 0 ? "" : " by default");
+    r.note = note;
+    cli_range_fail(CMD, &r, a->history_arg);
+    return false;
+}
+
+/* The sample of a --cloud frame: its header, padded to 64 bytes, then the points. False after
+ * a message when they cannot hold a synthetic frame or are too many to carry. */
+static bool cloud_size(pub_args *a)
+{
+    cli_range r = cli_ranges[CLI_R_PUB_CLOUD_POINTS];
+    uint64_t points = (uint64_t)a->width * a->height;
+    char note[64];
+
+    if (points < r.lo || points > r.hi) {
+        snprintf(note, sizeof note, "%u bytes each; this is %" PRIu64, CLI_CLOUD_POINT_STEP,
+                 points);
+        r.note = note;
+        cli_range_fail(CMD, &r, a->sides_arg);
+        return false;
+    }
+    a->size = ((sizeof(ferry_pointcloud_header) + 63) / 64) * 64 +
+              (size_t)(points * CLI_CLOUD_POINT_STEP);
+    return true;
+}
+
+/* The sample of an --image frame: its header, padded to 64 bytes, then the pixels, which must
+ * hold a synthetic frame; the whole within --size's range. False after a message when not. */
+static bool image_size(pub_args *a)
+{
+    uint64_t header = ((sizeof(ferry_image_header) + 63) / 64) * 64, frame;
+    cli_range r = cli_ranges[CLI_R_PUB_SIZE];
+    ferry_image_layout l;
+    char note[96];
+
+    if (ferry_image_layout_get(a->encoding, 2, 2, 0, &l) != FERRY_OK) {
+        cli_fail(CMD, 2, "--encoding %s is not an image encoding (docs/msg.md lists them)",
+                 a->encoding);
+        return false;
+    }
+    if (ferry_image_layout_get(a->encoding, a->width, a->height, 0, &l) != FERRY_OK) {
+        cli_fail(CMD, 2, "--image %s does not fit %s: rows of at most %" PRIu32 " bytes, sides "
+                 "even where the encoding subsamples", a->sides_arg, a->encoding, UINT32_MAX);
+        return false;
+    }
+    frame = l.data_size > UINT64_MAX - header ? UINT64_MAX : header + l.data_size;
+    r.name = "--image";
+    r.lo = header + sizeof(cli_frame_header);
+    r.unit = "bytes a frame";
+    if (frame < r.lo || frame > r.hi) {
+        snprintf(note, sizeof note, "%s, header and pixels: %" PRIu64, a->encoding, frame);
+        r.note = note;
+        cli_range_fail(CMD, &r, a->sides_arg);
+        return false;
+    }
+    a->size = (size_t)frame;
+    return true;
+}
 
 static int parse_args(int argc, char **argv, pub_args *a)
 {
@@ -74,6 +151,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         O_COUNT,
         O_WAIT,
         O_HISTORY,
+        O_CHUNKS,
         O_POOL,
         O_IMAGE,
         O_ENCODING,
@@ -88,6 +166,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"count", required_argument, NULL, O_COUNT},
         {"wait-subscribers", required_argument, NULL, O_WAIT},
         {"history", required_argument, NULL, O_HISTORY},
+        {"chunks", required_argument, NULL, O_CHUNKS},
         {"pool", required_argument, NULL, O_POOL},
         {"image", required_argument, NULL, O_IMAGE},
         {"encoding", required_argument, NULL, O_ENCODING},
@@ -98,56 +177,52 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    ferry_publisher_options d;
     int c;
 
     memset(a, 0, sizeof *a);
     a->size = 1u << 20;
     a->rate = 30.0;
     a->encoding = "rgb8";
-    if (!cli_where_from_env(&a->where)) return 2;
+    if (!cli_where_from_env(CMD, &a->where)) return 2;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         switch (c) {
         case O_SIZE:
-            if (!cli_parse_size(optarg, &a->size) || a->size < sizeof(cli_frame_header))
-                return cli_fail(CMD, 2, "invalid --size '%s' (bytes, at least %zu)", optarg,
-                                sizeof(cli_frame_header));
+            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_SIZE], optarg, &a->size)) return 2;
             break;
         case O_RATE:
-            if (!cli_parse_double(optarg, &a->rate) || a->rate < 0.0 || a->rate > 1e9)
-                return cli_fail(CMD, 2, "invalid --rate '%s' (Hz, 0 for as fast as possible)",
-                                optarg);
+            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_PUB_RATE], optarg, &a->rate)) return 2;
             break;
         case O_COUNT:
-            if (!cli_parse_u64(optarg, &a->count))
-                return cli_fail(CMD, 2, "invalid --count '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_COUNT], optarg, &a->count)) return 2;
             break;
         case O_WAIT:
-            if (!cli_parse_u64(optarg, &a->wait_subscribers) || a->wait_subscribers > UINT32_MAX)
-                return cli_fail(CMD, 2, "invalid --wait-subscribers '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS], optarg,
+                                 &a->wait_subscribers))
+                return 2;
             break;
         case O_HISTORY:
-            if (!cli_parse_u64(optarg, &a->history) || a->history > UINT32_MAX)
-                return cli_fail(CMD, 2, "invalid --history '%s'", optarg);
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_HISTORY], optarg, &a->history))
+                return 2;
+            a->history_arg = optarg;
+            break;
+        case O_CHUNKS:
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_CHUNKS], optarg, &a->chunks))
+                return 2;
             break;
         case O_POOL:
-            if (!cli_parse_size(optarg, &a->pool) || a->pool == 0)
-                return cli_fail(CMD, 2, "invalid --pool '%s'", optarg);
+            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_POOL], optarg, &a->pool)) return 2;
             break;
         case O_IMAGE:
-        case O_CLOUD: {
-            unsigned w = 0, h = 0;
-            char extra;
-
-            if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w == 0 || h == 0)
-                return cli_fail(CMD, 2, "invalid --%s '%s' (WIDTHxHEIGHT)",
-                                c == O_IMAGE ? "image" : "cloud", optarg);
-            a->width = w;
-            a->height = h;
+        case O_CLOUD:
+            if (!cli_parse_sides(CMD, &cli_ranges[c == O_IMAGE ? CLI_R_PUB_IMAGE : CLI_R_PUB_CLOUD],
+                                 optarg, &a->width, &a->height))
+                return 2;
+            a->sides_arg = optarg;
             a->cloud = c == O_CLOUD;
             break;
-        }
         case O_ENCODING:
             a->encoding = optarg;
             break;
@@ -158,10 +233,10 @@ static int parse_args(int argc, char **argv, pub_args *a)
             a->frame_id = optarg;
             break;
         case O_DOMAIN:
-            if (!cli_parse_domain(optarg, &a->where.domain)) return 2;
+            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
             break;
         case O_DIR:
-            a->where.dir = optarg;
+            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
             break;
         case 'h':
             usage(stdout);
@@ -171,30 +246,12 @@ static int parse_args(int argc, char **argv, pub_args *a)
             return cli_option_error(CMD, c, argv);
         }
     }
+    ferry_publisher_options_init(&d);
+    if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks)) return 2;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
-    if (a->cloud) {
-        uint64_t points = (uint64_t)a->width * a->height;
-
-        if (points < sizeof(cli_frame_header) / CLOUD_POINT_STEP ||
-            points > (UINT32_MAX - 4096) / CLOUD_POINT_STEP ||
-            (uint64_t)a->width * CLOUD_POINT_STEP > UINT32_MAX)
-            return cli_fail(CMD, 2, "invalid cloud: %" PRIu32 "x%" PRIu32 " (at least %zu points, "
-                            "below 2^28)", a->width, a->height,
-                            sizeof(cli_frame_header) / CLOUD_POINT_STEP);
-        a->size = ((sizeof(ferry_pointcloud_header) + 63) / 64) * 64 +
-                  (size_t)(points * CLOUD_POINT_STEP);
-    } else if (a->width != 0) {
-        ferry_image_layout l;
-
-        if (ferry_image_layout_get(a->encoding, a->width, a->height, 0, &l) != FERRY_OK ||
-            l.data_size < sizeof(cli_frame_header) || l.data_size > SIZE_MAX / 8)
-            return cli_fail(CMD, 2, "invalid image: %" PRIu32 "x%" PRIu32 " %s (a known encoding "
-                            "and at least %zu pixel bytes)", a->width, a->height, a->encoding,
-                            sizeof(cli_frame_header));
-        /* The whole sample: the header, padded to 64 bytes, then the pixels. */
-        a->size = ((sizeof(ferry_image_header) + 63) / 64) * 64 + (size_t)l.data_size;
-    }
+    if (a->cloud && !cloud_size(a)) return 2;
+    if (!a->cloud && a->width != 0 && !image_size(a)) return 2;
     if (a->width != 0 && a->frame_id == NULL) {
         const char *slash = strrchr(a->topic, '/');
 
@@ -245,7 +302,7 @@ static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t
         fields[i].datatype = FERRY_POINT_FLOAT32;
         fields[i].count = 1;
     }
-    err = ferry_pointcloud_loan(pub, a->width, a->height, fields, 4, CLOUD_POINT_STEP, &pc);
+    err = ferry_pointcloud_loan(pub, a->width, a->height, fields, 4, CLI_CLOUD_POINT_STEP, &pc);
     if (err != FERRY_OK) return err;
     cli_frame_fill(pc.data, pc.data_size, sequence, true);
     clock_gettime(CLOCK_REALTIME, &now);
@@ -410,6 +467,9 @@ int ferry_cmd_pub(int argc, char **argv)
     else if (a.size <= SIZE_MAX / 4 && o.pool_bytes < 4 * a.size)
         o.pool_bytes = 4 * a.size;
     o.history = (uint32_t)a.history;
+    if (a.chunks != 0) o.max_chunks = (uint32_t)a.chunks;
+    /* Room for every subscriber waited for, or the wait could never end. */
+    if (o.max_subscribers < a.wait_subscribers) o.max_subscribers = (uint32_t)a.wait_subscribers;
 
     cli_stop_on_signals();
     if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;

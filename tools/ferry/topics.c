@@ -22,7 +22,7 @@ static void usage(FILE *to)
           "  --json           print a JSON array of\n"
           "                   {\"topic\", \"type\", \"publishers\", \"subscribers\"} ([] when "
           "empty)\n"
-          "  --domain N       domain number (default $FERRY_DOMAIN, else 0)\n"
+          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
           "                   /dev/shm/ferry-<uid>)\n"
           "  -h, --help       print this help\n",
@@ -157,7 +157,7 @@ int ferry_cmd_topics(int argc, char **argv)
     ferry_err err;
     int c;
 
-    if (!cli_where_from_env(&where)) return 2;
+    if (!cli_where_from_env(CMD, &where)) return 2;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
@@ -166,10 +166,10 @@ int ferry_cmd_topics(int argc, char **argv)
             json = true;
             break;
         case O_DOMAIN:
-            if (!cli_parse_domain(optarg, &where.domain)) return 2;
+            if (!cli_parse_domain(CMD, optarg, &where.domain)) return 2;
             break;
         case O_DIR:
-            where.dir = optarg;
+            if (!cli_parse_dir(CMD, optarg, &where.dir)) return 2;
             break;
         case 'h':
             usage(stdout);
