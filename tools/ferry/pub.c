@@ -37,6 +37,8 @@ static void usage(FILE *to)
           "                          --chunks (default 0)\n"
           "  --chunks N              most chunks (frames) in the publisher's pool, 1..65536\n"
           "                          (default: the library's, 256)\n"
+          "  --admit-blocking        admit subscribers that ask to block the publisher\n"
+          "                          (lossless); by default they are refused\n"
           "  --pool BYTES            byte cap of the publisher's pool, 8k..4096G (default: the\n"
           "                          library's, raised to 4 frames when smaller)\n"
           "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
@@ -66,6 +68,7 @@ typedef struct pub_args {
     uint64_t history;
     const char *history_arg; /* as given, for a message about the chunk count */
     uint64_t chunks;         /* 0: the library's default */
+    bool admit_blocking;
     size_t pool;
     uint32_t width, height;
     const char *sides_arg; /* WIDTHxHEIGHT as given */
@@ -152,6 +155,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         O_WAIT,
         O_HISTORY,
         O_CHUNKS,
+        O_ADMIT_BLOCKING,
         O_POOL,
         O_IMAGE,
         O_ENCODING,
@@ -167,6 +171,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"wait-subscribers", required_argument, NULL, O_WAIT},
         {"history", required_argument, NULL, O_HISTORY},
         {"chunks", required_argument, NULL, O_CHUNKS},
+        {"admit-blocking", no_argument, NULL, O_ADMIT_BLOCKING},
         {"pool", required_argument, NULL, O_POOL},
         {"image", required_argument, NULL, O_IMAGE},
         {"encoding", required_argument, NULL, O_ENCODING},
@@ -211,6 +216,9 @@ static int parse_args(int argc, char **argv, pub_args *a)
         case O_CHUNKS:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_CHUNKS], optarg, &a->chunks))
                 return 2;
+            break;
+        case O_ADMIT_BLOCKING:
+            a->admit_blocking = true;
             break;
         case O_POOL:
             if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_POOL], optarg, &a->pool)) return 2;
@@ -468,6 +476,7 @@ int ferry_cmd_pub(int argc, char **argv)
         o.pool_bytes = 4 * a.size;
     o.history = (uint32_t)a.history;
     if (a.chunks != 0) o.max_chunks = (uint32_t)a.chunks;
+    o.admit_blocking = a.admit_blocking;
     /* Room for every subscriber waited for, or the wait could never end. */
     if (o.max_subscribers < a.wait_subscribers) o.max_subscribers = (uint32_t)a.wait_subscribers;
 
