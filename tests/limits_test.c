@@ -165,42 +165,6 @@ static void check_failed(const char *file, int line, ferry_err err, int saved_er
         tu_fail(file, line, "ferry_strerror(%s) is empty", ferry_errname(err));
 }
 
-static ferry_err try_publisher(ferry_node *node, size_t pool_bytes, ferry_publisher **out,
-                               int *saved_errno)
-{
-    ferry_publisher_options po;
-    ferry_publisher_options_init(&po);
-    po.pool_bytes = pool_bytes;
-    po.max_sample_size = SIZE;
-    *out = NULL;
-    errno = 0;
-    ferry_err err = ferry_publisher_create(out, node, TOPIC, TYPE, ferry_hash(TYPE), &po);
-    *saved_errno = errno;
-    return err;
-}
-
-static ferry_err try_subscriber(ferry_node *node, ferry_subscriber **out, int *saved_errno)
-{
-    *out = NULL;
-    errno = 0;
-    ferry_err err = ferry_subscriber_create(out, node, TOPIC, TYPE, ferry_hash(TYPE), NULL);
-    *saved_errno = errno;
-    return err;
-}
-
-static void take_intact(ferry_subscriber *sub)
-{
-    ferry_sample s;
-    ferry_err e = ferry_take(sub, &s);
-    if (e == FERRY_EAGAIN) {
-        TU_OK(ferry_wait(sub, TU_WAIT_NS));
-        e = ferry_take(sub, &s);
-    }
-    TU_OK(e);
-    TU_SAMPLE_INTACT(&s, s.size);
-    TU_OK(ferry_release(sub, &s));
-}
-
 /* Log sink: counts messages and keeps the last one. */
 typedef struct log_sink {
     int count;
@@ -239,7 +203,7 @@ static int honest_publisher(void *arg)
     ferry_node *node = tu_node("honestpub");
     ferry_publisher *pub = NULL;
     int e = 0;
-    TU_OK(try_publisher(node, h->pool_bytes, &pub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, h->pool_bytes, SIZE, &pub, &e));
     TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));
     tu_send(&h->pub_out, MSG_READY);
     uint64_t seq = 0;
@@ -271,7 +235,7 @@ static int honest_subscriber(void *arg)
     ferry_node *node = tu_node("honestsub");
     ferry_subscriber *sub = NULL;
     int e = 0;
-    TU_OK(try_subscriber(node, &sub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
     TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
     uint64_t got = 0;
     while (!tu_readable(&h->sub_ctl)) {
@@ -343,7 +307,7 @@ static int fd_limit_publisher_main(void *arg)
         ferry_publisher *pub = NULL;
         int e = 0;
         set_limit(RLIMIT_NOFILE, (rlim_t)(top + 1 + spare));
-        ferry_err err = try_publisher(node, 16 * SIZE, &pub, &e);
+        ferry_err err = tu_try_publisher(node, TOPIC, TYPE, 16 * SIZE, SIZE, &pub, &e);
         set_limit(RLIMIT_NOFILE, old);
         if (err == FERRY_OK) {
             spare_needed = spare;
@@ -379,7 +343,7 @@ static int fd_limit_subscriber_main(void *arg)
         ferry_subscriber *sub = NULL;
         int e = 0;
         set_limit(RLIMIT_NOFILE, (rlim_t)(top + 1 + spare));
-        ferry_err err = try_subscriber(node, &sub, &e);
+        ferry_err err = tu_try_subscriber(node, TOPIC, TYPE, &sub, &e);
         if (err != FERRY_OK) {
             set_limit(RLIMIT_NOFILE, old);
             CHECK_FAILED(err, e, FERRY_ESYS, EMFILE);
@@ -399,7 +363,7 @@ static int fd_limit_subscriber_main(void *arg)
         TU_CHECK_MSG(err == FERRY_OK || err == FERRY_ETIMEDOUT, "wait_publishers: %s",
                      ferry_errname(err));
         if (err == FERRY_OK) {
-            take_intact(sub);
+            TU_TAKE_INTACT(sub, 0);
             set_limit(RLIMIT_NOFILE, old);
             TU_OK(ferry_subscriber_destroy(sub));
             printf("    subscriber: creation needs %d spare descriptors (%d failed cleanly), "
@@ -420,7 +384,7 @@ static int fd_limit_subscriber_main(void *arg)
         if (unconnected == 1) {
             /* Raising the limit again is all it takes: the next rescan connects. */
             TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
-            take_intact(sub);
+            TU_TAKE_INTACT(sub, 0);
         }
         TU_OK(ferry_subscriber_destroy(sub));
         CHECK_FOOTPRINT(before);
@@ -462,7 +426,7 @@ static int limited_publisher_main(void *arg)
     ferry_node *node = node_logging("fdlimpub", &logs);
     ferry_publisher *pub = NULL;
     int e = 0;
-    TU_OK(try_publisher(node, 16 * SIZE, &pub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 16 * SIZE, SIZE, &pub, &e));
     rlim_t old = get_limit(RLIMIT_NOFILE);
     fd_fill fill;
     int top = fill_fd_holes(&fill);
@@ -505,9 +469,9 @@ static int patient_subscriber_main(void *arg)
     ferry_node *node = node_logging("patient", &logs);
     ferry_subscriber *sub = NULL;
     int e = 0;
-    TU_OK(try_subscriber(node, &sub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
     TU_OK(ferry_subscriber_wait_publishers(sub, 1, 9 * TU_SEC));
-    take_intact(sub);
+    TU_TAKE_INTACT(sub, 0);
     TU_OK(ferry_subscriber_destroy(sub));
     TU_OK(ferry_node_destroy(node));
     tu_check_child_teardown();
@@ -573,9 +537,9 @@ static int memfd_refused_main(void *arg)
     ferry_node *node = node_logging("memfd", &pub_logs);
     ferry_publisher *pub = NULL;
     int e = 0;
-    TU_OK(try_publisher(node, 16 * SIZE, &pub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 16 * SIZE, SIZE, &pub, &e));
     ferry_subscriber *early = NULL;
-    TU_OK(try_subscriber(node, &early, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &early, &e));
     tu_connect_local(pub, 1, early, 1);
 
     if (!refuse_memfd(mc->err))
@@ -584,7 +548,7 @@ static int memfd_refused_main(void *arg)
     /* A second publisher cannot get its data segment. */
     footprint before = footprint_now();
     ferry_publisher *second = NULL;
-    ferry_err err = try_publisher(node, 16 * SIZE, &second, &e);
+    ferry_err err = tu_try_publisher(node, TOPIC, TYPE, 16 * SIZE, SIZE, &second, &e);
     CHECK_FAILED(err, e, mc->expect, mc->expect_errno);
     TU_CHECK(second == NULL);
     CHECK_FOOTPRINT(before);
@@ -598,7 +562,7 @@ static int memfd_refused_main(void *arg)
     ferry_node *late_node = NULL;
     TU_OK(ferry_node_create(&late_node, &o));
     ferry_subscriber *late = NULL;
-    TU_OK(try_subscriber(late_node, &late, &e));
+    TU_OK(tu_try_subscriber(late_node, TOPIC, TYPE, &late, &e));
     ferry_publisher_stats ps;
     ferry_subscriber_stats ss;
     ferry_time t0 = ferry_now();
@@ -617,7 +581,7 @@ static int memfd_refused_main(void *arg)
     printf("    late subscriber was told: %s\n", logs.last);
     TU_CMP_I64(pub_logs.count, >=, 1);
     tu_publish_pattern(pub, SIZE, 1);
-    take_intact(early);
+    TU_TAKE_INTACT(early, 0);
     ferry_sample s;
     TU_ERR(ferry_take(late, &s), FERRY_EAGAIN);
 
@@ -688,13 +652,13 @@ static int address_space_main(void *arg)
     ferry_publisher *pub = NULL;
     int e = 0;
     set_limit(RLIMIT_AS, (rlim_t)(vm_size() + headroom));
-    ferry_err err = try_publisher(node, (size_t)256 << 20, &pub, &e);
+    ferry_err err = tu_try_publisher(node, TOPIC, TYPE, (size_t)256 << 20, SIZE, &pub, &e);
     CHECK_FAILED(err, e, FERRY_ENOMEM, 0);
     TU_CHECK(pub == NULL);
     CHECK_FOOTPRINT(before);
 
     /* Same limit, a pool that fits: works, loans and publishes. */
-    TU_OK(try_publisher(node, 16 * SIZE, &pub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 16 * SIZE, SIZE, &pub, &e));
     tu_publish_pattern(pub, SIZE, 1);
     TU_OK(ferry_publisher_destroy(pub));
 
@@ -702,7 +666,7 @@ static int address_space_main(void *arg)
      * still running; with the limit raised it connects. */
     before = footprint_now();
     ferry_subscriber *sub = NULL;
-    TU_OK(try_subscriber(node, &sub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
     err = ferry_subscriber_wait_publishers(sub, 1, 300 * TU_MS);
     TU_ERR(err, FERRY_ETIMEDOUT);
     ferry_sample s;
@@ -715,11 +679,11 @@ static int address_space_main(void *arg)
 
     set_limit(RLIMIT_AS, old);
     TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
-    take_intact(sub);
+    TU_TAKE_INTACT(sub, 0);
     TU_OK(ferry_subscriber_destroy(sub));
 
     /* And the large publisher can be made once the limit is back. */
-    TU_OK(try_publisher(node, (size_t)256 << 20, &pub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, (size_t)256 << 20, SIZE, &pub, &e));
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));
     tu_check_child_teardown();
@@ -749,13 +713,13 @@ static int file_size_main(void *arg)
     footprint before = footprint_now();
     ferry_publisher *pub = NULL;
     int e = 0;
-    ferry_err err = try_publisher(node, (size_t)4 << 20, &pub, &e);
+    ferry_err err = tu_try_publisher(node, TOPIC, TYPE, (size_t)4 << 20, SIZE, &pub, &e);
     CHECK_FAILED(err, e, FERRY_ESYS, EFBIG);
     TU_CHECK(pub == NULL);
     CHECK_FOOTPRINT(before);
 
     /* A segment under the limit is fine, and so are its loans up to its cap. */
-    TU_OK(try_publisher(node, (size_t)512 << 10, &pub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, (size_t)512 << 10, SIZE, &pub, &e));
     void *loans[8];
     int n = 0;
     while (n < 8 && ferry_loan(pub, SIZE, &loans[n]) == FERRY_OK)
@@ -766,7 +730,7 @@ static int file_size_main(void *arg)
     TU_OK(ferry_publisher_destroy(pub));
 
     set_limit(RLIMIT_FSIZE, old);
-    TU_OK(try_publisher(node, (size_t)4 << 20, &pub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, (size_t)4 << 20, SIZE, &pub, &e));
     tu_publish_pattern(pub, SIZE, 1);
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));
@@ -787,11 +751,11 @@ static int memlock_main(void *arg)
     ferry_publisher *pub = NULL;
     ferry_subscriber *sub = NULL;
     int e = 0;
-    TU_OK(try_publisher(node, 16 * SIZE, &pub, &e));
-    TU_OK(try_subscriber(node, &sub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 16 * SIZE, SIZE, &pub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
     tu_connect_local(pub, 1, sub, 1);
     tu_publish_pattern(pub, SIZE, 1);
-    take_intact(sub);
+    TU_TAKE_INTACT(sub, 0);
     TU_OK(ferry_subscriber_destroy(sub));
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));

@@ -94,42 +94,6 @@ static int topic_entries(const char *root)
     return n;
 }
 
-static ferry_err try_publisher(ferry_node *node, size_t pool_bytes, size_t max_sample,
-                               ferry_publisher **out, int *saved_errno)
-{
-    ferry_publisher_options po;
-    ferry_publisher_options_init(&po);
-    po.pool_bytes = pool_bytes;
-    po.max_sample_size = max_sample;
-    *out = NULL;
-    errno = 0;
-    ferry_err err = ferry_publisher_create(out, node, TOPIC, TYPE, ferry_hash(TYPE), &po);
-    *saved_errno = errno;
-    return err;
-}
-
-static ferry_err try_subscriber(ferry_node *node, ferry_subscriber **out, int *saved_errno)
-{
-    *out = NULL;
-    errno = 0;
-    ferry_err err = ferry_subscriber_create(out, node, TOPIC, TYPE, ferry_hash(TYPE), NULL);
-    *saved_errno = errno;
-    return err;
-}
-
-static void take_intact(ferry_subscriber *sub, size_t size)
-{
-    ferry_sample s;
-    ferry_err e = ferry_take(sub, &s);
-    if (e == FERRY_EAGAIN) {
-        TU_OK(ferry_wait(sub, TU_WAIT_NS));
-        e = ferry_take(sub, &s);
-    }
-    TU_OK(e);
-    TU_SAMPLE_INTACT(&s, size);
-    TU_OK(ferry_release(sub, &s));
-}
-
 #define CHECK_ENOMEM(err, saved_errno, want_errno)                                             \
     TU_CHECK_MSG((err) == FERRY_ENOMEM && (saved_errno) == (want_errno),                       \
                  "got %s, errno %d (%s); expected FERRY_ENOMEM, errno %d (%s)",               \
@@ -224,11 +188,11 @@ static int full_tmpfs_main(void *arg)
     ferry_publisher *early_pub = NULL, *pub = NULL;
     ferry_subscriber *early_sub = NULL, *sub = NULL;
     int e = 0;
-    TU_OK(try_publisher(node, 4 * MIB, 64 * 1024, &early_pub, &e));
-    TU_OK(try_subscriber(node, &early_sub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 4 * MIB, 64 * 1024, &early_pub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &early_sub, &e));
     tu_connect_local(early_pub, 1, early_sub, 1);
     tu_publish_pattern(early_pub, 64 * 1024, 1);
-    take_intact(early_sub, 64 * 1024);
+    TU_TAKE_INTACT(early_sub, 64 * 1024);
 
     int filler = fill(dir);
     int fds = tu_fd_count(), entries = topic_entries(dir);
@@ -236,10 +200,10 @@ static int full_tmpfs_main(void *arg)
 
     /* New endpoints need a page of the full file system for their status file: an error,
      * not SIGBUS at its first write, and nothing is left behind. */
-    ferry_err err = try_publisher(node, 4 * MIB, 64 * 1024, &pub, &e);
+    ferry_err err = tu_try_publisher(node, TOPIC, TYPE, 4 * MIB, 64 * 1024, &pub, &e);
     CHECK_ENOMEM(err, e, ENOSPC);
     TU_CHECK(pub == NULL);
-    err = try_subscriber(node, &sub, &e);
+    err = tu_try_subscriber(node, TOPIC, TYPE, &sub, &e);
     CHECK_ENOMEM(err, e, ENOSPC);
     TU_CHECK(sub == NULL);
     TU_CMP_I64(tu_fd_count(), ==, fds);
@@ -249,7 +213,7 @@ static int full_tmpfs_main(void *arg)
     /* The pair made before goes on: its status pages were reserved when it was made. */
     for (uint64_t seq = 2; seq < 10; seq++) {
         tu_publish_pattern(early_pub, 64 * 1024, seq);
-        take_intact(early_sub, 64 * 1024);
+        TU_TAKE_INTACT(early_sub, 64 * 1024);
         TU_OK(ferry_publisher_poll(early_pub, 0));
     }
     ferry_publisher_stats ps;
@@ -259,11 +223,11 @@ static int full_tmpfs_main(void *arg)
 
     /* Room again: creation works, and the new subscriber gets both publishers. */
     unfill(dir, filler);
-    TU_OK(try_publisher(node, 4 * MIB, 64 * 1024, &pub, &e));
-    TU_OK(try_subscriber(node, &sub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 4 * MIB, 64 * 1024, &pub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
     connect_both(early_pub, pub, sub);
     tu_publish_pattern(pub, 64 * 1024, 1);
-    take_intact(sub, 64 * 1024);
+    TU_TAKE_INTACT(sub, 64 * 1024);
 
     TU_OK(ferry_subscriber_destroy(sub));
     TU_OK(ferry_subscriber_destroy(early_sub));
@@ -441,8 +405,8 @@ static int cgroup_main(void *arg)
     ferry_publisher *pub = NULL;
     ferry_subscriber *sub = NULL;
     int e = 0;
-    TU_OK(try_publisher(node, 1024 * MIB, 512 * MIB, &pub, &e));
-    TU_OK(try_subscriber(node, &sub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 1024 * MIB, 512 * MIB, &pub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
     tu_connect_local(pub, 1, sub, 1);
 
     /* More than the cgroup may hold: an error, where the kernel's charge would have called the
@@ -467,10 +431,10 @@ static int cgroup_main(void *arg)
 
     /* What fits still works. */
     tu_publish_pattern(pub, MIB, 1);
-    take_intact(sub, MIB);
+    TU_TAKE_INTACT(sub, MIB);
     TU_OK(ferry_publisher_reserve(pub, 4 * MIB, 2));
     tu_publish_pattern(pub, 4 * MIB, 2);
-    take_intact(sub, 4 * MIB);
+    TU_TAKE_INTACT(sub, 4 * MIB);
     printf("    in a cgroup of %zu MiB (%s): headroom %" PRIu64 " MiB; 256 MiB loan and 4 x 32 "
            "MiB reserve refused, 1 and 4 MiB samples delivered\n",
            CGROUP_LIMIT / MIB, cg->v2 ? "v2" : "v1", room / MIB);
@@ -520,8 +484,8 @@ static int huge_loan_main(void *arg)
     ferry_subscriber *sub = NULL;
     int e = 0;
     /* The pool's byte cap leaves room for the loan's size class (up to 1/8 above it). */
-    TU_OK(try_publisher(node, (size_t)(size + size / 4), (size_t)size, &pub, &e));
-    TU_OK(try_subscriber(node, &sub, &e));
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, (size_t)(size + size / 4), (size_t)size, &pub, &e));
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
     tu_connect_local(pub, 1, sub, 1);
     uint64_t allocated = data_bytes_allocated();
     uint64_t rss = kb_field("/proc/self/status", "VmRSS") * 1024;
@@ -543,7 +507,7 @@ static int huge_loan_main(void *arg)
            size / MIB, available / MIB, room / MIB, took / 1000);
 
     tu_publish_pattern(pub, MIB, 1);
-    take_intact(sub, MIB);
+    TU_TAKE_INTACT(sub, MIB);
     TU_OK(ferry_subscriber_destroy(sub));
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));

@@ -545,3 +545,45 @@ void tu_sleep_ns(int64_t ns)
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
+
+ferry_err tu_try_publisher(ferry_node *node, const char *topic, const char *type,
+                           size_t pool_bytes, size_t max_sample, ferry_publisher **out,
+                           int *saved_errno)
+{
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.pool_bytes = pool_bytes;
+    po.max_sample_size = max_sample;
+    *out = NULL;
+    errno = 0;
+    ferry_err err = ferry_publisher_create(out, node, topic, type, ferry_hash(type), &po);
+    *saved_errno = errno;
+    return err;
+}
+
+ferry_err tu_try_subscriber(ferry_node *node, const char *topic, const char *type,
+                            ferry_subscriber **out, int *saved_errno)
+{
+    *out = NULL;
+    errno = 0;
+    ferry_err err = ferry_subscriber_create(out, node, topic, type, ferry_hash(type), NULL);
+    *saved_errno = errno;
+    return err;
+}
+
+void tu_take_intact(const char *file, int line, ferry_subscriber *sub, size_t size)
+{
+    ferry_sample s;
+    ferry_err e = ferry_take(sub, &s);
+    if (e == FERRY_EAGAIN) {
+        e = ferry_wait(sub, TU_WAIT_NS);
+        if (e != FERRY_OK)
+            tu_fail(file, line, "no sample within %d ms: %s", TU_WAIT_MS, ferry_strerror(e));
+        e = ferry_take(sub, &s);
+    }
+    if (e != FERRY_OK)
+        tu_fail(file, line, "ferry_take: %s", ferry_strerror(e));
+    tu_sample_intact(file, line, &s, size ? size : s.size);
+    if ((e = ferry_release(sub, &s)) != FERRY_OK)
+        tu_fail(file, line, "ferry_release: %s", ferry_strerror(e));
+}

@@ -195,6 +195,19 @@ void tu_sample_intact(const char *file, int line, const ferry_sample *s, size_t 
 /* Loans size bytes, fills the pattern of the publisher's next sequence (seq) and publishes. */
 void tu_publish_pattern(ferry_publisher *pub, size_t size, uint64_t seq);
 
+/* ferry_publisher_create with pool_bytes and max_sample_size set, and ferry_subscriber_create
+ * with the defaults: *saved_errno gets errno as the call left it, for tests of refusals. */
+ferry_err tu_try_publisher(ferry_node *node, const char *topic, const char *type,
+                           size_t pool_bytes, size_t max_sample, ferry_publisher **out,
+                           int *saved_errno);
+ferry_err tu_try_subscriber(ferry_node *node, const char *topic, const char *type,
+                            ferry_subscriber **out, int *saved_errno);
+
+/* Takes one sample (waiting for it), checks it is intact (and of size bytes unless size is 0)
+ * and releases it. */
+#define TU_TAKE_INTACT(sub, size) tu_take_intact(__FILE__, __LINE__, (sub), (size))
+void tu_take_intact(const char *file, int line, ferry_subscriber *sub, size_t size);
+
 /* Elapsed ns since t. */
 int64_t tu_since(ferry_time t);
 
