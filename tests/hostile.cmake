@@ -14,7 +14,7 @@ target_link_libraries(hostile_test PRIVATE ferry_testutil ferry_static pthread)
 # One ctest entry per scenario, so that they run side by side and a failure names its scenario.
 foreach(scenario sub_scribbles pub_scribbles socket_garbage fake_publisher empty_datagram_fds
                  fake_segment_shrink fake_offset_race stall_wakeups blocking_refused
-                 silent_lockout hoarder)
+                 silent_lockout hoarder silent_publisher)
   add_test(NAME hostile_${scenario} COMMAND hostile_test ${scenario})
   set_tests_properties(hostile_${scenario} PROPERTIES TIMEOUT 30 SKIP_RETURN_CODE 77)
 endforeach()

@@ -2326,6 +2326,57 @@ static void test_hoarder(void)
     TU_OK(ferry_node_destroy(node));
 }
 
+/* A listener in the topic directory that accepts and never answers: the subscriber gives up on
+ * it after 2 s and does not connect to it again, and its frames from an honest publisher keep
+ * coming meanwhile. */
+static void test_silent_publisher(void)
+{
+    ferry_node *node = hostile_node("victim");
+    ferry_publisher *pub = rate_publisher(node, 4);
+    ferry_subscriber *sub = NULL;
+    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, TYPE, ferry_hash(TYPE), NULL));
+    tu_connect_local(pub, 1, sub, 1);
+    fake_listener l = fake_listen(TOPIC, FAKE_ID);
+    uint64_t seq = 0, got = 0;
+    ferry_time t0 = ferry_now();
+    int sock = -1;
+    bool hung_up = false;
+    while (tu_since(t0) < 3500 * TU_MS) {
+        TU_CHECK(publish_next(pub, &seq));
+        TU_OK(ferry_publisher_poll(pub, 0));
+        ferry_err e = ferry_wait(sub, 5 * TU_MS);
+        TU_CHECK(e == FERRY_OK || e == FERRY_ETIMEDOUT);
+        ferry_sample s;
+        while (ferry_take(sub, &s) == FERRY_OK) {
+            TU_SAMPLE_INTACT(&s, frame_size(s.sequence));
+            got++;
+            TU_OK(ferry_release(sub, &s));
+        }
+        if (sock < 0 && wait_readable(l.fd, 0)) {
+            ferry__hello h;
+            sock = fake_accept(&l, &h); /* and never a word back */
+        } else if (sock >= 0 && !hung_up && wait_readable(sock, 0)) {
+            char b;
+            TU_EQ_U64(recv(sock, &b, 1, MSG_DONTWAIT), 0);
+            hung_up = true;
+            int64_t after = tu_since(t0);
+            printf("    the silent listener was dropped after %.0f ms\n", after / 1e6);
+            TU_CMP_I64(after, >=, 1900 * TU_MS);
+        }
+    }
+    TU_CHECK_MSG(sock >= 0, "the subscriber never connected to the listener");
+    TU_CHECK_MSG(hung_up, "the subscriber kept the silent connection");
+    TU_CHECK_MSG(!wait_readable(l.fd, 0), "the subscriber came back to the silent listener");
+    TU_CHECK(log_has("did not answer our hello within 2 s"));
+    printf("    %" PRIu64 " of %" PRIu64 " frames taken intact meanwhile\n", got, seq);
+    TU_CMP_U64(got, >=, seq / 2);
+    close(sock);
+    fake_unlisten(TOPIC, &l);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -2341,6 +2392,7 @@ static const struct {
     {"blocking_refused", test_blocking_refused},
     {"silent_lockout", test_silent_lockout},
     {"hoarder", test_hoarder},
+    {"silent_publisher", test_silent_publisher},
 };
 
 int main(int argc, char **argv)
