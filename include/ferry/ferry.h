@@ -232,9 +232,12 @@ typedef struct ferry_publisher_options {
     /** Most chunk references one subscriber may have at once, queued and held together. A
      *  subscriber at the limit receives nothing more until it gives some back; each publication
      *  it misses meanwhile counts as dropped for it (stats dropped and limited), while the other
-     *  subscribers carry on. Default 0: half of max_chunks. */
+     *  subscribers carry on. Default 0: seven eighths of max_chunks, so that at least an eighth
+     *  (and at least one chunk) stays for the publisher's next loans and its other
+     *  subscribers. With k untrusted subscribers, give each less than 1/(k+1) of the pool. */
     uint32_t max_chunks_per_subscriber;
-    /** The same limit in bytes of the chunks referenced. Default 0: half of pool_bytes. */
+    /** The same limit in bytes of the chunks referenced. Default 0: seven eighths of
+     *  pool_bytes. */
     size_t max_bytes_per_subscriber;
     /** Connections accepted whose hello has not come yet, counted apart from max_subscribers.
      *  A hello must come within a second; when every place is taken, the oldest waiting

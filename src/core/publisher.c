@@ -53,6 +53,7 @@ typedef struct pconn {
     uint32_t outstanding;
     uint64_t outstanding_bytes; /* capacities of those chunks */
     bool limited;       /* at its per-subscriber limit at the last publication */
+    bool limit_told;    /* the log said so once: later times are counted, not logged */
     uint64_t dropped;
     uint64_t sub_id;
     int32_t pid;
@@ -144,10 +145,14 @@ static ferry_err options_resolve(ferry_publisher_options *o)
         return FERRY_EINVAL;
     if (o->pool_bytes < 2 * FERRY__PAGE)
         return FERRY_EINVAL;
-    if (!o->max_chunks_per_subscriber)
-        o->max_chunks_per_subscriber = o->max_chunks > 1 ? o->max_chunks / 2 : 1;
+    /* By default one subscriber may hold seven eighths of the pool: the rest, at least a chunk,
+     * stays for the publisher's next loans and its other subscribers. */
+    if (!o->max_chunks_per_subscriber) {
+        uint32_t keep = o->max_chunks / 8 > 1 ? o->max_chunks / 8 : 1;
+        o->max_chunks_per_subscriber = o->max_chunks > keep ? o->max_chunks - keep : 1;
+    }
     if (!o->max_bytes_per_subscriber)
-        o->max_bytes_per_subscriber = o->pool_bytes / 2;
+        o->max_bytes_per_subscriber = o->pool_bytes - o->pool_bytes / 8;
     if (o->max_chunks_per_subscriber > o->max_chunks)
         return FERRY_EINVAL;
     return FERRY_OK;
@@ -406,11 +411,12 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
         pub->stats.limited++;
         atomic_store_explicit(&c->hdr->dropped, c->dropped, memory_order_relaxed);
         if (!c->limited)
-            ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+            ferry__log_peer(pub->node, &pub->peer_log,
+                            c->limit_told ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
                             "%s: subscriber pid %d holds %u chunks (%llu bytes), its limit: it "
                             "receives nothing more until it gives some back", pub->topic,
                             (int)c->pid, c->outstanding, (unsigned long long)c->outstanding_bytes);
-        c->limited = true;
+        c->limited = c->limit_told = true;
         return true;
     }
     c->limited = false;
