@@ -552,12 +552,12 @@ static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds
     return true;
 }
 
-/* Reads what an active publisher sent (wake-ups, attachments), up to a bound; a hang-up ends
- * it. */
-static void read_messages(ferry_subscriber *sub, sconn *c, bool hup)
+/* Reads what an active publisher sent (wake-ups, attachments), up to max messages; a hang-up
+ * ends it. */
+static void read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max)
 {
     unsigned wakes = 0;
-    for (int k = 0; k < 64; k++) {
+    for (int k = 0; k < max; k++) {
         union {
             ferry__attach_msg m;
             char raw[sizeof(ferry__attach_msg) + 1];
@@ -581,6 +581,9 @@ static void read_messages(ferry_subscriber *sub, sconn *c, bool hup)
                 conn_fail(sub, c, "a flood of wake-ups");
                 return;
             }
+            /* The wake-up for the doorbell we set is read: arming again need not look. */
+            if (c->armed == FERRY__DOORBELL_NOTIFIER)
+                c->armed = 0;
             continue;
         }
         ferry__attach_msg m;
@@ -614,7 +617,7 @@ ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uin
             }
         /* Sent before any sample that names it: it is in the socket already. */
         if (round == 0 && c->state == SC_ACTIVE)
-            read_messages(sub, c, false);
+            read_messages(sub, c, false, 64);
     }
     return FERRY_EAGAIN;
 }
@@ -639,7 +642,7 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
             if (c->state == SC_PENDING) {
                 welcome(sub, c);
             } else if (c->state == SC_ACTIVE) {
-                read_messages(sub, c, ev[i].hup || ev[i].err);
+                read_messages(sub, c, ev[i].hup || ev[i].err, 64);
             }
         }
     }
@@ -886,10 +889,12 @@ static bool arm(ferry_subscriber *sub, uint32_t how)
         if (c->state != SC_ACTIVE)
             continue;
         /* A notifier doorbell we set that is clear again means its publisher sent a wake-up on
-         * the socket: read it, so that the descriptor does not stay readable. */
+         * the socket: read it, so that the descriptor does not stay readable. One message: an
+         * honest publisher sends one wake-up per doorbell, and anything more keeps the socket
+         * readable for housekeeping. */
         if (c->armed == FERRY__DOORBELL_NOTIFIER &&
             atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) == 0) {
-            read_messages(sub, c, false);
+            read_messages(sub, c, false, 1);
             if (c->state != SC_ACTIVE)
                 continue;
         }
