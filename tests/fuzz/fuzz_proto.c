@@ -130,7 +130,6 @@ static struct {
     char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
     ferry_node *node;
     ferry_publisher *pub;
-    int fd_base;
     int slot[FP_SLOTS];
 } fp;
 
@@ -174,7 +173,6 @@ static void fp_setup(void)
     FZ_ASSERT(len > 0 && (size_t)len < sizeof fp.sock);
     for (int i = 0; i < FP_SLOTS; i++)
         fp.slot[i] = -1;
-    fp.fd_base = fz_fd_count();
     atexit(fp_teardown);
     fp.ready = true;
 }
@@ -316,6 +314,8 @@ static void read_answers(int sock)
 static void fuzz_publisher(const uint8_t *d, size_t n)
 {
     fp_setup();
+    /* Counted per input: the other modes keep descriptors of their own (a node's directory). */
+    int fd_base = fz_fd_count();
     fz_reader r = {d, n};
     static uint8_t dgram[FP_MAX_DATAGRAM];
     for (int ops = 0; ops < FP_MAX_OPS && fz_more(&r); ops++) {
@@ -393,15 +393,15 @@ static void fuzz_publisher(const uint8_t *d, size_t n)
     for (int k = 0; k < 50; k++) {
         FZ_ASSERT(ferry_publisher_poll(fp.pub, 0) == FERRY_OK);
         FZ_ASSERT(ferry_publisher_stats_get(fp.pub, &st) == FERRY_OK);
-        if (st.subscribers == 0 && fz_fd_count() == fp.fd_base)
+        if (st.subscribers == 0 && fz_fd_count() == fd_base)
             break;
     }
     FZ_ASSERT(st.subscribers == 0);
-    if (fz_fd_count() != fp.fd_base) {
-        fprintf(stderr, "descriptors: %d, %d at the start\n", fz_fd_count(), fp.fd_base);
+    if (fz_fd_count() != fd_base) {
+        fprintf(stderr, "descriptors: %d, %d at the start\n", fz_fd_count(), fd_base);
         fz_fd_dump();
     }
-    FZ_ASSERT(fz_fd_count() == fp.fd_base);
+    FZ_ASSERT(fz_fd_count() == fd_base);
     FZ_ASSERT(st.chunks_loaned == 0);
     FZ_ASSERT(st.chunks_in_use <= FP_HISTORY);
     FZ_ASSERT(st.chunks_free + st.chunks_in_use == st.chunks_total);
@@ -673,6 +673,7 @@ static void fuzz_subscriber(const uint8_t *d, size_t n)
 
     fs_segs segs;
     bool built = false;
+    bool shrunk[2] = {false, false}; /* data, conn: this side may not touch them then */
     ferry_sample held[4];
     int nheld = 0;
     static uint8_t dgram[FP_MAX_DATAGRAM];
@@ -734,9 +735,9 @@ static void fuzz_subscriber(const uint8_t *d, size_t n)
             if (built) {
                 size_t at = fz_u16(&r) % segs.conn_size;
                 uint8_t v = fz_u8(&r);
-                if (op & 0x80)
+                if ((op & 0x80) && !shrunk[0])
                     segs.data[FERRY__PAGE + fz_u16(&r) % (segs.data_size - FERRY__PAGE)] = v;
-                else
+                else if (!(op & 0x80) && !shrunk[1])
                     ((uint8_t *)segs.conn)[at] = v;
             }
             break;
@@ -746,8 +747,11 @@ static void fuzz_subscriber(const uint8_t *d, size_t n)
             fs_take(sub, held, &nheld, fz_u8(&r) % 5);
             break;
         case 6: /* an unsealed segment shrinks under the subscriber */
-            if (built && (op & 0x80))
-                (void)ftruncate(fz_u8(&r) & 1 ? segs.conn_fd : segs.data_fd, 0);
+            if (built && (op & 0x80)) {
+                int which = fz_u8(&r) & 1;
+                if (ftruncate(which ? segs.conn_fd : segs.data_fd, 0) == 0)
+                    shrunk[which] = true;
+            }
             break;
         default: /* hang up */
             if (sock >= 0)
