@@ -88,23 +88,12 @@ typedef struct region {
 /* Mappings of this process whose /proc/self/maps line contains needle, with permissions perms. */
 static int find_regions(const char *needle, const char *perms, region *out, int cap)
 {
-    FILE *f = fopen("/proc/self/maps", "r");
-    TU_CHECK(f != NULL);
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        unsigned long start, end;
-        char p[8];
-        if (strstr(line, needle) == NULL || sscanf(line, "%lx-%lx %7s", &start, &end, p) != 3 ||
-            strcmp(p, perms) != 0)
-            continue;
-        if (n < cap) {
-            out[n].start = (uint8_t *)start;
-            out[n].len = end - start;
-        }
-        n++;
+    tu_mapping m[16];
+    int n = tu_maps_find(needle, perms, m, 16);
+    for (int i = 0; i < n && i < cap && i < 16; i++) {
+        out[i].start = (uint8_t *)m[i].start;
+        out[i].len = m[i].end - m[i].start;
     }
-    fclose(f);
     return n;
 }
 
@@ -325,22 +314,12 @@ static int child_fds;
 
 static void child_scrub(void)
 {
-    FILE *f = fopen("/proc/self/maps", "r");
-    TU_CHECK(f != NULL);
-    char line[1024];
-    region doomed[256];
-    int n = 0;
-    while (fgets(line, sizeof line, f) != NULL && n < 256) {
-        unsigned long start, end;
-        if ((strstr(line, "memfd:ferry") == NULL && strstr(line, tu_dir()) == NULL) ||
-            sscanf(line, "%lx-%lx", &start, &end) != 2)
-            continue;
-        doomed[n].start = (uint8_t *)start;
-        doomed[n++].len = end - start;
+    static tu_mapping doomed[256];
+    for (int k = 0; k < 2; k++) {
+        int n = tu_maps_find(k == 0 ? "memfd:ferry" : tu_dir(), NULL, doomed, 256);
+        for (int i = 0; i < n && i < 256; i++)
+            munmap((void *)doomed[i].start, doomed[i].end - doomed[i].start);
     }
-    fclose(f);
-    for (int i = 0; i < n; i++)
-        munmap(doomed[i].start, doomed[i].len);
     /* The library's descriptors are close-on-exec, the test's pipes are not. */
     DIR *d = opendir("/proc/self/fd");
     TU_CHECK(d != NULL);

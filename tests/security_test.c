@@ -124,22 +124,6 @@ static void domain_path(char *out, size_t cap)
     snprintf(out, cap, "%s/%u", tu_dir(), tu_domain());
 }
 
-/* The line of /proc/self/maps that covers addr; asserts there is one. */
-static void mapping_of(const void *addr, char *line, size_t cap)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    TU_CHECK_MSG(f != NULL, "fopen /proc/self/maps: %s", strerror(errno));
-    uintptr_t a = (uintptr_t)addr;
-    bool found = false;
-    while (!found && fgets(line, (int)cap, f) != NULL) {
-        unsigned long lo = 0, hi = 0;
-        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi)
-            found = true;
-    }
-    fclose(f);
-    TU_CHECK_MSG(found, "no mapping covers %p", addr);
-}
-
 /* Log sink that counts messages containing "not allowed". */
 typedef struct log_count {
     int not_allowed;
@@ -486,10 +470,10 @@ static int share_subscriber_main(void *arg)
     TU_EQ_U64(tu_recv(&s->main_to_sub, TU_WAIT_MS), MSG_GO);
 
     /* Read-only all the way down: the mapping, its protection, a write. */
-    char line[512];
-    mapping_of(smp[0].data, line, sizeof line);
-    TU_CHECK_MSG(strstr(line, " r--s ") != NULL && strstr(line, "memfd:ferry-data") != NULL,
-                 "sample mapping: %s", line);
+    tu_mapping m;
+    TU_CHECK_MSG(tu_map_of(smp[0].data, &m), "no mapping covers %p", smp[0].data);
+    TU_CHECK_MSG(strcmp(m.perms, "r--s") == 0 && strstr(m.path, "memfd:ferry-data") != NULL,
+                 "sample mapping: %s %s", m.perms, m.path);
     uintptr_t page = (uintptr_t)smp[0].data & ~(uintptr_t)4095;
     errno = 0;
     TU_CHECK(mprotect((void *)page, 4096, PROT_READ | PROT_WRITE) != 0);

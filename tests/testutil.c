@@ -125,17 +125,70 @@ int tu_fd_count(void)
     return n;
 }
 
-int tu_maps_count(const char *needle)
+/* Calls fn for each line of /proc/self/maps, parsed, until it returns false. The one parser of
+ * that file in the tests. */
+static void maps_each(bool (*fn)(void *arg, const char *line, const tu_mapping *m), void *arg)
 {
     FILE *f = fopen("/proc/self/maps", "r");
     TU_CHECK_MSG(f != NULL, "fopen /proc/self/maps: %s", strerror(errno));
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (strstr(line, needle) != NULL)
-            n++;
+    char line[PATH_MAX + 256];
+    while (fgets(line, sizeof line, f) != NULL) {
+        tu_mapping m;
+        unsigned long start, end;
+        int off = 0;
+        memset(&m, 0, sizeof m);
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &start, &end, m.perms, &off) < 3)
+            continue;
+        m.start = start;
+        m.end = end;
+        if (off > 0)
+            snprintf(m.path, sizeof m.path, "%.*s", (int)strcspn(line + off, "\n"), line + off);
+        if (!fn(arg, line, &m))
+            break;
+    }
     fclose(f);
-    return n;
+}
+
+typedef struct maps_query {
+    const char *needle, *perms;
+    const void *addr;
+    tu_mapping *out;
+    int cap, n;
+} maps_query;
+
+static bool maps_match(void *arg, const char *line, const tu_mapping *m)
+{
+    maps_query *q = arg;
+    if (q->addr) {
+        if ((uintptr_t)q->addr < m->start || (uintptr_t)q->addr >= m->end)
+            return true;
+    } else if ((q->needle && strstr(line, q->needle) == NULL) ||
+               (q->perms && strcmp(m->perms, q->perms) != 0)) {
+        return true;
+    }
+    if (q->n < q->cap)
+        q->out[q->n] = *m;
+    q->n++;
+    return q->addr == NULL;
+}
+
+int tu_maps_find(const char *needle, const char *perms, tu_mapping *out, int cap)
+{
+    maps_query q = {needle, perms, NULL, out, cap, 0};
+    maps_each(maps_match, &q);
+    return q.n;
+}
+
+bool tu_map_of(const void *addr, tu_mapping *out)
+{
+    maps_query q = {NULL, NULL, addr, out, 1, 0};
+    maps_each(maps_match, &q);
+    return q.n > 0;
+}
+
+int tu_maps_count(const char *needle)
+{
+    return tu_maps_find(needle, NULL, NULL, 0);
 }
 
 static bool tu_is_endpoint_file(const char *name)

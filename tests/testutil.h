@@ -136,6 +136,17 @@ void tu_topic_path(const char *topic, char *out, size_t cap);
 
 /* Number of entries in /proc/self/fd. */
 int tu_fd_count(void);
+/* A mapping of this process, as its line of /proc/self/maps gives it. */
+typedef struct tu_mapping {
+    uintptr_t start, end;
+    char perms[8];  /* "r--s", "rw-p", ... */
+    char path[256]; /* what is mapped ("/memfd:ferry-data (deleted)"), cut to fit; "" for none */
+} tu_mapping;
+/* The mappings whose line contains needle (NULL: any) and whose permissions are perms (NULL:
+ * any): up to cap of them into out (which may be NULL with cap 0); returns how many there are. */
+int tu_maps_find(const char *needle, const char *perms, tu_mapping *out, int cap);
+/* The mapping that covers addr; false when there is none. */
+bool tu_map_of(const void *addr, tu_mapping *out);
 /* Number of lines of /proc/self/maps that contain needle. */
 int tu_maps_count(const char *needle);
 /* Number of status or socket files under the domain directory (every topic). */

@@ -23,38 +23,6 @@
 
 enum { MSG_READY = 1, MSG_DONE };
 
-typedef struct mapping {
-    uintptr_t start, end;
-    char perms[8];
-    char path[PATH_MAX];
-} mapping;
-
-/* Finds the line of /proc/self/maps that contains addr. */
-static bool find_mapping(const void *addr, mapping *m)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    TU_CHECK(f != NULL);
-    char line[PATH_MAX + 256];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f) != NULL) {
-        unsigned long start, end;
-        char perms[8];
-        int off = 0;
-        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &start, &end, perms, &off) < 3)
-            continue;
-        if ((uintptr_t)addr >= start && (uintptr_t)addr < end) {
-            m->start = start;
-            m->end = end;
-            snprintf(m->perms, sizeof m->perms, "%s", perms);
-            snprintf(m->path, sizeof m->path, "%s", off > 0 ? line + off : "");
-            m->path[strcspn(m->path, "\n")] = '\0';
-            found = true;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 static int writer(void *arg)
 {
     struct rlimit no_core = {0, 0};
@@ -100,8 +68,8 @@ static int subscriber_main(void *arg)
     TU_SAMPLE_INTACT(&s, SIZE);
 
     /* The payload lies inside one read-only shared mapping of the publisher's memfd. */
-    mapping m;
-    TU_CHECK(find_mapping(s.data, &m));
+    tu_mapping m;
+    TU_CHECK(tu_map_of(s.data, &m));
     TU_EQ_STR(m.perms, "r--s");
     TU_CHECK_MSG(strstr(m.path, DATA_NAME) != NULL, "payload mapped from \"%s\"", m.path);
     TU_CMP_U64((uintptr_t)s.data + s.size, <=, m.end);
@@ -184,8 +152,8 @@ static void test_read_only_zero_copy(void)
 
     void *loan = NULL;
     TU_OK(ferry_loan(pub, SIZE, &loan));
-    mapping m;
-    TU_CHECK(find_mapping(loan, &m));
+    tu_mapping m;
+    TU_CHECK(tu_map_of(loan, &m));
     TU_EQ_STR(m.perms, "rw-s");
     TU_CHECK_MSG(strstr(m.path, DATA_NAME) != NULL, "loan mapped from \"%s\"", m.path);
     tu_fill(loan, SIZE, 1);
