@@ -7,7 +7,7 @@
 
 #include <ferry/sync.h>
 
-#include "core/sync.h"
+#include "framework/sync_core.h"
 
 #include <stdlib.h>
 

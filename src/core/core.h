@@ -20,14 +20,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/module.h"
 #include "platform/platform.h"
 
-/* Internals the GPU module (libferry_gpu) calls: visible in libferry.so so that the module's own
- * shared library links against it, but declared only here, not in the public headers. */
-#define FERRY_MODULE_API __attribute__((visibility("default")))
-
-#define FERRY__PAGE 4096u
-#define FERRY__CACHELINE 64
 /* Hot paths poll for housekeeping at most this often: a subscriber that found nothing every
  * millisecond (so an application's epoll loop cannot spin on a pending hang-up), a publisher
  * every 50 ms (so a dead subscriber's chunks come back within 100 ms at 30 Hz, and a 30 Hz
@@ -159,7 +154,6 @@ typedef struct ferry__attach_msg {
     uint32_t reserved;
 } ferry__attach_msg;
 
-#define FERRY__ATTACH_FDS 4
 #define FERRY__ATTACH_MAX 256 /* attachments per publisher */
 
 /* A message without a body: a subscriber leaving on purpose says so (FERRY__MSG_BYE), so that
@@ -281,17 +275,9 @@ ferry_err ferry__domain_path(const char *dir, uint32_t domain, char *out, size_t
 
 /* ---- node ----------------------------------------------------------------------------------- */
 
-#define FERRY__NODE_MAGIC 0x45444f4e59525246ULL
 #define FERRY__PUB_MAGIC 0x4255505952524546ULL
 #define FERRY__SUB_MAGIC 0x4255535952524546ULL
 #define FERRY__WS_MAGIC 0x5357535952524546ULL
-#define FERRY__DEAD_MAGIC 0x444145445952524ULL
-
-typedef struct ferry__obj {
-    uint64_t magic;
-    struct ferry__obj *next; /* in the node's live list or graveyard */
-    struct ferry__obj *prev;
-} ferry__obj;
 
 struct ferry_node {
     uint64_t magic;
@@ -310,8 +296,6 @@ struct ferry_node {
     uint32_t grave_count;
 };
 
-void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* A bound on how often one endpoint logs what its peers do wrong, so that a peer repeating a
  * fault (a flood of connections, garbage in a loop) cannot flood the log: a bucket of
@@ -326,10 +310,6 @@ typedef struct ferry__ratelimit {
 } ferry__ratelimit;
 void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level level,
                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* Registers a child object; fails with FERRY_ECLOSED when the node is not valid. */
-ferry_err ferry__node_adopt(ferry_node *node, ferry__obj *obj, uint64_t magic);
-/* Marks the child dead and keeps its memory (up to a bound) so stale handles are detected. */
-void ferry__node_bury(ferry_node *node, ferry__obj *obj);
 /* Opens (creating when missing) the directory of a normalised topic, relative to the node's
  * domain directory. Returns a dirfd, or -1 with errno (EPERM: not a private directory). */
 int ferry__node_topic_dir(ferry_node *node, const char *dirname);
@@ -416,21 +396,6 @@ static inline uint32_t ferry__pow2_at_least(uint32_t v)
     return p;
 }
 
-static inline int64_t ferry__deadline(int64_t timeout_ns)
-{
-    if (timeout_ns < 0)
-        return INT64_MAX;
-    return ferry__clock_ns() + timeout_ns;
-}
-
-static inline int64_t ferry__remaining(int64_t deadline)
-{
-    if (deadline == INT64_MAX)
-        return -1;
-    int64_t left = deadline - ferry__clock_ns();
-    return left > 0 ? left : 0;
-}
-
 /* Epoll tags: kind in the top byte, slot and connection generation below. */
 enum {
     FERRY__TAG_LISTEN = 1,
@@ -455,69 +420,6 @@ static inline uint32_t ferry__tag_gen(uint64_t t)
     return (uint32_t)t;
 }
 
-/* Where a held sample lives, for modules that work on whole chunks (the GPU registration). */
-typedef struct ferry__sample_where {
-    uint32_t slot;                /* the publisher's connection */
-    uint32_t gen;                 /* that connection's generation */
-    uint32_t chunk;               /* chunk index in the publisher's pool */
-    const uint8_t *chunk_payload; /* the chunk's payload area, in the subscriber's mapping */
-    uint64_t chunk_capacity;      /* its bytes */
-} ferry__sample_where;
-
-/* Checks that sample is held by sub (FERRY_EFOREIGN, FERRY_ESTATE otherwise) and locates it. */
-FERRY_MODULE_API ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sample,
-                                  ferry__sample_where *out);
-
-/* Called before a connection's mappings go away (slot, gen), and once with slot UINT32_MAX when
- * the subscriber is destroyed. Up to FERRY__CLOSE_HOOKS per subscriber, one per function (each
- * module keeps its own state as the hook's argument). */
-typedef void (*ferry__close_hook)(void *arg, uint32_t slot, uint32_t gen);
-#define FERRY__CLOSE_HOOKS 4
-/* FERRY_EBUSY when fn is installed already, FERRY_ELIMIT when all places are taken. */
-FERRY_MODULE_API ferry_err ferry__subscriber_add_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
-/* The argument installed with fn, or NULL when fn is not installed. */
-FERRY_MODULE_API void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub, ferry__close_hook fn);
-
-/* The pool index of the chunk behind a loaned payload (modules pair their own per-chunk state
- * with it: a chunk is loaned again only after every reference to it came back). */
-FERRY_MODULE_API ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint32_t *index);
-
-/* Attachments. The publisher keeps a duplicate of each descriptor and sends the set to every
- * subscriber, now and at each later handshake, before any sample that refers to it. */
-FERRY_MODULE_API ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds);
-/* Withdraws key: the publisher closes its duplicates and every subscriber closes its copies
- * (samples already taken keep whatever their module imported from them). */
-FERRY_MODULE_API ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_t key);
-/* The descriptors attached under key by the publisher of connection (slot, gen), borrowed (the
- * subscriber closes them when the connection closes). Reads pending control messages once when
- * the key is not there yet. FERRY_EAGAIN when it still is not. */
-FERRY_MODULE_API ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
-                                       uint64_t key, int *fds, int *nfds);
-
-/* Lifecycle hooks. An inactive publisher refuses loans and publications (FERRY_ESTATE). A paused
- * subscriber asks its publishers, through sub_paused in each connection segment, to skip it; on
- * pausing it gives back what was queued, unread (counted in *discarded only, neither received
- * nor dropped); connections made while paused start paused; whatever a publisher delivered
- * before it saw the word is given back the same way at the next take, wait or housekeeping. */
-ferry_err ferry__publisher_set_active(ferry_publisher *pub, bool active);
-ferry_err ferry__subscriber_set_paused(ferry_subscriber *sub, bool paused);
-ferry_err ferry__subscriber_discarded(ferry_subscriber *sub, uint64_t *discarded);
-
-/* DLPack export records (src/core/tensor.c), for host tensors and the GPU module's device
- * tensors alike. A record keeps a copy of what the exporter held (a sample, a device frame: up to
- * FERRY__EXPORT_ITEM_MAX bytes) and hands it to release once, when the consumer's deleter runs;
- * a second deleter call is ignored. *out is the record's ferry_dlpack_tensor, or its
- * ferry_dlpack_tensor_versioned (read-only flag set) when versioned. */
-#define FERRY__EXPORT_ITEM_MAX 256u
-struct ferry_tensor_view;
-typedef void (*ferry__export_release_fn)(void *owner, void *item, void *arg);
-FERRY_MODULE_API ferry_err ferry__tensor_export(const struct ferry_tensor_view *view, bool versioned,
-                                                ferry__export_release_fn release, void *owner,
-                                                void *arg, const void *item, size_t item_size,
-                                                void **out);
-
-/* The most samples sub may hold at once (its max_held option); 0 for an invalid sub. */
-FERRY_MODULE_API uint32_t ferry__subscriber_max_held(ferry_subscriber *sub);
 
 /* Subscriber internals the waitset needs. */
 bool ferry__subscriber_ready(ferry_subscriber *sub);
@@ -525,8 +427,5 @@ bool ferry__subscriber_ready(ferry_subscriber *sub);
 bool ferry__subscriber_arm(ferry_subscriber *sub);
 void ferry__subscriber_housekeep(ferry_subscriber *sub);
 int ferry__subscriber_poll_fd(const ferry_subscriber *sub);
-FERRY_MODULE_API ferry_err ferry__subscriber_check(ferry_subscriber *sub);
-/* The waitset a subscriber belongs to (NULL when none). */
-void **ferry__subscriber_waitset_slot(ferry_subscriber *sub);
 
 #endif

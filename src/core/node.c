@@ -233,6 +233,15 @@ void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level lev
     ferry__log(node, level, "%s", msg);
 }
 
+ferry_err ferry__node_check(const ferry_node *node)
+{
+    if (!node)
+        return FERRY_EINVAL;
+    if (node->magic == FERRY__DEAD_MAGIC)
+        return FERRY_ECLOSED;
+    return node->magic == FERRY__NODE_MAGIC ? FERRY_OK : FERRY_EINVAL;
+}
+
 ferry_err ferry__node_adopt(ferry_node *node, ferry__obj *obj, uint64_t magic)
 {
     if (!node || node->magic != FERRY__NODE_MAGIC)

@@ -19,7 +19,7 @@
  */
 #include "gpu/internal.h"
 
-#include "core/core.h"
+#include "core/module.h"
 #include "gpu/frames_internal.h"
 
 #include <cuda.h> /* types and enums only: the driver is reached through ferry__gpu_driver_fn */

@@ -11,7 +11,7 @@
  */
 #include "gpu/internal.h"
 
-#include "core/core.h"
+#include "core/module.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

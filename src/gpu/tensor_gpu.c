@@ -1,13 +1,13 @@
 /*
  * Device tensors (include/ferry/tensor.h): a device frame whose metadata is a tensor header, and
  * its DLPack export. The header is validated by libferry's ferry_tensor_header_check on a copy,
- * against the frame's size. Exports use libferry's records (src/core/tensor.c), which release the
+ * against the frame's size. Exports use libferry's records (src/framework/tensor.c), which release the
  * frame with ferry_gpu_frame_release on the stream given at export.
  */
 #include <ferry/gpu.h>
 #include <ferry/tensor.h>
 
-#include "core/core.h"
+#include "core/module.h"
 #include "gpu/frames_internal.h"
 
 #include <stdint.h>

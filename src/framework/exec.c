@@ -13,12 +13,14 @@
  * queued in its group's FIFO, or running. A group is on the runnable list while it has queued
  * items and may start one (reentrant, or exclusive and idle); workers pop groups from it.
  */
-#include "core/core.h"
+#include "core/module.h"
 
 #include <ferry/exec.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -425,8 +427,9 @@ ferry_err ferry_executor_create(ferry_executor **out, ferry_node *node,
 {
     if (!out || !node)
         return FERRY_EINVAL;
-    if (node->magic != FERRY__NODE_MAGIC)
-        return node->magic == FERRY__DEAD_MAGIC ? FERRY_ECLOSED : FERRY_EINVAL;
+    ferry_err node_err = ferry__node_check(node);
+    if (node_err)
+        return node_err;
     ferry_executor_options o;
     ferry_executor_options_init(&o);
     if (options)

@@ -7,7 +7,7 @@
  *
  * Single-threaded: the caller serialises.
  */
-#include "core/core.h"
+#include "core/module.h"
 
 #include <ferry/lifecycle.h>
 
@@ -75,8 +75,9 @@ ferry_err ferry_lifecycle_create(ferry_lifecycle **out, ferry_node *node,
                                  const ferry_lifecycle_callbacks *cb)
 {
     if (!out || !node) return FERRY_EINVAL;
-    if (node->magic != FERRY__NODE_MAGIC)
-        return node->magic == FERRY__DEAD_MAGIC ? FERRY_ECLOSED : FERRY_EINVAL;
+    ferry_err node_err = ferry__node_check(node);
+    if (node_err)
+        return node_err;
     ferry_lifecycle *lc = calloc(1, sizeof *lc);
     if (!lc) return FERRY_ENOMEM;
     lc->magic = LC_MAGIC;

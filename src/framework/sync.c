@@ -4,8 +4,8 @@
  * taken from real subscribers and releases what the core discards. Tokens of the core are, for
  * the synchroniser, indices of sample slots of the token's topic.
  */
-#include "core/sync.h"
-#include "core/core.h"
+#include "framework/sync_core.h"
+#include "core/module.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

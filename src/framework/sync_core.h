@@ -2,8 +2,8 @@
  * The approximate-time synchroniser's policy, without I/O (sync.c): what ferry_sync runs, and
  * what the tests drive directly. Single-threaded; fixed storage allocated at creation.
  */
-#ifndef FERRY_CORE_SYNC_H
-#define FERRY_CORE_SYNC_H
+#ifndef FERRY_FRAMEWORK_SYNC_CORE_H
+#define FERRY_FRAMEWORK_SYNC_CORE_H
 
 #include <ferry/sync.h>
 

@@ -3,7 +3,7 @@
  * Every refusal says what was refused and what would permit it, because the usual cause is a
  * missing capability or limit in a container or service file, not a bug.
  */
-#include "core/core.h"
+#include "core/module.h"
 
 #include <ferry/rt.h>
 

@@ -5,7 +5,7 @@
  */
 #include <ferry/tensor.h>
 
-#include "core/core.h"
+#include "core/module.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
