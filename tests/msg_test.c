@@ -245,9 +245,9 @@ static void test_image_invalid_arguments(void)
     TU_ERR(ferry_image_publish(NULL, &img), FERRY_EINVAL);
     TU_ERR(ferry_image_publish(e.pub, NULL), FERRY_EINVAL);
     TU_ERR(ferry_image_publish(e.pub, &img), FERRY_EINVAL);
-    TU_ERR(ferry_image_release(NULL, &img), FERRY_EINVAL);
-    TU_ERR(ferry_image_release(e.pub, NULL), FERRY_EINVAL);
-    TU_ERR(ferry_image_release(e.pub, &img), FERRY_EINVAL);
+    TU_ERR(ferry_image_loan_release(NULL, &img), FERRY_EINVAL);
+    TU_ERR(ferry_image_loan_release(e.pub, NULL), FERRY_EINVAL);
+    TU_ERR(ferry_image_loan_release(e.pub, &img), FERRY_EINVAL);
 
     /* A header the caller broke is refused at publish; the loan stays the caller's. */
     TU_OK(ferry_image_loan(e.pub, 64, 48, "rgb8", 0, &img));
@@ -261,14 +261,14 @@ static void test_image_invalid_arguments(void)
     TU_OK(ferry_publisher_stats_get(e.pub, &st));
     TU_EQ_U64(st.chunks_loaned, 1);
     TU_EQ_U64(st.published, 0);
-    TU_OK(ferry_image_release(e.pub, &img));
+    TU_OK(ferry_image_loan_release(e.pub, &img));
     TU_CHECK(img.payload == NULL);
     check_nothing_loaned(e.pub);
 
     /* A released loan cannot be published; the library's own check answers. */
     TU_OK(ferry_image_loan(e.pub, 64, 48, "rgb8", 0, &img));
     ferry_image stale = img;
-    TU_OK(ferry_image_release(e.pub, &img));
+    TU_OK(ferry_image_loan_release(e.pub, &img));
     TU_CHECK(ferry_image_publish(e.pub, &stale) != FERRY_OK);
     check_nothing_loaned(e.pub);
 
@@ -545,7 +545,7 @@ static void test_cloud_invalid_arguments(void)
     ferry_pointcloud pc;
     TU_OK(ferry_pointcloud_loan(e.pub, 10, 1, f, FERRY_POINTCLOUD_FIELDS_MAX, 0, &pc));
     TU_EQ_U64(pc.header->point_step, 16);
-    TU_OK(ferry_pointcloud_release(e.pub, &pc));
+    TU_OK(ferry_pointcloud_loan_release(e.pub, &pc));
 
     ferry_point_field bad[2];
     bad[0] = field("x", 0, FERRY_POINT_FLOAT32, 1);
@@ -571,15 +571,15 @@ static void test_cloud_invalid_arguments(void)
     expect_cloud_loan_refused(&e, e.pub, 0x1fffffffu, UINT32_MAX, bad, 2, 8, true,
                               FERRY_ETOOBIG);
     TU_OK(ferry_pointcloud_loan(e.pub, 10, 1, bad, 2, 8, &pc));
-    TU_OK(ferry_pointcloud_release(e.pub, &pc));
+    TU_OK(ferry_pointcloud_loan_release(e.pub, &pc));
 
     memset(&pc, 0, sizeof pc);
     TU_ERR(ferry_pointcloud_publish(NULL, &pc), FERRY_EINVAL);
     TU_ERR(ferry_pointcloud_publish(e.pub, NULL), FERRY_EINVAL);
     TU_ERR(ferry_pointcloud_publish(e.pub, &pc), FERRY_EINVAL);
-    TU_ERR(ferry_pointcloud_release(NULL, &pc), FERRY_EINVAL);
-    TU_ERR(ferry_pointcloud_release(e.pub, NULL), FERRY_EINVAL);
-    TU_ERR(ferry_pointcloud_release(e.pub, &pc), FERRY_EINVAL);
+    TU_ERR(ferry_pointcloud_loan_release(NULL, &pc), FERRY_EINVAL);
+    TU_ERR(ferry_pointcloud_loan_release(e.pub, NULL), FERRY_EINVAL);
+    TU_ERR(ferry_pointcloud_loan_release(e.pub, &pc), FERRY_EINVAL);
 
     /* A header the caller broke is refused at publish and stays on loan. */
     TU_OK(ferry_pointcloud_loan(e.pub, 10, 1, bad, 2, 0, &pc));
@@ -588,7 +588,7 @@ static void test_cloud_invalid_arguments(void)
     pc.header->nfields = 2;
     memset(pc.header->frame_id, 'f', sizeof pc.header->frame_id);
     TU_ERR(ferry_pointcloud_publish(e.pub, &pc), FERRY_EINVAL);
-    TU_OK(ferry_pointcloud_release(e.pub, &pc));
+    TU_OK(ferry_pointcloud_loan_release(e.pub, &pc));
     check_nothing_loaned(e.pub);
 
     ferry_pointcloud_view v;

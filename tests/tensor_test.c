@@ -268,7 +268,7 @@ static void test_loan_args(void)
     TU_CHECK(t.payload == NULL);
     TU_ERR(ferry_tensor_publish(e.pub, NULL), FERRY_EINVAL);
     TU_ERR(ferry_tensor_publish(e.pub, &t), FERRY_EINVAL);
-    TU_ERR(ferry_tensor_release(e.pub, &t), FERRY_EINVAL);
+    TU_ERR(ferry_tensor_loan_release(e.pub, &t), FERRY_EINVAL);
     {
         ferry_publisher_stats st;
         TU_OK(ferry_publisher_stats_get(e.pub, &st));
@@ -286,7 +286,7 @@ static void test_loan_args(void)
     memset(t.header->frame_id, 'x', sizeof t.header->frame_id);
     TU_ERR(ferry_tensor_publish(e.pub, &t), FERRY_EINVAL);
     TU_CHECK(t.payload != NULL);
-    TU_OK(ferry_tensor_release(e.pub, &t));
+    TU_OK(ferry_tensor_loan_release(e.pub, &t));
     TU_CHECK(t.payload == NULL);
 
     /* A sample of another type of content is no tensor. */

@@ -590,7 +590,7 @@ static int pub_send(endpoint *e, uint64_t seq, uint32_t flags, int64_t *send_ns)
     memcpy(img.data, &w, sizeof w);
     err = ferry_image_publish(e->pub, &img);
     if (err) {
-        ferry_image_release(e->pub, &img);
+        ferry_image_loan_release(e->pub, &img);
         return ferry_fail("image publish", err);
     }
     return 0;

@@ -131,7 +131,10 @@ static int xproc_reader(char **argv)
     const char *type = is_device(path) ? XPROC_TYPE_DEV : XPROC_TYPE_COPY;
     if ((err = ferry_subscriber_create(&sub, node, path_topic(path), type, ferry_hash(type), &so)))
         XFAIL("subscriber: %s", ferry_strerror(err));
-    if (is_device(path) && (err = ferry_gpu_subscriber_create(&gs, sub, device)))
+    ferry_gpu_subscriber_options go;
+    ferry_gpu_subscriber_options_init(&go);
+    go.device = device;
+    if (is_device(path) && (err = ferry_gpu_subscriber_create(&gs, sub, &go)))
         XFAIL("device-frame subscriber: %s", ferry_strerror(err));
     if ((err = ferry_subscriber_wait_publishers(sub, 1, 30 * (int64_t)1000000000)))
         XFAIL("no producer: %s", ferry_strerror(err));

@@ -48,10 +48,10 @@ typedef enum ferry_group_kind {
  * when the callback returns, unless the callback calls ferry_executor_keep. sample and its data
  * must not be used after the callback returns otherwise.
  */
-typedef void (*ferry_sample_callback)(void *arg, ferry_subscriber *sub, const ferry_sample *sample);
+typedef void (*ferry_sample_fn)(void *arg, ferry_subscriber *sub, const ferry_sample *sample);
 
 /** Called each period of a timer; now is when the executor found the timer due. */
-typedef void (*ferry_timer_callback)(void *arg, ferry_time now);
+typedef void (*ferry_timer_fn)(void *arg, ferry_time now);
 
 /** Options of ferry_executor_create; ferry_executor_options_init gives the defaults. */
 typedef struct ferry_executor_options {
@@ -120,7 +120,7 @@ FERRY_API ferry_err ferry_callback_group_create(ferry_executor *ex, ferry_group_
  */
 FERRY_API ferry_err ferry_executor_add_subscriber(ferry_executor *ex, ferry_subscriber *sub,
                                                   ferry_callback_group *g,
-                                                  ferry_sample_callback fn, void *arg);
+                                                  ferry_sample_fn fn, void *arg);
 
 /**
  * Removes sub. Samples taken from it whose callbacks have not started are released without a
@@ -154,7 +154,7 @@ FERRY_API ferry_err ferry_executor_remove_subscriber(ferry_executor *ex, ferry_s
  * @retval FERRY_ENOMEM   out of memory
  */
 FERRY_API ferry_err ferry_executor_add_timer(ferry_executor *ex, int64_t period_ns,
-                                             ferry_callback_group *g, ferry_timer_callback fn,
+                                             ferry_callback_group *g, ferry_timer_fn fn,
                                              void *arg, uint32_t *timer_id);
 
 /**

@@ -302,12 +302,23 @@ typedef struct ferry_gpu_frame {
     int device;               /**< the subscriber's device ordinal: device_ptr is valid there */
 } ferry_gpu_frame;
 
+/** Options of ferry_gpu_subscriber_create; ferry_gpu_subscriber_options_init gives the
+ *  defaults. */
+typedef struct ferry_gpu_subscriber_options {
+    int device; /**< CUDA device ordinal the frames are imported to; default 0 */
+} ferry_gpu_subscriber_options;
+
+/** Fills o with the defaults. */
+FERRY_API void ferry_gpu_subscriber_options_init(ferry_gpu_subscriber_options *o);
+
 /**
- * Makes sub a subscriber of device frames on device. sub must outlive the returned object.
- * @retval FERRY_ENODEV  no device
+ * Makes sub a subscriber of device frames. sub must outlive the returned object.
+ * @param options  NULL for the defaults
+ * @retval FERRY_ENODEV  no such device
  */
 FERRY_API ferry_err ferry_gpu_subscriber_create(ferry_gpu_subscriber **out,
-                                                ferry_subscriber *sub, int device);
+                                                ferry_subscriber *sub,
+                                                const ferry_gpu_subscriber_options *options);
 /** Waits for the work enqueued on frames released but not yet completed, then frees
  *  everything. Refused (FERRY_EBUSY) while frames are taken and not released. */
 FERRY_API ferry_err ferry_gpu_subscriber_destroy(ferry_gpu_subscriber *gsub);

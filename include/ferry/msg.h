@@ -113,7 +113,7 @@ typedef struct ferry_image {
  * Loans one sample of exactly header, padding and pixel bytes and fills the header (magic,
  * version, geometry, encoding, host byte order, data offset and size; stamp zero, frame_id
  * empty). The pixels are not cleared. The loan belongs to the caller until ferry_image_publish
- * or ferry_image_release succeeds. Nothing is loaned on error.
+ * or ferry_image_loan_release succeeds. Nothing is loaned on error.
  *
  * @param step  bytes per row; 0 for the minimum (ferry_image_layout_get)
  * @param out   receives the loan; cleared on error
@@ -143,7 +143,7 @@ FERRY_API ferry_err ferry_image_publish(ferry_publisher *pub, ferry_image *img);
  * @retval FERRY_EINVAL  pub or img is NULL, or img holds no loan
  * @retval others        as ferry_loan_release
  */
-FERRY_API ferry_err ferry_image_release(ferry_publisher *pub, ferry_image *img);
+FERRY_API ferry_err ferry_image_loan_release(ferry_publisher *pub, ferry_image *img);
 
 /** A validated image in a taken sample. */
 typedef struct ferry_image_view {
@@ -230,7 +230,7 @@ typedef struct ferry_pointcloud {
  * a non-empty terminated name unique among the fields, a known datatype, count >= 1, and lie
  * inside the point: offset + size(datatype) * count <= point_step (fields may overlap). A cloud
  * of no point (width or height 0) is allowed. The loan belongs to the caller until
- * ferry_pointcloud_publish or ferry_pointcloud_release succeeds. Nothing is loaned on error.
+ * ferry_pointcloud_publish or ferry_pointcloud_loan_release succeeds. Nothing is loaned on error.
  *
  * @param fields      nfields entries, copied into the header (reserved bytes cleared)
  * @param point_step  bytes per point; 0 for packed: the end of the field that ends last
@@ -254,8 +254,8 @@ FERRY_API ferry_err ferry_pointcloud_loan(ferry_publisher *pub, uint32_t width, 
  */
 FERRY_API ferry_err ferry_pointcloud_publish(ferry_publisher *pub, ferry_pointcloud *pc);
 
-/** Gives an unpublished point cloud loan back; errors as ferry_image_release. */
-FERRY_API ferry_err ferry_pointcloud_release(ferry_publisher *pub, ferry_pointcloud *pc);
+/** Gives an unpublished point cloud loan back; errors as ferry_image_loan_release. */
+FERRY_API ferry_err ferry_pointcloud_loan_release(ferry_publisher *pub, ferry_pointcloud *pc);
 
 /** A validated point cloud in a taken sample. */
 typedef struct ferry_pointcloud_view {

@@ -196,7 +196,7 @@ typedef struct ferry_tensor {
  * elements are not cleared. data_size is the extent of shape and strides: numel * element size
  * when C-contiguous, (sum of (shape[i] - 1) * strides[i] + 1) * element size otherwise, 0 when a
  * dimension is 0. The loan belongs to the caller until ferry_tensor_publish or
- * ferry_tensor_release succeeds. Nothing is loaned on error.
+ * ferry_tensor_loan_release succeeds. Nothing is loaned on error.
  *
  * @param ndim     0..FERRY_TENSOR_DIMS_MAX
  * @param shape    ndim sizes >= 0 (may be NULL when ndim is 0)
@@ -229,7 +229,7 @@ FERRY_API ferry_err ferry_tensor_publish(ferry_publisher *pub, ferry_tensor *t);
  * @retval FERRY_EINVAL  pub or t is NULL, or t holds no loan
  * @retval others        as ferry_loan_release
  */
-FERRY_API ferry_err ferry_tensor_release(ferry_publisher *pub, ferry_tensor *t);
+FERRY_API ferry_err ferry_tensor_loan_release(ferry_publisher *pub, ferry_tensor *t);
 
 /** A validated tensor. */
 typedef struct ferry_tensor_view {

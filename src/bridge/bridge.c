@@ -874,7 +874,7 @@ static carry carry_image(ferry_bridge *b, in_route *r, const ferry_bridge_image_
     img.header->is_bigendian = m->is_bigendian;
     err = ferry_image_publish(r->pub, &img);
     if (err != FERRY_OK) {
-        ferry_image_release(r->pub, &img);
+        ferry_image_loan_release(r->pub, &img);
         *why = ferry_strerror(err);
         return CARRY_DROPPED;
     }
@@ -920,7 +920,7 @@ static carry carry_cloud(ferry_bridge *b, in_route *r, const ferry_bridge_cloud_
     if (err == FERRY_EINVAL || err == FERRY_ETOOBIG) return (*why = "fields or size", CARRY_INVALID);
     if (err != FERRY_OK) return (*why = ferry_strerror(err), CARRY_DROPPED);
     if (pc.data_size != size || pc.header->point_step != m->point_step) {
-        ferry_pointcloud_release(r->pub, &pc);
+        ferry_pointcloud_loan_release(r->pub, &pc);
         return (*why = "point_step", CARRY_INVALID);
     }
     if (size != 0) memcpy(pc.data, m->data, size);
@@ -931,7 +931,7 @@ static carry carry_cloud(ferry_bridge *b, in_route *r, const ferry_bridge_cloud_
     pc.header->is_dense = m->is_dense;
     err = ferry_pointcloud_publish(r->pub, &pc);
     if (err != FERRY_OK) {
-        ferry_pointcloud_release(r->pub, &pc);
+        ferry_pointcloud_loan_release(r->pub, &pc);
         *why = ferry_strerror(err);
         return CARRY_DROPPED;
     }

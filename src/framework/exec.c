@@ -59,7 +59,7 @@ struct ferry_callback_group {
 struct entry {
     ferry_subscriber *sub;
     ferry_callback_group *group;
-    ferry_sample_callback fn;
+    ferry_sample_fn fn;
     void *arg;
     uint64_t tag; /* poller tag; never reused, so a stale event finds nothing */
     int fd;
@@ -81,7 +81,7 @@ struct timer {
     int64_t period;
     int64_t next;
     ferry_callback_group *group;
-    ferry_timer_callback fn;
+    ferry_timer_fn fn;
     void *arg;
     work item;
     bool busy; /* item queued or running */
@@ -534,7 +534,7 @@ ferry_err ferry_callback_group_create(ferry_executor *ex, ferry_group_kind kind,
 /* ---- subscribers and timers --------------------------------------------------------------- */
 
 ferry_err ferry_executor_add_subscriber(ferry_executor *ex, ferry_subscriber *sub,
-                                        ferry_callback_group *g, ferry_sample_callback fn,
+                                        ferry_callback_group *g, ferry_sample_fn fn,
                                         void *arg)
 {
     ferry_err err = check(ex);
@@ -640,7 +640,7 @@ ferry_err ferry_executor_remove_subscriber(ferry_executor *ex, ferry_subscriber 
 }
 
 ferry_err ferry_executor_add_timer(ferry_executor *ex, int64_t period_ns, ferry_callback_group *g,
-                                   ferry_timer_callback fn, void *arg, uint32_t *timer_id)
+                                   ferry_timer_fn fn, void *arg, uint32_t *timer_id)
 {
     ferry_err err = check(ex);
     if (err)

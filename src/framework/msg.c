@@ -189,7 +189,7 @@ ferry_err ferry_image_publish(ferry_publisher *pub, ferry_image *img)
     return err;
 }
 
-ferry_err ferry_image_release(ferry_publisher *pub, ferry_image *img)
+ferry_err ferry_image_loan_release(ferry_publisher *pub, ferry_image *img)
 {
     if (!pub || !img || !img->payload)
         return FERRY_EINVAL;
@@ -356,7 +356,7 @@ ferry_err ferry_pointcloud_publish(ferry_publisher *pub, ferry_pointcloud *pc)
     return err;
 }
 
-ferry_err ferry_pointcloud_release(ferry_publisher *pub, ferry_pointcloud *pc)
+ferry_err ferry_pointcloud_loan_release(ferry_publisher *pub, ferry_pointcloud *pc)
 {
     if (!pub || !pc || !pc->payload)
         return FERRY_EINVAL;

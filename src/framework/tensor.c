@@ -279,7 +279,7 @@ ferry_err ferry_tensor_publish(ferry_publisher *pub, ferry_tensor *t)
     return err;
 }
 
-ferry_err ferry_tensor_release(ferry_publisher *pub, ferry_tensor *t)
+ferry_err ferry_tensor_loan_release(ferry_publisher *pub, ferry_tensor *t)
 {
     if (!pub || !t || !t->payload)
         return FERRY_EINVAL;

@@ -786,12 +786,25 @@ static void close_hook(void *arg, uint32_t slot, uint32_t gen)
     }
 }
 
+void ferry_gpu_subscriber_options_init(ferry_gpu_subscriber_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->device = 0;
+}
+
 ferry_err ferry_gpu_subscriber_create(ferry_gpu_subscriber **out, ferry_subscriber *sub,
-                                      int device)
+                                      const ferry_gpu_subscriber_options *options)
 {
     if (!out)
         return FERRY_EINVAL;
     *out = NULL;
+    ferry_gpu_subscriber_options o;
+    ferry_gpu_subscriber_options_init(&o);
+    if (options)
+        o = *options;
+    int device = o.device;
     ferry_err err = ferry__gpu_check_device(device);
     if (err)
         return err;

@@ -119,7 +119,7 @@ class Ferry:
             ("ferry_tensor_to_dlpack_versioned", core,
              [P, C.POINTER(Sample), C.POINTER(C.POINTER(DLManagedTensorVersioned))]),
             ("ferry_gpu_device_count", gpu, [C.POINTER(C.c_int)]),
-            ("ferry_gpu_subscriber_create", gpu, [C.POINTER(P), P, C.c_int]),
+            ("ferry_gpu_subscriber_create", gpu, [C.POINTER(P), P, P]),
             ("ferry_gpu_subscriber_destroy", gpu, [P]),
             ("ferry_gpu_subscriber_poll", gpu, [P]),
             ("ferry_gpu_take", gpu, [P, P, C.POINTER(GpuFrame)]),
@@ -288,7 +288,7 @@ def host_part_numpy(f, node, np):
 def device_part(f, node, torch):
     sub = f.subscriber(node, b"/tensor/device")
     gsub = C.c_void_p()
-    f.ok(f.ferry_gpu_subscriber_create(C.byref(gsub), sub, 0), "ferry_gpu_subscriber_create")
+    f.ok(f.ferry_gpu_subscriber_create(C.byref(gsub), sub, None), "ferry_gpu_subscriber_create")
     n = 3 * 480 * 640
     idx = torch.arange(n, device="cuda", dtype=torch.int64) % 1000
     for k in range(COUNT):

@@ -83,7 +83,7 @@ static void test_no_device(void)
     ferry_gpu_publisher *gp = NULL;
     ferry_gpu_subscriber *gs = NULL;
     TU_ERR(ferry_gpu_publisher_create(&gp, pub, NULL), FERRY_ENODEV);
-    TU_ERR(ferry_gpu_subscriber_create(&gs, sub, 0), FERRY_ENODEV);
+    TU_ERR(ferry_gpu_subscriber_create(&gs, sub, NULL), FERRY_ENODEV);
     const int64_t shape[] = {4};
     int dummy;
     TU_ERR(ferry_tensor_gpu_publish(NULL, &dummy, NULL, FERRY_DTYPE_FLOAT32, 1, shape, NULL,
@@ -162,7 +162,7 @@ static int sub_role(const char *dir, uint32_t domain)
     TU_OK(ferry_subscriber_create(&sub, node, TOPIC, FERRY_TENSOR_TYPE_NAME,
                                   FERRY_TENSOR_TYPE_HASH, &so));
     ferry_gpu_subscriber *gs;
-    TU_OK(ferry_gpu_subscriber_create(&gs, sub, 0));
+    TU_OK(ferry_gpu_subscriber_create(&gs, sub, NULL));
     float *host = malloc(NELEM * sizeof(float));
     TU_CHECK(host != NULL);
 

@@ -145,7 +145,7 @@ static ferry_err camera_frame(ferry_publisher *pub, uint32_t cam, uint64_t seq, 
     *fill_ns = cli_cpu_ns() - c0;
     err = ferry_image_publish(pub, &img);
     if (err)
-        ferry_image_release(pub, &img);
+        ferry_image_loan_release(pub, &img);
     return err;
 }
 
@@ -275,7 +275,7 @@ static ferry_err lidar_scan(ferry_publisher *pub, const float *dirs, uint64_t se
     *fill_ns = cli_cpu_ns() - c0;
     err = ferry_pointcloud_publish(pub, &pc);
     if (err)
-        ferry_pointcloud_release(pub, &pc);
+        ferry_pointcloud_loan_release(pub, &pc);
     return err;
 }
 

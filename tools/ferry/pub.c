@@ -285,7 +285,7 @@ static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t
     snprintf(img.header->frame_id, sizeof img.header->frame_id, "%s", a->frame_id);
     err = ferry_image_publish(pub, &img);
     if (err != FERRY_OK) {
-        ferry_err rel = ferry_image_release(pub, &img);
+        ferry_err rel = ferry_image_loan_release(pub, &img);
 
         if (rel != FERRY_OK) return rel;
     }
@@ -320,7 +320,7 @@ static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t
     snprintf(pc.header->frame_id, sizeof pc.header->frame_id, "%s", a->frame_id);
     err = ferry_pointcloud_publish(pub, &pc);
     if (err != FERRY_OK) {
-        ferry_err rel = ferry_pointcloud_release(pub, &pc);
+        ferry_err rel = ferry_pointcloud_loan_release(pub, &pc);
 
         if (rel != FERRY_OK) return rel;
     }
