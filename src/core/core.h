@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/conn.h"
 #include "core/module.h"
 #include "platform/platform.h"
 
@@ -66,62 +67,6 @@ typedef struct ferry__chunk_header {
     uint32_t generation;
     uint64_t reserved[3];
 } ferry__chunk_header;
-
-/* ---- connection segment (publisher and one subscriber, both RW) ----------------------------- */
-
-#define FERRY__CONN_MAGIC 0x4e4e4f4359525246ULL /* "FRRYCONN" */
-
-/* A ring entry names a publication: chunk index in the low half, generation in the high half. */
-static inline uint64_t ferry__desc(uint32_t index, uint32_t gen)
-{
-    return (uint64_t)gen << 32 | index;
-}
-static inline uint32_t ferry__desc_index(uint64_t d)
-{
-    return (uint32_t)d;
-}
-static inline uint32_t ferry__desc_gen(uint64_t d)
-{
-    return (uint32_t)(d >> 32);
-}
-
-/*
- * Ring rules. Counters run free (64 bits, never wrap in practice) and are masked only to index.
- * Delivery ring: the publisher alone writes slots and head (store-release after the slot); the
- * subscriber takes the entry at tail by CAS tail -> tail+1; when the ring holds depth entries and
- * the subscriber drops oldest, the publisher takes the entry at tail by the same CAS and counts it
- * dropped. Whoever wins the CAS owns the entry. Return ring: the subscriber writes slots and head,
- * the publisher reads them and writes tail.
- */
-typedef struct ferry__conn_header {
-    uint64_t magic;
-    uint32_t version;
-    uint32_t header_size;
-    uint64_t size;
-    uint64_t deliver_offset;
-    uint64_t return_offset;
-    uint32_t deliver_capacity; /* power of two >= depth */
-    uint32_t depth;
-    uint32_t return_capacity; /* power of two >= max_chunks */
-    uint32_t reserved;
-    _Alignas(FERRY__CACHELINE) _Atomic uint64_t deliver_head;
-    _Alignas(FERRY__CACHELINE) _Atomic uint64_t deliver_tail;
-    _Alignas(FERRY__CACHELINE) _Atomic uint64_t return_head;
-    _Alignas(FERRY__CACHELINE) _Atomic uint64_t return_tail;
-    /* Doorbells: set by a side about to sleep, exchanged to 0 by the other side, which then
-     * signals the sleeper's notifier. */
-    _Alignas(FERRY__CACHELINE) _Atomic uint32_t sub_waiting;
-    _Atomic uint32_t pub_waiting;
-    /* Written by the subscriber alone: nonzero while it is paused (a lifecycle that is not
-     * active). The publisher reads it at each delivery and skips the connection: nothing is
-     * queued and nothing counted as dropped. It decides only what this subscriber receives. It
-     * sits in the doorbell line, which the publisher reads at each delivery anyway. */
-    _Atomic uint32_t sub_paused;
-    _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
-} ferry__conn_header;
-
-/* Doorbell values: how the side that set it sleeps. */
-enum { FERRY__DOORBELL_NOTIFIER = 1, FERRY__DOORBELL_FUTEX = 2 };
 
 /* ---- control messages (one seqpacket datagram each) ----------------------------------------- */
 
@@ -220,9 +165,6 @@ ferry_err ferry__welcome_check(const ferry__welcome *w, uint64_t data_fd_size,
                                uint64_t conn_fd_size);
 /* Checks a connection segment's header against what the welcome announced. */
 ferry_err ferry__conn_check(const ferry__conn_header *h, const ferry__welcome *w);
-/* Bytes of a connection segment for the given capacities, and its ring offsets. */
-uint64_t ferry__conn_layout(uint32_t deliver_capacity, uint32_t return_capacity,
-                            uint64_t *deliver_offset, uint64_t *return_offset);
 
 /* ---- status files: one per endpoint, in the topic directory --------------------------------- */
 
@@ -388,13 +330,6 @@ static inline uint8_t *ferry__pool_payload(const ferry__pool *p, uint32_t index)
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-static inline uint32_t ferry__pow2_at_least(uint32_t v)
-{
-    uint32_t p = 1;
-    while (p < v)
-        p <<= 1;
-    return p;
-}
 
 /* Epoll tags: kind in the top byte, slot and connection generation below. */
 enum {

@@ -47,18 +47,6 @@ static bool is_pow2(uint32_t v)
     return v && (v & (v - 1)) == 0;
 }
 
-uint64_t ferry__conn_layout(uint32_t deliver_capacity, uint32_t return_capacity,
-                            uint64_t *deliver_offset, uint64_t *return_offset)
-{
-    uint64_t off = (sizeof(ferry__conn_header) + 63) & ~(uint64_t)63;
-    *deliver_offset = off;
-    off += (uint64_t)deliver_capacity * sizeof(uint64_t);
-    off = (off + 63) & ~(uint64_t)63;
-    *return_offset = off;
-    off += (uint64_t)return_capacity * sizeof(uint64_t);
-    return (off + FERRY__PAGE - 1) & ~(uint64_t)(FERRY__PAGE - 1);
-}
-
 ferry_err ferry__welcome_check(const ferry__welcome *w, uint64_t data_fd_size,
                                uint64_t conn_fd_size)
 {

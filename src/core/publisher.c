@@ -40,11 +40,8 @@ typedef struct pconn {
     uint32_t gen;
     int sock;
     int conn_fd;
-    ferry__conn_header *hdr;
-    uint64_t conn_size;
-    _Atomic uint64_t *dslots;
-    _Atomic uint64_t *rslots;
-    uint32_t dmask, rmask, depth;
+    ferry__conn ring;
+    uint32_t depth;
     uint8_t overflow;
     uint64_t head;      /* private copy of deliver_head: the shared one is never read back */
     uint64_t tail_seen; /* the delivery tail may only move forward, up to head */
@@ -254,7 +251,7 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
             }
         pub->nactive--;
         pub->nblocking -= c->overflow == FERRY_OVERFLOW_BLOCK;
-        ferry__unmap(c->hdr, c->conn_size);
+        ferry__conn_unmap(&c->ring);
         close(c->conn_fd);
         ferry__log_peer(pub->node, &pub->peer_log, lost ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
                         "%s: subscriber pid %d left, %u chunk references taken back",
@@ -301,15 +298,15 @@ static void pending_drop(ferry_publisher *pub, pending *p, const char *why)
 
 static void drain_returns(ferry_publisher *pub, pconn *c)
 {
-    uint64_t head = atomic_load_explicit(&c->hdr->return_head, memory_order_acquire);
+    uint64_t head = atomic_load_explicit(&c->ring.hdr->return_head, memory_order_acquire);
     if (head == c->rtail)
         return;
-    if (head - c->rtail > (uint64_t)c->rmask + 1) {
+    if (head - c->rtail > (uint64_t)c->ring.rmask + 1) {
         conn_fail(pub, c, "return ring counter out of range");
         return;
     }
     while (c->rtail != head) {
-        uint64_t d = atomic_load_explicit(&c->rslots[c->rtail & c->rmask], memory_order_relaxed);
+        uint64_t d = atomic_load_explicit(&c->ring.rslots[c->rtail & c->ring.rmask], memory_order_relaxed);
         if (!desc_valid(pub, c, d)) {
             conn_fail(pub, c, "returned a chunk it did not hold");
             return;
@@ -318,7 +315,7 @@ static void drain_returns(ferry_publisher *pub, pconn *c)
         c->rtail++;
     }
     /* Release: our reads of the slots happen before the subscriber may reuse them. */
-    atomic_store_explicit(&c->hdr->return_tail, c->rtail, memory_order_release);
+    atomic_store_explicit(&c->ring.hdr->return_tail, c->rtail, memory_order_release);
 }
 
 /* Loops over the active connections run backwards: a connection that fails is swapped out of
@@ -332,7 +329,7 @@ static void drain_all_returns(ferry_publisher *pub)
 /* Reads the delivery tail and checks it moved only forward and not past head. */
 static bool load_tail(ferry_publisher *pub, pconn *c, uint64_t *tail)
 {
-    uint64_t t = atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+    uint64_t t = atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire);
     if (t - c->tail_seen > c->head - c->tail_seen) {
         conn_fail(pub, c, "delivery ring counter out of range");
         return false;
@@ -357,13 +354,13 @@ static void wake_subscriber(pconn *c)
     /* Pairs with the subscriber's store of sub_waiting then fence then ring check: one of us
      * sees the other's write. */
     atomic_thread_fence(memory_order_seq_cst);
-    if (!atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed))
+    if (!atomic_load_explicit(&c->ring.hdr->sub_waiting, memory_order_relaxed))
         return;
     /* The doorbell says how the subscriber sleeps: in ferry_wait on the word itself, or on its
      * notifier (an epoll set of its own or the application's). */
-    uint32_t how = atomic_exchange_explicit(&c->hdr->sub_waiting, 0, memory_order_acq_rel);
+    uint32_t how = atomic_exchange_explicit(&c->ring.hdr->sub_waiting, 0, memory_order_acq_rel);
     if (how == FERRY__DOORBELL_FUTEX)
-        ferry__futex_wake((void *)&c->hdr->sub_waiting);
+        ferry__futex_wake((void *)&c->ring.hdr->sub_waiting);
     else if (how == FERRY__DOORBELL_NOTIFIER)
         send_wake(c->sock);
 }
@@ -372,7 +369,7 @@ static void wake_subscriber(pconn *c)
  * write: whatever it holds decides only what that subscriber receives. */
 static bool paused(const pconn *c)
 {
-    return atomic_load_explicit(&c->hdr->sub_paused, memory_order_relaxed) != 0;
+    return atomic_load_explicit(&c->ring.hdr->sub_paused, memory_order_relaxed) != 0;
 }
 
 /* Appends a reference to chunk index on c. Returns false when c was dropped. */
@@ -384,9 +381,8 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
     if (c->head - tail >= c->depth) {
         /* Full: drop the oldest. If the subscriber takes it first our CAS fails and there is
          * room anyway. */
-        uint64_t old = atomic_load_explicit(&c->dslots[tail & c->dmask], memory_order_relaxed);
-        if (atomic_compare_exchange_strong_explicit(&c->hdr->deliver_tail, &tail, tail + 1,
-                                                    memory_order_acq_rel, memory_order_acquire)) {
+        uint64_t old = atomic_load_explicit(&c->ring.dslots[tail & c->ring.dmask], memory_order_relaxed);
+        if (ferry__conn_claim(&c->ring, tail)) {
             c->tail_seen = tail + 1;
             if (!desc_valid(pub, c, old)) {
                 conn_fail(pub, c, "delivery ring slot corrupted");
@@ -395,7 +391,7 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
             drop_ref(pub, c, ferry__desc_index(old));
             c->dropped++;
             pub->stats.dropped++;
-            atomic_store_explicit(&c->hdr->dropped, c->dropped, memory_order_relaxed);
+            atomic_store_explicit(&c->ring.hdr->dropped, c->dropped, memory_order_relaxed);
         } else if (!load_tail(pub, c, &tail) || c->head - tail >= c->depth) {
             if (c->state == PC_ACTIVE)
                 conn_fail(pub, c, "delivery ring counter out of range");
@@ -409,7 +405,7 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
         c->dropped++;
         pub->stats.dropped++;
         pub->stats.limited++;
-        atomic_store_explicit(&c->hdr->dropped, c->dropped, memory_order_relaxed);
+        atomic_store_explicit(&c->ring.hdr->dropped, c->dropped, memory_order_relaxed);
         if (!c->limited)
             ferry__log_peer(pub->node, &pub->peer_log,
                             c->limit_told ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
@@ -420,11 +416,11 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
         return true;
     }
     c->limited = false;
-    atomic_store_explicit(&c->dslots[c->head & c->dmask], ferry__desc(index, ch->gen),
+    atomic_store_explicit(&c->ring.dslots[c->head & c->ring.dmask], ferry__desc(index, ch->gen),
                           memory_order_relaxed);
     c->head++;
     /* Release: the chunk's header and payload, and the slot, are visible before the new head. */
-    atomic_store_explicit(&c->hdr->deliver_head, c->head, memory_order_release);
+    atomic_store_explicit(&c->ring.hdr->deliver_head, c->head, memory_order_release);
     bit_set(c, index);
     c->outstanding++;
     c->outstanding_bytes += ch->capacity;
@@ -474,41 +470,6 @@ static void reject(ferry_publisher *pub, pending *p, ferry_err status, const cha
     ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s",
                     pub->topic, (int)p->pid, why);
     pending_close(pub, p);
-}
-
-/* The connection segment of a new subscriber: its rings, reserved and touched before use. */
-static int conn_segment(ferry_publisher *pub, uint32_t depth, ferry__conn_header **out,
-                        uint64_t *size_out)
-{
-    uint32_t dcap = ferry__pow2_at_least(depth);
-    uint32_t rcap = ferry__pow2_at_least(pub->opt.max_chunks);
-    uint64_t doff, roff;
-    uint64_t size = ferry__conn_layout(dcap, rcap, &doff, &roff);
-    int fd = ferry__memfd_create("ferry-conn");
-    ferry__conn_header *h = NULL;
-    if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || ferry__fd_reserve(fd, 0, size) != 0 ||
-        ferry__memfd_seal(fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-        !(h = ferry__map(fd, size, true))) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        errno = e;
-        return -1;
-    }
-    /* Its pages are touched now, not by the first deliveries. */
-    ferry__prefault_write(h, size);
-    h->magic = FERRY__CONN_MAGIC;
-    h->version = FERRY_PROTOCOL_VERSION;
-    h->header_size = sizeof *h;
-    h->size = size;
-    h->deliver_offset = doff;
-    h->return_offset = roff;
-    h->deliver_capacity = dcap;
-    h->depth = depth;
-    h->return_capacity = rcap;
-    *out = h;
-    *size_out = size;
-    return fd;
 }
 
 static pconn *free_conn(ferry_publisher *pub)
@@ -576,9 +537,8 @@ static void handshake(ferry_publisher *pub, pending *p)
 
     /* A subscriber that asks for history gets a queue deep enough to hold it. */
     uint32_t depth = hello.depth > hello.history ? hello.depth : hello.history;
-    ferry__conn_header *h = NULL;
-    uint64_t size = 0;
-    int fd = conn_segment(pub, depth, &h, &size);
+    ferry__conn ring;
+    int fd = ferry__conn_create(&ring, depth, pub->opt.max_chunks);
     if (fd < 0) {
         int e = errno;
         ferry__log(pub->node, FERRY_LOG_ERROR, "%s: connection segment: %s", pub->topic,
@@ -603,11 +563,11 @@ static void handshake(ferry_publisher *pub, pending *p)
     w.table_offset = (uint64_t)((uint8_t *)pub->pool.table - pub->pool.base);
     w.arena_offset = pub->pool.arena_offset;
     w.payload_offset = pub->pool.payload_offset;
-    w.conn_size = size;
+    w.conn_size = ring.size;
     w.max_chunks = pub->opt.max_chunks;
     w.depth = depth;
-    w.deliver_capacity = h->deliver_capacity;
-    w.return_capacity = h->return_capacity;
+    w.deliver_capacity = ring.dmask + 1;
+    w.return_capacity = ring.rmask + 1;
     memcpy(w.type_name, pub->type_name, sizeof w.type_name);
 
     /* The socket moves from its pending place to the connection's. */
@@ -622,12 +582,7 @@ static void handshake(ferry_publisher *pub, pending *p)
     c->pid = pid;
     c->since = ferry__clock_ns();
     c->conn_fd = fd;
-    c->hdr = h;
-    c->conn_size = size;
-    c->dslots = (_Atomic uint64_t *)((uint8_t *)h + h->deliver_offset);
-    c->rslots = (_Atomic uint64_t *)((uint8_t *)h + h->return_offset);
-    c->dmask = h->deliver_capacity - 1;
-    c->rmask = h->return_capacity - 1;
+    c->ring = ring;
     c->depth = depth;
     c->overflow = (uint8_t)hello.overflow;
     c->sub_id = hello.subscriber_id;
@@ -787,7 +742,7 @@ static void housekeep_maybe(ferry_publisher *pub)
 static void sleep_for_subscribers(ferry_publisher *pub, int64_t deadline)
 {
     for (uint32_t k = 0; k < pub->nactive; k++)
-        atomic_store_explicit(&pub->conns[pub->active[k]].hdr->pub_waiting, 1,
+        atomic_store_explicit(&pub->conns[pub->active[k]].ring.hdr->pub_waiting, 1,
                               memory_order_relaxed);
     /* Pairs with the subscriber's fence after its take or return. */
     atomic_thread_fence(memory_order_seq_cst);

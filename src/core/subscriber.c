@@ -37,11 +37,7 @@ typedef struct sconn {
     int64_t since;
     const uint8_t *data;
     uint64_t data_size;
-    ferry__conn_header *hdr;
-    uint64_t conn_size;
-    _Atomic uint64_t *dslots;
-    _Atomic uint64_t *rslots;
-    uint32_t dmask, rmask;
+    ferry__conn ring;
     uint32_t max_chunks;
     uint64_t table_offset, arena_offset, payload_offset;
     uint64_t rhead; /* private copy of return_head */
@@ -137,7 +133,7 @@ static void update_stats(ferry_subscriber *sub)
 {
     uint64_t dropped = sub->dropped_closed;
     for (uint32_t k = 0; k < sub->nlive; k++)
-        dropped += atomic_load_explicit(&sub->conns[sub->live[k]].hdr->dropped,
+        dropped += atomic_load_explicit(&sub->conns[sub->live[k]].ring.hdr->dropped,
                                         memory_order_relaxed);
     sub->stats.dropped = dropped;
     sub->stats.held = sub->held;
@@ -183,9 +179,9 @@ static void conn_close(ferry_subscriber *sub, sconn *c)
             if (sub->hooks[h].fn)
                 sub->hooks[h].fn(sub->hooks[h].arg, (uint32_t)(c - sub->conns), c->gen);
         live_remove(sub, c);
-        sub->dropped_closed += atomic_load_explicit(&c->hdr->dropped, memory_order_relaxed);
+        sub->dropped_closed += atomic_load_explicit(&c->ring.hdr->dropped, memory_order_relaxed);
         ferry__unmap((void *)c->data, c->data_size);
-        ferry__unmap(c->hdr, c->conn_size);
+        ferry__conn_unmap(&c->ring);
         sub->held -= c->held;
         free(c->held_bits);
     }
@@ -204,8 +200,8 @@ static void conn_close(ferry_subscriber *sub, sconn *c)
 
 static bool ring_empty(const sconn *c)
 {
-    return atomic_load_explicit(&c->hdr->deliver_head, memory_order_acquire) ==
-           atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+    return atomic_load_explicit(&c->ring.hdr->deliver_head, memory_order_acquire) ==
+           atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire);
 }
 
 /* The publisher went away (or misbehaved): no more returns; what is queued may still be taken
@@ -339,41 +335,37 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         return;
     }
     const uint8_t *data = ferry__map(fds[0], data_size, false);
-    ferry__conn_header *hdr = ferry__map(fds[1], conn_size, true);
+    ferry__conn ring;
+    memset(&ring, 0, sizeof ring);
+    bool mapped = ferry__conn_map(&ring, fds[1], conn_size, w.deliver_capacity,
+                                  w.return_capacity) == 0;
+    ferry__conn_header *hdr = ring.hdr;
     /* Two bitmaps in one block: chunks held, chunks already populated (prefault). */
     uint64_t *bits = calloc(2 * (size_t)((w.max_chunks + 63) / 64), sizeof *bits);
     close(fds[0]);
     close(fds[1]);
     int map_errno = errno;
     const ferry__data_header *dh = (const ferry__data_header *)data;
-    if (!data || !hdr || !bits || ferry__conn_check(hdr, &w) != FERRY_OK ||
+    if (!data || !mapped || !bits || ferry__conn_check(hdr, &w) != FERRY_OK ||
         dh->magic != FERRY__DATA_MAGIC || dh->publisher_id != w.publisher_id) {
-        if (!data || !hdr || !bits)
+        if (!data || !mapped || !bits)
             ferry__log(sub->node, FERRY_LOG_WARN,
                        "%s: publisher pid %d: cannot map its segments: %s", sub->topic,
                        (int)c->pid, strerror(bits ? map_errno : ENOMEM));
         else
             ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
                        sub->topic, (int)c->pid);
-        sub->stats.protocol_errors += data && hdr && bits;
+        sub->stats.protocol_errors += data && mapped && bits;
         ferry__unmap((void *)data, data_size);
-        ferry__unmap(hdr, conn_size);
+        if (mapped)
+            ferry__conn_unmap(&ring);
         free(bits);
         conn_close(sub, c);
         return;
     }
-    /* Ring offsets from our own computation, never read back from shared memory: the publisher
-     * could change them after the check. */
-    uint64_t doff, roff;
-    ferry__conn_layout(w.deliver_capacity, w.return_capacity, &doff, &roff);
     c->data = data;
     c->data_size = data_size;
-    c->hdr = hdr;
-    c->conn_size = conn_size;
-    c->dslots = (_Atomic uint64_t *)((uint8_t *)hdr + doff);
-    c->rslots = (_Atomic uint64_t *)((uint8_t *)hdr + roff);
-    c->dmask = w.deliver_capacity - 1;
-    c->rmask = w.return_capacity - 1;
+    c->ring = ring;
     c->max_chunks = w.max_chunks;
     c->table_offset = w.table_offset;
     c->arena_offset = w.arena_offset;
@@ -381,9 +373,6 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     c->rhead = atomic_load_explicit(&hdr->return_head, memory_order_relaxed);
     c->held_bits = bits;
     c->seen_bits = bits + (w.max_chunks + 63) / 64;
-    /* The rings' pages are mapped now, not by the first samples (a read populates: shared
-     * memory needs no write fault, and the publisher may be writing already). */
-    ferry__prefault_read(hdr, conn_size);
     /* A connection made while paused starts paused. What the publisher delivered before it
      * could see this (history) is given back unread. */
     if (sub->paused)
@@ -687,21 +676,21 @@ typedef struct peeked {
  * -1: the publisher broke the rules (c is closed). */
 static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
 {
-    uint64_t tail = atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+    uint64_t tail = atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire);
     /* Acquire: pairs with the publisher's release of head; the slot and the chunk it names are
      * visible once we see the head that covers them. */
-    uint64_t head = atomic_load_explicit(&c->hdr->deliver_head, memory_order_acquire);
+    uint64_t head = atomic_load_explicit(&c->ring.hdr->deliver_head, memory_order_acquire);
     if (head == tail)
         return 0;
-    if (head - tail > (uint64_t)c->dmask + 1) {
+    if (head - tail > (uint64_t)c->ring.dmask + 1) {
         /* Between our two loads the publisher may have dropped the oldest entry and appended
          * one: only a tail that stayed put makes these counters impossible. */
-        if (atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire) != tail)
+        if (atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire) != tail)
             return 2;
         conn_fail(sub, c, "delivery ring counters out of range");
         return -1;
     }
-    uint64_t d = atomic_load_explicit(&c->dslots[tail & c->dmask], memory_order_relaxed);
+    uint64_t d = atomic_load_explicit(&c->ring.dslots[tail & c->ring.dmask], memory_order_relaxed);
     uint32_t index = ferry__desc_index(d);
     if (index >= c->max_chunks) {
         conn_fail(sub, c, "chunk index out of range");
@@ -720,7 +709,7 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
         p->h.size > e.capacity) {
         /* The entry may have been dropped and its chunk reused while we looked: only a stable
          * tail makes this a real violation. */
-        if (atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire) != tail)
+        if (atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire) != tail)
             return 2;
         conn_fail(sub, c, "chunk header does not match its descriptor");
         return -1;
@@ -736,8 +725,8 @@ static void wake_publisher(sconn *c)
 {
     /* Pairs with the publisher's store of pub_waiting, fence, re-check. */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&c->hdr->pub_waiting, memory_order_relaxed) &&
-        atomic_exchange_explicit(&c->hdr->pub_waiting, 0, memory_order_acq_rel) && c->sock >= 0) {
+    if (atomic_load_explicit(&c->ring.hdr->pub_waiting, memory_order_relaxed) &&
+        atomic_exchange_explicit(&c->ring.hdr->pub_waiting, 0, memory_order_acq_rel) && c->sock >= 0) {
         /* MSG_DONTWAIT: never blocks; EAGAIN means the publisher has wake-ups queued. */
         ferry__bye m;
         ferry__wake_init(&m);
@@ -748,15 +737,15 @@ static void wake_publisher(sconn *c)
 /* Hands a chunk reference back to the publisher of the active connection c. */
 static void give_back(ferry_subscriber *sub, sconn *c, uint64_t d)
 {
-    uint64_t tail = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
-    if (c->rhead - tail >= (uint64_t)c->rmask + 1) {
+    uint64_t tail = atomic_load_explicit(&c->ring.hdr->return_tail, memory_order_acquire);
+    if (c->rhead - tail >= (uint64_t)c->ring.rmask + 1) {
         conn_fail(sub, c, "return ring counters out of range");
         return;
     }
-    atomic_store_explicit(&c->rslots[c->rhead & c->rmask], d, memory_order_relaxed);
+    atomic_store_explicit(&c->ring.rslots[c->rhead & c->ring.rmask], d, memory_order_relaxed);
     c->rhead++;
     /* Release: the slot is written before the publisher sees the new head. */
-    atomic_store_explicit(&c->hdr->return_head, c->rhead, memory_order_release);
+    atomic_store_explicit(&c->ring.hdr->return_head, c->rhead, memory_order_release);
     wake_publisher(c);
 }
 
@@ -800,10 +789,7 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
                 continue;
             return false;
         }
-        uint64_t tail = bp.tail;
-        if (!atomic_compare_exchange_strong_explicit(&best->hdr->deliver_tail, &tail, bp.tail + 1,
-                                                     memory_order_acq_rel,
-                                                     memory_order_acquire))
+        if (!ferry__conn_claim(&best->ring, bp.tail))
             continue; /* the publisher dropped it first */
         uint32_t index = ferry__desc_index(bp.desc);
         if ((best->held_bits[index / 64] >> (index % 64)) & 1) {
@@ -840,17 +826,14 @@ static void discard_queued(ferry_subscriber *sub)
         sconn *c = &sub->conns[sub->live[k]];
         int state = c->state;
         /* Bounded by the ring's capacity; stops when c fails (it may be closed then). */
-        for (uint32_t n = 0; n <= c->dmask && c->state == state; n++) {
+        for (uint32_t n = 0; n <= c->ring.dmask && c->state == state; n++) {
             peeked p;
             int r = peek(sub, c, &p);
             if (r == 2)
                 continue;
             if (r != 1)
                 break;
-            uint64_t tail = p.tail;
-            if (!atomic_compare_exchange_strong_explicit(&c->hdr->deliver_tail, &tail, p.tail + 1,
-                                                         memory_order_acq_rel,
-                                                         memory_order_acquire))
+            if (!ferry__conn_claim(&c->ring, p.tail))
                 continue;
             uint32_t index = ferry__desc_index(p.desc);
             if ((c->held_bits[index / 64] >> (index % 64)) & 1) {
@@ -893,12 +876,12 @@ static bool arm(ferry_subscriber *sub, uint32_t how)
          * honest publisher sends one wake-up per doorbell, and anything more keeps the socket
          * readable for housekeeping. */
         if (c->armed == FERRY__DOORBELL_NOTIFIER &&
-            atomic_load_explicit(&c->hdr->sub_waiting, memory_order_relaxed) == 0) {
+            atomic_load_explicit(&c->ring.hdr->sub_waiting, memory_order_relaxed) == 0) {
             read_messages(sub, c, false, 1);
             if (c->state != SC_ACTIVE)
                 continue;
         }
-        atomic_store_explicit(&c->hdr->sub_waiting, how, memory_order_relaxed);
+        atomic_store_explicit(&c->ring.hdr->sub_waiting, how, memory_order_relaxed);
         c->armed = how;
     }
     /* Pairs with the publisher's fence between its new head and its doorbell check. */
@@ -925,7 +908,7 @@ static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
     for (uint32_t k = 0; k < sub->nlive; k++) {
         sconn *c = &sub->conns[sub->live[k]];
         if (c->state == SC_ACTIVE) {
-            words[n] = (void *)&c->hdr->sub_waiting;
+            words[n] = (void *)&c->ring.hdr->sub_waiting;
             expected[n++] = FERRY__DOORBELL_FUTEX;
         }
     }
@@ -1138,7 +1121,7 @@ ferry_err ferry__subscriber_set_paused(ferry_subscriber *sub, bool paused)
     for (uint32_t k = 0; k < sub->nlive; k++) {
         sconn *c = &sub->conns[sub->live[k]];
         if (c->state == SC_ACTIVE)
-            atomic_store_explicit(&c->hdr->sub_paused, paused ? 1u : 0u, memory_order_seq_cst);
+            atomic_store_explicit(&c->ring.hdr->sub_paused, paused ? 1u : 0u, memory_order_seq_cst);
     }
     /* After the words: what a publisher queues from now on is a straggler, given back later. */
     if (paused)
