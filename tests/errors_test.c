@@ -4,8 +4,13 @@
  */
 #include "testutil.h"
 
+#include "core/core.h"
+
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #define TYPE "test/errors"
 
@@ -477,6 +482,37 @@ static void test_waitset_calls(void)
     TU_OK(ferry_node_destroy(node));
 }
 
+#ifdef FERRY_CHECKS
+/* A chunk given back to the pool twice: with the checks compiled in, the pool's own invariant
+ * catches it at once (an abort that names the check). */
+static int double_put_main(void *arg)
+{
+    (void)arg;
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    ferry__pool p;
+    TU_OK(ferry__pool_init(&p, 1, 1u << 20, 8, 4096, 64));
+    ferry_err err = FERRY_OK;
+    uint32_t index = ferry__pool_get(&p, 100, &err);
+    TU_CHECK(index != FERRY__NONE);
+    ferry__pool_put(&p, index);
+    ferry__pool_put(&p, index); /* must not return */
+    return 0;
+}
+#endif
+
+static void test_invariant_checks(void)
+{
+#ifdef FERRY_CHECKS
+    pid_t pid = tu_fork(double_put_main, NULL, 10);
+    int st = tu_wait_status(pid, TU_WAIT_MS);
+    TU_CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+                 "a chunk put twice was not caught (status 0x%x)", st);
+#else
+    printf("    the invariant checks are not compiled in (-DFERRY_CHECKS=ON)\n");
+#endif
+}
+
 int main(void)
 {
     TU_RUN(test_messages);
@@ -486,5 +522,6 @@ int main(void)
     TU_RUN(test_publisher_calls);
     TU_RUN(test_subscriber_calls);
     TU_RUN(test_waitset_calls);
+    TU_RUN(test_invariant_checks);
     return 0;
 }

@@ -1,6 +1,9 @@
 /* Error codes: names and messages. */
 #include "core/core.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 static const struct {
     const char *name;
     const char *message;
@@ -55,4 +58,12 @@ uint64_t ferry_hash(const char *text)
         h *= 0x100000001b3ULL;
     }
     return h;
+}
+
+void ferry__check_failed(const char *file, int line, const char *what, uint64_t left,
+                         uint64_t right)
+{
+    fprintf(stderr, "ferry: %s:%d: invariant broken: %s (left %llu, right %llu)\n", file, line,
+            what, (unsigned long long)left, (unsigned long long)right);
+    abort();
 }

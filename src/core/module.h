@@ -25,6 +25,27 @@
 #define FERRY__PAGE 4096u
 #define FERRY__CACHELINE 64
 
+/* ---- invariants ------------------------------------------------------------------------------ */
+
+/* Checks of the library's own bookkeeping (the pool's counts and free lists, the references a
+ * connection holds), written next to the data they guard. Compiled in with -DFERRY_CHECKS=ON
+ * (CI's sanitizer stage builds so), out of every other build: some walk a whole table. Never
+ * for what a peer wrote: that is input, checked in every build. A failure prints the check and
+ * both values, then aborts. */
+#ifdef FERRY_CHECKS
+#define FERRY__CHECK_EQ(a, b)                                                                  \
+    ((uint64_t)(a) == (uint64_t)(b)                                                            \
+         ? (void)0                                                                             \
+         : ferry__check_failed(__FILE__, __LINE__, #a " == " #b, (uint64_t)(a), (uint64_t)(b)))
+#define FERRY__CHECK(cond)                                                                     \
+    ((cond) ? (void)0 : ferry__check_failed(__FILE__, __LINE__, #cond, 0, 0))
+#else
+#define FERRY__CHECK_EQ(a, b) ((void)0)
+#define FERRY__CHECK(cond) ((void)0)
+#endif
+FERRY_MODULE_API _Noreturn void ferry__check_failed(const char *file, int line, const char *what,
+                                                    uint64_t left, uint64_t right);
+
 /* ---- handles and their node ---------------------------------------------------------------- */
 
 #define FERRY__NODE_MAGIC 0x45444f4e59525246ULL

@@ -126,6 +126,46 @@ static ferry__class *class_find(ferry__pool *p, uint64_t bytes, bool create)
     return c;
 }
 
+#ifdef FERRY_CHECKS
+/* The invariants of the header comment, walked in full over the private state (the chunk table
+ * in the segment is shared memory, which the publisher's own process may have overwritten):
+ * every chunk in exactly one state, the counts agree, each class's free list holds its free
+ * chunks and nothing else. */
+static void pool_check(const ferry__pool *p)
+{
+    uint32_t nfree = 0, loaned = 0, per_class[FERRY__MAX_CLASSES] = {0};
+    for (uint32_t i = 0; i < p->nchunks; i++) {
+        const ferry__chunk *ch = &p->chunks[i];
+        FERRY__CHECK(ch->cls < p->nclasses);
+        FERRY__CHECK(ch->state == FERRY__CHUNK_FREE || ch->state == FERRY__CHUNK_LOANED ||
+                     ch->state == FERRY__CHUNK_PUBLISHED);
+        nfree += ch->state == FERRY__CHUNK_FREE;
+        loaned += ch->state == FERRY__CHUNK_LOANED;
+        per_class[ch->cls]++;
+    }
+    FERRY__CHECK_EQ(nfree, p->nfree);
+    FERRY__CHECK_EQ(loaned, p->loaned);
+    FERRY__CHECK(p->nchunks <= p->max_chunks && p->arena_used <= p->arena_cap);
+    for (uint32_t k = 0; k < p->nclasses; k++) {
+        const ferry__class *c = &p->classes[k];
+        FERRY__CHECK_EQ(per_class[k], c->count);
+        uint32_t listed = 0;
+        for (uint32_t i = c->free_head; i != FERRY__NONE; i = p->chunks[i].next_free) {
+            FERRY__CHECK(i < p->nchunks && listed < c->count);
+            FERRY__CHECK_EQ(p->chunks[i].state, FERRY__CHUNK_FREE);
+            FERRY__CHECK_EQ(p->chunks[i].cls, k);
+            listed++;
+        }
+        FERRY__CHECK_EQ(listed, c->free_count);
+    }
+}
+#else
+static void pool_check(const ferry__pool *p)
+{
+    (void)p;
+}
+#endif
+
 /* Carves n chunks of class c with one reservation of their pages: all of them or none. */
 static ferry_err carve(ferry__pool *p, ferry__class *c, uint32_t n)
 {
@@ -153,6 +193,7 @@ static ferry_err carve(ferry__pool *p, ferry__class *c, uint32_t n)
         c->count++;
         ferry__pool_put(p, index);
     }
+    pool_check(p);
     return FERRY_OK;
 }
 
@@ -173,6 +214,7 @@ static uint32_t pop(ferry__pool *p, ferry__class *c)
     p->loaned++;
     ch->state = FERRY__CHUNK_LOANED;
     ch->next_free = FERRY__NONE;
+    pool_check(p);
     return index;
 }
 
@@ -247,8 +289,10 @@ ferry_err ferry__pool_reserve(ferry__pool *p, uint64_t size, uint32_t count, uin
 
 void ferry__pool_put(ferry__pool *p, uint32_t index)
 {
+    FERRY__CHECK(index < p->nchunks);
     ferry__chunk *ch = &p->chunks[index];
     ferry__class *c = &p->classes[ch->cls];
+    FERRY__CHECK(ch->state != FERRY__CHUNK_FREE); /* put twice */
     if (ch->state == FERRY__CHUNK_LOANED)
         p->loaned--;
     ch->state = FERRY__CHUNK_FREE;
@@ -257,6 +301,7 @@ void ferry__pool_put(ferry__pool *p, uint32_t index)
     c->free_head = index;
     c->free_count++;
     p->nfree++;
+    pool_check(p);
 }
 
 uint32_t ferry__pool_find(const ferry__pool *p, const void *payload)

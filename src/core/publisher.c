@@ -225,6 +225,30 @@ static void drop_ref(ferry_publisher *pub, pconn *c, uint32_t index)
     unref(pub, index);
 }
 
+#ifdef FERRY_CHECKS
+/* A connection's references agree with themselves: its bitmap, their count and their bytes. */
+static void conn_check(const ferry_publisher *pub, const pconn *c)
+{
+    uint32_t refs = 0;
+    uint64_t bytes = 0;
+    for (uint32_t w = 0; w < pub->words; w++)
+        for (uint64_t b = c->bits[w]; b; b &= b - 1) {
+            uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(b);
+            FERRY__CHECK(i < pub->pool.nchunks && pub->pool.chunks[i].refs > 0);
+            refs++;
+            bytes += pub->pool.chunks[i].capacity;
+        }
+    FERRY__CHECK_EQ(refs, c->outstanding);
+    FERRY__CHECK_EQ(bytes, c->outstanding_bytes);
+}
+#else
+static void conn_check(const ferry_publisher *pub, const pconn *c)
+{
+    (void)pub;
+    (void)c;
+}
+#endif
+
 /* ---- connections -------------------------------------------------------------------------- */
 
 static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
@@ -316,6 +340,7 @@ static void drain_returns(ferry_publisher *pub, pconn *c)
     }
     /* Release: our reads of the slots happen before the subscriber may reuse them. */
     atomic_store_explicit(&c->ring.hdr->return_tail, c->rtail, memory_order_release);
+    conn_check(pub, c);
 }
 
 /* Loops over the active connections run backwards: a connection that fails is swapped out of
@@ -426,6 +451,7 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
     c->outstanding_bytes += ch->capacity;
     ch->refs++;
     pub->stats.deliveries++;
+    conn_check(pub, c);
     if (wake)
         wake_subscriber(c);
     return true;
