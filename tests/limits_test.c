@@ -113,16 +113,7 @@ static int topic_entries(void)
 {
     char path[PATH_MAX];
     tu_topic_path(TOPIC, path, sizeof path);
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
+    return tu_dir_entries(path);
 }
 
 /* What a process holds and shows, to compare before and after a failed call. */

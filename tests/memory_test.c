@@ -82,16 +82,7 @@ static int topic_entries(const char *root)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%u/mem.cam", root, tu_domain());
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
+    return tu_dir_entries(path);
 }
 
 #define CHECK_ENOMEM(err, saved_errno, want_errno)                                             \

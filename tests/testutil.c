@@ -186,6 +186,20 @@ bool tu_map_of(const void *addr, tu_mapping *out)
     return q.n > 0;
 }
 
+int tu_dir_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
 int tu_maps_count(const char *needle)
 {
     return tu_maps_find(needle, NULL, NULL, 0);

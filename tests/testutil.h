@@ -136,6 +136,8 @@ void tu_topic_path(const char *topic, char *out, size_t cap);
 
 /* Number of entries in /proc/self/fd. */
 int tu_fd_count(void);
+/* Entries of the directory path, dot files included (not . and ..); 0 when it is missing. */
+int tu_dir_entries(const char *path);
 /* A mapping of this process, as its line of /proc/self/maps gives it. */
 typedef struct tu_mapping {
     uintptr_t start, end;

@@ -58,15 +58,7 @@ static void fc_setup(void)
 {
     if (fc.ready)
         return;
-    snprintf(fc.root, sizeof fc.root, "/tmp/ferry-fuzz-XXXXXX");
-    FZ_ASSERT(mkdtemp(fc.root) != NULL);
-    ferry_node_options no;
-    ferry_node_options_init(&no);
-    no.dir = fc.root;
-    no.domain = 8;
-    no.name = "fuzzconn";
-    no.log = fz_log_quiet;
-    FZ_ASSERT(ferry_node_create(&fc.node, &no) == FERRY_OK);
+    fc.node = fz_node(fc.root, 8, "fuzzconn");
     fc.fd_base = fz_fd_count();
     atexit(fc_teardown);
     fc.ready = true;

@@ -146,16 +146,7 @@ static void fp_setup(void)
 {
     if (fp.ready)
         return;
-    snprintf(fp.root, sizeof fp.root, "/tmp/ferry-fuzz-XXXXXX");
-    FZ_ASSERT(mkdtemp(fp.root) != NULL);
-    ferry_node_options no;
-    ferry_node_options_init(&no);
-    no.dir = fp.root;
-    no.domain = 7;
-    no.name = "fuzzproto";
-    no.log = fz_log_quiet;
-    ferry_err err = ferry_node_create(&fp.node, &no);
-    FZ_ASSERT(err == FERRY_OK);
+    fp.node = fz_node(fp.root, 7, "fuzzproto");
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);
     po.max_sample_size = 1024;
@@ -164,7 +155,8 @@ static void fp_setup(void)
     po.max_subscribers = FP_SLOTS - 1; /* one connection more than the publisher takes */
     po.history = FP_HISTORY;
     po.block_timeout_ns = 1000;
-    err = ferry_publisher_create(&fp.pub, fp.node, FP_TOPIC, FP_TYPE, ferry_hash(FP_TYPE), &po);
+    ferry_err err =
+        ferry_publisher_create(&fp.pub, fp.node, FP_TOPIC, FP_TYPE, ferry_hash(FP_TYPE), &po);
     FZ_ASSERT(err == FERRY_OK);
     ferry_publisher_stats st;
     FZ_ASSERT(ferry_publisher_stats_get(fp.pub, &st) == FERRY_OK);
@@ -433,15 +425,7 @@ static void fs_setup(void)
 {
     if (fs.ready)
         return;
-    snprintf(fs.root, sizeof fs.root, "/tmp/ferry-fuzz-XXXXXX");
-    FZ_ASSERT(mkdtemp(fs.root) != NULL);
-    ferry_node_options no;
-    ferry_node_options_init(&no);
-    no.dir = fs.root;
-    no.domain = 8;
-    no.name = "fuzzsub";
-    no.log = fz_log_quiet;
-    FZ_ASSERT(ferry_node_create(&fs.node, &no) == FERRY_OK);
+    fs.node = fz_node(fs.root, 8, "fuzzsub");
     int n = snprintf(fs.listen_path, sizeof fs.listen_path, "%s/fuzz.sub/pub.fa4e000000000001.sock",
                      ferry_node_dir(fs.node));
     FZ_ASSERT(n > 0 && (size_t)n < sizeof fs.listen_path);

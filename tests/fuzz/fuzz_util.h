@@ -155,4 +155,21 @@ static inline void fz_log_quiet(void *arg, ferry_log_level level, const char *me
     (void)message;
 }
 
+/* A node of its own in a new private root (root receives its path, 64 bytes), logging nowhere:
+ * each fuzz mode makes one, once, and removes the root at exit. */
+static inline ferry_node *fz_node(char *root, uint32_t domain, const char *name)
+{
+    snprintf(root, 64, "/tmp/ferry-fuzz-XXXXXX");
+    FZ_ASSERT(mkdtemp(root) != NULL);
+    ferry_node_options no;
+    ferry_node_options_init(&no);
+    no.dir = root;
+    no.domain = domain;
+    no.name = name;
+    no.log = fz_log_quiet;
+    ferry_node *node = NULL;
+    FZ_ASSERT(ferry_node_create(&node, &no) == FERRY_OK);
+    return node;
+}
+
 #endif
