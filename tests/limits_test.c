@@ -395,13 +395,14 @@ static int fd_limit_subscriber_main(void *arg)
     return 0;
 }
 
-static void test_fd_limit(void)
+static int test_fd_limit(void)
 {
     honest h;
     honest_start(&h, 16 * SIZE);
     TU_CHILD_OK(tu_fork(fd_limit_publisher_main, NULL, 20));
     TU_CHILD_OK(tu_fork(fd_limit_subscriber_main, NULL, 20));
     honest_stop(&h);
+    return 0;
 }
 
 /* A publisher at its descriptor limit: connections it cannot take (accept, the subscriber's
@@ -471,13 +472,14 @@ static int patient_subscriber_main(void *arg)
     return 0;
 }
 
-static void test_publisher_fd_limit(void)
+static int test_publisher_fd_limit(void)
 {
     pub_limit pl = {tu_pipe_make(), tu_pipe_make()};
     pid_t p = tu_fork(limited_publisher_main, &pl, 25);
     pid_t s = tu_fork(patient_subscriber_main, &pl, 25);
     TU_CHILD_OK(s);
     TU_CHILD_OK(p);
+    return 0;
 }
 
 /* --- memfd_create refused ----------------------------------------------------------------- */
@@ -600,7 +602,7 @@ static bool run_memfd_case(memfd_case *mc)
     return false;
 }
 
-static void test_memfd_refused(void)
+static int test_memfd_refused(void)
 {
     /* Out of descriptors is a system call failure; out of memory is FERRY_ENOMEM, as for the
      * segment's pages and mapping. */
@@ -613,6 +615,7 @@ static void test_memfd_refused(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         failed += !run_memfd_case(&cases[i]);
     TU_CMP_I64(failed, ==, 0);
+    return 0;
 }
 
 /* --- memory ------------------------------------------------------------------------------- */
@@ -687,12 +690,13 @@ static int address_space_main(void *arg)
     return 0;
 }
 
-static void test_address_space(void)
+static int test_address_space(void)
 {
     honest h;
     honest_start(&h, (size_t)256 << 20);
     TU_CHILD_OK(tu_fork(address_space_main, NULL, 20));
     honest_stop(&h);
+    return 0;
 }
 
 static int file_size_main(void *arg)
@@ -731,9 +735,10 @@ static int file_size_main(void *arg)
     return 0;
 }
 
-static void test_file_size(void)
+static int test_file_size(void)
 {
     TU_CHILD_OK(tu_fork(file_size_main, NULL, 20));
+    return 0;
 }
 
 static int memlock_main(void *arg)
@@ -756,14 +761,15 @@ static int memlock_main(void *arg)
     return 0;
 }
 
-static void test_memlock(void)
+static int test_memlock(void)
 {
     TU_CHILD_OK(tu_fork(memlock_main, NULL, 20));
+    return 0;
 }
 
 /* --- the pool's own caps ------------------------------------------------------------------ */
 
-static void test_byte_cap(void)
+static int test_byte_cap(void)
 {
     ferry_node *node = tu_node("cap");
     ferry_publisher_options po;
@@ -850,40 +856,19 @@ static void test_byte_cap(void)
     TU_OK(ferry_subscriber_destroy(sub));
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));
+    return 0;
 }
-
-/* Runs one test in a process of its own, so that a failure does not hide the others. */
-static int run_isolated(const char *name, void (*fn)(void))
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        return 1;
-    }
-    if (pid == 0) {
-        tu_run(name, fn);
-        fflush(NULL);
-        _exit(0);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
-}
-
-#define RUN_ISOLATED(fn) run_isolated(#fn, fn)
 
 int main(void)
 {
     int failed = 0;
-    failed += RUN_ISOLATED(test_byte_cap);
-    failed += RUN_ISOLATED(test_file_size);
-    failed += RUN_ISOLATED(test_memlock);
-    failed += RUN_ISOLATED(test_address_space);
-    failed += RUN_ISOLATED(test_fd_limit);
-    failed += RUN_ISOLATED(test_publisher_fd_limit);
-    failed += RUN_ISOLATED(test_memfd_refused);
+    failed += TU_RUN_ISOLATED(test_byte_cap) != 0;
+    failed += TU_RUN_ISOLATED(test_file_size) != 0;
+    failed += TU_RUN_ISOLATED(test_memlock) != 0;
+    failed += TU_RUN_ISOLATED(test_address_space) != 0;
+    failed += TU_RUN_ISOLATED(test_fd_limit) != 0;
+    failed += TU_RUN_ISOLATED(test_publisher_fd_limit) != 0;
+    failed += TU_RUN_ISOLATED(test_memfd_refused) != 0;
     if (failed != 0)
         fprintf(stderr, "%d test(s) failed\n", failed);
     return failed != 0;

@@ -514,39 +514,12 @@ static int test_huge_loan(void)
 
 /* --- main --------------------------------------------------------------------------------- */
 
-/* Runs one test in a process of its own, so that a failure does not hide the others. Returns
- * 0 (passed), TU_SKIP or 1 (failed). */
-static int run_isolated(const char *name, int (*fn)(void))
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        return 1;
-    }
-    if (pid == 0) {
-        tu_begin(name);
-        int rc = fn();
-        tu_end();
-        fflush(NULL);
-        _exit(rc);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(st))
-        return 1;
-    return WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == TU_SKIP ? WEXITSTATUS(st) : 1;
-}
-
-#define RUN_ISOLATED(fn) run_isolated(#fn, fn)
-
 int main(void)
 {
     int results[] = {
-        RUN_ISOLATED(test_full_tmpfs),
-        RUN_ISOLATED(test_cgroup_limit),
-        RUN_ISOLATED(test_huge_loan),
+        TU_RUN_ISOLATED(test_full_tmpfs),
+        TU_RUN_ISOLATED(test_cgroup_limit),
+        TU_RUN_ISOLATED(test_huge_loan),
     };
     int n = (int)(sizeof results / sizeof results[0]), failed = 0, skipped = 0;
     for (int i = 0; i < n; i++) {

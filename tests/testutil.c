@@ -654,3 +654,26 @@ void tu_take_intact(const char *file, int line, ferry_subscriber *sub, size_t si
     if ((e = ferry_release(sub, &s)) != FERRY_OK)
         tu_fail(file, line, "ferry_release: %s", ferry_strerror(e));
 }
+
+int tu_run_isolated(const char *name, int (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (pid == 0) {
+        tu_begin(name);
+        int rc = fn();
+        tu_end();
+        fflush(NULL);
+        _exit(rc);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(st))
+        return 1;
+    return WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == TU_SKIP ? WEXITSTATUS(st) : 1;
+}

@@ -117,6 +117,11 @@ _Noreturn void tu_fail(const char *file, int line, const char *fmt, ...)
 /* Runs fn as one test: a fresh domain directory, then the teardown checks, then removal. */
 #define TU_RUN(fn) tu_run(#fn, fn)
 void tu_run(const char *name, void (*fn)(void));
+/* Runs fn, a test that returns 0 or TU_SKIP, in a process of its own (between tu_begin and
+ * tu_end), so that a failure does not hide the tests after it. Returns 0 (passed), TU_SKIP
+ * (skipped) or 1 (failed, killed included). */
+int tu_run_isolated(const char *name, int (*fn)(void));
+#define TU_RUN_ISOLATED(fn) tu_run_isolated(#fn, fn)
 
 /* Starts and ends the test `name` by hand (what TU_RUN does around fn). */
 void tu_begin(const char *name);
