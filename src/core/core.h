@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "core/conn.h"
+#include "core/endpoint.h"
 #include "core/module.h"
 #include "core/node.h"
 #include "core/pool.h"

@@ -58,24 +58,16 @@ typedef struct pconn {
 } pconn;
 
 struct ferry_publisher {
-    ferry__obj obj;
-    ferry_node *node;
-    uint64_t id;
-    char topic[FERRY_TOPIC_MAX + 2];
-    char type_name[FERRY_TYPE_NAME_MAX + 1];
-    uint64_t type_hash;
+    ferry__endpoint ep;
     ferry_publisher_options opt;
-    int dirfd;
     char sock_name[64];
-    int listen_fd, epfd;
+    int listen_fd;
     ferry__pool pool;
-    ferry__status_file status;
     ferry_publisher_stats *st; /* private counters, copied to the status file by sync_stats */
     ferry_publisher_stats stats;
     pconn *conns;
     pending *pending;
     uint32_t npending;
-    ferry__ratelimit peer_log;
     uint16_t *active; /* slots of the active connections, dense: hot loops touch only these */
     uint32_t nblocking; /* active connections whose subscriber blocks the publisher */
     uint64_t *bits; /* max_subscribers * words_per_conn */
@@ -157,13 +149,7 @@ static ferry_err options_resolve(ferry_publisher_options *o)
 
 static ferry_err check(ferry_publisher *pub)
 {
-    if (!pub)
-        return FERRY_EINVAL;
-    if (pub->obj.magic == FERRY__DEAD_MAGIC)
-        return FERRY_ECLOSED;
-    if (pub->obj.magic != FERRY__PUB_MAGIC)
-        return FERRY_EINVAL;
-    return FERRY_OK;
+    return ferry__endpoint_check(pub ? &pub->ep : NULL, FERRY__PUB_MAGIC);
 }
 
 static void sync_stats(ferry_publisher *pub)
@@ -277,11 +263,11 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
         pub->nblocking -= c->overflow == FERRY_OVERFLOW_BLOCK;
         ferry__conn_unmap(&c->ring);
         close(c->conn_fd);
-        ferry__log_peer(pub->node, &pub->peer_log, lost ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
+        ferry__log_peer(pub->ep.node, &pub->ep.peer_log, lost ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
                         "%s: subscriber pid %d left, %u chunk references taken back",
-                        pub->topic, (int)c->pid, reclaimed);
+                        pub->ep.topic, (int)c->pid, reclaimed);
     }
-    ferry__poller_del(pub->epfd, c->sock);
+    ferry__poller_del(pub->ep.epfd, c->sock);
     close(c->sock);
     uint64_t *bits = c->bits;
     uint32_t gen = c->gen + 1;
@@ -295,8 +281,8 @@ static void conn_close(ferry_publisher *pub, pconn *c, bool lost)
 static void conn_fail(ferry_publisher *pub, pconn *c, const char *why)
 {
     pub->stats.protocol_errors++;
-    ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
-                    "%s: subscriber pid %d disconnected: %s", pub->topic, (int)c->pid, why);
+    ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
+                    "%s: subscriber pid %d disconnected: %s", pub->ep.topic, (int)c->pid, why);
     conn_close(pub, c, true);
 }
 
@@ -305,7 +291,7 @@ static void pending_close(ferry_publisher *pub, pending *p)
 {
     if (p->sock < 0)
         return;
-    ferry__poller_del(pub->epfd, p->sock);
+    ferry__poller_del(pub->ep.epfd, p->sock);
     close(p->sock);
     p->sock = -1;
     p->gen++;
@@ -315,8 +301,8 @@ static void pending_close(ferry_publisher *pub, pending *p)
 static void pending_drop(ferry_publisher *pub, pending *p, const char *why)
 {
     pub->stats.pending_dropped++;
-    ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
-                    "%s: connection from pid %d dropped: %s", pub->topic, (int)p->pid, why);
+    ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
+                    "%s: connection from pid %d dropped: %s", pub->ep.topic, (int)p->pid, why);
     pending_close(pub, p);
 }
 
@@ -432,10 +418,10 @@ static bool deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
         pub->stats.limited++;
         atomic_store_explicit(&c->ring.hdr->dropped, c->dropped, memory_order_relaxed);
         if (!c->limited)
-            ferry__log_peer(pub->node, &pub->peer_log,
+            ferry__log_peer(pub->ep.node, &pub->ep.peer_log,
                             c->limit_told ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
                             "%s: subscriber pid %d holds %u chunks (%llu bytes), its limit: it "
-                            "receives nothing more until it gives some back", pub->topic,
+                            "receives nothing more until it gives some back", pub->ep.topic,
                             (int)c->pid, c->outstanding, (unsigned long long)c->outstanding_bytes);
         c->limited = c->limit_told = true;
         return true;
@@ -469,7 +455,7 @@ static bool send_attachment(ferry_publisher *pub, pconn *c, const struct attachm
     if (ferry__send_msg(c->sock, &m, sizeof m, a->fds, a->nfds) == 0)
         return true;
     int e = errno;
-    ferry__log(pub->node, FERRY_LOG_WARN, "%s: attachment to pid %d failed: %s", pub->topic,
+    ferry__log(pub->ep.node, FERRY_LOG_WARN, "%s: attachment to pid %d failed: %s", pub->ep.topic,
                (int)c->pid, strerror(e));
     /* A reset or broken connection is a subscriber that died: its chunks are reclaimed. */
     conn_close(pub, c, e == EPIPE || e == ECONNRESET);
@@ -487,14 +473,14 @@ static void reject(ferry_publisher *pub, pending *p, ferry_err status, const cha
     w.kind = FERRY__MSG_WELCOME;
     w.status = (int32_t)status;
     w.pid = (int32_t)getpid();
-    w.publisher_id = pub->id;
-    w.type_hash = pub->type_hash;
-    memcpy(w.type_name, pub->type_name, sizeof w.type_name);
+    w.publisher_id = pub->ep.id;
+    w.type_hash = pub->ep.type_hash;
+    memcpy(w.type_name, pub->ep.type_name, sizeof w.type_name);
     snprintf(w.reason, sizeof w.reason, "%s", why);
     ferry__send_msg(p->sock, &w, sizeof w, NULL, 0);
     pub->stats.rejected++;
-    ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s",
-                    pub->topic, (int)p->pid, why);
+    ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s",
+                    pub->ep.topic, (int)p->pid, why);
     pending_close(pub, p);
 }
 
@@ -523,8 +509,8 @@ static void handshake(ferry_publisher *pub, pending *p)
         close(fds[i]);
     if (n <= 0) {
         if (n < 0)
-            ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
-                            "%s: hello from pid %d lost: %s", pub->topic, (int)p->pid,
+            ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
+                            "%s: hello from pid %d lost: %s", pub->ep.topic, (int)p->pid,
                             strerror(errno));
         pending_close(pub, p);
         return;
@@ -536,15 +522,15 @@ static void handshake(ferry_publisher *pub, pending *p)
                nfds ? "malformed hello (it carries a descriptor)" : "malformed hello");
         return;
     }
-    if (strcmp(hello.topic, pub->topic) != 0) {
+    if (strcmp(hello.topic, pub->ep.topic) != 0) {
         reject(pub, p, FERRY_EPROTO, "hello for another topic");
         return;
     }
     char why[FERRY__REASON_MAX];
-    if (hello.type_hash != pub->type_hash || strcmp(hello.type_name, pub->type_name) != 0) {
+    if (hello.type_hash != pub->ep.type_hash || strcmp(hello.type_name, pub->ep.type_name) != 0) {
         snprintf(why, sizeof why, "type mismatch (it has %.48s/%016llx, the topic has %.48s/%016llx)",
-                 hello.type_name, (unsigned long long)hello.type_hash, pub->type_name,
-                 (unsigned long long)pub->type_hash);
+                 hello.type_name, (unsigned long long)hello.type_hash, pub->ep.type_name,
+                 (unsigned long long)pub->ep.type_hash);
         reject(pub, p, FERRY_ETYPE, why);
         return;
     }
@@ -567,7 +553,7 @@ static void handshake(ferry_publisher *pub, pending *p)
     int fd = ferry__conn_create(&ring, depth, pub->opt.max_chunks);
     if (fd < 0) {
         int e = errno;
-        ferry__log(pub->node, FERRY_LOG_ERROR, "%s: connection segment: %s", pub->topic,
+        ferry__log(pub->ep.node, FERRY_LOG_ERROR, "%s: connection segment: %s", pub->ep.topic,
                    strerror(e));
         bool memory = e == ENOMEM || e == ENOSPC;
         reject(pub, p, memory ? FERRY_ENOMEM : FERRY_ESYS,
@@ -583,8 +569,8 @@ static void handshake(ferry_publisher *pub, pending *p)
     w.kind = FERRY__MSG_WELCOME;
     w.status = FERRY_OK;
     w.pid = (int32_t)getpid();
-    w.publisher_id = pub->id;
-    w.type_hash = pub->type_hash;
+    w.publisher_id = pub->ep.id;
+    w.type_hash = pub->ep.type_hash;
     w.data_size = pub->pool.size;
     w.table_offset = (uint64_t)((uint8_t *)pub->pool.table - pub->pool.base);
     w.arena_offset = pub->pool.arena_offset;
@@ -594,13 +580,13 @@ static void handshake(ferry_publisher *pub, pending *p)
     w.depth = depth;
     w.deliver_capacity = ring.dmask + 1;
     w.return_capacity = ring.rmask + 1;
-    memcpy(w.type_name, pub->type_name, sizeof w.type_name);
+    memcpy(w.type_name, pub->ep.type_name, sizeof w.type_name);
 
     /* The socket moves from its pending place to the connection's. */
     uint32_t slot = (uint32_t)(c - pub->conns);
     int sock = p->sock;
     int32_t pid = p->pid;
-    ferry__poller_del(pub->epfd, sock);
+    ferry__poller_del(pub->ep.epfd, sock);
     p->sock = -1;
     p->gen++;
     pub->npending--;
@@ -615,15 +601,15 @@ static void handshake(ferry_publisher *pub, pending *p)
     c->state = PC_ACTIVE;
     pub->active[pub->nactive++] = (uint16_t)slot;
     pub->nblocking += c->overflow == FERRY_OVERFLOW_BLOCK;
-    if (ferry__poller_add(pub->epfd, sock, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0) {
+    if (ferry__poller_add(pub->ep.epfd, sock, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0) {
         conn_close(pub, c, false);
         return;
     }
 
     int send_fds[2] = {pub->pool.ro_fd, fd};
     if (ferry__send_msg(c->sock, &w, sizeof w, send_fds, 2) != 0) {
-        ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
-                        "%s: welcome to pid %d failed: %s", pub->topic, (int)c->pid,
+        ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
+                        "%s: welcome to pid %d failed: %s", pub->ep.topic, (int)c->pid,
                         strerror(errno));
         conn_close(pub, c, false);
         return;
@@ -639,7 +625,7 @@ static void handshake(ferry_publisher *pub, pending *p)
         if (!deliver(pub, c, pub->history[pos], k + 1 == want))
             return;
     }
-    ferry__log(pub->node, FERRY_LOG_DEBUG, "%s: subscriber pid %d connected", pub->topic,
+    ferry__log(pub->ep.node, FERRY_LOG_DEBUG, "%s: subscriber pid %d connected", pub->ep.topic,
                (int)c->pid);
     sync_stats(pub);
 }
@@ -669,11 +655,11 @@ static void accept_all(ferry_publisher *pub)
         uid_t uid = 0;
         gid_t gid = 0;
         if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
-            !ferry__node_peer_allowed(pub->node, fd, uid)) {
+            !ferry__node_peer_allowed(pub->ep.node, fd, uid)) {
             pub->stats.rejected++;
-            ferry__log_peer(pub->node, &pub->peer_log, FERRY_LOG_WARN,
+            ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
                             "%s: refused connection from pid %d uid %u: not allowed",
-                            pub->topic, (int)pid, (unsigned)uid);
+                            pub->ep.topic, (int)pid, (unsigned)uid);
             close(fd);
             continue;
         }
@@ -683,7 +669,7 @@ static void accept_all(ferry_publisher *pub)
         p->pid = (int32_t)pid;
         p->since = ferry__clock_ns();
         pub->npending++;
-        if (ferry__poller_add(pub->epfd, fd, ferry__tag(FERRY__TAG_PENDING, slot, p->gen)) != 0) {
+        if (ferry__poller_add(pub->ep.epfd, fd, ferry__tag(FERRY__TAG_PENDING, slot, p->gen)) != 0) {
             pending_close(pub, p);
             continue;
         }
@@ -724,7 +710,7 @@ static void read_messages(ferry_publisher *pub, pconn *c, bool hup)
 static void housekeep(ferry_publisher *pub, int64_t timeout_ns)
 {
     ferry__event ev[16];
-    int n = ferry__poller_wait(pub->epfd, ev, 16, timeout_ns);
+    int n = ferry__poller_wait(pub->ep.epfd, ev, 16, timeout_ns);
     for (int i = 0; i < n; i++) {
         unsigned kind = ferry__tag_kind(ev[i].tag);
         uint32_t slot = ferry__tag_slot(ev[i].tag);
@@ -786,35 +772,27 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
                                  const char *type_name, uint64_t type_hash,
                                  const ferry_publisher_options *options)
 {
-    if (!out || !node || !topic || !type_name)
+    if (!out || !topic || !type_name)
         return FERRY_EINVAL;
-    if (node->magic != FERRY__NODE_MAGIC)
-        return node->magic == FERRY__DEAD_MAGIC ? FERRY_ECLOSED : FERRY_EINVAL;
+    ferry_err err = ferry__node_check(node);
+    if (err)
+        return err;
     ferry_publisher_options o;
     if (options)
         o = *options;
     else
         ferry_publisher_options_init(&o);
-    ferry_err err = options_resolve(&o);
-    if (err)
-        return err;
-    char norm[FERRY_TOPIC_MAX + 2], dirname[FERRY_TOPIC_MAX + 2];
-    if ((err = ferry__topic_normalize(topic, norm, sizeof norm, dirname, sizeof dirname)) ||
-        (err = ferry__type_name_validate(type_name)))
+    if ((err = options_resolve(&o)))
         return err;
 
     ferry_publisher *pub = calloc(1, sizeof *pub);
     if (!pub)
         return FERRY_ENOMEM;
-    pub->node = node;
     pub->opt = o;
-    pub->dirfd = pub->listen_fd = pub->epfd = -1;
-    pub->status.fd = -1;
+    pub->listen_fd = -1;
     pub->pool.fd = pub->pool.ro_fd = -1;
-    pub->id = ferry__random64();
-    pub->type_hash = type_hash;
-    snprintf(pub->topic, sizeof pub->topic, "%s", norm);
-    snprintf(pub->type_name, sizeof pub->type_name, "%s", type_name);
+    if ((err = ferry__endpoint_open(&pub->ep, node, topic, type_name, type_hash)))
+        goto fail;
     pub->words = (o.max_chunks + 63) / 64;
     pub->conns = calloc(o.max_subscribers, sizeof *pub->conns);
     pub->pending = calloc(o.max_pending, sizeof *pub->pending);
@@ -831,68 +809,42 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
     for (uint32_t i = 0; i < o.max_subscribers; i++)
         pub->conns[i].bits = pub->bits + (size_t)i * pub->words;
 
-    err = FERRY_ESYS;
-    pub->dirfd = ferry__node_topic_dir(node, dirname);
-    if (pub->dirfd < 0) {
-        err = errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
-        goto fail;
-    }
-    if ((err = ferry__status_check_type(pub->dirfd, type_name, type_hash)))
-        goto fail;
-    if ((err = ferry__pool_init(&pub->pool, pub->id, o.pool_bytes, o.max_chunks,
+    if ((err = ferry__pool_init(&pub->pool, pub->ep.id, o.pool_bytes, o.max_chunks,
                                 o.max_sample_size, o.payload_align)))
-        goto fail;
-    err = FERRY_ESYS;
-    if ((pub->epfd = ferry__poller_create()) < 0)
         goto fail;
 
     ferry__status init;
-    memset(&init, 0, sizeof init);
-    init.magic = FERRY__STATUS_MAGIC;
-    init.version = FERRY_PROTOCOL_VERSION;
-    init.kind = FERRY_ENDPOINT_PUBLISHER;
-    init.pid = (int32_t)getpid();
-    init.id = pub->id;
-    init.type_hash = type_hash;
-    memcpy(init.topic, pub->topic, sizeof init.topic);
-    memcpy(init.type_name, pub->type_name, sizeof init.type_name);
-    memcpy(init.node_name, node->name, sizeof init.node_name);
-    init.pub.id = pub->id;
-    if ((err = ferry__status_create(&pub->status, pub->dirfd, "pub", &init,
-                                     ferry__node_file_mode(node, false))))
+    ferry__endpoint_status_init(&pub->ep, FERRY_ENDPOINT_PUBLISHER, &init);
+    init.pub.id = pub->ep.id;
+    if ((err = ferry__endpoint_publish_status(&pub->ep, "pub", &init)))
         goto fail;
-    pub->st = &pub->status.map->pub;
-    pub->stats.id = pub->id;
+    pub->st = &pub->ep.status.map->pub;
+    pub->stats.id = pub->ep.id;
     publish_status(pub);
 
     char tmp[80];
     snprintf(pub->sock_name, sizeof pub->sock_name, "pub.%016llx.sock",
-             (unsigned long long)pub->id);
+             (unsigned long long)pub->ep.id);
     snprintf(tmp, sizeof tmp, ".%s.tmp", pub->sock_name);
     err = FERRY_ESYS;
-    pub->listen_fd = ferry__listen_at(pub->dirfd, pub->sock_name, tmp,
+    pub->listen_fd = ferry__listen_at(pub->ep.dirfd, pub->sock_name, tmp,
                                      ferry__node_file_mode(node, true));
     if (pub->listen_fd < 0)
         goto fail;
-    if (ferry__poller_add(pub->epfd, pub->listen_fd, ferry__tag(FERRY__TAG_LISTEN, 0, 0)) != 0)
+    if (ferry__poller_add(pub->ep.epfd, pub->listen_fd, ferry__tag(FERRY__TAG_LISTEN, 0, 0)) != 0)
         goto fail;
-    if ((err = ferry__node_adopt(node, &pub->obj, FERRY__PUB_MAGIC)))
+    if ((err = ferry__node_adopt(node, &pub->ep.obj, FERRY__PUB_MAGIC)))
         goto fail;
     *out = pub;
     return FERRY_OK;
 fail: {
     int e = errno;
     if (pub->listen_fd >= 0) {
-        unlinkat(pub->dirfd, pub->sock_name, 0);
+        unlinkat(pub->ep.dirfd, pub->sock_name, 0);
         close(pub->listen_fd);
     }
-    if (pub->dirfd >= 0)
-        ferry__status_remove(&pub->status, pub->dirfd);
+    ferry__endpoint_close(&pub->ep);
     ferry__pool_fini(&pub->pool);
-    if (pub->epfd >= 0)
-        close(pub->epfd);
-    if (pub->dirfd >= 0)
-        close(pub->dirfd);
     free(pub->conns);
     free(pub->pending);
     free(pub->active);
@@ -960,16 +912,14 @@ ferry_err ferry_publisher_destroy(ferry_publisher *pub)
         for (int i = 0; i < pub->attachments[k].nfds; i++)
             close(pub->attachments[k].fds[i]);
     /* The socket goes first, so no subscriber connects to a publisher on its way out. */
-    unlinkat(pub->dirfd, pub->sock_name, 0);
+    unlinkat(pub->ep.dirfd, pub->sock_name, 0);
     close(pub->listen_fd);
     for (uint32_t i = 0; i < pub->opt.max_subscribers; i++)
         conn_close(pub, &pub->conns[i], false);
     for (uint32_t i = 0; i < pub->opt.max_pending; i++)
         pending_close(pub, &pub->pending[i]);
-    ferry__status_remove(&pub->status, pub->dirfd);
+    ferry__endpoint_close(&pub->ep);
     ferry__pool_fini(&pub->pool);
-    close(pub->epfd);
-    close(pub->dirfd);
     free(pub->conns);
     free(pub->pending);
     free(pub->active);
@@ -980,7 +930,7 @@ ferry_err ferry_publisher_destroy(ferry_publisher *pub)
     pub->active = NULL;
     pub->bits = NULL;
     pub->history = NULL;
-    ferry__node_bury(pub->node, &pub->obj);
+    ferry__node_bury(pub->ep.node, &pub->ep.obj);
     return FERRY_OK;
 }
 
@@ -994,8 +944,8 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
     if (size > pub->opt.max_sample_size)
         return FERRY_ETOOBIG;
     if (pub->inactive) {
-        ferry__log(pub->node, FERRY_LOG_DEBUG, "%s: loan refused: the publisher's lifecycle is "
-                   "not active", pub->topic);
+        ferry__log(pub->ep.node, FERRY_LOG_DEBUG, "%s: loan refused: the publisher's lifecycle is "
+                   "not active", pub->ep.topic);
         return FERRY_ESTATE;
     }
     drain_all_returns(pub);
@@ -1035,7 +985,7 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
     h->index = index;
     h->generation = ch->gen;
     h->size = size;
-    h->publisher_id = pub->id;
+    h->publisher_id = pub->ep.id;
     *payload = ferry__pool_payload(&pub->pool, index);
     return FERRY_OK;
 }
@@ -1092,8 +1042,8 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     if (size == 0)
         size = ch->loan_size;
     if (pub->inactive) {
-        ferry__log(pub->node, FERRY_LOG_DEBUG, "%s: publication refused: the publisher's "
-                   "lifecycle is not active (the loan is still yours)", pub->topic);
+        ferry__log(pub->ep.node, FERRY_LOG_DEBUG, "%s: publication refused: the publisher's "
+                   "lifecycle is not active (the loan is still yours)", pub->ep.topic);
         return FERRY_ESTATE;
     }
     if ((err = wait_for_room(pub)))
@@ -1101,7 +1051,7 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     ferry__chunk_header *h = ferry__pool_header(&pub->pool, index);
     h->index = index; /* restore what the application may have overwritten */
     h->generation = ch->gen;
-    h->publisher_id = pub->id;
+    h->publisher_id = pub->ep.id;
     h->size = size;
     h->sequence = ++pub->seq;
     h->publish_ns = ferry__clock_ns();
@@ -1140,23 +1090,23 @@ ferry_err ferry_publisher_reserve(ferry_publisher *pub, size_t size, uint32_t co
     if (size == 0 || count == 0)
         return FERRY_EINVAL;
     if (size > pub->opt.max_sample_size) {
-        ferry__log(pub->node, FERRY_LOG_WARN, "%s: reserve of %zu-byte samples refused: "
-                   "max_sample_size is %zu", pub->topic, size, pub->opt.max_sample_size);
+        ferry__log(pub->ep.node, FERRY_LOG_WARN, "%s: reserve of %zu-byte samples refused: "
+                   "max_sample_size is %zu", pub->ep.topic, size, pub->opt.max_sample_size);
         return FERRY_ETOOBIG;
     }
     ferry__pool *p = &pub->pool;
     uint64_t chunk = 0;
     err = ferry__pool_reserve(p, size, count, &chunk);
     if (err == FERRY_EPOOL)
-        ferry__log(pub->node, FERRY_LOG_WARN,
+        ferry__log(pub->ep.node, FERRY_LOG_WARN,
                    "%s: reserve of %u chunks of %llu bytes (for %zu-byte samples) refused: the "
                    "pool holds %u of max_chunks %u and %llu of pool_bytes %llu in %u of %u size "
-                   "classes", pub->topic, count, (unsigned long long)chunk, size, p->nchunks,
+                   "classes", pub->ep.topic, count, (unsigned long long)chunk, size, p->nchunks,
                    p->max_chunks, (unsigned long long)p->arena_used,
                    (unsigned long long)p->arena_cap, p->nclasses, FERRY__MAX_CLASSES);
     else if (err)
-        ferry__log(pub->node, FERRY_LOG_WARN, "%s: reserve of %u chunks of %llu bytes: %s",
-                   pub->topic, count, (unsigned long long)chunk, ferry_strerror(err));
+        ferry__log(pub->ep.node, FERRY_LOG_WARN, "%s: reserve of %u chunks of %llu bytes: %s",
+                   pub->ep.topic, count, (unsigned long long)chunk, ferry_strerror(err));
     sync_stats(pub);
     return err;
 }
@@ -1241,7 +1191,7 @@ ferry_err ferry_publisher_fd(ferry_publisher *pub, int *fd)
         return err;
     if (!fd)
         return FERRY_EINVAL;
-    *fd = pub->epfd;
+    *fd = pub->ep.epfd;
     return FERRY_OK;
 }
 

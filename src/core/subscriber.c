@@ -54,19 +54,10 @@ typedef struct sconn {
 } sconn;
 
 struct ferry_subscriber {
-    ferry__obj obj;
-    ferry_node *node;
-    uint64_t id;
+    ferry__endpoint ep;
     uint64_t cookie;
-    char topic[FERRY_TOPIC_MAX + 2];
-    char type_name[FERRY_TYPE_NAME_MAX + 1];
-    uint64_t type_hash;
     ferry_subscriber_options opt;
-    int dirfd;
-    char dirname[FERRY_TOPIC_MAX + 2]; /* of the topic directory, under the node's */
-    int epfd, watch_fd;
-    ferry__ratelimit peer_log;
-    ferry__status_file status;
+    int watch_fd;
     ferry_subscriber_stats *st; /* in the status file; written by publish_status only */
     ferry_subscriber_stats stats;
     sconn *conns;
@@ -120,13 +111,7 @@ static ferry_err options_resolve(ferry_subscriber_options *o)
 
 ferry_err ferry__subscriber_check(ferry_subscriber *sub)
 {
-    if (!sub)
-        return FERRY_EINVAL;
-    if (sub->obj.magic == FERRY__DEAD_MAGIC)
-        return FERRY_ECLOSED;
-    if (sub->obj.magic != FERRY__SUB_MAGIC)
-        return FERRY_EINVAL;
-    return FERRY_OK;
+    return ferry__endpoint_check(sub ? &sub->ep : NULL, FERRY__SUB_MAGIC);
 }
 
 static void update_stats(ferry_subscriber *sub)
@@ -162,7 +147,7 @@ static void live_remove(ferry_subscriber *sub, sconn *c)
 static void conn_release_resources(ferry_subscriber *sub, sconn *c)
 {
     if (c->sock >= 0) {
-        ferry__poller_del(sub->epfd, c->sock);
+        ferry__poller_del(sub->ep.epfd, c->sock);
         close(c->sock);
         c->sock = -1;
     }
@@ -218,7 +203,7 @@ static void conn_gone(ferry_subscriber *sub, sconn *c, bool lost)
     sub->nactive--;
     sub->stats.publishers_lost += lost;
     conn_release_resources(sub, c);
-    ferry__log(sub->node, FERRY_LOG_INFO, "%s: publisher pid %d gone", sub->topic, (int)c->pid);
+    ferry__log(sub->ep.node, FERRY_LOG_INFO, "%s: publisher pid %d gone", sub->ep.topic, (int)c->pid);
     if (c->held == 0 && ring_empty(c))
         conn_close(sub, c);
     update_stats(sub);
@@ -229,8 +214,8 @@ static void discard_queued(ferry_subscriber *sub);
 static void conn_fail(ferry_subscriber *sub, sconn *c, const char *why)
 {
     sub->stats.protocol_errors++;
-    ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
-                    "%s: publisher pid %d disconnected: %s", sub->topic, (int)c->pid, why);
+    ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                    "%s: publisher pid %d disconnected: %s", sub->ep.topic, (int)c->pid, why);
     /* Queued samples from a publisher that broke the rules are not taken. */
     if (c->state == SC_ACTIVE) {
         c->state = SC_GONE;
@@ -279,8 +264,8 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         for (int i = 0; i < nfds; i++)
             close(fds[i]); /* an empty datagram may still carry descriptors */
         if (n < 0)
-            ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
-                            "%s: welcome from publisher pid %d lost: %s%s", sub->topic,
+            ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                            "%s: welcome from publisher pid %d lost: %s%s", sub->ep.topic,
                             (int)c->pid, strerror(errno),
                             errno == EMSGSIZE ? " (its descriptors could not be received: out "
                                                 "of file descriptors?)"
@@ -300,9 +285,9 @@ static void welcome(ferry_subscriber *sub, sconn *c)
          * descriptors, or at its limit of subscribers, is tried again at the next scan. */
         if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO)
             remember_refused(sub, c->name);
-        ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
+        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
                         "%s: publisher pid %d refused us: %s (%s; it has type %s/%016llx)",
-                        sub->topic, (int)w.pid,
+                        sub->ep.topic, (int)w.pid,
                         w.reason[0] ? w.reason : ferry_strerror((ferry_err)w.status),
                         ferry_errname((ferry_err)w.status), w.type_name,
                         (unsigned long long)w.type_hash);
@@ -319,7 +304,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     } else if (!sealed_against_shrinking(fds[0]) || !sealed_against_shrinking(fds[1])) {
         /* A segment its owner could still truncate would turn our next read into SIGBUS. */
         why = "segments not sealed against shrinking";
-    } else if (w.type_hash != sub->type_hash || strcmp(w.type_name, sub->type_name) != 0) {
+    } else if (w.type_hash != sub->ep.type_hash || strcmp(w.type_name, sub->ep.type_name) != 0) {
         sub->stats.rejected++;
         remember_refused(sub, c->name);
         why = "type mismatch";
@@ -327,8 +312,8 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     if (why) {
         if (err || nfds != 2)
             sub->stats.protocol_errors++;
-        ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN, "%s: publisher pid %d: %s",
-                        sub->topic, (int)c->pid, why);
+        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN, "%s: publisher pid %d: %s",
+                        sub->ep.topic, (int)c->pid, why);
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         conn_close(sub, c);
@@ -349,12 +334,12 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     if (!data || !mapped || !bits || ferry__conn_check(hdr, &w) != FERRY_OK ||
         dh->magic != FERRY__DATA_MAGIC || dh->publisher_id != w.publisher_id) {
         if (!data || !mapped || !bits)
-            ferry__log(sub->node, FERRY_LOG_WARN,
-                       "%s: publisher pid %d: cannot map its segments: %s", sub->topic,
+            ferry__log(sub->ep.node, FERRY_LOG_WARN,
+                       "%s: publisher pid %d: cannot map its segments: %s", sub->ep.topic,
                        (int)c->pid, strerror(bits ? map_errno : ENOMEM));
         else
-            ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
-                       sub->topic, (int)c->pid);
+            ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
+                       sub->ep.topic, (int)c->pid);
         sub->stats.protocol_errors += data && mapped && bits;
         ferry__unmap((void *)data, data_size);
         if (mapped)
@@ -382,7 +367,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     sub->nactive++;
     sub->live[sub->nlive++] = (uint16_t)(c - sub->conns);
     update_stats(sub);
-    ferry__log(sub->node, FERRY_LOG_DEBUG, "%s: connected to publisher pid %d", sub->topic,
+    ferry__log(sub->ep.node, FERRY_LOG_DEBUG, "%s: connected to publisher pid %d", sub->ep.topic,
                (int)c->pid);
 }
 
@@ -395,14 +380,14 @@ static void connect_to(ferry_subscriber *sub, const char *name)
             break;
         }
     if (!c) {
-        ferry__log(sub->node, FERRY_LOG_WARN, "%s: more than %u publishers; ignoring %s",
-                   sub->topic, sub->opt.max_publishers, name);
+        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: more than %u publishers; ignoring %s",
+                   sub->ep.topic, sub->opt.max_publishers, name);
         return;
     }
-    int fd = ferry__connect_at(sub->dirfd, name);
+    int fd = ferry__connect_at(sub->ep.dirfd, name);
     if (fd < 0) {
         if (errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT)
-            ferry__log(sub->node, FERRY_LOG_WARN, "%s: cannot connect to %s: %s", sub->topic,
+            ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: cannot connect to %s: %s", sub->ep.topic,
                        name, strerror(errno));
         if (errno == ECONNREFUSED) {
             /* Nobody listens: its publisher died. Whoever finds a stale socket removes it,
@@ -413,10 +398,10 @@ static void connect_to(ferry_subscriber *sub, const char *name)
             size_t len = strlen(name);
             if (len > 5 && len < 64) {
                 snprintf(status, sizeof status, "%.*s.status", (int)(len - 5), name);
-                if (ferry__status_read(sub->dirfd, status, &st, &alive) != FERRY_OK || !alive)
-                    unlinkat(sub->dirfd, status, 0);
+                if (ferry__status_read(sub->ep.dirfd, status, &st, &alive) != FERRY_OK || !alive)
+                    unlinkat(sub->ep.dirfd, status, 0);
             }
-            unlinkat(sub->dirfd, name, 0);
+            unlinkat(sub->ep.dirfd, name, 0);
         } else if (errno == EAGAIN) {
             sub->next_rescan = ferry__clock_ns() + 10000000; /* its backlog is full */
         }
@@ -426,11 +411,11 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     uid_t uid = 0;
     gid_t gid = 0;
     if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
-        !ferry__node_peer_allowed(sub->node, fd, uid)) {
+        !ferry__node_peer_allowed(sub->ep.node, fd, uid)) {
         sub->stats.rejected++;
         remember_refused(sub, name);
-        ferry__log(sub->node, FERRY_LOG_WARN, "%s: publisher pid %d uid %u not allowed",
-                   sub->topic, (int)pid, (unsigned)uid);
+        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: publisher pid %d uid %u not allowed",
+                   sub->ep.topic, (int)pid, (unsigned)uid);
         close(fd);
         return;
     }
@@ -439,15 +424,15 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     h.magic = FERRY__MSG_MAGIC;
     h.version = FERRY_PROTOCOL_VERSION;
     h.kind = FERRY__MSG_HELLO;
-    h.subscriber_id = sub->id;
-    h.type_hash = sub->type_hash;
+    h.subscriber_id = sub->ep.id;
+    h.type_hash = sub->ep.type_hash;
     h.pid = (int32_t)getpid();
     h.depth = sub->opt.depth;
     h.overflow = (uint32_t)sub->opt.overflow;
     h.history = sub->opt.history;
-    memcpy(h.topic, sub->topic, sizeof h.topic);
-    memcpy(h.type_name, sub->type_name, sizeof h.type_name);
-    memcpy(h.node_name, sub->node->name, sizeof h.node_name);
+    memcpy(h.topic, sub->ep.topic, sizeof h.topic);
+    memcpy(h.type_name, sub->ep.type_name, sizeof h.type_name);
+    memcpy(h.node_name, sub->ep.node->name, sizeof h.node_name);
     if (ferry__send_msg(fd, &h, sizeof h, NULL, 0) != 0) {
         close(fd);
         return;
@@ -459,7 +444,7 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     c->since = ferry__clock_ns();
     snprintf(c->name, sizeof c->name, "%s", name);
     sub->nconns++;
-    if (ferry__poller_add(sub->epfd, fd, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0)
+    if (ferry__poller_add(sub->ep.epfd, fd, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0)
         conn_close(sub, c);
 }
 
@@ -488,23 +473,23 @@ static void scan(ferry_subscriber *sub)
 {
     sub->rescan = false;
     sub->next_rescan = ferry__clock_ns() + RESCAN_NS;
-    if (ferry__dir_each(sub->dirfd, 4096, scan_entry, sub) != 0)
-        ferry__log(sub->node, FERRY_LOG_WARN, "%s: cannot read the topic directory: %s",
-                   sub->topic, strerror(errno));
+    if (ferry__dir_each(sub->ep.dirfd, 4096, scan_entry, sub) != 0)
+        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: cannot read the topic directory: %s",
+                   sub->ep.topic, strerror(errno));
 }
 
 static void rewatch(ferry_subscriber *sub)
 {
     /* The topic directory was removed (by a clean-up): make it again and watch the new one. */
-    ferry__poller_del(sub->epfd, sub->watch_fd);
+    ferry__poller_del(sub->ep.epfd, sub->watch_fd);
     close(sub->watch_fd);
     sub->watch_fd = -1;
-    close(sub->dirfd);
-    sub->dirfd = ferry__node_topic_dir(sub->node, sub->dirname);
-    if (sub->dirfd < 0)
+    close(sub->ep.dirfd);
+    sub->ep.dirfd = ferry__node_topic_dir(sub->ep.node, sub->ep.dirname);
+    if (sub->ep.dirfd < 0)
         return;
-    if (ferry__dirwatch_create(&sub->watch_fd, sub->dirfd) == 0)
-        ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0));
+    if (ferry__dirwatch_create(&sub->watch_fd, sub->ep.dirfd) == 0)
+        ferry__poller_add(sub->ep.epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0));
     sub->rescan = true;
 }
 
@@ -614,7 +599,7 @@ ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uin
 static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
 {
     ferry__event ev[16];
-    int n = ferry__poller_wait(sub->epfd, ev, 16, timeout_ns);
+    int n = ferry__poller_wait(sub->ep.epfd, ev, 16, timeout_ns);
     for (int i = 0; i < n; i++) {
         unsigned kind = ferry__tag_kind(ev[i].tag);
         if (kind == FERRY__TAG_WATCH) {
@@ -644,8 +629,8 @@ static void housekeep(ferry_subscriber *sub, int64_t timeout_ns)
             conn_close(sub, c);
         else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS) {
             /* A listener that never answers is not a publisher worth a place again. */
-            ferry__log_peer(sub->node, &sub->peer_log, FERRY_LOG_WARN,
-                            "%s: %s (pid %d) did not answer our hello within 2 s", sub->topic,
+            ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                            "%s: %s (pid %d) did not answer our hello within 2 s", sub->ep.topic,
                             c->name, (int)c->pid);
             remember_refused(sub, c->name);
             conn_close(sub, c);
@@ -1108,7 +1093,7 @@ ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd)
         return err;
     if (!fd)
         return FERRY_EINVAL;
-    *fd = sub->epfd;
+    *fd = sub->ep.epfd;
     return FERRY_OK;
 }
 
@@ -1148,7 +1133,7 @@ uint32_t ferry__subscriber_max_held(ferry_subscriber *sub)
 
 int ferry__subscriber_poll_fd(const ferry_subscriber *sub)
 {
-    return sub->epfd;
+    return sub->ep.epfd;
 }
 
 void **ferry__subscriber_waitset_slot(ferry_subscriber *sub)
@@ -1172,81 +1157,48 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
                                   const char *type_name, uint64_t type_hash,
                                   const ferry_subscriber_options *options)
 {
-    if (!out || !node || !topic || !type_name)
+    if (!out || !topic || !type_name)
         return FERRY_EINVAL;
-    if (node->magic != FERRY__NODE_MAGIC)
-        return node->magic == FERRY__DEAD_MAGIC ? FERRY_ECLOSED : FERRY_EINVAL;
+    ferry_err err = ferry__node_check(node);
+    if (err)
+        return err;
     ferry_subscriber_options o;
     if (options)
         o = *options;
     else
         ferry_subscriber_options_init(&o);
-    ferry_err err = options_resolve(&o);
-    if (err)
-        return err;
-    char norm[FERRY_TOPIC_MAX + 2], dirname[FERRY_TOPIC_MAX + 2];
-    if ((err = ferry__topic_normalize(topic, norm, sizeof norm, dirname, sizeof dirname)) ||
-        (err = ferry__type_name_validate(type_name)))
+    if ((err = options_resolve(&o)))
         return err;
     ferry_subscriber *sub = calloc(1, sizeof *sub);
     if (!sub)
         return FERRY_ENOMEM;
-    sub->node = node;
     sub->opt = o;
-    sub->id = ferry__random64();
     sub->cookie = ferry__random64();
-    sub->type_hash = type_hash;
-    sub->dirfd = sub->epfd = sub->watch_fd = -1;
-    sub->status.fd = -1;
-    snprintf(sub->topic, sizeof sub->topic, "%s", norm);
-    snprintf(sub->type_name, sizeof sub->type_name, "%s", type_name);
+    sub->watch_fd = -1;
+    if ((err = ferry__endpoint_open(&sub->ep, node, topic, type_name, type_hash)))
+        goto fail;
     sub->conns = calloc(o.max_publishers, sizeof *sub->conns);
     sub->live = calloc(o.max_publishers, sizeof *sub->live);
     if (!sub->conns || !sub->live) {
-        free(sub->conns);
-        free(sub->live);
-        free(sub);
-        return FERRY_ENOMEM;
+        err = FERRY_ENOMEM;
+        goto fail;
     }
     for (uint32_t i = 0; i < o.max_publishers; i++)
         sub->conns[i].sock = -1;
 
     err = FERRY_ESYS;
-    snprintf(sub->dirname, sizeof sub->dirname, "%s", dirname);
-    sub->dirfd = ferry__node_topic_dir(node, dirname);
-    if (sub->dirfd < 0) {
-        err = errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
-        goto fail;
-    }
-    if ((err = ferry__status_check_type(sub->dirfd, type_name, type_hash)))
-        goto fail;
-    err = FERRY_ESYS;
-    if ((sub->epfd = ferry__poller_create()) < 0 ||
-        ferry__dirwatch_create(&sub->watch_fd, sub->dirfd) != 0)
-        goto fail;
-    if (ferry__poller_add(sub->epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
+    if (ferry__dirwatch_create(&sub->watch_fd, sub->ep.dirfd) != 0 ||
+        ferry__poller_add(sub->ep.epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
         goto fail;
 
     ferry__status init;
-    memset(&init, 0, sizeof init);
-    init.magic = FERRY__STATUS_MAGIC;
-    init.version = FERRY_PROTOCOL_VERSION;
-    init.kind = FERRY_ENDPOINT_SUBSCRIBER;
-    init.pid = (int32_t)getpid();
+    ferry__endpoint_status_init(&sub->ep, FERRY_ENDPOINT_SUBSCRIBER, &init);
     init.depth = o.depth;
-    init.id = sub->id;
-    init.type_hash = type_hash;
-    memcpy(init.topic, sub->topic, sizeof init.topic);
-    memcpy(init.type_name, sub->type_name, sizeof init.type_name);
-    memcpy(init.node_name, node->name, sizeof init.node_name);
-    if ((err = ferry__status_create(&sub->status, sub->dirfd, "sub", &init,
-                                     ferry__node_file_mode(node, false))))
+    if ((err = ferry__endpoint_publish_status(&sub->ep, "sub", &init)))
         goto fail;
-    sub->st = &sub->status.map->sub;
-    if ((err = ferry__node_adopt(node, &sub->obj, FERRY__SUB_MAGIC))) {
-        ferry__status_remove(&sub->status, sub->dirfd);
+    sub->st = &sub->ep.status.map->sub;
+    if ((err = ferry__node_adopt(node, &sub->ep.obj, FERRY__SUB_MAGIC)))
         goto fail;
-    }
     scan(sub);
     *out = sub;
     return FERRY_OK;
@@ -1254,10 +1206,7 @@ fail: {
     int e = errno;
     if (sub->watch_fd >= 0)
         close(sub->watch_fd);
-    if (sub->epfd >= 0)
-        close(sub->epfd);
-    if (sub->dirfd >= 0)
-        close(sub->dirfd);
+    ferry__endpoint_close(&sub->ep);
     free(sub->conns);
     free(sub->live);
     free(sub);
@@ -1283,14 +1232,12 @@ ferry_err ferry_subscriber_destroy(ferry_subscriber *sub)
     for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
         if (sub->hooks[h].fn)
             sub->hooks[h].fn(sub->hooks[h].arg, UINT32_MAX, 0);
-    ferry__status_remove(&sub->status, sub->dirfd);
     close(sub->watch_fd);
-    close(sub->epfd);
-    close(sub->dirfd);
+    ferry__endpoint_close(&sub->ep);
     free(sub->conns);
     free(sub->live);
     sub->conns = NULL;
     sub->live = NULL;
-    ferry__node_bury(sub->node, &sub->obj);
+    ferry__node_bury(sub->ep.node, &sub->ep.obj);
     return FERRY_OK;
 }

@@ -1,0 +1,84 @@
+/*
+ * The part of a publisher and a subscriber that is the same: names checked, the topic directory,
+ * the type claim, the poller and the status file (see endpoint.h).
+ */
+#include "core/core.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+ferry_err ferry__endpoint_check(const ferry__endpoint *ep, uint64_t magic)
+{
+    if (!ep)
+        return FERRY_EINVAL;
+    if (ep->obj.magic == FERRY__DEAD_MAGIC)
+        return FERRY_ECLOSED;
+    return ep->obj.magic == magic ? FERRY_OK : FERRY_EINVAL;
+}
+
+ferry_err ferry__endpoint_open(ferry__endpoint *ep, ferry_node *node, const char *topic,
+                               const char *type_name, uint64_t type_hash)
+{
+    ep->node = node;
+    ep->dirfd = ep->epfd = -1;
+    ep->status.fd = -1;
+    ferry_err err;
+    if ((err = ferry__topic_normalize(topic, ep->topic, sizeof ep->topic, ep->dirname,
+                                      sizeof ep->dirname)) ||
+        (err = ferry__type_name_validate(type_name)))
+        return err;
+    snprintf(ep->type_name, sizeof ep->type_name, "%s", type_name);
+    ep->type_hash = type_hash;
+    ep->id = ferry__random64();
+
+    ep->dirfd = ferry__node_topic_dir(node, ep->dirname);
+    if (ep->dirfd < 0)
+        return errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
+    if ((err = ferry__status_check_type(ep->dirfd, type_name, type_hash)) == FERRY_OK) {
+        if ((ep->epfd = ferry__poller_create()) >= 0)
+            return FERRY_OK;
+        err = FERRY_ESYS;
+    }
+    int e = errno;
+    close(ep->dirfd);
+    ep->dirfd = -1;
+    errno = e;
+    return err;
+}
+
+void ferry__endpoint_status_init(const ferry__endpoint *ep, ferry_endpoint_kind kind,
+                                 ferry__status *init)
+{
+    memset(init, 0, sizeof *init);
+    init->magic = FERRY__STATUS_MAGIC;
+    init->version = FERRY_PROTOCOL_VERSION;
+    init->kind = kind;
+    init->pid = (int32_t)getpid();
+    init->id = ep->id;
+    init->type_hash = ep->type_hash;
+    memcpy(init->topic, ep->topic, sizeof init->topic);
+    memcpy(init->type_name, ep->type_name, sizeof init->type_name);
+    memcpy(init->node_name, ep->node->name, sizeof init->node_name);
+}
+
+ferry_err ferry__endpoint_publish_status(ferry__endpoint *ep, const char *prefix,
+                                         const ferry__status *init)
+{
+    return ferry__status_create(&ep->status, ep->dirfd, prefix, init,
+                                ferry__node_file_mode(ep->node, false));
+}
+
+void ferry__endpoint_close(ferry__endpoint *ep)
+{
+    int e = errno;
+    if (ep->dirfd >= 0)
+        ferry__status_remove(&ep->status, ep->dirfd);
+    if (ep->epfd >= 0)
+        close(ep->epfd);
+    if (ep->dirfd >= 0)
+        close(ep->dirfd);
+    ep->dirfd = ep->epfd = -1;
+    errno = e;
+}

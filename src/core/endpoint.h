@@ -1,0 +1,59 @@
+/*
+ * What a publisher and a subscriber share (endpoint.c): the node they belong to, their identity,
+ * topic and type, the topic directory they live in, their poller and status file, and the bound
+ * on how often they log their peers' faults. Each endpoint embeds one as its first member, so the
+ * node's list entry is the start of the allocation.
+ *
+ * Creation runs in two steps around the endpoint's own set-up: ferry__endpoint_open (names
+ * checked, directory opened, type claim checked, poller made) and, once the endpoint has what
+ * its status file shows, ferry__endpoint_publish_status (the file created with the common fields
+ * filled in). ferry__endpoint_close undoes both, whichever were done.
+ */
+#ifndef FERRY_ENDPOINT_H
+#define FERRY_ENDPOINT_H
+
+#include <ferry/ferry.h>
+
+#include <stdint.h>
+
+#include "core/module.h"
+#include "core/node.h"
+#include "core/status.h"
+
+typedef struct ferry__endpoint {
+    ferry__obj obj; /* first: the node's list holds the endpoint by it */
+    ferry_node *node;
+    uint64_t id;
+    char topic[FERRY_TOPIC_MAX + 2];   /* normalised: "/a/b" */
+    char dirname[FERRY_TOPIC_MAX + 2]; /* its directory under the node's: "a.b" */
+    char type_name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t type_hash;
+    int dirfd; /* the topic directory */
+    int epfd;  /* the endpoint's poller */
+    ferry__status_file status;
+    ferry__ratelimit peer_log;
+} ferry__endpoint;
+
+/* FERRY_OK for a live endpoint of this kind, FERRY_ECLOSED for a destroyed one, FERRY_EINVAL for
+ * NULL or anything else. */
+ferry_err ferry__endpoint_check(const ferry__endpoint *ep, uint64_t magic);
+
+/* Checks the names, opens (creating when missing) the topic directory, refuses a topic claimed by
+ * live endpoints of another type (FERRY_ETYPE) and makes the poller. On failure *ep holds nothing
+ * open. */
+ferry_err ferry__endpoint_open(ferry__endpoint *ep, ferry_node *node, const char *topic,
+                               const char *type_name, uint64_t type_hash);
+
+/* Fills the fields of a status every endpoint shows (magic, version, kind, pid, id, names, type),
+ * zeroing the rest for the caller to add its own. */
+void ferry__endpoint_status_init(const ferry__endpoint *ep, ferry_endpoint_kind kind,
+                                 ferry__status *init);
+
+/* Creates the status file ("<prefix>.<id>") from init, readable under the node's policy. */
+ferry_err ferry__endpoint_publish_status(ferry__endpoint *ep, const char *prefix,
+                                         const ferry__status *init);
+
+/* Removes the status file and closes the poller and the directory, whichever are there. */
+void ferry__endpoint_close(ferry__endpoint *ep);
+
+#endif
