@@ -90,22 +90,21 @@ ferry_err ferry__conn_check(const ferry__conn_header *h, const ferry__welcome *w
     return FERRY_OK;
 }
 
-static void ctl_init(ferry__bye *out, uint32_t kind)
+void ferry__msg_init(void *msg, size_t size, uint32_t kind)
 {
-    memset(out, 0, sizeof *out);
-    out->magic = FERRY__MSG_MAGIC;
-    out->version = FERRY_PROTOCOL_VERSION;
-    out->kind = kind;
+    ferry__bye head = {.magic = FERRY__MSG_MAGIC, .version = FERRY_PROTOCOL_VERSION, .kind = kind};
+    memset(msg, 0, size);
+    memcpy(msg, &head, sizeof head);
 }
 
 void ferry__bye_init(ferry__bye *out)
 {
-    ctl_init(out, FERRY__MSG_BYE);
+    ferry__msg_init(out, sizeof *out, FERRY__MSG_BYE);
 }
 
 void ferry__wake_init(ferry__bye *out)
 {
-    ctl_init(out, FERRY__MSG_WAKE);
+    ferry__msg_init(out, sizeof *out, FERRY__MSG_WAKE);
 }
 
 uint32_t ferry__ctl_decode(const void *buf, size_t len)

@@ -98,6 +98,9 @@ ferry_err ferry__hello_decode(const void *buf, size_t len, ferry__hello *out);
 ferry_err ferry__welcome_decode(const void *buf, size_t len, ferry__welcome *out);
 ferry_err ferry__bye_decode(const void *buf, size_t len);
 ferry_err ferry__attach_decode(const void *buf, size_t len, int nfds, ferry__attach_msg *out);
+/* Zeroes a message of size bytes and fills the head every message starts with (magic, version,
+ * kind: the fields of ferry__bye). */
+void ferry__msg_init(void *msg, size_t size, uint32_t kind);
 void ferry__bye_init(ferry__bye *out);
 void ferry__wake_init(ferry__bye *out);
 /* The kind of a bodiless message (FERRY__MSG_BYE or FERRY__MSG_WAKE), or 0 when buf is none. */

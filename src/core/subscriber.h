@@ -1,0 +1,124 @@
+/*
+ * The subscriber's private parts, shared by its three files: subscriber.c (creation, options,
+ * destruction, the calls that report and the hooks of the layers above), subscriber_control.c
+ * (the control plane: finding publishers in the topic directory through a directory watch and a
+ * bounded rescan, connecting, the welcome and its segments, attachments, goodbyes and
+ * housekeeping) and subscriber_data.c (the data path: taking samples from each publisher's
+ * delivery ring, giving them back, doorbells and waiting).
+ *
+ * Everything a publisher wrote is checked before use: ring counters, descriptors, the chunk table
+ * and chunk headers are read once into locals and range-checked against the geometry received at
+ * connect (itself checked against the sizes of the segments received). A publisher that breaks
+ * the rules is disconnected; samples already taken from it stay readable.
+ *
+ * Single-threaded per subscriber: the caller serialises.
+ */
+#ifndef FERRY_SUBSCRIBER_H
+#define FERRY_SUBSCRIBER_H
+
+#include "core/core.h"
+
+enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3 };
+#define REFUSED_MAX 16 /* refused publishers remembered, so they are not tried again */
+
+typedef struct sconn {
+    int state;
+    uint32_t gen;
+    int sock;
+    char name[64]; /* the publisher's socket file */
+    uint64_t pub_id;
+    int32_t pid;
+    int64_t since;
+    const uint8_t *data;
+    uint64_t data_size;
+    ferry__conn ring;
+    uint32_t max_chunks;
+    uint64_t table_offset, arena_offset, payload_offset;
+    uint64_t rhead; /* private copy of return_head */
+    uint64_t *held_bits;
+    uint64_t *seen_bits; /* chunks whose pages are populated here (prefault), in held_bits' block */
+    uint32_t held;
+    uint32_t armed; /* doorbell value we last set, 0 when none */
+    struct attachment {
+        uint64_t key;
+        int fds[FERRY__ATTACH_FDS];
+        int nfds;
+    } *attachments; /* allocated at the first one */
+    uint32_t nattachments;
+} sconn;
+
+struct ferry_subscriber {
+    ferry__endpoint ep;
+    uint64_t cookie;
+    ferry_subscriber_options opt;
+    int watch_fd;
+    ferry_subscriber_stats *st; /* in the status file; written by publish_status only */
+    ferry_subscriber_stats stats;
+    sconn *conns;
+    uint16_t *live; /* slots of connections that may hold queued samples (active or gone) */
+    uint32_t nlive;
+    uint32_t nconns, nactive;
+    uint32_t held;
+    uint64_t dropped_closed;
+    char refused[REFUSED_MAX][64];
+    uint32_t refused_next;
+    bool rescan;
+    bool no_futex; /* the kernel lacks futex_waitv: sleep on the notifier */
+    bool paused;   /* lifecycle not active: publishers skip us, stragglers are given back */
+    uint64_t discarded; /* queued samples given back unread while paused */
+    int64_t next_rescan;
+    int64_t next_housekeep;
+    void *waitset;
+    struct {
+        ferry__close_hook fn;
+        void *arg;
+    } hooks[FERRY__CLOSE_HOOKS];
+};
+
+/* ---- control plane (subscriber_control.c) --------------------------------------------------- */
+
+/* Frees a connection's place: close hooks told, mappings, socket and attachments let go. */
+void ferry__sub_conn_close(ferry_subscriber *sub, sconn *c);
+/* A publisher that broke the rules: counted, logged (why) and disconnected; samples taken from
+ * it stay readable. */
+void ferry__sub_conn_fail(ferry_subscriber *sub, sconn *c, const char *why);
+/* Connects to every publisher of the topic directory not known yet. */
+void ferry__sub_scan(ferry_subscriber *sub);
+/* Reads at most max messages an active publisher sent (wake-ups, attachments); hup: its socket
+ * hung up. */
+void ferry__sub_read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max);
+/* Watches the directory, connects, reads messages and drops the silent for at most timeout_ns. */
+void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns);
+
+/* ---- data path (subscriber_data.c) ---------------------------------------------------------- */
+
+/* Gives back every queued sample unread (a paused subscriber's stragglers). */
+void ferry__sub_discard_queued(ferry_subscriber *sub);
+
+/* ---- small helpers of all three ------------------------------------------------------------- */
+
+static inline bool ferry__sub_ring_empty(const sconn *c)
+{
+    return atomic_load_explicit(&c->ring.hdr->deliver_head, memory_order_acquire) ==
+           atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire);
+}
+
+static inline void ferry__sub_update_stats(ferry_subscriber *sub)
+{
+    uint64_t dropped = sub->dropped_closed;
+    for (uint32_t k = 0; k < sub->nlive; k++)
+        dropped += atomic_load_explicit(&sub->conns[sub->live[k]].ring.hdr->dropped,
+                                        memory_order_relaxed);
+    sub->stats.dropped = dropped;
+    sub->stats.held = sub->held;
+    sub->stats.publishers = sub->nactive;
+}
+
+/* Copies the counters to the status file, for tools; off the hot path. */
+static inline void ferry__sub_publish_status(ferry_subscriber *sub)
+{
+    ferry__sub_update_stats(sub);
+    *sub->st = sub->stats;
+}
+
+#endif

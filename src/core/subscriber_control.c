@@ -1,0 +1,521 @@
+/*
+ * The subscriber's control plane: publishers found in the topic directory (a directory watch and
+ * a bounded rescan), connections and their hello, the welcome and the segments it carries (every
+ * size and geometry checked), attachments, goodbyes, publishers that stay silent or refuse, and
+ * housekeeping, which runs all of it from the subscriber's poller. See subscriber.h.
+ */
+#include "core/subscriber.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RESCAN_NS 1000000000LL /* safety-net rescan of the topic directory */
+/* A publisher answers a hello within its next housekeeping (50 ms while it publishes); one that
+ * has not answered in 2 s is dropped and not tried again. */
+#define PENDING_TIMEOUT_NS 2000000000LL
+
+static void live_remove(ferry_subscriber *sub, sconn *c)
+{
+    uint16_t slot = (uint16_t)(c - sub->conns);
+    for (uint32_t k = 0; k < sub->nlive; k++)
+        if (sub->live[k] == slot) {
+            sub->live[k] = sub->live[--sub->nlive];
+            return;
+        }
+}
+
+static void conn_release_resources(ferry_subscriber *sub, sconn *c)
+{
+    if (c->sock >= 0) {
+        ferry__poller_del(sub->ep.epfd, c->sock);
+        close(c->sock);
+        c->sock = -1;
+    }
+}
+
+void ferry__sub_conn_close(ferry_subscriber *sub, sconn *c)
+{
+    if (c->state == SC_FREE)
+        return;
+    if (c->state == SC_ACTIVE)
+        sub->nactive--;
+    if (c->state == SC_ACTIVE || c->state == SC_GONE) {
+        for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
+            if (sub->hooks[h].fn)
+                sub->hooks[h].fn(sub->hooks[h].arg, (uint32_t)(c - sub->conns), c->gen);
+        live_remove(sub, c);
+        sub->dropped_closed += atomic_load_explicit(&c->ring.hdr->dropped, memory_order_relaxed);
+        ferry__unmap((void *)c->data, c->data_size);
+        ferry__conn_unmap(&c->ring);
+        sub->held -= c->held;
+        free(c->held_bits);
+    }
+    conn_release_resources(sub, c);
+    for (uint32_t k = 0; k < c->nattachments; k++)
+        for (int i = 0; i < c->attachments[k].nfds; i++)
+            close(c->attachments[k].fds[i]);
+    free(c->attachments);
+    uint32_t gen = c->gen + 1;
+    memset(c, 0, sizeof *c);
+    c->gen = gen;
+    c->sock = -1;
+    sub->nconns--;
+    ferry__sub_update_stats(sub);
+}
+
+/* The publisher went away (or misbehaved): no more returns; what is queued may still be taken
+ * and what is held stays mapped until released. */
+static void conn_gone(ferry_subscriber *sub, sconn *c, bool lost)
+{
+    if (c->state == SC_PENDING) {
+        ferry__sub_conn_close(sub, c);
+        return;
+    }
+    if (c->state != SC_ACTIVE)
+        return;
+    c->state = SC_GONE;
+    sub->nactive--;
+    sub->stats.publishers_lost += lost;
+    conn_release_resources(sub, c);
+    ferry__log(sub->ep.node, FERRY_LOG_INFO, "%s: publisher pid %d gone", sub->ep.topic, (int)c->pid);
+    if (c->held == 0 && ferry__sub_ring_empty(c))
+        ferry__sub_conn_close(sub, c);
+    ferry__sub_update_stats(sub);
+}
+
+void ferry__sub_conn_fail(ferry_subscriber *sub, sconn *c, const char *why)
+{
+    sub->stats.protocol_errors++;
+    ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                    "%s: publisher pid %d disconnected: %s", sub->ep.topic, (int)c->pid, why);
+    /* Queued samples from a publisher that broke the rules are not taken. */
+    if (c->state == SC_ACTIVE) {
+        c->state = SC_GONE;
+        sub->nactive--;
+        sub->stats.publishers_lost++;
+        conn_release_resources(sub, c);
+    }
+    if (c->state == SC_GONE && c->held == 0)
+        ferry__sub_conn_close(sub, c);
+    else if (c->state == SC_PENDING)
+        ferry__sub_conn_close(sub, c);
+}
+
+static bool refused(const ferry_subscriber *sub, const char *name)
+{
+    for (uint32_t i = 0; i < REFUSED_MAX; i++)
+        if (strcmp(sub->refused[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void remember_refused(ferry_subscriber *sub, const char *name)
+{
+    snprintf(sub->refused[sub->refused_next], sizeof sub->refused[0], "%s", name);
+    sub->refused_next = (sub->refused_next + 1) % REFUSED_MAX;
+}
+
+static bool sealed_against_shrinking(int fd)
+{
+    unsigned seals = 0;
+    return ferry__memfd_seals(fd, &seals) == 0 && (seals & F_SEAL_SHRINK);
+}
+
+static void welcome(ferry_subscriber *sub, sconn *c)
+{
+    union {
+        ferry__welcome w;
+        char raw[sizeof(ferry__welcome) + 1];
+    } buf;
+    int fds[2]; /* what a welcome carries; more are closed unread */
+    int nfds = 2;
+    ssize_t n = ferry__recv_msg(c->sock, buf.raw, sizeof buf.raw, fds, &nfds);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]); /* an empty datagram may still carry descriptors */
+        if (n < 0)
+            ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                            "%s: welcome from publisher pid %d lost: %s%s", sub->ep.topic,
+                            (int)c->pid, strerror(errno),
+                            errno == EMSGSIZE ? " (its descriptors could not be received: out "
+                                                "of file descriptors?)"
+                                              : "");
+        ferry__sub_conn_close(sub, c);
+        return;
+    }
+    ferry__welcome w;
+    const char *why = NULL;
+    ferry_err err = ferry__welcome_decode(buf.raw, (size_t)n, &w);
+    uint64_t data_size = 0, conn_size = 0;
+    if (err) {
+        why = "malformed welcome";
+    } else if (w.status != FERRY_OK) {
+        sub->stats.rejected++;
+        /* A type, permission or protocol refusal stays true; a publisher short of memory or
+         * descriptors, or at its limit of subscribers, is tried again at the next scan. */
+        if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO)
+            remember_refused(sub, c->name);
+        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                        "%s: publisher pid %d refused us: %s (%s; it has type %s/%016llx)",
+                        sub->ep.topic, (int)w.pid,
+                        w.reason[0] ? w.reason : ferry_strerror((ferry_err)w.status),
+                        ferry_errname((ferry_err)w.status), w.type_name,
+                        (unsigned long long)w.type_hash);
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        ferry__sub_conn_close(sub, c);
+        return;
+    } else if (nfds != 2 || ferry__fd_is_memfd(fds[0]) != 1 || ferry__fd_is_memfd(fds[1]) != 1 ||
+               ferry__fd_size(fds[0], &data_size) != 0 ||
+               ferry__fd_size(fds[1], &conn_size) != 0) {
+        why = "welcome without its descriptors";
+    } else if (ferry__welcome_check(&w, data_size, conn_size) != FERRY_OK) {
+        why = "welcome with an impossible geometry";
+    } else if (!sealed_against_shrinking(fds[0]) || !sealed_against_shrinking(fds[1])) {
+        /* A segment its owner could still truncate would turn our next read into SIGBUS. */
+        why = "segments not sealed against shrinking";
+    } else if (w.type_hash != sub->ep.type_hash || strcmp(w.type_name, sub->ep.type_name) != 0) {
+        sub->stats.rejected++;
+        remember_refused(sub, c->name);
+        why = "type mismatch";
+    }
+    if (why) {
+        if (err || nfds != 2)
+            sub->stats.protocol_errors++;
+        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN, "%s: publisher pid %d: %s",
+                        sub->ep.topic, (int)c->pid, why);
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        ferry__sub_conn_close(sub, c);
+        return;
+    }
+    const uint8_t *data = ferry__map(fds[0], data_size, false);
+    ferry__conn ring;
+    memset(&ring, 0, sizeof ring);
+    bool mapped = ferry__conn_map(&ring, fds[1], conn_size, w.deliver_capacity,
+                                  w.return_capacity) == 0;
+    ferry__conn_header *hdr = ring.hdr;
+    /* Two bitmaps in one block: chunks held, chunks already populated (prefault). */
+    uint64_t *bits = calloc(2 * (size_t)((w.max_chunks + 63) / 64), sizeof *bits);
+    close(fds[0]);
+    close(fds[1]);
+    int map_errno = errno;
+    const ferry__data_header *dh = (const ferry__data_header *)data;
+    if (!data || !mapped || !bits || ferry__conn_check(hdr, &w) != FERRY_OK ||
+        dh->magic != FERRY__DATA_MAGIC || dh->publisher_id != w.publisher_id) {
+        if (!data || !mapped || !bits)
+            ferry__log(sub->ep.node, FERRY_LOG_WARN,
+                       "%s: publisher pid %d: cannot map its segments: %s", sub->ep.topic,
+                       (int)c->pid, strerror(bits ? map_errno : ENOMEM));
+        else
+            ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
+                       sub->ep.topic, (int)c->pid);
+        sub->stats.protocol_errors += data && mapped && bits;
+        ferry__unmap((void *)data, data_size);
+        if (mapped)
+            ferry__conn_unmap(&ring);
+        free(bits);
+        ferry__sub_conn_close(sub, c);
+        return;
+    }
+    c->data = data;
+    c->data_size = data_size;
+    c->ring = ring;
+    c->max_chunks = w.max_chunks;
+    c->table_offset = w.table_offset;
+    c->arena_offset = w.arena_offset;
+    c->payload_offset = w.payload_offset;
+    c->rhead = atomic_load_explicit(&hdr->return_head, memory_order_relaxed);
+    c->held_bits = bits;
+    c->seen_bits = bits + (w.max_chunks + 63) / 64;
+    /* A connection made while paused starts paused. What the publisher delivered before it
+     * could see this (history) is given back unread. */
+    if (sub->paused)
+        atomic_store_explicit(&hdr->sub_paused, 1, memory_order_seq_cst);
+    c->pub_id = w.publisher_id;
+    c->state = SC_ACTIVE;
+    sub->nactive++;
+    sub->live[sub->nlive++] = (uint16_t)(c - sub->conns);
+    ferry__sub_update_stats(sub);
+    ferry__log(sub->ep.node, FERRY_LOG_DEBUG, "%s: connected to publisher pid %d", sub->ep.topic,
+               (int)c->pid);
+}
+
+static void connect_to(ferry_subscriber *sub, const char *name)
+{
+    sconn *c = NULL;
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
+        if (sub->conns[i].state == SC_FREE) {
+            c = &sub->conns[i];
+            break;
+        }
+    if (!c) {
+        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: more than %u publishers; ignoring %s",
+                   sub->ep.topic, sub->opt.max_publishers, name);
+        return;
+    }
+    int fd = ferry__connect_at(sub->ep.dirfd, name);
+    if (fd < 0) {
+        if (errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT)
+            ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: cannot connect to %s: %s", sub->ep.topic,
+                       name, strerror(errno));
+        if (errno == ECONNREFUSED) {
+            /* Nobody listens: its publisher died. Whoever finds a stale socket removes it,
+             * together with the dead publisher's status file. */
+            char status[80];
+            ferry__status st;
+            bool alive = true;
+            size_t len = strlen(name);
+            if (len > 5 && len < 64) {
+                snprintf(status, sizeof status, "%.*s.status", (int)(len - 5), name);
+                if (ferry__status_read(sub->ep.dirfd, status, &st, &alive) != FERRY_OK || !alive)
+                    unlinkat(sub->ep.dirfd, status, 0);
+            }
+            unlinkat(sub->ep.dirfd, name, 0);
+        } else if (errno == EAGAIN) {
+            sub->next_rescan = ferry__clock_ns() + 10000000; /* its backlog is full */
+        }
+        return;
+    }
+    pid_t pid = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (ferry__peer_cred(fd, &pid, &uid, &gid) != 0 ||
+        !ferry__node_peer_allowed(sub->ep.node, fd, uid)) {
+        sub->stats.rejected++;
+        remember_refused(sub, name);
+        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: publisher pid %d uid %u not allowed",
+                   sub->ep.topic, (int)pid, (unsigned)uid);
+        close(fd);
+        return;
+    }
+    ferry__hello h;
+    ferry__msg_init(&h, sizeof h, FERRY__MSG_HELLO);
+    h.subscriber_id = sub->ep.id;
+    h.type_hash = sub->ep.type_hash;
+    h.pid = (int32_t)getpid();
+    h.depth = sub->opt.depth;
+    h.overflow = (uint32_t)sub->opt.overflow;
+    h.history = sub->opt.history;
+    memcpy(h.topic, sub->ep.topic, sizeof h.topic);
+    memcpy(h.type_name, sub->ep.type_name, sizeof h.type_name);
+    memcpy(h.node_name, sub->ep.node->name, sizeof h.node_name);
+    if (ferry__send_msg(fd, &h, sizeof h, NULL, 0) != 0) {
+        close(fd);
+        return;
+    }
+    uint32_t slot = (uint32_t)(c - sub->conns);
+    c->state = SC_PENDING;
+    c->sock = fd;
+    c->pid = (int32_t)pid;
+    c->since = ferry__clock_ns();
+    snprintf(c->name, sizeof c->name, "%s", name);
+    sub->nconns++;
+    if (ferry__poller_add(sub->ep.epfd, fd, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0)
+        ferry__sub_conn_close(sub, c);
+}
+
+static bool known(const ferry_subscriber *sub, const char *name)
+{
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
+        if (sub->conns[i].state != SC_FREE && strcmp(sub->conns[i].name, name) == 0)
+            return true;
+    return refused(sub, name);
+}
+
+static void scan_entry(void *arg, const char *name)
+{
+    ferry_subscriber *sub = arg;
+    size_t len = strlen(name);
+    if (len >= 64 || len < 10 || strncmp(name, "pub.", 4) != 0 ||
+        strcmp(name + len - 5, ".sock") != 0)
+        return;
+    if (!known(sub, name))
+        connect_to(sub, name);
+}
+
+/* Lists the topic directory without allocating: it runs every RESCAN_NS, also in a subscriber
+ * whose loop must not touch the heap. */
+void ferry__sub_scan(ferry_subscriber *sub)
+{
+    sub->rescan = false;
+    sub->next_rescan = ferry__clock_ns() + RESCAN_NS;
+    if (ferry__dir_each(sub->ep.dirfd, 4096, scan_entry, sub) != 0)
+        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: cannot read the topic directory: %s",
+                   sub->ep.topic, strerror(errno));
+}
+
+static void rewatch(ferry_subscriber *sub)
+{
+    /* The topic directory was removed (by a clean-up): make it again and watch the new one. */
+    ferry__poller_del(sub->ep.epfd, sub->watch_fd);
+    close(sub->watch_fd);
+    sub->watch_fd = -1;
+    close(sub->ep.dirfd);
+    sub->ep.dirfd = ferry__node_topic_dir(sub->ep.node, sub->ep.dirname);
+    if (sub->ep.dirfd < 0)
+        return;
+    if (ferry__dirwatch_create(&sub->watch_fd, sub->ep.dirfd) == 0)
+        ferry__poller_add(sub->ep.epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0));
+    sub->rescan = true;
+}
+
+/* Stores an attachment, or withdraws it when it carries no descriptor; false when the
+ * publisher sent more than it may. */
+static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds)
+{
+    struct attachment *a = NULL;
+    for (uint32_t k = 0; k < c->nattachments; k++)
+        if (c->attachments[k].key == m->key)
+            a = &c->attachments[k]; /* replaced: the newer descriptors win */
+    if (m->nfds == 0) {
+        if (a) {
+            for (int i = 0; i < a->nfds; i++)
+                close(a->fds[i]);
+            *a = c->attachments[--c->nattachments];
+        }
+        return true;
+    }
+    if (!a) {
+        if (c->nattachments == FERRY__ATTACH_MAX)
+            return false;
+        if (!c->attachments &&
+            !(c->attachments = calloc(FERRY__ATTACH_MAX, sizeof *c->attachments)))
+            return false;
+        a = &c->attachments[c->nattachments++];
+    } else {
+        for (int i = 0; i < a->nfds; i++)
+            close(a->fds[i]);
+    }
+    a->key = m->key;
+    a->nfds = (int)m->nfds;
+    memcpy(a->fds, fds, (size_t)a->nfds * sizeof *fds);
+    return true;
+}
+
+/* Reads what an active publisher sent (wake-ups, attachments), up to max messages; a hang-up
+ * ends it. */
+void ferry__sub_read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max)
+{
+    unsigned wakes = 0;
+    for (int k = 0; k < max; k++) {
+        union {
+            ferry__attach_msg m;
+            char raw[sizeof(ferry__attach_msg) + 1];
+        } buf;
+        int fds[FERRY__ATTACH_FDS];
+        int nfds = FERRY__ATTACH_FDS;
+        ssize_t got = ferry__recv_msg(c->sock, buf.raw, sizeof buf.raw, fds, &nfds);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (hup)
+                conn_gone(sub, c, true);
+            return;
+        }
+        if (got <= 0) {
+            for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+            conn_gone(sub, c, true);
+            return;
+        }
+        if (nfds == 0 && ferry__ctl_decode(buf.raw, (size_t)got) == FERRY__MSG_WAKE) {
+            if (++wakes > FERRY__WAKE_FLOOD) {
+                ferry__sub_conn_fail(sub, c, "a flood of wake-ups");
+                return;
+            }
+            /* The wake-up for the doorbell we set is read: arming again need not look. */
+            if (c->armed == FERRY__DOORBELL_NOTIFIER)
+                c->armed = 0;
+            continue;
+        }
+        ferry__attach_msg m;
+        if (ferry__attach_decode(buf.raw, (size_t)got, nfds, &m) != FERRY_OK ||
+            !keep_attachment(c, &m, fds)) {
+            for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+            ferry__sub_conn_fail(sub, c, "unexpected message");
+            return;
+        }
+    }
+}
+
+ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
+                                       uint64_t key, int *fds, int *nfds)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!fds || !nfds || slot >= sub->opt.max_publishers)
+        return FERRY_EINVAL;
+    sconn *c = &sub->conns[slot];
+    for (int round = 0; round < 2; round++) {
+        if (c->gen != gen || (c->state != SC_ACTIVE && c->state != SC_GONE))
+            return FERRY_ESTATE;
+        for (uint32_t k = 0; k < c->nattachments; k++)
+            if (c->attachments[k].key == key) {
+                *nfds = c->attachments[k].nfds;
+                memcpy(fds, c->attachments[k].fds, (size_t)*nfds * sizeof *fds);
+                return FERRY_OK;
+            }
+        /* Sent before any sample that names it: it is in the socket already. */
+        if (round == 0 && c->state == SC_ACTIVE)
+            ferry__sub_read_messages(sub, c, false, 64);
+    }
+    return FERRY_EAGAIN;
+}
+
+void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns)
+{
+    ferry__event ev[16];
+    int n = ferry__poller_wait(sub->ep.epfd, ev, 16, timeout_ns);
+    for (int i = 0; i < n; i++) {
+        unsigned kind = ferry__tag_kind(ev[i].tag);
+        if (kind == FERRY__TAG_WATCH) {
+            if (ferry__dirwatch_drain(sub->watch_fd))
+                rewatch(sub);
+            sub->rescan = true;
+        } else if (kind == FERRY__TAG_CONN) {
+            uint32_t slot = ferry__tag_slot(ev[i].tag);
+            if (slot >= sub->opt.max_publishers)
+                continue;
+            sconn *c = &sub->conns[slot];
+            if (c->gen != ferry__tag_gen(ev[i].tag) || c->sock < 0)
+                continue;
+            if (c->state == SC_PENDING) {
+                welcome(sub, c);
+            } else if (c->state == SC_ACTIVE) {
+                ferry__sub_read_messages(sub, c, ev[i].hup || ev[i].err, 64);
+            }
+        }
+    }
+    int64_t now = ferry__clock_ns();
+    if (sub->rescan || now >= sub->next_rescan)
+        ferry__sub_scan(sub);
+    for (uint32_t i = 0; i < sub->opt.max_publishers && sub->nconns; i++) {
+        sconn *c = &sub->conns[i];
+        if (c->state == SC_GONE && c->held == 0 && ferry__sub_ring_empty(c))
+            ferry__sub_conn_close(sub, c);
+        else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS) {
+            /* A listener that never answers is not a publisher worth a place again. */
+            ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                            "%s: %s (pid %d) did not answer our hello within 2 s", sub->ep.topic,
+                            c->name, (int)c->pid);
+            remember_refused(sub, c->name);
+            ferry__sub_conn_close(sub, c);
+        }
+    }
+    if (sub->paused)
+        ferry__sub_discard_queued(sub);
+    ferry__sub_publish_status(sub);
+    sub->next_housekeep = ferry__clock_ns() + FERRY__HOUSEKEEP_NS;
+}
+
+void ferry__subscriber_housekeep(ferry_subscriber *sub)
+{
+    ferry__sub_housekeep(sub, 0);
+}

@@ -1,0 +1,405 @@
+/*
+ * The subscriber's data path: samples taken from each publisher's delivery ring (every descriptor
+ * and chunk header checked), given back through the return ring, doorbells armed and rung, and
+ * the waits of ferry_take and ferry_wait. See subscriber.h.
+ */
+#include "core/subscriber.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FUTEX_SLICE_NS 50000000LL /* longest doorbell sleep before housekeeping runs again */
+
+typedef struct peeked {
+    uint64_t tail;
+    uint64_t desc;
+    ferry__chunk_header h;
+    uint64_t offset;
+    uint64_t capacity;
+} peeked;
+
+/* Reads the oldest queued entry of c and checks everything about it. 1: found, 0: empty,
+ * -1: the publisher broke the rules (c is closed). */
+static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
+{
+    uint64_t tail = atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire);
+    /* Acquire: pairs with the publisher's release of head; the slot and the chunk it names are
+     * visible once we see the head that covers them. */
+    uint64_t head = atomic_load_explicit(&c->ring.hdr->deliver_head, memory_order_acquire);
+    if (head == tail)
+        return 0;
+    if (head - tail > (uint64_t)c->ring.dmask + 1) {
+        /* Between our two loads the publisher may have dropped the oldest entry and appended
+         * one: only a tail that stayed put makes these counters impossible. */
+        if (atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire) != tail)
+            return 2;
+        ferry__sub_conn_fail(sub, c, "delivery ring counters out of range");
+        return -1;
+    }
+    uint64_t d = atomic_load_explicit(&c->ring.dslots[tail & c->ring.dmask], memory_order_relaxed);
+    uint32_t index = ferry__desc_index(d);
+    if (index >= c->max_chunks) {
+        ferry__sub_conn_fail(sub, c, "chunk index out of range");
+        return -1;
+    }
+    ferry__chunk_entry e;
+    memcpy(&e, c->data + c->table_offset + (uint64_t)index * sizeof e, sizeof e);
+    if (e.offset < c->arena_offset || e.offset % FERRY__PAGE || e.offset >= c->data_size ||
+        c->payload_offset > c->data_size - e.offset ||
+        e.capacity > c->data_size - e.offset - c->payload_offset) {
+        ferry__sub_conn_fail(sub, c, "chunk table entry out of range");
+        return -1;
+    }
+    memcpy(&p->h, c->data + e.offset, sizeof p->h);
+    if (p->h.index != index || p->h.generation != ferry__desc_gen(d) || p->h.size == 0 ||
+        p->h.size > e.capacity) {
+        /* The entry may have been dropped and its chunk reused while we looked: only a stable
+         * tail makes this a real violation. */
+        if (atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire) != tail)
+            return 2;
+        ferry__sub_conn_fail(sub, c, "chunk header does not match its descriptor");
+        return -1;
+    }
+    p->tail = tail;
+    p->desc = d;
+    p->offset = e.offset;
+    p->capacity = e.capacity;
+    return 1;
+}
+
+static void wake_publisher(sconn *c)
+{
+    /* Pairs with the publisher's store of pub_waiting, fence, re-check. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->ring.hdr->pub_waiting, memory_order_relaxed) &&
+        atomic_exchange_explicit(&c->ring.hdr->pub_waiting, 0, memory_order_acq_rel) && c->sock >= 0) {
+        /* MSG_DONTWAIT: never blocks; EAGAIN means the publisher has wake-ups queued. */
+        ferry__bye m;
+        ferry__wake_init(&m);
+        ferry__send_msg(c->sock, &m, sizeof m, NULL, 0);
+    }
+}
+
+/* Hands a chunk reference back to the publisher of the active connection c. */
+static void give_back(ferry_subscriber *sub, sconn *c, uint64_t d)
+{
+    uint64_t tail = atomic_load_explicit(&c->ring.hdr->return_tail, memory_order_acquire);
+    if (c->rhead - tail >= (uint64_t)c->ring.rmask + 1) {
+        ferry__sub_conn_fail(sub, c, "return ring counters out of range");
+        return;
+    }
+    atomic_store_explicit(&c->ring.rslots[c->rhead & c->ring.rmask], d, memory_order_relaxed);
+    c->rhead++;
+    /* Release: the slot is written before the publisher sees the new head. */
+    atomic_store_explicit(&c->ring.hdr->return_head, c->rhead, memory_order_release);
+    wake_publisher(c);
+}
+
+/* First sight of a chunk on this connection: map all its pages now, so that reading this
+ * sample and every later one in the chunk does not fault. Once per chunk per connection; the
+ * geometry was checked by peek. */
+static void prefault_chunk(sconn *c, uint32_t index, const peeked *p)
+{
+    uint64_t bit = (uint64_t)1 << (index % 64);
+    if (c->seen_bits[index / 64] & bit)
+        return;
+    c->seen_bits[index / 64] |= bit;
+    uint64_t len = c->payload_offset + p->capacity;
+    uint64_t room = c->data_size - p->offset;
+    len = (len + FERRY__PAGE - 1) / FERRY__PAGE * FERRY__PAGE;
+    ferry__prefault_read(c->data + p->offset, len < room ? len : room);
+}
+
+static bool try_take(ferry_subscriber *sub, ferry_sample *out)
+{
+    if (sub->paused) {
+        ferry__sub_discard_queued(sub);
+        return false;
+    }
+    for (int attempt = 0; attempt < 64; attempt++) {
+        sconn *best = NULL;
+        peeked bp = {0}, p;
+        bool raced = false;
+        for (uint32_t k = sub->nlive; k-- > 0;) {
+            sconn *c = &sub->conns[sub->live[k]];
+            int r = peek(sub, c, &p);
+            if (r == 2)
+                raced = true;
+            if (r == 1 && (!best || p.h.publish_ns < bp.h.publish_ns)) {
+                best = c;
+                bp = p;
+            }
+        }
+        if (!best) {
+            if (raced)
+                continue;
+            return false;
+        }
+        if (!ferry__conn_claim(&best->ring, bp.tail))
+            continue; /* the publisher dropped it first */
+        uint32_t index = ferry__desc_index(bp.desc);
+        if ((best->held_bits[index / 64] >> (index % 64)) & 1) {
+            ferry__sub_conn_fail(sub, best, "delivered a chunk we already hold");
+            continue;
+        }
+        best->held_bits[index / 64] |= (uint64_t)1 << (index % 64);
+        if (sub->opt.prefault)
+            prefault_chunk(best, index, &bp);
+        best->held++;
+        sub->held++;
+        sub->stats.received++;
+        sub->stats.held = sub->held;
+        out->data = best->data + bp.offset + best->payload_offset;
+        out->size = bp.h.size;
+        out->sequence = bp.h.sequence;
+        out->publish_time.ns = bp.h.publish_ns;
+        out->publisher_id = best->pub_id;
+        out->private_[0] = sub->cookie;
+        out->private_[1] = (uint64_t)(best - sub->conns) << 32 | best->gen;
+        out->private_[2] = bp.desc;
+        if (best->state == SC_ACTIVE)
+            wake_publisher(best);
+        return true;
+    }
+    return false;
+}
+
+/* Gives back, unread, everything queued for a paused subscriber: what was there when it paused,
+ * and what a publisher delivered before it saw the pause word. */
+void ferry__sub_discard_queued(ferry_subscriber *sub)
+{
+    for (uint32_t k = sub->nlive; k-- > 0;) {
+        sconn *c = &sub->conns[sub->live[k]];
+        int state = c->state;
+        /* Bounded by the ring's capacity; stops when c fails (it may be closed then). */
+        for (uint32_t n = 0; n <= c->ring.dmask && c->state == state; n++) {
+            peeked p;
+            int r = peek(sub, c, &p);
+            if (r == 2)
+                continue;
+            if (r != 1)
+                break;
+            if (!ferry__conn_claim(&c->ring, p.tail))
+                continue;
+            uint32_t index = ferry__desc_index(p.desc);
+            if ((c->held_bits[index / 64] >> (index % 64)) & 1) {
+                ferry__sub_conn_fail(sub, c, "delivered a chunk we already hold");
+                break;
+            }
+            sub->discarded++;
+            if (c->state == SC_ACTIVE)
+                give_back(sub, c, p.desc);
+        }
+        if (c->state == state && state == SC_GONE && c->held == 0 && ferry__sub_ring_empty(c))
+            ferry__sub_conn_close(sub, c);
+    }
+}
+
+bool ferry__subscriber_ready(ferry_subscriber *sub)
+{
+    if (sub->paused) {
+        ferry__sub_discard_queued(sub);
+        return false;
+    }
+    for (uint32_t k = 0; k < sub->nlive; k++)
+        if (!ferry__sub_ring_empty(&sub->conns[sub->live[k]]))
+            return true;
+    return false;
+}
+
+/* Sets every active connection's doorbell to how (a FERRY__DOORBELL_ value), then checks the
+ * rings once more; true when a sample is queued. */
+static bool arm(ferry_subscriber *sub, uint32_t how)
+{
+    /* Backwards: a connection that fails while its messages are read is swapped out of the
+     * dense list with one already visited. */
+    for (uint32_t k = sub->nlive; k-- > 0;) {
+        sconn *c = &sub->conns[sub->live[k]];
+        if (c->state != SC_ACTIVE)
+            continue;
+        /* A notifier doorbell we set that is clear again means its publisher sent a wake-up on
+         * the socket: read it, so that the descriptor does not stay readable. One message: an
+         * honest publisher sends one wake-up per doorbell, and anything more keeps the socket
+         * readable for housekeeping. */
+        if (c->armed == FERRY__DOORBELL_NOTIFIER &&
+            atomic_load_explicit(&c->ring.hdr->sub_waiting, memory_order_relaxed) == 0) {
+            ferry__sub_read_messages(sub, c, false, 1);
+            if (c->state != SC_ACTIVE)
+                continue;
+        }
+        atomic_store_explicit(&c->ring.hdr->sub_waiting, how, memory_order_relaxed);
+        c->armed = how;
+    }
+    /* Pairs with the publisher's fence between its new head and its doorbell check. */
+    atomic_thread_fence(memory_order_seq_cst);
+    return ferry__subscriber_ready(sub);
+}
+
+bool ferry__subscriber_arm(ferry_subscriber *sub)
+{
+    return arm(sub, FERRY__DOORBELL_NOTIFIER);
+}
+
+/* Sleeps on the doorbell words of the active connections (a futex wait is cheaper to wake than
+ * an eventfd behind epoll). Returns false when that is not possible here. */
+static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
+{
+    void *words[128];
+    uint32_t expected[128];
+    unsigned n = 0;
+    if (sub->no_futex || sub->nactive == 0 || sub->nactive > 128 || sub->nconns != sub->nactive)
+        return false;
+    if (arm(sub, FERRY__DOORBELL_FUTEX))
+        return true;
+    for (uint32_t k = 0; k < sub->nlive; k++) {
+        sconn *c = &sub->conns[sub->live[k]];
+        if (c->state == SC_ACTIVE) {
+            words[n] = (void *)&c->ring.hdr->sub_waiting;
+            expected[n++] = FERRY__DOORBELL_FUTEX;
+        }
+    }
+    if (ferry__futex_waitv(words, expected, n, timeout_ns) != 0 && errno == ENOSYS) {
+        sub->no_futex = true;
+        return false;
+    }
+    return true;
+}
+
+/* Housekeeping for a subscriber that keeps finding samples: the empty-queue path, which runs it
+ * otherwise, may never come. */
+static void busy_housekeep(ferry_subscriber *sub)
+{
+    if (ferry__clock_ns() - sub->next_housekeep >= FERRY__SUB_BUSY_HOUSEKEEP_NS)
+        ferry__sub_housekeep(sub, 0);
+}
+
+ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!sample)
+        return FERRY_EINVAL;
+    if (sub->held >= sub->opt.max_held)
+        return FERRY_ELIMIT;
+    if (try_take(sub, sample)) {
+        busy_housekeep(sub);
+        return FERRY_OK;
+    }
+    /* About to report "nothing": arm the doorbells (so the fd fires on the next delivery) and
+     * run housekeeping at a bounded rate (so a pending hang-up cannot keep the fd readable). */
+    ferry__subscriber_arm(sub);
+    if (ferry__clock_ns() >= sub->next_housekeep)
+        ferry__sub_housekeep(sub, 0);
+    if (try_take(sub, sample))
+        return FERRY_OK;
+    return FERRY_EAGAIN;
+}
+
+/* The connection and chunk of a sample sub holds, or the error that says why not. */
+static ferry_err held_sample(ferry_subscriber *sub, const ferry_sample *sample, sconn **conn,
+                             uint32_t *chunk)
+{
+    if (sample->private_[0] != sub->cookie)
+        return sample->private_[0] == 0 ? FERRY_ESTATE : FERRY_EFOREIGN;
+    uint32_t slot = (uint32_t)(sample->private_[1] >> 32);
+    uint32_t gen = (uint32_t)sample->private_[1];
+    if (slot >= sub->opt.max_publishers)
+        return FERRY_ESTATE;
+    sconn *c = &sub->conns[slot];
+    uint32_t index = ferry__desc_index(sample->private_[2]);
+    if (c->gen != gen || (c->state != SC_ACTIVE && c->state != SC_GONE) ||
+        index >= c->max_chunks || !((c->held_bits[index / 64] >> (index % 64)) & 1))
+        return FERRY_ESTATE;
+    *conn = c;
+    *chunk = index;
+    return FERRY_OK;
+}
+
+ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sample,
+                                  ferry__sample_where *out)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!sample || !out)
+        return FERRY_EINVAL;
+    sconn *c;
+    uint32_t index;
+    if ((err = held_sample(sub, sample, &c, &index)))
+        return err;
+    /* The table entry was checked when the sample was taken and never changes: the chunk's
+     * bounds follow from the payload pointer handed out then. */
+    ferry__chunk_entry e;
+    memcpy(&e, c->data + c->table_offset + (uint64_t)index * sizeof e, sizeof e);
+    const uint8_t *payload = c->data + e.offset + c->payload_offset;
+    if (e.offset < c->arena_offset || e.offset % FERRY__PAGE || e.offset >= c->data_size ||
+        c->payload_offset > c->data_size - e.offset ||
+        e.capacity > c->data_size - e.offset - c->payload_offset ||
+        (const uint8_t *)sample->data != payload)
+        return FERRY_EPROTO;
+    out->slot = (uint32_t)(c - sub->conns);
+    out->gen = c->gen;
+    out->chunk = index;
+    out->chunk_payload = payload;
+    out->chunk_capacity = e.capacity;
+    return FERRY_OK;
+}
+
+ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!sample)
+        return FERRY_EINVAL;
+    sconn *c;
+    uint32_t index;
+    if ((err = held_sample(sub, sample, &c, &index)))
+        return err;
+    uint64_t d = sample->private_[2];
+    c->held_bits[index / 64] &= ~((uint64_t)1 << (index % 64));
+    c->held--;
+    sub->held--;
+    sub->stats.held = sub->held;
+    memset(sample, 0, sizeof *sample);
+    if (c->state == SC_ACTIVE) {
+        give_back(sub, c, d);
+    } else if (c->held == 0 && ferry__sub_ring_empty(c)) {
+        ferry__sub_conn_close(sub, c);
+    }
+    ferry__sub_publish_status(sub);
+    return FERRY_OK;
+}
+
+ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    int64_t deadline = ferry__deadline(timeout_ns);
+    for (;;) {
+        if (ferry__subscriber_ready(sub)) {
+            busy_housekeep(sub);
+            return FERRY_OK;
+        }
+        int64_t left = ferry__remaining(deadline);
+        /* With every connection established, sleep on the doorbells, in slices, so that new
+         * publishers and hang-ups are still noticed; otherwise on the poller, which sees
+         * everything. */
+        if (ferry__clock_ns() >= sub->next_housekeep)
+            ferry__sub_housekeep(sub, 0);
+        int64_t slice = left < 0 || left > FUTEX_SLICE_NS ? FUTEX_SLICE_NS : left;
+        if (left != 0 && sleep_on_doorbells(sub, slice))
+            continue;
+        if (arm(sub, FERRY__DOORBELL_NOTIFIER))
+            return FERRY_OK;
+        ferry__sub_housekeep(sub, left);
+        if (left == 0)
+            return ferry__subscriber_ready(sub) ? FERRY_OK : FERRY_ETIMEDOUT;
+    }
+}
