@@ -4,6 +4,7 @@
  * bumps an eventfd that sits, with the ferry descriptors, in the bridge's epoll set.
  */
 #include "bridge.h"
+#include "bridge_internal.h"
 #include "bridge_cdr.h"
 
 #include <ferry/msg.h>
@@ -28,8 +29,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define NS_PER_MS 1000000LL
-#define NS_PER_S 1000000000LL
 /* 8 frames: 267 ms at 30 fps of slack for the bridge's one thread, which writes every route's
  * frames in turn (a 2.7 MB frame takes 7 to 40 ms to write on a busy machine); docs/bridge.md. */
 #define DEFAULT_DEPTH 8u
@@ -42,103 +41,16 @@
 #define OUT_MISSING_SCANS 2u
 #define IN_GRACE_NS (1 * NS_PER_S)
 #define RETRY_NS (5 * NS_PER_S)
-#define WRITE_BLOCK_MS 100
-#define KNOWN_PUBLISHERS_MAX 512u
-#define WRITER_CACHE 32u
-#define SCAN_TOPICS_MAX 256u
 #define PUBLICATIONS_MAX 512
 #define TAKE_BATCH 8
 /* Each invalid DDS sample is logged, up to this many lines a second. */
 #define IN_INVALID_LINES_PER_S 20u
-#define MARK_PREFIX "ferry-bridge;key="
-
-_Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
-
-typedef enum msg_kind { KIND_NONE = 0, KIND_IMAGE, KIND_CLOUD } msg_kind;
-
-typedef struct out_route {
-    char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
-    ferry_subscriber *sub;
-    dds_entity_t dtopic, writer;
-    unsigned missing;
-    bool active;          /* past its first scan: see scan_out */
-    bool yield;           /* a bridge of a lower pid sends the topic out */
-    uint64_t samples, bytes;
-    bool reliable;
-} out_route;
-
-typedef struct writer_verdict {
-    dds_instance_handle_t handle;
-    bool ignore;
-} writer_verdict;
-
-typedef struct in_route {
-    char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
-    dds_entity_t dtopic, reader;
-    ferry_publisher *pub;
-    uint64_t pub_id;
-    int64_t last_wanted_ns;
-    int64_t retry_ns;       /* when creation failed: not before then */
-    bool reliable;
-    writer_verdict writers[WRITER_CACHE];
-    unsigned nwriters, next_writer;
-    uint64_t samples, bytes;
-} in_route;
-
-typedef struct known_publisher {
-    uint64_t id;
-    bool bridge;
-} known_publisher;
-
-typedef struct scan_topic {
-    char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
-    bool plain_publisher;   /* a live publisher that is not a bridge */
-    bool other_bridge;      /* a bridge of a lower pid sends it out already */
-    bool reliable;          /* in: some DDS writer is reliable */
-} scan_topic;
-
-typedef struct rate_log {
-    int64_t last_ns;      /* start of the current one-second window */
-    unsigned lines;       /* said in that window */
-    uint64_t suppressed;
-} rate_log;
-
-struct ferry_bridge {
-    ferry_bridge_options o;
-    char *patterns[FERRY_BRIDGE_PATTERNS_MAX];
-    char *dds_config;
-    ferry_node *node;
-    char dir_real[PATH_MAX];
-    char mark[sizeof MARK_PREFIX + 17];
-    pid_t pid;
-    dds_entity_t domain, participant, pubreader;
-    dds_guid_t participant_guid;
-    dds_listener_t *listener;
-    int epfd, evfd;
-    int64_t next_scan_ns;
-    out_route *outs[FERRY_BRIDGE_ROUTES_MAX];
-    size_t nouts;
-    in_route *ins[FERRY_BRIDGE_ROUTES_MAX];
-    size_t nins;
-    known_publisher known[KNOWN_PUBLISHERS_MAX];
-    size_t nknown;
-    scan_topic scan[SCAN_TOPICS_MAX];
-    size_t nscan;
-    ferry_bridge_stats st;
-    rate_log log_out_invalid, log_in_invalid, log_in_dropped, log_out_failed, log_limit;
-};
 
 /* ---------------------------------------------------------------------------------------------
  * Diagnostics
  * ------------------------------------------------------------------------------------------- */
 
-static void blog(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void blog(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
+void ferry__bridge_log(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -155,7 +67,7 @@ static void blog(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
 
 /* True when a message of this kind may go out now: at most per_second in any one-second window,
  * so that a flood (a broken or hostile peer) cannot flood the log. */
-static bool rate_ok_n(rate_log *r, unsigned per_second)
+bool ferry__bridge_rate_ok_n(rate_log *r, unsigned per_second)
 {
     int64_t now = ferry_now().ns;
 
@@ -171,9 +83,9 @@ static bool rate_ok_n(rate_log *r, unsigned per_second)
     return true;
 }
 
-static bool rate_ok(rate_log *r)
+bool ferry__bridge_rate_ok(rate_log *r)
 {
-    return rate_ok_n(r, 1);
+    return ferry__bridge_rate_ok_n(r, 1);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -220,7 +132,7 @@ void ferry_bridge_options_init(ferry_bridge_options *o)
  * Names and kinds
  * ------------------------------------------------------------------------------------------- */
 
-static msg_kind kind_of_ferry(const char *type_name, uint64_t hash)
+msg_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash)
 {
     if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0 && hash == FERRY_IMAGE_TYPE_HASH)
         return KIND_IMAGE;
@@ -229,7 +141,7 @@ static msg_kind kind_of_ferry(const char *type_name, uint64_t hash)
     return KIND_NONE;
 }
 
-static msg_kind kind_of_dds(const char *type_name)
+msg_kind ferry__bridge_kind_of_dds(const char *type_name)
 {
     if (type_name == NULL) return KIND_NONE;
     if (strcmp(type_name, sensor_msgs_msg_dds__Image__desc.m_typename) == 0) return KIND_IMAGE;
@@ -238,31 +150,31 @@ static msg_kind kind_of_dds(const char *type_name)
     return KIND_NONE;
 }
 
-static const char *ferry_type(msg_kind k)
+const char *ferry__bridge_ferry_type(msg_kind k)
 {
     return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_NAME : FERRY_POINTCLOUD_TYPE_NAME;
 }
 
-static uint64_t ferry_hash_of(msg_kind k)
+uint64_t ferry__bridge_ferry_hash_of(msg_kind k)
 {
     return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_HASH : FERRY_POINTCLOUD_TYPE_HASH;
 }
 
-static const dds_topic_descriptor_t *descriptor(msg_kind k)
+const dds_topic_descriptor_t *ferry__bridge_descriptor(msg_kind k)
 {
     return k == KIND_IMAGE ? &sensor_msgs_msg_dds__Image__desc
                            : &sensor_msgs_msg_dds__PointCloud2__desc;
 }
 
 /* The ferry name with a leading '/', or false when it does not fit. */
-static bool normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2])
+bool ferry__bridge_normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2])
 {
     int n = snprintf(out, FERRY_TOPIC_MAX + 2, "%s%s", topic[0] == '/' ? "" : "/", topic);
 
     return n > 0 && (size_t)n < FERRY_TOPIC_MAX + 2;
 }
 
-static bool pattern_match(const ferry_bridge *b, const char *topic)
+bool ferry__bridge_pattern_match(const ferry_bridge *b, const char *topic)
 {
     size_t i;
 
@@ -272,14 +184,14 @@ static bool pattern_match(const ferry_bridge *b, const char *topic)
     return false;
 }
 
-static bool is_bridge_node(const char *name)
+bool ferry__bridge_is_bridge_node(const char *name)
 {
     return strcmp(name, FERRY_BRIDGE_NODE_NAME) == 0;
 }
 
 /* The key that tells bridges of one ferry domain (machine, directory, domain) apart from others:
  * network namespaces of one machine share /etc/machine-id but not, in practice, a directory. */
-static void make_mark(ferry_bridge *b)
+void ferry__bridge_make_mark(ferry_bridge *b)
 {
     char machine[64] = "", text[sizeof machine + PATH_MAX + 32];
     FILE *f = fopen("/etc/machine-id", "r");
@@ -294,7 +206,7 @@ static void make_mark(ferry_bridge *b)
     snprintf(b->mark, sizeof b->mark, MARK_PREFIX "%016" PRIx64, ferry_hash(text));
 }
 
-static bool has_mark(const ferry_bridge *b, const dds_qos_t *qos)
+bool ferry__bridge_has_mark(const ferry_bridge *b, const dds_qos_t *qos)
 {
     void *value = NULL;
     size_t size = 0;
@@ -306,7 +218,7 @@ static bool has_mark(const ferry_bridge *b, const dds_qos_t *qos)
     return same;
 }
 
-static bool qos_reliable(const dds_qos_t *qos)
+bool ferry__bridge_qos_reliable(const dds_qos_t *qos)
 {
     dds_reliability_kind_t kind = DDS_RELIABILITY_BEST_EFFORT;
     dds_duration_t block;
@@ -319,7 +231,7 @@ static bool qos_reliable(const dds_qos_t *qos)
  * epoll
  * ------------------------------------------------------------------------------------------- */
 
-static void watch_fd(ferry_bridge *b, int fd)
+void ferry__bridge_watch_fd(ferry_bridge *b, int fd)
 {
     struct epoll_event ev;
 
@@ -327,10 +239,10 @@ static void watch_fd(ferry_bridge *b, int fd)
     ev.events = EPOLLIN;
     ev.data.fd = fd;
     if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
-        blog(b, FERRY_LOG_WARN, "epoll_ctl: %s", strerror(errno));
+        ferry__bridge_log(b, FERRY_LOG_WARN, "epoll_ctl: %s", strerror(errno));
 }
 
-static void unwatch_fd(ferry_bridge *b, int fd)
+void ferry__bridge_unwatch_fd(ferry_bridge *b, int fd)
 {
     epoll_ctl(b->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
@@ -351,7 +263,7 @@ static void on_data_available(dds_entity_t reader, void *arg)
  * Publisher ids: which ferry publishers are bridges
  * ------------------------------------------------------------------------------------------- */
 
-static void note_publisher(ferry_bridge *b, uint64_t id, bool bridge)
+void ferry__bridge_note_publisher(ferry_bridge *b, uint64_t id, bool bridge)
 {
     size_t i;
 
@@ -382,7 +294,8 @@ static bool note_topic_publishers(void *arg, const ferry_endpoint_info *info)
 {
     ferry_bridge *b = arg;
 
-    if (info->kind == FERRY_ENDPOINT_PUBLISHER) note_publisher(b, info->id, is_bridge_node(info->node_name));
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER)
+        ferry__bridge_note_publisher(b, info->id, ferry__bridge_is_bridge_node(info->node_name));
     return true;
 }
 
@@ -405,12 +318,12 @@ static dds_qos_t *writer_qos(const ferry_bridge *b, bool *reliable)
     return q;
 }
 
-static void out_destroy(ferry_bridge *b, out_route *r)
+void ferry__bridge_out_destroy(ferry_bridge *b, out_route *r)
 {
     int fd;
 
     if (r->sub != NULL) {
-        if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) unwatch_fd(b, fd);
+        if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) ferry__bridge_unwatch_fd(b, fd);
         ferry_subscriber_destroy(r->sub);
     }
     if (r->writer > 0) dds_delete(r->writer);
@@ -418,7 +331,7 @@ static void out_destroy(ferry_bridge *b, out_route *r)
     free(r);
 }
 
-static out_route *out_create(ferry_bridge *b, const scan_topic *t)
+out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
 {
     ferry_subscriber_options so;
     char dds_name[FERRY_TOPIC_MAX + 8];
@@ -433,33 +346,36 @@ static out_route *out_create(ferry_bridge *b, const scan_topic *t)
     ferry_subscriber_options_init(&so);
     so.depth = b->o.depth;
     so.max_held = 2;
-    err = ferry_subscriber_create(&r->sub, b->node, r->topic, ferry_type(r->kind),
-                                  ferry_hash_of(r->kind), &so);
+    err = ferry_subscriber_create(&r->sub, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
+                                  ferry__bridge_ferry_hash_of(r->kind), &so);
     if (err != FERRY_OK) {
-        blog(b, FERRY_LOG_WARN, "out %s: cannot subscribe: %s", r->topic, ferry_strerror(err));
+        ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: cannot subscribe: %s", r->topic,
+                          ferry_strerror(err));
         free(r);
         return NULL;
     }
     snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
-    r->dtopic = dds_create_topic(b->participant, descriptor(r->kind), dds_name, NULL, NULL);
+    r->dtopic =
+        dds_create_topic(b->participant, ferry__bridge_descriptor(r->kind), dds_name, NULL, NULL);
     if (r->dtopic < 0) {
-        blog(b, FERRY_LOG_WARN, "out %s: dds_create_topic: %s", r->topic,
-             dds_strretcode(r->dtopic));
-        out_destroy(b, r);
+        ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: dds_create_topic: %s", r->topic,
+                          dds_strretcode(r->dtopic));
+        ferry__bridge_out_destroy(b, r);
         return NULL;
     }
     q = writer_qos(b, &r->reliable);
     r->writer = dds_create_writer(b->participant, r->dtopic, q, NULL);
     dds_delete_qos(q);
     if (r->writer < 0) {
-        blog(b, FERRY_LOG_WARN, "out %s: dds_create_writer: %s", r->topic,
-             dds_strretcode(r->writer));
-        out_destroy(b, r);
+        ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: dds_create_writer: %s", r->topic,
+                          dds_strretcode(r->writer));
+        ferry__bridge_out_destroy(b, r);
         return NULL;
     }
-    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) watch_fd(b, fd);
-    blog(b, FERRY_LOG_INFO, "out %s -> %s (%s, %s, depth %" PRIu32 ")", r->topic, dds_name,
-         ferry_type(r->kind), r->reliable ? "reliable" : "best effort", b->o.depth);
+    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
+    ferry__bridge_log(b, FERRY_LOG_INFO, "out %s -> %s (%s, %s, depth %" PRIu32 ")", r->topic,
+                      dds_name, ferry__bridge_ferry_type(r->kind),
+                      r->reliable ? "reliable" : "best effort", b->o.depth);
     return r;
 }
 
@@ -527,12 +443,12 @@ static bool from_bridge(ferry_bridge *b, const out_route *r, uint64_t publisher_
          * than let one of another bridge's samples through. */
         ferry_inspect(b->o.dir, b->o.domain, r->topic, note_topic_publishers, b);
         v = publisher_verdict(b, publisher_id);
-        if (v < 0) note_publisher(b, publisher_id, false);
+        if (v < 0) ferry__bridge_note_publisher(b, publisher_id, false);
     }
     return v > 0;
 }
 
-static void out_pump(ferry_bridge *b, out_route *r)
+void ferry__bridge_out_pump(ferry_bridge *b, out_route *r)
 {
     for (;;) {
         ferry_sample s;
@@ -542,8 +458,9 @@ static void out_pump(ferry_bridge *b, out_route *r)
         ferry_err err = ferry_take(r->sub, &s);
 
         if (err != FERRY_OK) {
-            if (err != FERRY_EAGAIN && rate_ok(&b->log_limit))
-                blog(b, FERRY_LOG_WARN, "out %s: ferry_take: %s", r->topic, ferry_strerror(err));
+            if (err != FERRY_EAGAIN && ferry__bridge_rate_ok(&b->log_limit))
+                ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: ferry_take: %s", r->topic,
+                                  ferry_strerror(err));
             return;
         }
         b->st.out_taken++;
@@ -574,11 +491,11 @@ static void out_pump(ferry_bridge *b, out_route *r)
             /* counted above */
         } else if (!valid) {
             b->st.out_invalid++;
-            if (rate_ok(&b->log_out_invalid))
-                blog(b, FERRY_LOG_WARN,
-                     "out %s: dropped an invalid sample (%zu bytes, publisher %" PRIx64
-                     "); %" PRIu64 " so far",
-                     r->topic, s.size, s.publisher_id, b->st.out_invalid);
+            if (ferry__bridge_rate_ok(&b->log_out_invalid))
+                ferry__bridge_log(b, FERRY_LOG_WARN,
+                                  "out %s: dropped an invalid sample (%zu bytes, publisher %" PRIx64
+                                  "); %" PRIu64 " so far",
+                                  r->topic, s.size, s.publisher_id, b->st.out_invalid);
         } else if (rc == DDS_RETCODE_OK) {
             b->st.out_written++;
             b->st.out_bytes += bytes;
@@ -586,13 +503,15 @@ static void out_pump(ferry_bridge *b, out_route *r)
             r->bytes += bytes;
         } else {
             b->st.out_failed++;
-            if (rate_ok(&b->log_out_failed))
-                blog(b, FERRY_LOG_WARN, "out %s: dds_write: %s; %" PRIu64 " failed so far",
-                     r->topic, dds_strretcode(rc), b->st.out_failed);
+            if (ferry__bridge_rate_ok(&b->log_out_failed))
+                ferry__bridge_log(b, FERRY_LOG_WARN,
+                                  "out %s: dds_write: %s; %" PRIu64 " failed so far", r->topic,
+                                  dds_strretcode(rc), b->st.out_failed);
         }
         err = ferry_release(r->sub, &s);
         if (err != FERRY_OK)
-            blog(b, FERRY_LOG_ERROR, "out %s: ferry_release: %s", r->topic, ferry_strerror(err));
+            ferry__bridge_log(b, FERRY_LOG_ERROR, "out %s: ferry_release: %s", r->topic,
+                              ferry_strerror(err));
     }
 }
 
@@ -746,21 +665,21 @@ malformed:
  * In routes: DDS -> ferry
  * ------------------------------------------------------------------------------------------- */
 
-static void in_destroy(ferry_bridge *b, in_route *r)
+void ferry__bridge_in_destroy(ferry_bridge *b, in_route *r)
 {
     int fd;
 
     if (r->reader > 0) dds_delete(r->reader);
     if (r->dtopic > 0) dds_delete(r->dtopic);
     if (r->pub != NULL) {
-        if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) unwatch_fd(b, fd);
+        if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) ferry__bridge_unwatch_fd(b, fd);
         ferry_publisher_destroy(r->pub);
     }
     free(r);
 }
 
 /* Creates the DDS reader and the ferry publisher of r; false (logged) when one is refused. */
-static bool in_open(ferry_bridge *b, in_route *r, bool log)
+bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
 {
     ferry_publisher_options po;
     ferry_publisher_stats ps;
@@ -772,12 +691,13 @@ static bool in_open(ferry_bridge *b, in_route *r, bool log)
     int fd;
 
     ferry_publisher_options_init(&po);
-    err = ferry_publisher_create(&r->pub, b->node, r->topic, ferry_type(r->kind),
-                                 ferry_hash_of(r->kind), &po);
+    err = ferry_publisher_create(&r->pub, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
+                                 ferry__bridge_ferry_hash_of(r->kind), &po);
     if (err != FERRY_OK) {
         if (log)
-            blog(b, FERRY_LOG_WARN, "in %s: cannot publish on the ferry topic: %s (retrying)",
-                 r->topic, ferry_strerror(err));
+            ferry__bridge_log(b, FERRY_LOG_WARN,
+                              "in %s: cannot publish on the ferry topic: %s (retrying)", r->topic,
+                              ferry_strerror(err));
         r->pub = NULL;
         return false;
     }
@@ -785,11 +705,12 @@ static bool in_open(ferry_bridge *b, in_route *r, bool log)
     ferry_publisher_stats_get(r->pub, &ps);
     r->pub_id = ps.id;
     snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
-    r->dtopic = dds_create_topic(b->participant, descriptor(r->kind), dds_name, NULL, NULL);
+    r->dtopic =
+        dds_create_topic(b->participant, ferry__bridge_descriptor(r->kind), dds_name, NULL, NULL);
     if (r->dtopic < 0) {
         if (log)
-            blog(b, FERRY_LOG_WARN, "in %s: dds_create_topic: %s", r->topic,
-                 dds_strretcode(r->dtopic));
+            ferry__bridge_log(b, FERRY_LOG_WARN, "in %s: dds_create_topic: %s", r->topic,
+                              dds_strretcode(r->dtopic));
         goto fail;
     }
     q = dds_create_qos();
@@ -803,13 +724,14 @@ static bool in_open(ferry_bridge *b, in_route *r, bool log)
     dds_delete_qos(q);
     if (r->reader < 0) {
         if (log)
-            blog(b, FERRY_LOG_WARN, "in %s: dds_create_reader: %s", r->topic,
-                 dds_strretcode(r->reader));
+            ferry__bridge_log(b, FERRY_LOG_WARN, "in %s: dds_create_reader: %s", r->topic,
+                              dds_strretcode(r->reader));
         goto fail;
     }
-    if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) watch_fd(b, fd);
-    blog(b, FERRY_LOG_INFO, "in %s -> %s (%s, %s, depth %" PRIu32 ")", dds_name, r->topic,
-         ferry_type(r->kind), r->reliable ? "reliable" : "best effort", b->o.depth);
+    if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
+    ferry__bridge_log(b, FERRY_LOG_INFO, "in %s -> %s (%s, %s, depth %" PRIu32 ")", dds_name,
+                      r->topic, ferry__bridge_ferry_type(r->kind),
+                      r->reliable ? "reliable" : "best effort", b->o.depth);
     return true;
 fail:
     if (r->dtopic > 0) dds_delete(r->dtopic);
@@ -831,8 +753,9 @@ static bool writer_ignored(ferry_bridge *b, in_route *r, dds_instance_handle_t h
         if (r->writers[i].handle == h) return r->writers[i].ignore;
     ep = dds_get_matched_publication_data(r->reader, h);
     if (ep != NULL) {
-        ignore = has_mark(b, ep->qos) ||
-                 memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0;
+        ignore =
+            ferry__bridge_has_mark(b, ep->qos) ||
+            memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0;
         dds_builtintopic_free_endpoint(ep);
     }
     i = r->nwriters < WRITER_CACHE ? r->nwriters++ : (r->next_writer++ % WRITER_CACHE);
@@ -967,7 +890,7 @@ static carry carry_deserialised(ferry_bridge *b, in_route *r, const struct ddsi_
             *bytes = m.data_size;
             c = carry_image(b, r, &m, why);
         }
-        dds_sample_free(&s, descriptor(KIND_IMAGE), DDS_FREE_CONTENTS);
+        dds_sample_free(&s, ferry__bridge_descriptor(KIND_IMAGE), DDS_FREE_CONTENTS);
     } else {
         sensor_msgs_msg_dds__PointCloud2_ s;
         ferry_bridge_cloud_msg m;
@@ -1001,7 +924,7 @@ static carry carry_deserialised(ferry_bridge *b, in_route *r, const struct ddsi_
             *bytes = m.data_size;
             c = carry_cloud(b, r, &m, why);
         }
-        dds_sample_free(&s, descriptor(KIND_CLOUD), DDS_FREE_CONTENTS);
+        dds_sample_free(&s, ferry__bridge_descriptor(KIND_CLOUD), DDS_FREE_CONTENTS);
     }
     return c;
 }
@@ -1045,7 +968,7 @@ static carry carry_serdata(ferry_bridge *b, in_route *r, struct ddsi_serdata *sd
     return c;
 }
 
-static void in_pump(ferry_bridge *b, in_route *r)
+void ferry__bridge_in_pump(ferry_bridge *b, in_route *r)
 {
     if (r->pub == NULL || r->reader <= 0) return;
     ferry_publisher_poll(r->pub, 0);
@@ -1056,8 +979,9 @@ static void in_pump(ferry_bridge *b, in_route *r)
         dds_return_t i;
 
         if (n <= 0) {
-            if (n < 0 && rate_ok(&b->log_limit))
-                blog(b, FERRY_LOG_WARN, "in %s: dds_takecdr: %s", r->topic, dds_strretcode(n));
+            if (n < 0 && ferry__bridge_rate_ok(&b->log_limit))
+                ferry__bridge_log(b, FERRY_LOG_WARN, "in %s: dds_takecdr: %s", r->topic,
+                                  dds_strretcode(n));
             return;
         }
         for (i = 0; i < n; i++) {
@@ -1084,16 +1008,17 @@ static void in_pump(ferry_bridge *b, in_route *r)
                 r->bytes += bytes;
             } else if (c == CARRY_INVALID) {
                 b->st.in_invalid++;
-                if (rate_ok_n(&b->log_in_invalid, IN_INVALID_LINES_PER_S))
-                    blog(b, FERRY_LOG_WARN,
-                         "in rt%s: dropped a sample that cannot be carried (%s); %" PRIu64
-                         " so far",
-                         r->topic, why, b->st.in_invalid);
+                if (ferry__bridge_rate_ok_n(&b->log_in_invalid, IN_INVALID_LINES_PER_S))
+                    ferry__bridge_log(
+                        b, FERRY_LOG_WARN,
+                        "in rt%s: dropped a sample that cannot be carried (%s); %" PRIu64 " so far",
+                        r->topic, why, b->st.in_invalid);
             } else {
                 b->st.in_dropped++;
-                if (rate_ok(&b->log_in_dropped))
-                    blog(b, FERRY_LOG_WARN, "in rt%s: dropped a sample (%s); %" PRIu64 " so far",
-                         r->topic, why, b->st.in_dropped);
+                if (ferry__bridge_rate_ok(&b->log_in_dropped))
+                    ferry__bridge_log(b, FERRY_LOG_WARN,
+                                      "in rt%s: dropped a sample (%s); %" PRIu64 " so far",
+                                      r->topic, why, b->st.in_dropped);
             }
         }
     }
@@ -1108,7 +1033,7 @@ static scan_topic *scan_entry(ferry_bridge *b, const char *topic, msg_kind kind)
     char name[FERRY_TOPIC_MAX + 2];
     size_t i;
 
-    if (!normalise(topic, name)) return NULL;
+    if (!ferry__bridge_normalise(topic, name)) return NULL;
     for (i = 0; i < b->nscan; i++)
         if (strcmp(b->scan[i].topic, name) == 0) return b->scan[i].kind == kind ? &b->scan[i] : NULL;
     if (b->nscan == SCAN_TOPICS_MAX) return NULL;
@@ -1121,13 +1046,13 @@ static scan_topic *scan_entry(ferry_bridge *b, const char *topic, msg_kind kind)
 static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
 {
     ferry_bridge *b = arg;
-    bool bridge = is_bridge_node(info->node_name);
+    bool bridge = ferry__bridge_is_bridge_node(info->node_name);
     msg_kind kind;
     scan_topic *t;
 
     if (!info->alive) return true;
-    if (info->kind == FERRY_ENDPOINT_PUBLISHER) note_publisher(b, info->id, bridge);
-    kind = kind_of_ferry(info->type_name, info->type_hash);
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER) ferry__bridge_note_publisher(b, info->id, bridge);
+    kind = ferry__bridge_kind_of_ferry(info->type_name, info->type_hash);
     if (kind == KIND_NONE) return true;
     t = scan_entry(b, info->topic, kind);
     if (t == NULL) return true;
@@ -1138,7 +1063,7 @@ static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
     return true;
 }
 
-static void scan_out(ferry_bridge *b)
+void ferry__bridge_scan_out(ferry_bridge *b)
 {
     size_t i, j;
 
@@ -1155,7 +1080,7 @@ static void scan_out(ferry_bridge *b)
         const scan_topic *t = &b->scan[j];
         bool found = false;
 
-        if (!t->plain_publisher || !pattern_match(b, t->topic)) continue;
+        if (!t->plain_publisher || !ferry__bridge_pattern_match(b, t->topic)) continue;
         for (i = 0; i < b->nouts && !found; i++)
             if (strcmp(b->outs[i]->topic, t->topic) == 0) {
                 b->outs[i]->missing = 0;
@@ -1165,13 +1090,13 @@ static void scan_out(ferry_bridge *b)
             }
         if (found || t->other_bridge) continue;
         if (b->nouts == FERRY_BRIDGE_ROUTES_MAX) {
-            if (rate_ok(&b->log_limit))
-                blog(b, FERRY_LOG_WARN, "out %s: too many routes (%u)", t->topic,
-                     FERRY_BRIDGE_ROUTES_MAX);
+            if (ferry__bridge_rate_ok(&b->log_limit))
+                ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: too many routes (%u)", t->topic,
+                                  FERRY_BRIDGE_ROUTES_MAX);
             continue;
         }
         {
-            out_route *r = out_create(b, t);
+            out_route *r = ferry__bridge_out_create(b, t);
 
             if (r != NULL) b->outs[b->nouts++] = r;
         }
@@ -1180,11 +1105,11 @@ static void scan_out(ferry_bridge *b)
         out_route *r = b->outs[i];
 
         if (r->missing >= OUT_MISSING_SCANS || r->yield) {
-            out_pump(b, r);
-            blog(b, FERRY_LOG_INFO, "out %s: route closed (%s)", r->topic,
-                 r->yield ? "another bridge of this ferry domain sends it"
-                          : "no publisher left but bridges");
-            out_destroy(b, r);
+            ferry__bridge_out_pump(b, r);
+            ferry__bridge_log(b, FERRY_LOG_INFO, "out %s: route closed (%s)", r->topic,
+                              r->yield ? "another bridge of this ferry domain sends it"
+                                       : "no publisher left but bridges");
+            ferry__bridge_out_destroy(b, r);
             b->outs[i] = b->outs[--b->nouts];
         } else {
             i++;
@@ -1192,7 +1117,7 @@ static void scan_out(ferry_bridge *b)
     }
 }
 
-static void scan_in(ferry_bridge *b)
+void ferry__bridge_scan_in(ferry_bridge *b)
 {
     void *buf[PUBLICATIONS_MAX];
     dds_sample_info_t info[PUBLICATIONS_MAX];
@@ -1221,15 +1146,15 @@ static void scan_in(ferry_bridge *b)
 
         if (!info[k].valid_data || ep->topic_name == NULL) continue;
         if (strncmp(ep->topic_name, "rt/", 3) != 0) continue;
-        kind = kind_of_dds(ep->type_name);
+        kind = ferry__bridge_kind_of_dds(ep->type_name);
         if (kind == KIND_NONE) continue;
         if (memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0)
             continue;
-        if (has_mark(b, ep->qos)) continue;
+        if (ferry__bridge_has_mark(b, ep->qos)) continue;
         if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK) continue;
         t = scan_entry(b, ep->topic_name + 2, kind);
         if (t == NULL) continue;
-        if (qos_reliable(ep->qos)) t->reliable = true;
+        if (ferry__bridge_qos_reliable(ep->qos)) t->reliable = true;
     }
     if (n > 0) dds_return_loan(b->pubreader, buf, n);
 
@@ -1237,14 +1162,14 @@ static void scan_in(ferry_bridge *b)
         const scan_topic *t = &b->scan[j];
         in_route *r = NULL;
 
-        if (!pattern_match(b, t->topic)) continue;
+        if (!ferry__bridge_pattern_match(b, t->topic)) continue;
         for (i = 0; i < b->nins; i++)
             if (strcmp(b->ins[i]->topic, t->topic) == 0) r = b->ins[i];
         if (r == NULL) {
             if (b->nins == FERRY_BRIDGE_ROUTES_MAX) {
-                if (rate_ok(&b->log_limit))
-                    blog(b, FERRY_LOG_WARN, "in %s: too many routes (%u)", t->topic,
-                         FERRY_BRIDGE_ROUTES_MAX);
+                if (ferry__bridge_rate_ok(&b->log_limit))
+                    ferry__bridge_log(b, FERRY_LOG_WARN, "in %s: too many routes (%u)", t->topic,
+                                      FERRY_BRIDGE_ROUTES_MAX);
                 continue;
             }
             r = calloc(1, sizeof *r);
@@ -1255,9 +1180,9 @@ static void scan_in(ferry_bridge *b)
                               ? t->reliable
                               : b->o.reliability == FERRY_BRIDGE_RELIABLE;
             b->ins[b->nins++] = r;
-            if (!in_open(b, r, true)) r->retry_ns = now + RETRY_NS;
+            if (!ferry__bridge_in_open(b, r, true)) r->retry_ns = now + RETRY_NS;
         } else if (r->pub == NULL && now >= r->retry_ns) {
-            if (!in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
+            if (!ferry__bridge_in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
         }
         r->last_wanted_ns = now;
     }
@@ -1265,9 +1190,10 @@ static void scan_in(ferry_bridge *b)
         in_route *r = b->ins[i];
 
         if (now - r->last_wanted_ns > IN_GRACE_NS) {
-            in_pump(b, r);
-            blog(b, FERRY_LOG_INFO, "in rt%s: no DDS writer left; route closed", r->topic);
-            in_destroy(b, r);
+            ferry__bridge_in_pump(b, r);
+            ferry__bridge_log(b, FERRY_LOG_INFO, "in rt%s: no DDS writer left; route closed",
+                              r->topic);
+            ferry__bridge_in_destroy(b, r);
             b->ins[i] = b->ins[--b->nins];
         } else {
             i++;
@@ -1340,24 +1266,26 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
     if (err != FERRY_OK) goto fail;
     if (realpath(ferry_node_dir(b->node), b->dir_real) == NULL)
         snprintf(b->dir_real, sizeof b->dir_real, "%s", ferry_node_dir(b->node));
-    make_mark(b);
+    ferry__bridge_make_mark(b);
 
     err = FERRY_ESYS;
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
     b->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (b->epfd < 0 || b->evfd < 0) goto fail;
-    watch_fd(b, b->evfd);
+    ferry__bridge_watch_fd(b, b->evfd);
 
     err = FERRY_EINVAL;
     b->domain = dds_create_domain(b->o.dds_domain, b->dds_config);
     if (b->domain < 0) {
-        blog(b, FERRY_LOG_ERROR, "cannot create DDS domain %" PRIu32 ": %s (check the config)",
-             b->o.dds_domain, dds_strretcode(b->domain));
+        ferry__bridge_log(b, FERRY_LOG_ERROR,
+                          "cannot create DDS domain %" PRIu32 ": %s (check the config)",
+                          b->o.dds_domain, dds_strretcode(b->domain));
         goto fail;
     }
     b->participant = dds_create_participant(b->o.dds_domain, NULL, NULL);
     if (b->participant < 0) {
-        blog(b, FERRY_LOG_ERROR, "dds_create_participant: %s", dds_strretcode(b->participant));
+        ferry__bridge_log(b, FERRY_LOG_ERROR, "dds_create_participant: %s",
+                          dds_strretcode(b->participant));
         goto fail;
     }
     if (dds_get_guid(b->participant, &b->participant_guid) != DDS_RETCODE_OK) goto fail;
@@ -1368,8 +1296,8 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
         b->pubreader = dds_create_reader(b->participant, DDS_BUILTIN_TOPIC_DCPSPUBLICATION, NULL,
                                          NULL);
         if (b->pubreader < 0) {
-            blog(b, FERRY_LOG_ERROR, "cannot read DCPSPublication: %s",
-                 dds_strretcode(b->pubreader));
+            ferry__bridge_log(b, FERRY_LOG_ERROR, "cannot read DCPSPublication: %s",
+                              dds_strretcode(b->pubreader));
             goto fail;
         }
     }
@@ -1392,12 +1320,14 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
     if (b == NULL) return FERRY_EINVAL;
     now = ferry_now().ns;
     if (now >= b->next_scan_ns) {
-        scan_out(b);
-        if (b->o.direction & FERRY_BRIDGE_IN) scan_in(b);
+        ferry__bridge_scan_out(b);
+        if (b->o.direction & FERRY_BRIDGE_IN) ferry__bridge_scan_in(b);
         b->next_scan_ns = now + b->o.scan_interval_ns;
     }
-    for (i = 0; i < b->nouts; i++) out_pump(b, b->outs[i]);
-    for (i = 0; i < b->nins; i++) in_pump(b, b->ins[i]);
+    for (i = 0; i < b->nouts; i++)
+        ferry__bridge_out_pump(b, b->outs[i]);
+    for (i = 0; i < b->nins; i++)
+        ferry__bridge_in_pump(b, b->ins[i]);
 
     wait_ns = b->next_scan_ns - ferry_now().ns;
     if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
@@ -1415,8 +1345,10 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
             (void)r;
         }
     if (n > 0) {
-        for (i = 0; i < b->nouts; i++) out_pump(b, b->outs[i]);
-        for (i = 0; i < b->nins; i++) in_pump(b, b->ins[i]);
+        for (i = 0; i < b->nouts; i++)
+            ferry__bridge_out_pump(b, b->outs[i]);
+        for (i = 0; i < b->nins; i++)
+            ferry__bridge_in_pump(b, b->ins[i]);
     }
     return FERRY_OK;
 }
@@ -1436,7 +1368,7 @@ static void route_info(ferry_bridge_route_info *out, const char *topic, msg_kind
 {
     memcpy(out->topic, topic, sizeof out->topic);
     out->direction = direction;
-    out->type_name = ferry_type(kind);
+    out->type_name = ferry__bridge_ferry_type(kind);
     out->samples = samples;
     out->bytes = bytes;
     out->reliable = reliable;
@@ -1466,8 +1398,10 @@ ferry_err ferry_bridge_destroy(ferry_bridge *b)
     size_t i;
 
     if (b == NULL) return FERRY_EINVAL;
-    for (i = 0; i < b->nouts; i++) out_destroy(b, b->outs[i]);
-    for (i = 0; i < b->nins; i++) in_destroy(b, b->ins[i]);
+    for (i = 0; i < b->nouts; i++)
+        ferry__bridge_out_destroy(b, b->outs[i]);
+    for (i = 0; i < b->nins; i++)
+        ferry__bridge_in_destroy(b, b->ins[i]);
     b->nouts = b->nins = 0;
     /* Deleting the domain deletes the participant and everything in it. */
     if (b->domain > 0) dds_delete(b->domain);
