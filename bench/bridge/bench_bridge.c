@@ -436,7 +436,7 @@ static dds_qos_t *plain_qos(void)
 {
     dds_qos_t *q = dds_create_qos();
     dds_data_representation_id_t rep = DDS_DATA_REPRESENTATION_XCDR1;
-    /* What the bridge's writer uses (bridge.c writer_qos): the same terms for both paths. */
+    /* What the bridge's writer uses (bridge_out.c writer_qos): the same terms for both paths. */
     dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
     dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)DEPTH);
     dds_qset_durability(q, DDS_DURABILITY_VOLATILE);

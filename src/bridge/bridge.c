@@ -2,25 +2,14 @@
  * The DDS bridge (bridge.h). One thread drives everything: ferry subscribers and publishers,
  * DDS readers and writers. Cyclone delivers on its own threads; its data-available listener only
  * bumps an eventfd that sits, with the ferry descriptors, in the bridge's epoll set.
+ *
+ * This file holds the options, the life cycle and that loop (ferry_bridge_run); the parts it
+ * drives are listed in bridge_internal.h.
  */
-#include "bridge.h"
-#include "bridge_cdr.h"
-
-#include <ferry/msg.h>
-
-#include <dds/dds.h>
-/* Cyclone's atomics header writes the GNU keyword "asm", which strict C11 does not have. */
-#define asm __asm__
-#include <dds/ddsi/ddsi_serdata.h>
-#undef asm
-
-#include "ros2_sensor_msgs.h"
+#include "bridge_internal.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +17,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define NS_PER_MS 1000000LL
-#define NS_PER_S 1000000000LL
 /* 8 frames: 267 ms at 30 fps of slack for the bridge's one thread, which writes every route's
  * frames in turn (a 2.7 MB frame takes 7 to 40 ms to write on a busy machine); docs/bridge.md. */
 #define DEFAULT_DEPTH 8u
@@ -37,144 +24,6 @@
  * the first samples of a new connection may come before the subscriber's fd is armed for them. */
 #define NEW_ROUTE_POLL_NS (10 * NS_PER_MS)
 #define DEFAULT_SCAN_NS (250 * NS_PER_MS)
-/* An out route whose topic lost its last non-bridge publisher goes after this many scans; an in
- * route whose DDS writers all left goes after IN_GRACE_NS. */
-#define OUT_MISSING_SCANS 2u
-#define IN_GRACE_NS (1 * NS_PER_S)
-#define RETRY_NS (5 * NS_PER_S)
-#define WRITE_BLOCK_MS 100
-#define KNOWN_PUBLISHERS_MAX 512u
-#define WRITER_CACHE 32u
-#define SCAN_TOPICS_MAX 256u
-#define PUBLICATIONS_MAX 512
-#define TAKE_BATCH 8
-/* Each invalid DDS sample is logged, up to this many lines a second. */
-#define IN_INVALID_LINES_PER_S 20u
-#define MARK_PREFIX "ferry-bridge;key="
-
-_Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
-
-typedef enum msg_kind { KIND_NONE = 0, KIND_IMAGE, KIND_CLOUD } msg_kind;
-
-typedef struct out_route {
-    char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
-    ferry_subscriber *sub;
-    dds_entity_t dtopic, writer;
-    unsigned missing;
-    bool active;          /* past its first scan: see scan_out */
-    bool yield;           /* a bridge of a lower pid sends the topic out */
-    uint64_t samples, bytes;
-    bool reliable;
-} out_route;
-
-typedef struct writer_verdict {
-    dds_instance_handle_t handle;
-    bool ignore;
-} writer_verdict;
-
-typedef struct in_route {
-    char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
-    dds_entity_t dtopic, reader;
-    ferry_publisher *pub;
-    uint64_t pub_id;
-    int64_t last_wanted_ns;
-    int64_t retry_ns;       /* when creation failed: not before then */
-    bool reliable;
-    writer_verdict writers[WRITER_CACHE];
-    unsigned nwriters, next_writer;
-    uint64_t samples, bytes;
-} in_route;
-
-typedef struct known_publisher {
-    uint64_t id;
-    bool bridge;
-} known_publisher;
-
-typedef struct scan_topic {
-    char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
-    bool plain_publisher;   /* a live publisher that is not a bridge */
-    bool other_bridge;      /* a bridge of a lower pid sends it out already */
-    bool reliable;          /* in: some DDS writer is reliable */
-} scan_topic;
-
-typedef struct rate_log {
-    int64_t last_ns;      /* start of the current one-second window */
-    unsigned lines;       /* said in that window */
-    uint64_t suppressed;
-} rate_log;
-
-struct ferry_bridge {
-    ferry_bridge_options o;
-    char *patterns[FERRY_BRIDGE_PATTERNS_MAX];
-    char *dds_config;
-    ferry_node *node;
-    char dir_real[PATH_MAX];
-    char mark[sizeof MARK_PREFIX + 17];
-    pid_t pid;
-    dds_entity_t domain, participant, pubreader;
-    dds_guid_t participant_guid;
-    dds_listener_t *listener;
-    int epfd, evfd;
-    int64_t next_scan_ns;
-    out_route *outs[FERRY_BRIDGE_ROUTES_MAX];
-    size_t nouts;
-    in_route *ins[FERRY_BRIDGE_ROUTES_MAX];
-    size_t nins;
-    known_publisher known[KNOWN_PUBLISHERS_MAX];
-    size_t nknown;
-    scan_topic scan[SCAN_TOPICS_MAX];
-    size_t nscan;
-    ferry_bridge_stats st;
-    rate_log log_out_invalid, log_in_invalid, log_in_dropped, log_out_failed, log_limit;
-};
-
-/* ---------------------------------------------------------------------------------------------
- * Diagnostics
- * ------------------------------------------------------------------------------------------- */
-
-static void blog(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void blog(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-
-    if (level > b->o.log_level) return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (b->o.log != NULL)
-        b->o.log(b->o.log_arg, level, msg);
-    else
-        fprintf(stderr, "ferry bridge: %s\n", msg);
-}
-
-/* True when a message of this kind may go out now: at most per_second in any one-second window,
- * so that a flood (a broken or hostile peer) cannot flood the log. */
-static bool rate_ok_n(rate_log *r, unsigned per_second)
-{
-    int64_t now = ferry_now().ns;
-
-    if (r->last_ns == 0 || now - r->last_ns >= NS_PER_S) {
-        r->last_ns = now;
-        r->lines = 0;
-    }
-    if (r->lines >= per_second) {
-        r->suppressed++;
-        return false;
-    }
-    r->lines++;
-    return true;
-}
-
-static bool rate_ok(rate_log *r)
-{
-    return rate_ok_n(r, 1);
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Configuration
@@ -217,109 +66,10 @@ void ferry_bridge_options_init(ferry_bridge_options *o)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Names and kinds
- * ------------------------------------------------------------------------------------------- */
-
-static msg_kind kind_of_ferry(const char *type_name, uint64_t hash)
-{
-    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0 && hash == FERRY_IMAGE_TYPE_HASH)
-        return KIND_IMAGE;
-    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0 && hash == FERRY_POINTCLOUD_TYPE_HASH)
-        return KIND_CLOUD;
-    return KIND_NONE;
-}
-
-static msg_kind kind_of_dds(const char *type_name)
-{
-    if (type_name == NULL) return KIND_NONE;
-    if (strcmp(type_name, sensor_msgs_msg_dds__Image__desc.m_typename) == 0) return KIND_IMAGE;
-    if (strcmp(type_name, sensor_msgs_msg_dds__PointCloud2__desc.m_typename) == 0)
-        return KIND_CLOUD;
-    return KIND_NONE;
-}
-
-static const char *ferry_type(msg_kind k)
-{
-    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_NAME : FERRY_POINTCLOUD_TYPE_NAME;
-}
-
-static uint64_t ferry_hash_of(msg_kind k)
-{
-    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_HASH : FERRY_POINTCLOUD_TYPE_HASH;
-}
-
-static const dds_topic_descriptor_t *descriptor(msg_kind k)
-{
-    return k == KIND_IMAGE ? &sensor_msgs_msg_dds__Image__desc
-                           : &sensor_msgs_msg_dds__PointCloud2__desc;
-}
-
-/* The ferry name with a leading '/', or false when it does not fit. */
-static bool normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2])
-{
-    int n = snprintf(out, FERRY_TOPIC_MAX + 2, "%s%s", topic[0] == '/' ? "" : "/", topic);
-
-    return n > 0 && (size_t)n < FERRY_TOPIC_MAX + 2;
-}
-
-static bool pattern_match(const ferry_bridge *b, const char *topic)
-{
-    size_t i;
-
-    if (b->o.npatterns == 0) return true;
-    for (i = 0; i < b->o.npatterns; i++)
-        if (fnmatch(b->patterns[i], topic, 0) == 0) return true;
-    return false;
-}
-
-static bool is_bridge_node(const char *name)
-{
-    return strcmp(name, FERRY_BRIDGE_NODE_NAME) == 0;
-}
-
-/* The key that tells bridges of one ferry domain (machine, directory, domain) apart from others:
- * network namespaces of one machine share /etc/machine-id but not, in practice, a directory. */
-static void make_mark(ferry_bridge *b)
-{
-    char machine[64] = "", text[sizeof machine + PATH_MAX + 32];
-    FILE *f = fopen("/etc/machine-id", "r");
-
-    if (f != NULL) {
-        if (fgets(machine, sizeof machine, f) == NULL) machine[0] = '\0';
-        fclose(f);
-        machine[strcspn(machine, "\r\n")] = '\0';
-    }
-    if (machine[0] == '\0' && gethostname(machine, sizeof machine - 1) != 0) machine[0] = '\0';
-    snprintf(text, sizeof text, "%s|%s|%" PRIu32, machine, b->dir_real, b->o.domain);
-    snprintf(b->mark, sizeof b->mark, MARK_PREFIX "%016" PRIx64, ferry_hash(text));
-}
-
-static bool has_mark(const ferry_bridge *b, const dds_qos_t *qos)
-{
-    void *value = NULL;
-    size_t size = 0;
-    bool same;
-
-    if (qos == NULL || !dds_qget_userdata(qos, &value, &size) || value == NULL) return false;
-    same = size == strlen(b->mark) && memcmp(value, b->mark, size) == 0;
-    dds_free(value);
-    return same;
-}
-
-static bool qos_reliable(const dds_qos_t *qos)
-{
-    dds_reliability_kind_t kind = DDS_RELIABILITY_BEST_EFFORT;
-    dds_duration_t block;
-
-    return qos != NULL && dds_qget_reliability(qos, &kind, &block) &&
-           kind == DDS_RELIABILITY_RELIABLE;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * epoll
  * ------------------------------------------------------------------------------------------- */
 
-static void watch_fd(ferry_bridge *b, int fd)
+void ferry__bridge_watch_fd(ferry_bridge *b, int fd)
 {
     struct epoll_event ev;
 
@@ -327,10 +77,10 @@ static void watch_fd(ferry_bridge *b, int fd)
     ev.events = EPOLLIN;
     ev.data.fd = fd;
     if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
-        blog(b, FERRY_LOG_WARN, "epoll_ctl: %s", strerror(errno));
+        ferry__bridge_log(b, FERRY_LOG_WARN, "epoll_ctl: %s", strerror(errno));
 }
 
-static void unwatch_fd(ferry_bridge *b, int fd)
+void ferry__bridge_unwatch_fd(ferry_bridge *b, int fd)
 {
     epoll_ctl(b->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
@@ -345,934 +95,6 @@ static void on_data_available(dds_entity_t reader, void *arg)
     /* Only wakes the bridge's thread; a full counter (impossible in practice) still wakes it. */
     n = write(b->evfd, &one, sizeof one);
     (void)n;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Publisher ids: which ferry publishers are bridges
- * ------------------------------------------------------------------------------------------- */
-
-static void note_publisher(ferry_bridge *b, uint64_t id, bool bridge)
-{
-    size_t i;
-
-    for (i = 0; i < b->nknown; i++)
-        if (b->known[i].id == id) {
-            b->known[i].bridge = bridge;
-            return;
-        }
-    if (b->nknown < KNOWN_PUBLISHERS_MAX) {
-        b->known[b->nknown].id = id;
-        b->known[b->nknown].bridge = bridge;
-        b->nknown++;
-    }
-}
-
-static int publisher_verdict(const ferry_bridge *b, uint64_t id)
-{
-    size_t i;
-
-    for (i = 0; i < b->nins; i++)
-        if (b->ins[i]->pub != NULL && b->ins[i]->pub_id == id) return 1;
-    for (i = 0; i < b->nknown; i++)
-        if (b->known[i].id == id) return b->known[i].bridge ? 1 : 0;
-    return -1;
-}
-
-static bool note_topic_publishers(void *arg, const ferry_endpoint_info *info)
-{
-    ferry_bridge *b = arg;
-
-    if (info->kind == FERRY_ENDPOINT_PUBLISHER) note_publisher(b, info->id, is_bridge_node(info->node_name));
-    return true;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Out routes: ferry -> DDS
- * ------------------------------------------------------------------------------------------- */
-
-static dds_qos_t *writer_qos(const ferry_bridge *b, bool *reliable)
-{
-    dds_qos_t *q = dds_create_qos();
-    dds_data_representation_id_t rep[1] = {DDS_DATA_REPRESENTATION_XCDR1};
-
-    *reliable = b->o.reliability != FERRY_BRIDGE_BEST_EFFORT;
-    dds_qset_reliability(q, *reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
-                         DDS_MSECS(WRITE_BLOCK_MS));
-    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth);
-    dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
-    dds_qset_data_representation(q, 1, rep);
-    dds_qset_userdata(q, b->mark, strlen(b->mark));
-    return q;
-}
-
-static void out_destroy(ferry_bridge *b, out_route *r)
-{
-    int fd;
-
-    if (r->sub != NULL) {
-        if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) unwatch_fd(b, fd);
-        ferry_subscriber_destroy(r->sub);
-    }
-    if (r->writer > 0) dds_delete(r->writer);
-    if (r->dtopic > 0) dds_delete(r->dtopic);
-    free(r);
-}
-
-static out_route *out_create(ferry_bridge *b, const scan_topic *t)
-{
-    ferry_subscriber_options so;
-    char dds_name[FERRY_TOPIC_MAX + 8];
-    out_route *r = calloc(1, sizeof *r);
-    dds_qos_t *q;
-    ferry_err err;
-    int fd;
-
-    if (r == NULL) return NULL;
-    memcpy(r->topic, t->topic, sizeof r->topic);
-    r->kind = t->kind;
-    ferry_subscriber_options_init(&so);
-    so.depth = b->o.depth;
-    so.max_held = 2;
-    err = ferry_subscriber_create(&r->sub, b->node, r->topic, ferry_type(r->kind),
-                                  ferry_hash_of(r->kind), &so);
-    if (err != FERRY_OK) {
-        blog(b, FERRY_LOG_WARN, "out %s: cannot subscribe: %s", r->topic, ferry_strerror(err));
-        free(r);
-        return NULL;
-    }
-    snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
-    r->dtopic = dds_create_topic(b->participant, descriptor(r->kind), dds_name, NULL, NULL);
-    if (r->dtopic < 0) {
-        blog(b, FERRY_LOG_WARN, "out %s: dds_create_topic: %s", r->topic,
-             dds_strretcode(r->dtopic));
-        out_destroy(b, r);
-        return NULL;
-    }
-    q = writer_qos(b, &r->reliable);
-    r->writer = dds_create_writer(b->participant, r->dtopic, q, NULL);
-    dds_delete_qos(q);
-    if (r->writer < 0) {
-        blog(b, FERRY_LOG_WARN, "out %s: dds_create_writer: %s", r->topic,
-             dds_strretcode(r->writer));
-        out_destroy(b, r);
-        return NULL;
-    }
-    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) watch_fd(b, fd);
-    blog(b, FERRY_LOG_INFO, "out %s -> %s (%s, %s, depth %" PRIu32 ")", r->topic, dds_name,
-         ferry_type(r->kind), r->reliable ? "reliable" : "best effort", b->o.depth);
-    return r;
-}
-
-static dds_return_t write_image(out_route *r, const ferry_image_view *v)
-{
-    sensor_msgs_msg_dds__Image_ m;
-
-    memset(&m, 0, sizeof m);
-    m.header_.stamp_.sec_ = v->header.stamp.sec;
-    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
-    /* The view's header is the bridge's own validated copy; DDS only reads these. */
-    m.header_.frame_id_ = (char *)v->header.frame_id;
-    m.height_ = v->header.height;
-    m.width_ = v->header.width;
-    m.encoding_ = (char *)v->header.encoding;
-    m.is_bigendian_ = v->header.is_bigendian;
-    m.step_ = v->header.step;
-    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
-    m.data_._length = (uint32_t)v->data_size;
-    m.data_._maximum = (uint32_t)v->data_size;
-    m.data_._release = false;
-    return dds_write(r->writer, &m);
-}
-
-static dds_return_t write_cloud(out_route *r, const ferry_pointcloud_view *v)
-{
-    sensor_msgs_msg_dds__PointCloud2_ m;
-    sensor_msgs_msg_dds__PointField_ fields[FERRY_POINTCLOUD_FIELDS_MAX];
-    uint32_t i;
-
-    memset(&m, 0, sizeof m);
-    for (i = 0; i < v->header.nfields; i++) {
-        fields[i].name_ = (char *)v->header.fields[i].name;
-        fields[i].offset_ = v->header.fields[i].offset;
-        fields[i].datatype_ = v->header.fields[i].datatype;
-        fields[i].count_ = v->header.fields[i].count;
-    }
-    m.header_.stamp_.sec_ = v->header.stamp.sec;
-    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
-    m.header_.frame_id_ = (char *)v->header.frame_id;
-    m.height_ = v->header.height;
-    m.width_ = v->header.width;
-    m.fields_._buffer = fields;
-    m.fields_._length = v->header.nfields;
-    m.fields_._maximum = v->header.nfields;
-    m.fields_._release = false;
-    m.is_bigendian_ = v->header.is_bigendian != 0;
-    m.point_step_ = v->header.point_step;
-    m.row_step_ = v->header.row_step;
-    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
-    m.data_._length = (uint32_t)v->data_size;
-    m.data_._maximum = (uint32_t)v->data_size;
-    m.data_._release = false;
-    m.is_dense_ = v->header.is_dense != 0;
-    return dds_write(r->writer, &m);
-}
-
-/* True when the sample came from a bridge and must not go back to DDS. */
-static bool from_bridge(ferry_bridge *b, const out_route *r, uint64_t publisher_id)
-{
-    int v = publisher_verdict(b, publisher_id);
-
-    if (v < 0) {
-        /* A publisher that appeared since the last scan: look at its status file now rather
-         * than let one of another bridge's samples through. */
-        ferry_inspect(b->o.dir, b->o.domain, r->topic, note_topic_publishers, b);
-        v = publisher_verdict(b, publisher_id);
-        if (v < 0) note_publisher(b, publisher_id, false);
-    }
-    return v > 0;
-}
-
-static void out_pump(ferry_bridge *b, out_route *r)
-{
-    for (;;) {
-        ferry_sample s;
-        dds_return_t rc = DDS_RETCODE_OK;
-        size_t bytes = 0;
-        bool valid = true, skipped = false;
-        ferry_err err = ferry_take(r->sub, &s);
-
-        if (err != FERRY_OK) {
-            if (err != FERRY_EAGAIN && rate_ok(&b->log_limit))
-                blog(b, FERRY_LOG_WARN, "out %s: ferry_take: %s", r->topic, ferry_strerror(err));
-            return;
-        }
-        b->st.out_taken++;
-        if (!r->active) {
-            b->st.out_early++;
-            skipped = true;
-        } else if (from_bridge(b, r, s.publisher_id)) {
-            b->st.out_skipped++;
-            skipped = true;
-        } else if (r->kind == KIND_IMAGE) {
-            ferry_image_view v;
-
-            valid = ferry_image_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
-            if (valid) {
-                rc = write_image(r, &v);
-                bytes = v.data_size;
-            }
-        } else {
-            ferry_pointcloud_view v;
-
-            valid = ferry_pointcloud_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
-            if (valid) {
-                rc = write_cloud(r, &v);
-                bytes = v.data_size;
-            }
-        }
-        if (skipped) {
-            /* counted above */
-        } else if (!valid) {
-            b->st.out_invalid++;
-            if (rate_ok(&b->log_out_invalid))
-                blog(b, FERRY_LOG_WARN,
-                     "out %s: dropped an invalid sample (%zu bytes, publisher %" PRIx64
-                     "); %" PRIu64 " so far",
-                     r->topic, s.size, s.publisher_id, b->st.out_invalid);
-        } else if (rc == DDS_RETCODE_OK) {
-            b->st.out_written++;
-            b->st.out_bytes += bytes;
-            r->samples++;
-            r->bytes += bytes;
-        } else {
-            b->st.out_failed++;
-            if (rate_ok(&b->log_out_failed))
-                blog(b, FERRY_LOG_WARN, "out %s: dds_write: %s; %" PRIu64 " failed so far",
-                     r->topic, dds_strretcode(rc), b->st.out_failed);
-        }
-        err = ferry_release(r->sub, &s);
-        if (err != FERRY_OK)
-            blog(b, FERRY_LOG_ERROR, "out %s: ferry_release: %s", r->topic, ferry_strerror(err));
-    }
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Plain CDR (XCDR1) of Image_ and PointCloud2_ (bridge_cdr.h)
- *
- * Primitives are aligned to their size relative to the start of the data after the 4-byte
- * encapsulation header; a string is a uint32 length counting its NUL, then the bytes and the
- * NUL; a sequence is a uint32 count, then its elements; booleans and octets are one byte.
- * ------------------------------------------------------------------------------------------- */
-
-typedef struct cdr_reader {
-    const uint8_t *p; /* the data after the encapsulation header */
-    size_t size;
-    size_t pos;       /* always <= size */
-    bool swap;        /* the data's byte order is not the host's */
-} cdr_reader;
-
-static bool cdr_u8(cdr_reader *c, uint8_t *v)
-{
-    if (c->pos >= c->size) return false;
-    *v = c->p[c->pos++];
-    return true;
-}
-
-static bool cdr_u32(cdr_reader *c, uint32_t *v)
-{
-    size_t pad = (4u - (c->pos & 3u)) & 3u;
-    uint32_t x;
-
-    if (c->size - c->pos < pad || c->size - c->pos - pad < 4) return false;
-    c->pos += pad;
-    memcpy(&x, c->p + c->pos, 4);
-    c->pos += 4;
-    *v = c->swap ? __builtin_bswap32(x) : x;
-    return true;
-}
-
-static bool cdr_i32(cdr_reader *c, int32_t *v)
-{
-    uint32_t x;
-
-    if (!cdr_u32(c, &x)) return false;
-    memcpy(v, &x, sizeof *v);
-    return true;
-}
-
-/* A string: at least its NUL, which must be the last of its bytes. */
-static bool cdr_string(cdr_reader *c, const char **s)
-{
-    uint32_t n;
-
-    if (!cdr_u32(c, &n) || n == 0 || n > c->size - c->pos || c->p[c->pos + n - 1] != '\0')
-        return false;
-    *s = (const char *)(c->p + c->pos);
-    c->pos += n;
-    return true;
-}
-
-static bool cdr_octets(cdr_reader *c, const uint8_t **data, uint32_t *n)
-{
-    if (!cdr_u32(c, n) || *n > c->size - c->pos) return false;
-    *data = c->p + c->pos;
-    c->pos += *n;
-    return true;
-}
-
-/* The encapsulation header: CDR_BE (0x0000) or CDR_LE (0x0001), big-endian on the wire; the two
- * option bytes (padding at the end) are not needed. */
-static ferry_bridge_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t size)
-{
-    const uint8_t *h = ser;
-    bool little;
-
-    if (ser == NULL || size < 4 || size - 4 > UINT32_MAX) return FERRY_BRIDGE_CDR_MALFORMED;
-    if (h[0] != 0 || h[1] > 1) return FERRY_BRIDGE_CDR_UNSUPPORTED;
-    little = h[1] == 1;
-    c->p = h + 4;
-    c->size = size - 4;
-    c->pos = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    c->swap = little;
-#else
-    c->swap = !little;
-#endif
-    return FERRY_BRIDGE_CDR_OK;
-}
-
-/* Time_ stamp, string frame_id */
-static bool cdr_header(cdr_reader *c, int32_t *sec, uint32_t *nanosec, const char **frame_id)
-{
-    return cdr_i32(c, sec) && cdr_u32(c, nanosec) && cdr_string(c, frame_id);
-}
-
-ferry_bridge_cdr_result ferry_bridge_cdr_image(const void *ser, size_t size,
-                                               ferry_bridge_image_msg *out)
-{
-    ferry_bridge_cdr_result res;
-    cdr_reader c;
-
-    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_BRIDGE_CDR_OK) return res;
-    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
-        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
-        !cdr_string(&c, &out->encoding) || !cdr_u8(&c, &out->is_bigendian) ||
-        !cdr_u32(&c, &out->step) || !cdr_octets(&c, &out->data, &out->data_size)) {
-        memset(out, 0, sizeof *out);
-        return FERRY_BRIDGE_CDR_MALFORMED;
-    }
-    return FERRY_BRIDGE_CDR_OK;
-}
-
-ferry_bridge_cdr_result ferry_bridge_cdr_cloud(const void *ser, size_t size,
-                                               ferry_bridge_cloud_msg *out)
-{
-    ferry_bridge_cdr_result res;
-    cdr_reader c;
-    uint32_t i;
-
-    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_BRIDGE_CDR_OK) return res;
-    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
-        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
-        !cdr_u32(&c, &out->nfields))
-        goto malformed;
-    /* Every field is read, also past the ones kept: each takes at least 13 bytes, so a count
-     * that the data cannot hold fails within size / 13 rounds. */
-    for (i = 0; i < out->nfields; i++) {
-        ferry_bridge_field_msg f;
-
-        if (!cdr_string(&c, &f.name) || !cdr_u32(&c, &f.offset) || !cdr_u8(&c, &f.datatype) ||
-            !cdr_u32(&c, &f.count))
-            goto malformed;
-        if (i < FERRY_POINTCLOUD_FIELDS_MAX) out->fields[i] = f;
-    }
-    if (!cdr_u8(&c, &out->is_bigendian) || !cdr_u32(&c, &out->point_step) ||
-        !cdr_u32(&c, &out->row_step) || !cdr_octets(&c, &out->data, &out->data_size) ||
-        !cdr_u8(&c, &out->is_dense))
-        goto malformed;
-    return FERRY_BRIDGE_CDR_OK;
-malformed:
-    memset(out, 0, sizeof *out);
-    return FERRY_BRIDGE_CDR_MALFORMED;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * In routes: DDS -> ferry
- * ------------------------------------------------------------------------------------------- */
-
-static void in_destroy(ferry_bridge *b, in_route *r)
-{
-    int fd;
-
-    if (r->reader > 0) dds_delete(r->reader);
-    if (r->dtopic > 0) dds_delete(r->dtopic);
-    if (r->pub != NULL) {
-        if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) unwatch_fd(b, fd);
-        ferry_publisher_destroy(r->pub);
-    }
-    free(r);
-}
-
-/* Creates the DDS reader and the ferry publisher of r; false (logged) when one is refused. */
-static bool in_open(ferry_bridge *b, in_route *r, bool log)
-{
-    ferry_publisher_options po;
-    ferry_publisher_stats ps;
-    char dds_name[FERRY_TOPIC_MAX + 8];
-    dds_data_representation_id_t rep[2] = {DDS_DATA_REPRESENTATION_XCDR1,
-                                           DDS_DATA_REPRESENTATION_XCDR2};
-    dds_qos_t *q;
-    ferry_err err;
-    int fd;
-
-    ferry_publisher_options_init(&po);
-    err = ferry_publisher_create(&r->pub, b->node, r->topic, ferry_type(r->kind),
-                                 ferry_hash_of(r->kind), &po);
-    if (err != FERRY_OK) {
-        if (log)
-            blog(b, FERRY_LOG_WARN, "in %s: cannot publish on the ferry topic: %s (retrying)",
-                 r->topic, ferry_strerror(err));
-        r->pub = NULL;
-        return false;
-    }
-    memset(&ps, 0, sizeof ps);
-    ferry_publisher_stats_get(r->pub, &ps);
-    r->pub_id = ps.id;
-    snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
-    r->dtopic = dds_create_topic(b->participant, descriptor(r->kind), dds_name, NULL, NULL);
-    if (r->dtopic < 0) {
-        if (log)
-            blog(b, FERRY_LOG_WARN, "in %s: dds_create_topic: %s", r->topic,
-                 dds_strretcode(r->dtopic));
-        goto fail;
-    }
-    q = dds_create_qos();
-    dds_qset_reliability(q, r->reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
-                         DDS_MSECS(WRITE_BLOCK_MS));
-    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth);
-    dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
-    dds_qset_data_representation(q, 2, rep);
-    dds_qset_ignorelocal(q, DDS_IGNORELOCAL_PARTICIPANT);
-    r->reader = dds_create_reader(b->participant, r->dtopic, q, b->listener);
-    dds_delete_qos(q);
-    if (r->reader < 0) {
-        if (log)
-            blog(b, FERRY_LOG_WARN, "in %s: dds_create_reader: %s", r->topic,
-                 dds_strretcode(r->reader));
-        goto fail;
-    }
-    if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) watch_fd(b, fd);
-    blog(b, FERRY_LOG_INFO, "in %s -> %s (%s, %s, depth %" PRIu32 ")", dds_name, r->topic,
-         ferry_type(r->kind), r->reliable ? "reliable" : "best effort", b->o.depth);
-    return true;
-fail:
-    if (r->dtopic > 0) dds_delete(r->dtopic);
-    r->dtopic = 0;
-    r->reader = 0;
-    ferry_publisher_destroy(r->pub);
-    r->pub = NULL;
-    return false;
-}
-
-/* Whether samples of this DDS writer are dropped: writers of bridges of this ferry domain. */
-static bool writer_ignored(ferry_bridge *b, in_route *r, dds_instance_handle_t h)
-{
-    dds_builtintopic_endpoint_t *ep;
-    unsigned i;
-    bool ignore = false;
-
-    for (i = 0; i < r->nwriters; i++)
-        if (r->writers[i].handle == h) return r->writers[i].ignore;
-    ep = dds_get_matched_publication_data(r->reader, h);
-    if (ep != NULL) {
-        ignore = has_mark(b, ep->qos) ||
-                 memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0;
-        dds_builtintopic_free_endpoint(ep);
-    }
-    i = r->nwriters < WRITER_CACHE ? r->nwriters++ : (r->next_writer++ % WRITER_CACHE);
-    r->writers[i].handle = h;
-    r->writers[i].ignore = ignore;
-    return ignore;
-}
-
-static bool bounded_string(const char *s, size_t max)
-{
-    return s != NULL && strnlen(s, max + 1) <= max;
-}
-
-typedef enum carry { CARRY_OK, CARRY_INVALID, CARRY_DROPPED } carry;
-
-static carry carry_image(ferry_bridge *b, in_route *r, const ferry_bridge_image_msg *m,
-                         const char **why)
-{
-    ferry_image_layout layout;
-    ferry_image img;
-    ferry_err err;
-
-    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX)) return (*why = "encoding", CARRY_INVALID);
-    if (!bounded_string(m->frame_id, FERRY_FRAME_ID_MAX))
-        return (*why = "frame_id too long", CARRY_INVALID);
-    if (m->is_bigendian > 1) return (*why = "is_bigendian", CARRY_INVALID);
-    if (m->nanosec >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
-    if (ferry_image_layout_get(m->encoding, m->width, m->height, m->step, &layout) != FERRY_OK)
-        return (*why = "encoding, geometry or step", CARRY_INVALID);
-    if (m->data == NULL || layout.data_size != (uint64_t)m->data_size)
-        return (*why = "data size", CARRY_INVALID);
-    err = ferry_image_loan(r->pub, m->width, m->height, m->encoding, m->step, &img);
-    if (err == FERRY_EINVAL || err == FERRY_ETOOBIG) return (*why = ferry_strerror(err), CARRY_INVALID);
-    if (err != FERRY_OK) return (*why = ferry_strerror(err), CARRY_DROPPED);
-    memcpy(img.data, m->data, img.data_size);
-    img.header->stamp.sec = m->sec;
-    img.header->stamp.nanosec = m->nanosec;
-    memcpy(img.header->frame_id, m->frame_id, strlen(m->frame_id) + 1);
-    img.header->is_bigendian = m->is_bigendian;
-    err = ferry_image_publish(r->pub, &img);
-    if (err != FERRY_OK) {
-        ferry_image_loan_release(r->pub, &img);
-        *why = ferry_strerror(err);
-        return CARRY_DROPPED;
-    }
-    (void)b;
-    return CARRY_OK;
-}
-
-static carry carry_cloud(ferry_bridge *b, in_route *r, const ferry_bridge_cloud_msg *m,
-                         const char **why)
-{
-    ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX];
-    ferry_pointcloud pc;
-    uint64_t row, size;
-    ferry_err err;
-    uint32_t i;
-
-    if (m->is_bigendian > 1 || m->is_dense > 1)
-        return (*why = "boolean neither 0 nor 1", CARRY_INVALID);
-    if (m->nfields == 0 || m->nfields > FERRY_POINTCLOUD_FIELDS_MAX)
-        return (*why = "number of fields", CARRY_INVALID);
-    if (!bounded_string(m->frame_id, FERRY_FRAME_ID_MAX))
-        return (*why = "frame_id too long", CARRY_INVALID);
-    if (m->nanosec >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
-    memset(fields, 0, sizeof fields);
-    for (i = 0; i < m->nfields; i++) {
-        const ferry_bridge_field_msg *f = &m->fields[i];
-
-        if (!bounded_string(f->name, FERRY_FIELD_NAME_MAX) || f->name[0] == '\0')
-            return (*why = "field name", CARRY_INVALID);
-        memcpy(fields[i].name, f->name, strlen(f->name) + 1);
-        fields[i].offset = f->offset;
-        fields[i].datatype = f->datatype;
-        fields[i].count = f->count;
-    }
-    if (m->point_step == 0) return (*why = "point_step", CARRY_INVALID);
-    row = (uint64_t)m->width * m->point_step;
-    if (row != m->row_step) return (*why = "row_step", CARRY_INVALID);
-    size = row * m->height; /* both below 2^32: no overflow */
-    if (size != (uint64_t)m->data_size || (size != 0 && m->data == NULL))
-        return (*why = "data size", CARRY_INVALID);
-    err = ferry_pointcloud_loan(r->pub, m->width, m->height, fields, m->nfields, m->point_step,
-                                &pc);
-    if (err == FERRY_EINVAL || err == FERRY_ETOOBIG) return (*why = "fields or size", CARRY_INVALID);
-    if (err != FERRY_OK) return (*why = ferry_strerror(err), CARRY_DROPPED);
-    if (pc.data_size != size || pc.header->point_step != m->point_step) {
-        ferry_pointcloud_loan_release(r->pub, &pc);
-        return (*why = "point_step", CARRY_INVALID);
-    }
-    if (size != 0) memcpy(pc.data, m->data, size);
-    pc.header->stamp.sec = m->sec;
-    pc.header->stamp.nanosec = m->nanosec;
-    memcpy(pc.header->frame_id, m->frame_id, strlen(m->frame_id) + 1);
-    pc.header->is_bigendian = m->is_bigendian;
-    pc.header->is_dense = m->is_dense;
-    err = ferry_pointcloud_publish(r->pub, &pc);
-    if (err != FERRY_OK) {
-        ferry_pointcloud_loan_release(r->pub, &pc);
-        *why = ferry_strerror(err);
-        return CARRY_DROPPED;
-    }
-    (void)b;
-    return CARRY_OK;
-}
-
-/* The slow path, for encapsulations the CDR reader does not take (XCDR2): Cyclone deserialises
- * the sample onto the heap, and it is carried from there. */
-static carry carry_deserialised(ferry_bridge *b, in_route *r, const struct ddsi_serdata *sd,
-                                size_t *bytes, const char **why)
-{
-    carry c;
-
-    if (r->kind == KIND_IMAGE) {
-        sensor_msgs_msg_dds__Image_ s;
-        ferry_bridge_image_msg m;
-
-        memset(&s, 0, sizeof s);
-        if (!ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
-            c = (*why = "cannot deserialise", CARRY_INVALID);
-        } else {
-            m.sec = s.header_.stamp_.sec_;
-            m.nanosec = s.header_.stamp_.nanosec_;
-            m.frame_id = s.header_.frame_id_;
-            m.height = s.height_;
-            m.width = s.width_;
-            m.encoding = s.encoding_;
-            m.is_bigendian = s.is_bigendian_;
-            m.step = s.step_;
-            m.data = s.data_._buffer;
-            m.data_size = s.data_._length;
-            *bytes = m.data_size;
-            c = carry_image(b, r, &m, why);
-        }
-        dds_sample_free(&s, descriptor(KIND_IMAGE), DDS_FREE_CONTENTS);
-    } else {
-        sensor_msgs_msg_dds__PointCloud2_ s;
-        ferry_bridge_cloud_msg m;
-        uint32_t i;
-
-        memset(&s, 0, sizeof s);
-        memset(&m, 0, sizeof m);
-        if (!ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
-            c = (*why = "cannot deserialise", CARRY_INVALID);
-        } else {
-            m.sec = s.header_.stamp_.sec_;
-            m.nanosec = s.header_.stamp_.nanosec_;
-            m.frame_id = s.header_.frame_id_;
-            m.height = s.height_;
-            m.width = s.width_;
-            m.nfields = s.fields_._buffer != NULL ? s.fields_._length : 0;
-            for (i = 0; i < m.nfields && i < FERRY_POINTCLOUD_FIELDS_MAX; i++) {
-                m.fields[i].name = s.fields_._buffer[i].name_;
-                m.fields[i].offset = s.fields_._buffer[i].offset_;
-                m.fields[i].datatype = s.fields_._buffer[i].datatype_;
-                m.fields[i].count = s.fields_._buffer[i].count_;
-            }
-            /* The booleans are bytes from the network: read them as bytes, a bool of another
-             * value than 0 or 1 would be undefined behaviour. */
-            memcpy(&m.is_bigendian, &s.is_bigendian_, 1);
-            memcpy(&m.is_dense, &s.is_dense_, 1);
-            m.point_step = s.point_step_;
-            m.row_step = s.row_step_;
-            m.data = s.data_._buffer;
-            m.data_size = s.data_._length;
-            *bytes = m.data_size;
-            c = carry_cloud(b, r, &m, why);
-        }
-        dds_sample_free(&s, descriptor(KIND_CLOUD), DDS_FREE_CONTENTS);
-    }
-    return c;
-}
-
-/* The fast path: the message is read from the serialised bytes Cyclone received (already
- * reassembled from their fragments and checked by its normaliser), and the pixels or points
- * are copied once, from there into the ferry loan. */
-static carry carry_serdata(ferry_bridge *b, in_route *r, struct ddsi_serdata *sd, size_t *bytes,
-                           const char **why)
-{
-    uint32_t size = ddsi_serdata_size(sd);
-    ferry_bridge_cdr_result res;
-    struct ddsi_serdata *ref;
-    ddsrt_iovec_t iov;
-    carry c = CARRY_INVALID;
-
-    if (size < 4) return (*why = "malformed CDR", CARRY_INVALID);
-    ref = ddsi_serdata_to_ser_ref(sd, 0, size, &iov);
-    if (r->kind == KIND_IMAGE) {
-        ferry_bridge_image_msg m;
-
-        res = ferry_bridge_cdr_image(iov.iov_base, iov.iov_len, &m);
-        if (res == FERRY_BRIDGE_CDR_OK) {
-            *bytes = m.data_size;
-            c = carry_image(b, r, &m, why);
-        }
-    } else {
-        ferry_bridge_cloud_msg m;
-
-        res = ferry_bridge_cdr_cloud(iov.iov_base, iov.iov_len, &m);
-        if (res == FERRY_BRIDGE_CDR_OK) {
-            *bytes = m.data_size;
-            c = carry_cloud(b, r, &m, why);
-        }
-    }
-    if (res == FERRY_BRIDGE_CDR_UNSUPPORTED)
-        c = carry_deserialised(b, r, sd, bytes, why);
-    else if (res == FERRY_BRIDGE_CDR_MALFORMED)
-        c = (*why = "malformed CDR", CARRY_INVALID);
-    ddsi_serdata_to_ser_unref(ref, &iov);
-    return c;
-}
-
-static void in_pump(ferry_bridge *b, in_route *r)
-{
-    if (r->pub == NULL || r->reader <= 0) return;
-    ferry_publisher_poll(r->pub, 0);
-    for (;;) {
-        struct ddsi_serdata *sd[TAKE_BATCH];
-        dds_sample_info_t info[TAKE_BATCH];
-        dds_return_t n = dds_takecdr(r->reader, sd, TAKE_BATCH, info, DDS_ANY_STATE);
-        dds_return_t i;
-
-        if (n <= 0) {
-            if (n < 0 && rate_ok(&b->log_limit))
-                blog(b, FERRY_LOG_WARN, "in %s: dds_takecdr: %s", r->topic, dds_strretcode(n));
-            return;
-        }
-        for (i = 0; i < n; i++) {
-            const char *why = "";
-            size_t bytes = 0;
-            carry c;
-
-            if (!info[i].valid_data) {
-                ddsi_serdata_unref(sd[i]);
-                continue;
-            }
-            if (writer_ignored(b, r, info[i].publication_handle)) {
-                b->st.in_ignored++;
-                ddsi_serdata_unref(sd[i]);
-                continue;
-            }
-            b->st.in_received++;
-            c = carry_serdata(b, r, sd[i], &bytes, &why);
-            ddsi_serdata_unref(sd[i]);
-            if (c == CARRY_OK) {
-                b->st.in_published++;
-                b->st.in_bytes += bytes;
-                r->samples++;
-                r->bytes += bytes;
-            } else if (c == CARRY_INVALID) {
-                b->st.in_invalid++;
-                if (rate_ok_n(&b->log_in_invalid, IN_INVALID_LINES_PER_S))
-                    blog(b, FERRY_LOG_WARN,
-                         "in rt%s: dropped a sample that cannot be carried (%s); %" PRIu64
-                         " so far",
-                         r->topic, why, b->st.in_invalid);
-            } else {
-                b->st.in_dropped++;
-                if (rate_ok(&b->log_in_dropped))
-                    blog(b, FERRY_LOG_WARN, "in rt%s: dropped a sample (%s); %" PRIu64 " so far",
-                         r->topic, why, b->st.in_dropped);
-            }
-        }
-    }
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Scans
- * ------------------------------------------------------------------------------------------- */
-
-static scan_topic *scan_entry(ferry_bridge *b, const char *topic, msg_kind kind)
-{
-    char name[FERRY_TOPIC_MAX + 2];
-    size_t i;
-
-    if (!normalise(topic, name)) return NULL;
-    for (i = 0; i < b->nscan; i++)
-        if (strcmp(b->scan[i].topic, name) == 0) return b->scan[i].kind == kind ? &b->scan[i] : NULL;
-    if (b->nscan == SCAN_TOPICS_MAX) return NULL;
-    memset(&b->scan[b->nscan], 0, sizeof b->scan[0]);
-    memcpy(b->scan[b->nscan].topic, name, sizeof name);
-    b->scan[b->nscan].kind = kind;
-    return &b->scan[b->nscan++];
-}
-
-static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
-{
-    ferry_bridge *b = arg;
-    bool bridge = is_bridge_node(info->node_name);
-    msg_kind kind;
-    scan_topic *t;
-
-    if (!info->alive) return true;
-    if (info->kind == FERRY_ENDPOINT_PUBLISHER) note_publisher(b, info->id, bridge);
-    kind = kind_of_ferry(info->type_name, info->type_hash);
-    if (kind == KIND_NONE) return true;
-    t = scan_entry(b, info->topic, kind);
-    if (t == NULL) return true;
-    if (info->kind == FERRY_ENDPOINT_PUBLISHER && !bridge) t->plain_publisher = true;
-    if (info->kind == FERRY_ENDPOINT_SUBSCRIBER && bridge && info->pid != (int32_t)b->pid &&
-        info->pid < (int32_t)b->pid)
-        t->other_bridge = true;
-    return true;
-}
-
-static void scan_out(ferry_bridge *b)
-{
-    size_t i, j;
-
-    b->nscan = 0;
-    b->nknown = 0;
-    ferry_inspect(b->o.dir, b->o.domain, NULL, scan_ferry_endpoint, b);
-    if (!(b->o.direction & FERRY_BRIDGE_OUT)) return;
-
-    /* A new route sends nothing before the next scan: two bridges of one ferry domain that
-     * subscribe to a topic at the same moment see each other by then, and the one of the higher
-     * pid leaves without having written a duplicate. */
-    for (i = 0; i < b->nouts; i++) b->outs[i]->missing++;
-    for (j = 0; j < b->nscan; j++) {
-        const scan_topic *t = &b->scan[j];
-        bool found = false;
-
-        if (!t->plain_publisher || !pattern_match(b, t->topic)) continue;
-        for (i = 0; i < b->nouts && !found; i++)
-            if (strcmp(b->outs[i]->topic, t->topic) == 0) {
-                b->outs[i]->missing = 0;
-                b->outs[i]->yield = t->other_bridge;
-                if (!t->other_bridge) b->outs[i]->active = true;
-                found = true;
-            }
-        if (found || t->other_bridge) continue;
-        if (b->nouts == FERRY_BRIDGE_ROUTES_MAX) {
-            if (rate_ok(&b->log_limit))
-                blog(b, FERRY_LOG_WARN, "out %s: too many routes (%u)", t->topic,
-                     FERRY_BRIDGE_ROUTES_MAX);
-            continue;
-        }
-        {
-            out_route *r = out_create(b, t);
-
-            if (r != NULL) b->outs[b->nouts++] = r;
-        }
-    }
-    for (i = 0; i < b->nouts;) {
-        out_route *r = b->outs[i];
-
-        if (r->missing >= OUT_MISSING_SCANS || r->yield) {
-            out_pump(b, r);
-            blog(b, FERRY_LOG_INFO, "out %s: route closed (%s)", r->topic,
-                 r->yield ? "another bridge of this ferry domain sends it"
-                          : "no publisher left but bridges");
-            out_destroy(b, r);
-            b->outs[i] = b->outs[--b->nouts];
-        } else {
-            i++;
-        }
-    }
-}
-
-static void scan_in(ferry_bridge *b)
-{
-    void *buf[PUBLICATIONS_MAX];
-    dds_sample_info_t info[PUBLICATIONS_MAX];
-    int64_t now = ferry_now().ns;
-    dds_return_t n, k;
-    size_t i, j;
-
-    /* Publications that went away: drop them so that reads see live ones only. */
-    for (;;) {
-        buf[0] = NULL;
-        n = dds_take_mask(b->pubreader, buf, info, PUBLICATIONS_MAX, PUBLICATIONS_MAX,
-                          DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE |
-                              DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE |
-                              DDS_NOT_ALIVE_NO_WRITERS_INSTANCE_STATE);
-        if (n <= 0) break;
-        dds_return_loan(b->pubreader, buf, n);
-    }
-    buf[0] = NULL;
-    n = dds_read_mask(b->pubreader, buf, info, PUBLICATIONS_MAX, PUBLICATIONS_MAX,
-                      DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE | DDS_ALIVE_INSTANCE_STATE);
-    b->nscan = 0;
-    for (k = 0; k < n; k++) {
-        const dds_builtintopic_endpoint_t *ep = buf[k];
-        msg_kind kind;
-        scan_topic *t;
-
-        if (!info[k].valid_data || ep->topic_name == NULL) continue;
-        if (strncmp(ep->topic_name, "rt/", 3) != 0) continue;
-        kind = kind_of_dds(ep->type_name);
-        if (kind == KIND_NONE) continue;
-        if (memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0)
-            continue;
-        if (has_mark(b, ep->qos)) continue;
-        if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK) continue;
-        t = scan_entry(b, ep->topic_name + 2, kind);
-        if (t == NULL) continue;
-        if (qos_reliable(ep->qos)) t->reliable = true;
-    }
-    if (n > 0) dds_return_loan(b->pubreader, buf, n);
-
-    for (j = 0; j < b->nscan; j++) {
-        const scan_topic *t = &b->scan[j];
-        in_route *r = NULL;
-
-        if (!pattern_match(b, t->topic)) continue;
-        for (i = 0; i < b->nins; i++)
-            if (strcmp(b->ins[i]->topic, t->topic) == 0) r = b->ins[i];
-        if (r == NULL) {
-            if (b->nins == FERRY_BRIDGE_ROUTES_MAX) {
-                if (rate_ok(&b->log_limit))
-                    blog(b, FERRY_LOG_WARN, "in %s: too many routes (%u)", t->topic,
-                         FERRY_BRIDGE_ROUTES_MAX);
-                continue;
-            }
-            r = calloc(1, sizeof *r);
-            if (r == NULL) continue;
-            memcpy(r->topic, t->topic, sizeof r->topic);
-            r->kind = t->kind;
-            r->reliable = b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO
-                              ? t->reliable
-                              : b->o.reliability == FERRY_BRIDGE_RELIABLE;
-            b->ins[b->nins++] = r;
-            if (!in_open(b, r, true)) r->retry_ns = now + RETRY_NS;
-        } else if (r->pub == NULL && now >= r->retry_ns) {
-            if (!in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
-        }
-        r->last_wanted_ns = now;
-    }
-    for (i = 0; i < b->nins;) {
-        in_route *r = b->ins[i];
-
-        if (now - r->last_wanted_ns > IN_GRACE_NS) {
-            in_pump(b, r);
-            blog(b, FERRY_LOG_INFO, "in rt%s: no DDS writer left; route closed", r->topic);
-            in_destroy(b, r);
-            b->ins[i] = b->ins[--b->nins];
-        } else {
-            i++;
-        }
-    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1340,24 +162,26 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
     if (err != FERRY_OK) goto fail;
     if (realpath(ferry_node_dir(b->node), b->dir_real) == NULL)
         snprintf(b->dir_real, sizeof b->dir_real, "%s", ferry_node_dir(b->node));
-    make_mark(b);
+    ferry__bridge_make_mark(b);
 
     err = FERRY_ESYS;
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
     b->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (b->epfd < 0 || b->evfd < 0) goto fail;
-    watch_fd(b, b->evfd);
+    ferry__bridge_watch_fd(b, b->evfd);
 
     err = FERRY_EINVAL;
     b->domain = dds_create_domain(b->o.dds_domain, b->dds_config);
     if (b->domain < 0) {
-        blog(b, FERRY_LOG_ERROR, "cannot create DDS domain %" PRIu32 ": %s (check the config)",
-             b->o.dds_domain, dds_strretcode(b->domain));
+        ferry__bridge_log(b, FERRY_LOG_ERROR,
+                          "cannot create DDS domain %" PRIu32 ": %s (check the config)",
+                          b->o.dds_domain, dds_strretcode(b->domain));
         goto fail;
     }
     b->participant = dds_create_participant(b->o.dds_domain, NULL, NULL);
     if (b->participant < 0) {
-        blog(b, FERRY_LOG_ERROR, "dds_create_participant: %s", dds_strretcode(b->participant));
+        ferry__bridge_log(b, FERRY_LOG_ERROR, "dds_create_participant: %s",
+                          dds_strretcode(b->participant));
         goto fail;
     }
     if (dds_get_guid(b->participant, &b->participant_guid) != DDS_RETCODE_OK) goto fail;
@@ -1368,8 +192,8 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
         b->pubreader = dds_create_reader(b->participant, DDS_BUILTIN_TOPIC_DCPSPUBLICATION, NULL,
                                          NULL);
         if (b->pubreader < 0) {
-            blog(b, FERRY_LOG_ERROR, "cannot read DCPSPublication: %s",
-                 dds_strretcode(b->pubreader));
+            ferry__bridge_log(b, FERRY_LOG_ERROR, "cannot read DCPSPublication: %s",
+                              dds_strretcode(b->pubreader));
             goto fail;
         }
     }
@@ -1392,12 +216,14 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
     if (b == NULL) return FERRY_EINVAL;
     now = ferry_now().ns;
     if (now >= b->next_scan_ns) {
-        scan_out(b);
-        if (b->o.direction & FERRY_BRIDGE_IN) scan_in(b);
+        ferry__bridge_scan_out(b);
+        if (b->o.direction & FERRY_BRIDGE_IN) ferry__bridge_scan_in(b);
         b->next_scan_ns = now + b->o.scan_interval_ns;
     }
-    for (i = 0; i < b->nouts; i++) out_pump(b, b->outs[i]);
-    for (i = 0; i < b->nins; i++) in_pump(b, b->ins[i]);
+    for (i = 0; i < b->nouts; i++)
+        ferry__bridge_out_pump(b, b->outs[i]);
+    for (i = 0; i < b->nins; i++)
+        ferry__bridge_in_pump(b, b->ins[i]);
 
     wait_ns = b->next_scan_ns - ferry_now().ns;
     if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
@@ -1415,8 +241,10 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
             (void)r;
         }
     if (n > 0) {
-        for (i = 0; i < b->nouts; i++) out_pump(b, b->outs[i]);
-        for (i = 0; i < b->nins; i++) in_pump(b, b->ins[i]);
+        for (i = 0; i < b->nouts; i++)
+            ferry__bridge_out_pump(b, b->outs[i]);
+        for (i = 0; i < b->nins; i++)
+            ferry__bridge_in_pump(b, b->ins[i]);
     }
     return FERRY_OK;
 }
@@ -1436,7 +264,7 @@ static void route_info(ferry_bridge_route_info *out, const char *topic, msg_kind
 {
     memcpy(out->topic, topic, sizeof out->topic);
     out->direction = direction;
-    out->type_name = ferry_type(kind);
+    out->type_name = ferry__bridge_ferry_type(kind);
     out->samples = samples;
     out->bytes = bytes;
     out->reliable = reliable;
@@ -1466,8 +294,10 @@ ferry_err ferry_bridge_destroy(ferry_bridge *b)
     size_t i;
 
     if (b == NULL) return FERRY_EINVAL;
-    for (i = 0; i < b->nouts; i++) out_destroy(b, b->outs[i]);
-    for (i = 0; i < b->nins; i++) in_destroy(b, b->ins[i]);
+    for (i = 0; i < b->nouts; i++)
+        ferry__bridge_out_destroy(b, b->outs[i]);
+    for (i = 0; i < b->nins; i++)
+        ferry__bridge_in_destroy(b, b->ins[i]);
     b->nouts = b->nins = 0;
     /* Deleting the domain deletes the participant and everything in it. */
     if (b->domain > 0) dds_delete(b->domain);

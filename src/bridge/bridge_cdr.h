@@ -1,8 +1,8 @@
 /*
  * Reading sensor_msgs Image_ and PointCloud2_ straight from their plain-CDR (XCDR1)
  * serialisation, as DDS received it, without deserialising them into a heap sample: the in path
- * of the bridge (bridge.c) copies the pixel or point bytes from there into a ferry loan. Declared
- * here for the bridge and its tests only.
+ * of the bridge (bridge_in.c) copies the pixel or point bytes from there into a ferry loan.
+ * Declared here for the bridge and its tests only; the reader is in bridge_cdr.c.
  *
  * The serialised bytes are untrusted: every length is checked against the serialised size, and
  * a result points only inside the given buffer. Strings are checked for their terminating NUL;

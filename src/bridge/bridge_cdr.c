@@ -1,0 +1,156 @@
+/*
+ * The CDR reader of bridge_cdr.h: Image_ and PointCloud2_ read straight from their plain-CDR
+ * (XCDR1) serialisation, every length checked against the bytes there are.
+ */
+#include "bridge_cdr.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Plain CDR (XCDR1) of Image_ and PointCloud2_ (bridge_cdr.h)
+ *
+ * Primitives are aligned to their size relative to the start of the data after the 4-byte
+ * encapsulation header; a string is a uint32 length counting its NUL, then the bytes and the
+ * NUL; a sequence is a uint32 count, then its elements; booleans and octets are one byte.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct cdr_reader {
+    const uint8_t *p; /* the data after the encapsulation header */
+    size_t size;
+    size_t pos;       /* always <= size */
+    bool swap;        /* the data's byte order is not the host's */
+} cdr_reader;
+
+static bool cdr_u8(cdr_reader *c, uint8_t *v)
+{
+    if (c->pos >= c->size) return false;
+    *v = c->p[c->pos++];
+    return true;
+}
+
+static bool cdr_u32(cdr_reader *c, uint32_t *v)
+{
+    size_t pad = (4u - (c->pos & 3u)) & 3u;
+    uint32_t x;
+
+    if (c->size - c->pos < pad || c->size - c->pos - pad < 4) return false;
+    c->pos += pad;
+    memcpy(&x, c->p + c->pos, 4);
+    c->pos += 4;
+    *v = c->swap ? __builtin_bswap32(x) : x;
+    return true;
+}
+
+static bool cdr_i32(cdr_reader *c, int32_t *v)
+{
+    uint32_t x;
+
+    if (!cdr_u32(c, &x)) return false;
+    memcpy(v, &x, sizeof *v);
+    return true;
+}
+
+/* A string: at least its NUL, which must be the last of its bytes. */
+static bool cdr_string(cdr_reader *c, const char **s)
+{
+    uint32_t n;
+
+    if (!cdr_u32(c, &n) || n == 0 || n > c->size - c->pos || c->p[c->pos + n - 1] != '\0')
+        return false;
+    *s = (const char *)(c->p + c->pos);
+    c->pos += n;
+    return true;
+}
+
+static bool cdr_octets(cdr_reader *c, const uint8_t **data, uint32_t *n)
+{
+    if (!cdr_u32(c, n) || *n > c->size - c->pos) return false;
+    *data = c->p + c->pos;
+    c->pos += *n;
+    return true;
+}
+
+/* The encapsulation header: CDR_BE (0x0000) or CDR_LE (0x0001), big-endian on the wire; the two
+ * option bytes (padding at the end) are not needed. */
+static ferry_bridge_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t size)
+{
+    const uint8_t *h = ser;
+    bool little;
+
+    if (ser == NULL || size < 4 || size - 4 > UINT32_MAX) return FERRY_BRIDGE_CDR_MALFORMED;
+    if (h[0] != 0 || h[1] > 1) return FERRY_BRIDGE_CDR_UNSUPPORTED;
+    little = h[1] == 1;
+    c->p = h + 4;
+    c->size = size - 4;
+    c->pos = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    c->swap = little;
+#else
+    c->swap = !little;
+#endif
+    return FERRY_BRIDGE_CDR_OK;
+}
+
+/* Time_ stamp, string frame_id */
+static bool cdr_header(cdr_reader *c, int32_t *sec, uint32_t *nanosec, const char **frame_id)
+{
+    return cdr_i32(c, sec) && cdr_u32(c, nanosec) && cdr_string(c, frame_id);
+}
+
+ferry_bridge_cdr_result ferry_bridge_cdr_image(const void *ser, size_t size,
+                                               ferry_bridge_image_msg *out)
+{
+    ferry_bridge_cdr_result res;
+    cdr_reader c;
+
+    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_BRIDGE_CDR_OK) return res;
+    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
+        !cdr_string(&c, &out->encoding) || !cdr_u8(&c, &out->is_bigendian) ||
+        !cdr_u32(&c, &out->step) || !cdr_octets(&c, &out->data, &out->data_size)) {
+        memset(out, 0, sizeof *out);
+        return FERRY_BRIDGE_CDR_MALFORMED;
+    }
+    return FERRY_BRIDGE_CDR_OK;
+}
+
+ferry_bridge_cdr_result ferry_bridge_cdr_cloud(const void *ser, size_t size,
+                                               ferry_bridge_cloud_msg *out)
+{
+    ferry_bridge_cdr_result res;
+    cdr_reader c;
+    uint32_t i;
+
+    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_BRIDGE_CDR_OK) return res;
+    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
+        !cdr_u32(&c, &out->nfields))
+        goto malformed;
+    /* Every field is read, also past the ones kept: each takes at least 13 bytes, so a count
+     * that the data cannot hold fails within size / 13 rounds. */
+    for (i = 0; i < out->nfields; i++) {
+        ferry_bridge_field_msg f;
+
+        if (!cdr_string(&c, &f.name) || !cdr_u32(&c, &f.offset) || !cdr_u8(&c, &f.datatype) ||
+            !cdr_u32(&c, &f.count))
+            goto malformed;
+        if (i < FERRY_POINTCLOUD_FIELDS_MAX) out->fields[i] = f;
+    }
+    if (!cdr_u8(&c, &out->is_bigendian) || !cdr_u32(&c, &out->point_step) ||
+        !cdr_u32(&c, &out->row_step) || !cdr_octets(&c, &out->data, &out->data_size) ||
+        !cdr_u8(&c, &out->is_dense))
+        goto malformed;
+    return FERRY_BRIDGE_CDR_OK;
+malformed:
+    memset(out, 0, sizeof *out);
+    return FERRY_BRIDGE_CDR_MALFORMED;
+}

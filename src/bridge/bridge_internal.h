@@ -1,0 +1,149 @@
+/*
+ * What the parts of the bridge (bridge.h) share, for its own files only: the bridge's state, its
+ * routes, the scans' tables, and the functions one part calls in another. bridge.c holds the
+ * options, the life cycle and the loop that waits on epoll; bridge_log.c the diagnostics;
+ * bridge_names.c names, message kinds and the mark of a ferry domain's bridges; bridge_scan.c
+ * the scans that find topics on both sides; bridge_out.c the ferry -> DDS direction; bridge_in.c
+ * the DDS -> ferry direction, which reads samples with the CDR reader of bridge_cdr.c.
+ *
+ * Concurrency: the bridge's, one thread at a time. Only the data-available listener (bridge.c)
+ * runs on Cyclone's threads, and it touches nothing but the eventfd.
+ */
+#ifndef FERRY_BRIDGE_INTERNAL_H
+#define FERRY_BRIDGE_INTERNAL_H
+
+#include "bridge.h"
+
+#include <dds/dds.h>
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NS_PER_MS 1000000LL
+#define NS_PER_S 1000000000LL
+#define WRITE_BLOCK_MS 100
+#define KNOWN_PUBLISHERS_MAX 512u
+#define WRITER_CACHE 32u
+#define SCAN_TOPICS_MAX 256u
+#define MARK_PREFIX "ferry-bridge;key="
+
+_Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
+
+typedef enum msg_kind { KIND_NONE = 0, KIND_IMAGE, KIND_CLOUD } msg_kind;
+
+typedef struct out_route {
+    char topic[FERRY_TOPIC_MAX + 2];
+    msg_kind kind;
+    ferry_subscriber *sub;
+    dds_entity_t dtopic, writer;
+    unsigned missing;
+    bool active;          /* past its first scan: see ferry__bridge_scan_out */
+    bool yield;           /* a bridge of a lower pid sends the topic out */
+    uint64_t samples, bytes;
+    bool reliable;
+} out_route;
+
+typedef struct writer_verdict {
+    dds_instance_handle_t handle;
+    bool ignore;
+} writer_verdict;
+
+typedef struct in_route {
+    char topic[FERRY_TOPIC_MAX + 2];
+    msg_kind kind;
+    dds_entity_t dtopic, reader;
+    ferry_publisher *pub;
+    uint64_t pub_id;
+    int64_t last_wanted_ns;
+    int64_t retry_ns;       /* when creation failed: not before then */
+    bool reliable;
+    writer_verdict writers[WRITER_CACHE];
+    unsigned nwriters, next_writer;
+    uint64_t samples, bytes;
+} in_route;
+
+typedef struct known_publisher {
+    uint64_t id;
+    bool bridge;
+} known_publisher;
+
+typedef struct scan_topic {
+    char topic[FERRY_TOPIC_MAX + 2];
+    msg_kind kind;
+    bool plain_publisher;   /* a live publisher that is not a bridge */
+    bool other_bridge;      /* a bridge of a lower pid sends it out already */
+    bool reliable;          /* in: some DDS writer is reliable */
+} scan_topic;
+
+typedef struct rate_log {
+    int64_t last_ns;      /* start of the current one-second window */
+    unsigned lines;       /* said in that window */
+    uint64_t suppressed;
+} rate_log;
+
+struct ferry_bridge {
+    ferry_bridge_options o;
+    char *patterns[FERRY_BRIDGE_PATTERNS_MAX];
+    char *dds_config;
+    ferry_node *node;
+    char dir_real[PATH_MAX];
+    char mark[sizeof MARK_PREFIX + 17];
+    pid_t pid;
+    dds_entity_t domain, participant, pubreader;
+    dds_guid_t participant_guid;
+    dds_listener_t *listener;
+    int epfd, evfd;
+    int64_t next_scan_ns;
+    out_route *outs[FERRY_BRIDGE_ROUTES_MAX];
+    size_t nouts;
+    in_route *ins[FERRY_BRIDGE_ROUTES_MAX];
+    size_t nins;
+    known_publisher known[KNOWN_PUBLISHERS_MAX];
+    size_t nknown;
+    scan_topic scan[SCAN_TOPICS_MAX];
+    size_t nscan;
+    ferry_bridge_stats st;
+    rate_log log_out_invalid, log_in_invalid, log_in_dropped, log_out_failed, log_limit;
+};
+
+/* bridge_log.c */
+void ferry__bridge_log(ferry_bridge *b, ferry_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+bool ferry__bridge_rate_ok_n(rate_log *r, unsigned per_second);
+bool ferry__bridge_rate_ok(rate_log *r);
+
+/* bridge_names.c */
+msg_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash);
+msg_kind ferry__bridge_kind_of_dds(const char *type_name);
+const char *ferry__bridge_ferry_type(msg_kind k);
+uint64_t ferry__bridge_ferry_hash_of(msg_kind k);
+const dds_topic_descriptor_t *ferry__bridge_descriptor(msg_kind k);
+bool ferry__bridge_normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2]);
+bool ferry__bridge_pattern_match(const ferry_bridge *b, const char *topic);
+bool ferry__bridge_is_bridge_node(const char *name);
+void ferry__bridge_make_mark(ferry_bridge *b);
+bool ferry__bridge_has_mark(const ferry_bridge *b, const dds_qos_t *qos);
+bool ferry__bridge_qos_reliable(const dds_qos_t *qos);
+
+/* bridge.c: the epoll set */
+void ferry__bridge_watch_fd(ferry_bridge *b, int fd);
+void ferry__bridge_unwatch_fd(ferry_bridge *b, int fd);
+
+/* bridge_out.c */
+void ferry__bridge_note_publisher(ferry_bridge *b, uint64_t id, bool bridge);
+out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t);
+void ferry__bridge_out_destroy(ferry_bridge *b, out_route *r);
+void ferry__bridge_out_pump(ferry_bridge *b, out_route *r);
+
+/* bridge_in.c */
+bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log);
+void ferry__bridge_in_destroy(ferry_bridge *b, in_route *r);
+void ferry__bridge_in_pump(ferry_bridge *b, in_route *r);
+
+/* bridge_scan.c */
+void ferry__bridge_scan_out(ferry_bridge *b);
+void ferry__bridge_scan_in(ferry_bridge *b);
+
+#endif

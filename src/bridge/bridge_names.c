@@ -1,0 +1,115 @@
+/*
+ * Names and kinds: the ferry and DDS types the bridge carries and how their names map onto each
+ * other, the --topic patterns, the reliability a DDS endpoint asks for, and the mark in the user
+ * data of a bridge's DDS endpoints that tells the bridges of one ferry domain from all others.
+ */
+#include "bridge_internal.h"
+
+#include <ferry/msg.h>
+
+#include "ros2_sensor_msgs.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Names and kinds
+ * ------------------------------------------------------------------------------------------- */
+
+msg_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash)
+{
+    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0 && hash == FERRY_IMAGE_TYPE_HASH)
+        return KIND_IMAGE;
+    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0 && hash == FERRY_POINTCLOUD_TYPE_HASH)
+        return KIND_CLOUD;
+    return KIND_NONE;
+}
+
+msg_kind ferry__bridge_kind_of_dds(const char *type_name)
+{
+    if (type_name == NULL) return KIND_NONE;
+    if (strcmp(type_name, sensor_msgs_msg_dds__Image__desc.m_typename) == 0) return KIND_IMAGE;
+    if (strcmp(type_name, sensor_msgs_msg_dds__PointCloud2__desc.m_typename) == 0)
+        return KIND_CLOUD;
+    return KIND_NONE;
+}
+
+const char *ferry__bridge_ferry_type(msg_kind k)
+{
+    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_NAME : FERRY_POINTCLOUD_TYPE_NAME;
+}
+
+uint64_t ferry__bridge_ferry_hash_of(msg_kind k)
+{
+    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_HASH : FERRY_POINTCLOUD_TYPE_HASH;
+}
+
+const dds_topic_descriptor_t *ferry__bridge_descriptor(msg_kind k)
+{
+    return k == KIND_IMAGE ? &sensor_msgs_msg_dds__Image__desc
+                           : &sensor_msgs_msg_dds__PointCloud2__desc;
+}
+
+/* The ferry name with a leading '/', or false when it does not fit. */
+bool ferry__bridge_normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2])
+{
+    int n = snprintf(out, FERRY_TOPIC_MAX + 2, "%s%s", topic[0] == '/' ? "" : "/", topic);
+
+    return n > 0 && (size_t)n < FERRY_TOPIC_MAX + 2;
+}
+
+bool ferry__bridge_pattern_match(const ferry_bridge *b, const char *topic)
+{
+    size_t i;
+
+    if (b->o.npatterns == 0) return true;
+    for (i = 0; i < b->o.npatterns; i++)
+        if (fnmatch(b->patterns[i], topic, 0) == 0) return true;
+    return false;
+}
+
+bool ferry__bridge_is_bridge_node(const char *name)
+{
+    return strcmp(name, FERRY_BRIDGE_NODE_NAME) == 0;
+}
+
+/* The key that tells bridges of one ferry domain (machine, directory, domain) apart from others:
+ * network namespaces of one machine share /etc/machine-id but not, in practice, a directory. */
+void ferry__bridge_make_mark(ferry_bridge *b)
+{
+    char machine[64] = "", text[sizeof machine + PATH_MAX + 32];
+    FILE *f = fopen("/etc/machine-id", "r");
+
+    if (f != NULL) {
+        if (fgets(machine, sizeof machine, f) == NULL) machine[0] = '\0';
+        fclose(f);
+        machine[strcspn(machine, "\r\n")] = '\0';
+    }
+    if (machine[0] == '\0' && gethostname(machine, sizeof machine - 1) != 0) machine[0] = '\0';
+    snprintf(text, sizeof text, "%s|%s|%" PRIu32, machine, b->dir_real, b->o.domain);
+    snprintf(b->mark, sizeof b->mark, MARK_PREFIX "%016" PRIx64, ferry_hash(text));
+}
+
+bool ferry__bridge_has_mark(const ferry_bridge *b, const dds_qos_t *qos)
+{
+    void *value = NULL;
+    size_t size = 0;
+    bool same;
+
+    if (qos == NULL || !dds_qget_userdata(qos, &value, &size) || value == NULL) return false;
+    same = size == strlen(b->mark) && memcmp(value, b->mark, size) == 0;
+    dds_free(value);
+    return same;
+}
+
+bool ferry__bridge_qos_reliable(const dds_qos_t *qos)
+{
+    dds_reliability_kind_t kind = DDS_RELIABILITY_BEST_EFFORT;
+    dds_duration_t block;
+
+    return qos != NULL && dds_qget_reliability(qos, &kind, &block) &&
+           kind == DDS_RELIABILITY_RELIABLE;
+}

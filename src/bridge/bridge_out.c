@@ -1,0 +1,272 @@
+/*
+ * The ferry -> DDS direction. An out route subscribes to a ferry topic and writes each sample it
+ * takes to a DDS writer, through a DDS sample whose data sequence points into the taken sample:
+ * DDS's serialisation is the only copy. Samples of bridge publishers are not sent back; the
+ * table of known publisher ids says which publishers those are.
+ */
+#include "bridge_internal.h"
+
+#include <ferry/msg.h>
+
+#include "ros2_sensor_msgs.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Publisher ids: which ferry publishers are bridges
+ * ------------------------------------------------------------------------------------------- */
+
+void ferry__bridge_note_publisher(ferry_bridge *b, uint64_t id, bool bridge)
+{
+    size_t i;
+
+    for (i = 0; i < b->nknown; i++)
+        if (b->known[i].id == id) {
+            b->known[i].bridge = bridge;
+            return;
+        }
+    if (b->nknown < KNOWN_PUBLISHERS_MAX) {
+        b->known[b->nknown].id = id;
+        b->known[b->nknown].bridge = bridge;
+        b->nknown++;
+    }
+}
+
+static int publisher_verdict(const ferry_bridge *b, uint64_t id)
+{
+    size_t i;
+
+    for (i = 0; i < b->nins; i++)
+        if (b->ins[i]->pub != NULL && b->ins[i]->pub_id == id) return 1;
+    for (i = 0; i < b->nknown; i++)
+        if (b->known[i].id == id) return b->known[i].bridge ? 1 : 0;
+    return -1;
+}
+
+static bool note_topic_publishers(void *arg, const ferry_endpoint_info *info)
+{
+    ferry_bridge *b = arg;
+
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER)
+        ferry__bridge_note_publisher(b, info->id, ferry__bridge_is_bridge_node(info->node_name));
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Out routes: ferry -> DDS
+ * ------------------------------------------------------------------------------------------- */
+
+static dds_qos_t *writer_qos(const ferry_bridge *b, bool *reliable)
+{
+    dds_qos_t *q = dds_create_qos();
+    dds_data_representation_id_t rep[1] = {DDS_DATA_REPRESENTATION_XCDR1};
+
+    *reliable = b->o.reliability != FERRY_BRIDGE_BEST_EFFORT;
+    dds_qset_reliability(q, *reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
+                         DDS_MSECS(WRITE_BLOCK_MS));
+    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth);
+    dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
+    dds_qset_data_representation(q, 1, rep);
+    dds_qset_userdata(q, b->mark, strlen(b->mark));
+    return q;
+}
+
+void ferry__bridge_out_destroy(ferry_bridge *b, out_route *r)
+{
+    int fd;
+
+    if (r->sub != NULL) {
+        if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) ferry__bridge_unwatch_fd(b, fd);
+        ferry_subscriber_destroy(r->sub);
+    }
+    if (r->writer > 0) dds_delete(r->writer);
+    if (r->dtopic > 0) dds_delete(r->dtopic);
+    free(r);
+}
+
+out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
+{
+    ferry_subscriber_options so;
+    char dds_name[FERRY_TOPIC_MAX + 8];
+    out_route *r = calloc(1, sizeof *r);
+    dds_qos_t *q;
+    ferry_err err;
+    int fd;
+
+    if (r == NULL) return NULL;
+    memcpy(r->topic, t->topic, sizeof r->topic);
+    r->kind = t->kind;
+    ferry_subscriber_options_init(&so);
+    so.depth = b->o.depth;
+    so.max_held = 2;
+    err = ferry_subscriber_create(&r->sub, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
+                                  ferry__bridge_ferry_hash_of(r->kind), &so);
+    if (err != FERRY_OK) {
+        ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: cannot subscribe: %s", r->topic,
+                          ferry_strerror(err));
+        free(r);
+        return NULL;
+    }
+    snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
+    r->dtopic =
+        dds_create_topic(b->participant, ferry__bridge_descriptor(r->kind), dds_name, NULL, NULL);
+    if (r->dtopic < 0) {
+        ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: dds_create_topic: %s", r->topic,
+                          dds_strretcode(r->dtopic));
+        ferry__bridge_out_destroy(b, r);
+        return NULL;
+    }
+    q = writer_qos(b, &r->reliable);
+    r->writer = dds_create_writer(b->participant, r->dtopic, q, NULL);
+    dds_delete_qos(q);
+    if (r->writer < 0) {
+        ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: dds_create_writer: %s", r->topic,
+                          dds_strretcode(r->writer));
+        ferry__bridge_out_destroy(b, r);
+        return NULL;
+    }
+    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
+    ferry__bridge_log(b, FERRY_LOG_INFO, "out %s -> %s (%s, %s, depth %" PRIu32 ")", r->topic,
+                      dds_name, ferry__bridge_ferry_type(r->kind),
+                      r->reliable ? "reliable" : "best effort", b->o.depth);
+    return r;
+}
+
+static dds_return_t write_image(out_route *r, const ferry_image_view *v)
+{
+    sensor_msgs_msg_dds__Image_ m;
+
+    memset(&m, 0, sizeof m);
+    m.header_.stamp_.sec_ = v->header.stamp.sec;
+    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
+    /* The view's header is the bridge's own validated copy; DDS only reads these. */
+    m.header_.frame_id_ = (char *)v->header.frame_id;
+    m.height_ = v->header.height;
+    m.width_ = v->header.width;
+    m.encoding_ = (char *)v->header.encoding;
+    m.is_bigendian_ = v->header.is_bigendian;
+    m.step_ = v->header.step;
+    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
+    m.data_._length = (uint32_t)v->data_size;
+    m.data_._maximum = (uint32_t)v->data_size;
+    m.data_._release = false;
+    return dds_write(r->writer, &m);
+}
+
+static dds_return_t write_cloud(out_route *r, const ferry_pointcloud_view *v)
+{
+    sensor_msgs_msg_dds__PointCloud2_ m;
+    sensor_msgs_msg_dds__PointField_ fields[FERRY_POINTCLOUD_FIELDS_MAX];
+    uint32_t i;
+
+    memset(&m, 0, sizeof m);
+    for (i = 0; i < v->header.nfields; i++) {
+        fields[i].name_ = (char *)v->header.fields[i].name;
+        fields[i].offset_ = v->header.fields[i].offset;
+        fields[i].datatype_ = v->header.fields[i].datatype;
+        fields[i].count_ = v->header.fields[i].count;
+    }
+    m.header_.stamp_.sec_ = v->header.stamp.sec;
+    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
+    m.header_.frame_id_ = (char *)v->header.frame_id;
+    m.height_ = v->header.height;
+    m.width_ = v->header.width;
+    m.fields_._buffer = fields;
+    m.fields_._length = v->header.nfields;
+    m.fields_._maximum = v->header.nfields;
+    m.fields_._release = false;
+    m.is_bigendian_ = v->header.is_bigendian != 0;
+    m.point_step_ = v->header.point_step;
+    m.row_step_ = v->header.row_step;
+    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
+    m.data_._length = (uint32_t)v->data_size;
+    m.data_._maximum = (uint32_t)v->data_size;
+    m.data_._release = false;
+    m.is_dense_ = v->header.is_dense != 0;
+    return dds_write(r->writer, &m);
+}
+
+/* True when the sample came from a bridge and must not go back to DDS. */
+static bool from_bridge(ferry_bridge *b, const out_route *r, uint64_t publisher_id)
+{
+    int v = publisher_verdict(b, publisher_id);
+
+    if (v < 0) {
+        /* A publisher that appeared since the last scan: look at its status file now rather
+         * than let one of another bridge's samples through. */
+        ferry_inspect(b->o.dir, b->o.domain, r->topic, note_topic_publishers, b);
+        v = publisher_verdict(b, publisher_id);
+        if (v < 0) ferry__bridge_note_publisher(b, publisher_id, false);
+    }
+    return v > 0;
+}
+
+void ferry__bridge_out_pump(ferry_bridge *b, out_route *r)
+{
+    for (;;) {
+        ferry_sample s;
+        dds_return_t rc = DDS_RETCODE_OK;
+        size_t bytes = 0;
+        bool valid = true, skipped = false;
+        ferry_err err = ferry_take(r->sub, &s);
+
+        if (err != FERRY_OK) {
+            if (err != FERRY_EAGAIN && ferry__bridge_rate_ok(&b->log_limit))
+                ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: ferry_take: %s", r->topic,
+                                  ferry_strerror(err));
+            return;
+        }
+        b->st.out_taken++;
+        if (!r->active) {
+            b->st.out_early++;
+            skipped = true;
+        } else if (from_bridge(b, r, s.publisher_id)) {
+            b->st.out_skipped++;
+            skipped = true;
+        } else if (r->kind == KIND_IMAGE) {
+            ferry_image_view v;
+
+            valid = ferry_image_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
+            if (valid) {
+                rc = write_image(r, &v);
+                bytes = v.data_size;
+            }
+        } else {
+            ferry_pointcloud_view v;
+
+            valid = ferry_pointcloud_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
+            if (valid) {
+                rc = write_cloud(r, &v);
+                bytes = v.data_size;
+            }
+        }
+        if (skipped) {
+            /* counted above */
+        } else if (!valid) {
+            b->st.out_invalid++;
+            if (ferry__bridge_rate_ok(&b->log_out_invalid))
+                ferry__bridge_log(b, FERRY_LOG_WARN,
+                                  "out %s: dropped an invalid sample (%zu bytes, publisher %" PRIx64
+                                  "); %" PRIu64 " so far",
+                                  r->topic, s.size, s.publisher_id, b->st.out_invalid);
+        } else if (rc == DDS_RETCODE_OK) {
+            b->st.out_written++;
+            b->st.out_bytes += bytes;
+            r->samples++;
+            r->bytes += bytes;
+        } else {
+            b->st.out_failed++;
+            if (ferry__bridge_rate_ok(&b->log_out_failed))
+                ferry__bridge_log(b, FERRY_LOG_WARN,
+                                  "out %s: dds_write: %s; %" PRIu64 " failed so far", r->topic,
+                                  dds_strretcode(rc), b->st.out_failed);
+        }
+        err = ferry_release(r->sub, &s);
+        if (err != FERRY_OK)
+            ferry__bridge_log(b, FERRY_LOG_ERROR, "out %s: ferry_release: %s", r->topic,
+                              ferry_strerror(err));
+    }
+}

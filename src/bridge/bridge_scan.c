@@ -1,0 +1,194 @@
+/*
+ * The scans, once a scan interval: the ferry domain's endpoints say which local topics have a
+ * publisher other than a bridge (out routes come and go with them), DCPSPublication which DDS
+ * writers there are on "rt/..." topics (in routes come and go with those). Of several bridges of
+ * one ferry domain, only the one of the lowest pid keeps a topic's out route.
+ */
+#include "bridge_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* An out route whose topic lost its last non-bridge publisher goes after this many scans; an in
+ * route whose DDS writers all left goes after IN_GRACE_NS. */
+#define OUT_MISSING_SCANS 2u
+#define IN_GRACE_NS (1 * NS_PER_S)
+#define RETRY_NS (5 * NS_PER_S)
+#define PUBLICATIONS_MAX 512
+
+/* ---------------------------------------------------------------------------------------------
+ * Scans
+ * ------------------------------------------------------------------------------------------- */
+
+static scan_topic *scan_entry(ferry_bridge *b, const char *topic, msg_kind kind)
+{
+    char name[FERRY_TOPIC_MAX + 2];
+    size_t i;
+
+    if (!ferry__bridge_normalise(topic, name)) return NULL;
+    for (i = 0; i < b->nscan; i++)
+        if (strcmp(b->scan[i].topic, name) == 0) return b->scan[i].kind == kind ? &b->scan[i] : NULL;
+    if (b->nscan == SCAN_TOPICS_MAX) return NULL;
+    memset(&b->scan[b->nscan], 0, sizeof b->scan[0]);
+    memcpy(b->scan[b->nscan].topic, name, sizeof name);
+    b->scan[b->nscan].kind = kind;
+    return &b->scan[b->nscan++];
+}
+
+static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
+{
+    ferry_bridge *b = arg;
+    bool bridge = ferry__bridge_is_bridge_node(info->node_name);
+    msg_kind kind;
+    scan_topic *t;
+
+    if (!info->alive) return true;
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER) ferry__bridge_note_publisher(b, info->id, bridge);
+    kind = ferry__bridge_kind_of_ferry(info->type_name, info->type_hash);
+    if (kind == KIND_NONE) return true;
+    t = scan_entry(b, info->topic, kind);
+    if (t == NULL) return true;
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER && !bridge) t->plain_publisher = true;
+    if (info->kind == FERRY_ENDPOINT_SUBSCRIBER && bridge && info->pid != (int32_t)b->pid &&
+        info->pid < (int32_t)b->pid)
+        t->other_bridge = true;
+    return true;
+}
+
+void ferry__bridge_scan_out(ferry_bridge *b)
+{
+    size_t i, j;
+
+    b->nscan = 0;
+    b->nknown = 0;
+    ferry_inspect(b->o.dir, b->o.domain, NULL, scan_ferry_endpoint, b);
+    if (!(b->o.direction & FERRY_BRIDGE_OUT)) return;
+
+    /* A new route sends nothing before the next scan: two bridges of one ferry domain that
+     * subscribe to a topic at the same moment see each other by then, and the one of the higher
+     * pid leaves without having written a duplicate. */
+    for (i = 0; i < b->nouts; i++) b->outs[i]->missing++;
+    for (j = 0; j < b->nscan; j++) {
+        const scan_topic *t = &b->scan[j];
+        bool found = false;
+
+        if (!t->plain_publisher || !ferry__bridge_pattern_match(b, t->topic)) continue;
+        for (i = 0; i < b->nouts && !found; i++)
+            if (strcmp(b->outs[i]->topic, t->topic) == 0) {
+                b->outs[i]->missing = 0;
+                b->outs[i]->yield = t->other_bridge;
+                if (!t->other_bridge) b->outs[i]->active = true;
+                found = true;
+            }
+        if (found || t->other_bridge) continue;
+        if (b->nouts == FERRY_BRIDGE_ROUTES_MAX) {
+            if (ferry__bridge_rate_ok(&b->log_limit))
+                ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: too many routes (%u)", t->topic,
+                                  FERRY_BRIDGE_ROUTES_MAX);
+            continue;
+        }
+        {
+            out_route *r = ferry__bridge_out_create(b, t);
+
+            if (r != NULL) b->outs[b->nouts++] = r;
+        }
+    }
+    for (i = 0; i < b->nouts;) {
+        out_route *r = b->outs[i];
+
+        if (r->missing >= OUT_MISSING_SCANS || r->yield) {
+            ferry__bridge_out_pump(b, r);
+            ferry__bridge_log(b, FERRY_LOG_INFO, "out %s: route closed (%s)", r->topic,
+                              r->yield ? "another bridge of this ferry domain sends it"
+                                       : "no publisher left but bridges");
+            ferry__bridge_out_destroy(b, r);
+            b->outs[i] = b->outs[--b->nouts];
+        } else {
+            i++;
+        }
+    }
+}
+
+void ferry__bridge_scan_in(ferry_bridge *b)
+{
+    void *buf[PUBLICATIONS_MAX];
+    dds_sample_info_t info[PUBLICATIONS_MAX];
+    int64_t now = ferry_now().ns;
+    dds_return_t n, k;
+    size_t i, j;
+
+    /* Publications that went away: drop them so that reads see live ones only. */
+    for (;;) {
+        buf[0] = NULL;
+        n = dds_take_mask(b->pubreader, buf, info, PUBLICATIONS_MAX, PUBLICATIONS_MAX,
+                          DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE |
+                              DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE |
+                              DDS_NOT_ALIVE_NO_WRITERS_INSTANCE_STATE);
+        if (n <= 0) break;
+        dds_return_loan(b->pubreader, buf, n);
+    }
+    buf[0] = NULL;
+    n = dds_read_mask(b->pubreader, buf, info, PUBLICATIONS_MAX, PUBLICATIONS_MAX,
+                      DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE | DDS_ALIVE_INSTANCE_STATE);
+    b->nscan = 0;
+    for (k = 0; k < n; k++) {
+        const dds_builtintopic_endpoint_t *ep = buf[k];
+        msg_kind kind;
+        scan_topic *t;
+
+        if (!info[k].valid_data || ep->topic_name == NULL) continue;
+        if (strncmp(ep->topic_name, "rt/", 3) != 0) continue;
+        kind = ferry__bridge_kind_of_dds(ep->type_name);
+        if (kind == KIND_NONE) continue;
+        if (memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0)
+            continue;
+        if (ferry__bridge_has_mark(b, ep->qos)) continue;
+        if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK) continue;
+        t = scan_entry(b, ep->topic_name + 2, kind);
+        if (t == NULL) continue;
+        if (ferry__bridge_qos_reliable(ep->qos)) t->reliable = true;
+    }
+    if (n > 0) dds_return_loan(b->pubreader, buf, n);
+
+    for (j = 0; j < b->nscan; j++) {
+        const scan_topic *t = &b->scan[j];
+        in_route *r = NULL;
+
+        if (!ferry__bridge_pattern_match(b, t->topic)) continue;
+        for (i = 0; i < b->nins; i++)
+            if (strcmp(b->ins[i]->topic, t->topic) == 0) r = b->ins[i];
+        if (r == NULL) {
+            if (b->nins == FERRY_BRIDGE_ROUTES_MAX) {
+                if (ferry__bridge_rate_ok(&b->log_limit))
+                    ferry__bridge_log(b, FERRY_LOG_WARN, "in %s: too many routes (%u)", t->topic,
+                                      FERRY_BRIDGE_ROUTES_MAX);
+                continue;
+            }
+            r = calloc(1, sizeof *r);
+            if (r == NULL) continue;
+            memcpy(r->topic, t->topic, sizeof r->topic);
+            r->kind = t->kind;
+            r->reliable = b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO
+                              ? t->reliable
+                              : b->o.reliability == FERRY_BRIDGE_RELIABLE;
+            b->ins[b->nins++] = r;
+            if (!ferry__bridge_in_open(b, r, true)) r->retry_ns = now + RETRY_NS;
+        } else if (r->pub == NULL && now >= r->retry_ns) {
+            if (!ferry__bridge_in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
+        }
+        r->last_wanted_ns = now;
+    }
+    for (i = 0; i < b->nins;) {
+        in_route *r = b->ins[i];
+
+        if (now - r->last_wanted_ns > IN_GRACE_NS) {
+            ferry__bridge_in_pump(b, r);
+            ferry__bridge_log(b, FERRY_LOG_INFO, "in rt%s: no DDS writer left; route closed",
+                              r->topic);
+            ferry__bridge_in_destroy(b, r);
+            b->ins[i] = b->ins[--b->nins];
+        } else {
+            i++;
+        }
+    }
+}
