@@ -117,28 +117,12 @@ static void drv_load(void)
               drv.export_handle && drv.import_handle && drv.props_from_handle;
 }
 
-/* ---- counters ------------------------------------------------------------------------------- */
+/* ---- keys ----------------------------------------------------------------------------------- */
 
-static _Atomic uint64_t n_exports, n_imports, n_unimports, n_ro_fallback, n_reuse_waits,
-    n_host_regs;
-static _Atomic uint64_t next_key = 1; /* keys are unique in the process, so per publisher */
-
-static void count(_Atomic uint64_t *c)
-{
-    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-void ferry__gpu_frames_counts_get(ferry__gpu_frames_counts *out)
-{
-    if (!out)
-        return;
-    out->exports = atomic_load_explicit(&n_exports, memory_order_relaxed);
-    out->imports = atomic_load_explicit(&n_imports, memory_order_relaxed);
-    out->unimports = atomic_load_explicit(&n_unimports, memory_order_relaxed);
-    out->readonly_fallback = atomic_load_explicit(&n_ro_fallback, memory_order_relaxed);
-    out->reuse_waits = atomic_load_explicit(&n_reuse_waits, memory_order_relaxed);
-    out->host_registrations = atomic_load_explicit(&n_host_regs, memory_order_relaxed);
-}
+/* A key names an allocation to the subscribers of a host publisher for as long as that publisher
+ * lives, and a host publisher may carry device-frame publishers one after the other: keys from
+ * one counter of the process stay unique across all of them. */
+static _Atomic uint64_t next_key = 1;
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
@@ -247,6 +231,7 @@ struct ferry_gpu_publisher {
     size_t page;
     dchunk *chunks;  /* indexed by host chunk index */
     uint32_t nchunks;
+    ferry_gpu_publisher_stats stats;
 };
 
 void ferry_gpu_publisher_options_init(ferry_gpu_publisher_options *o)
@@ -420,7 +405,7 @@ static ferry_err chunk_alloc_vmm(ferry_gpu_publisher *g, dchunk *c, size_t size)
     c->va = va;
     c->alloc_size = asize;
     c->key = key;
-    count(&n_exports);
+    g->stats.exports++;
     return FERRY_OK;
 fail_unmap:
     drv.mem_unmap(va, asize);
@@ -445,7 +430,7 @@ static ferry_err chunk_alloc_legacy(ferry_gpu_publisher *g, dchunk *c, size_t si
     c->va = (CUdeviceptr)(uintptr_t)p;
     c->alloc_size = asize;
     c->key = atomic_fetch_add_explicit(&next_key, 1, memory_order_relaxed);
-    count(&n_exports);
+    g->stats.exports++;
     return FERRY_OK;
 }
 
@@ -530,7 +515,7 @@ ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size, ferry_gpu_strea
                 err = rt_fail(e);
                 goto fail;
             }
-            count(&n_reuse_waits);
+            g->stats.reuse_waits++;
         } else {
             if (e != cudaSuccess)
                 (void)cudaGetLastError();
@@ -622,6 +607,17 @@ ferry_err ferry_gpu_publish_meta(ferry_gpu_publisher *gpub, void *device_ptr,
     if ((err = ferry_publish(g->pub, c->payload, FERRY__GPU_META_OFFSET + meta_size)))
         return err; /* still the caller's loan; a later publish writes a newer generation */
     c->loaned = false;
+    return FERRY_OK;
+}
+
+ferry_err ferry_gpu_publisher_stats_get(ferry_gpu_publisher *gpub, ferry_gpu_publisher_stats *out)
+{
+    ferry_err err = gpub_check(gpub);
+    if (err)
+        return err;
+    if (!out)
+        return FERRY_EINVAL;
+    *out = gpub->stats;
     return FERRY_OK;
 }
 
@@ -727,9 +723,10 @@ struct ferry_gpu_subscriber {
     pending *pend; /* entries [0, npend) are parked; [npend, cappend) hold idle events */
     uint32_t npend, cappend;
     uint32_t taken;
+    ferry_gpu_subscriber_stats stats;
 };
 
-static void unimport(import *im)
+static void unimport(ferry_gpu_subscriber *g, import *im)
 {
     if (!im->used)
         return;
@@ -741,7 +738,7 @@ static void unimport(import *im)
         (void)cudaGetLastError();
     }
     memset(im, 0, sizeof *im);
-    count(&n_unimports);
+    g->stats.unimports++;
 }
 
 /* Before the connection's mappings go: work still parked on its frames is waited for (they
@@ -760,7 +757,7 @@ static void slot_close(ferry_gpu_subscriber *g, uint32_t slot)
         if (slot != UINT32_MAX && s != slot)
             continue;
         for (uint32_t i = 0; i < g->slots[s].nchunks; i++)
-            unimport(&g->slots[s].chunks[i]);
+            unimport(g, &g->slots[s].chunks[i]);
     }
 }
 
@@ -949,7 +946,7 @@ static ferry_err import_vmm(ferry_gpu_subscriber *g, const ferry__sample_where *
             drv.mem_release(h);
             return cu_err(r);
         }
-        count(&n_ro_fallback);
+        g->stats.readonly_fallbacks++;
     }
     im->handle = h;
     im->va = va;
@@ -1001,7 +998,7 @@ static ferry_err import_get(ferry_gpu_subscriber *g, const ferry__sample_where *
          * cannot be held: the host chunk came back before it was loaned again. */
         if (im->holds)
             return FERRY_EPROTO;
-        unimport(im);
+        unimport(g, im);
     }
     import fresh;
     memset(&fresh, 0, sizeof fresh);
@@ -1015,7 +1012,7 @@ static ferry_err import_get(ferry_gpu_subscriber *g, const ferry__sample_where *
     fresh.key = d->key;
     fresh.size = (size_t)d->alloc_size;
     *im = fresh;
-    count(&n_imports);
+    g->stats.imports++;
     *out = im;
     return FERRY_OK;
 }
@@ -1163,6 +1160,18 @@ ferry_err ferry_gpu_subscriber_poll(ferry_gpu_subscriber *gsub)
     err = reap(gsub, false);
     device_leave(gsub->device, prev);
     return err;
+}
+
+ferry_err ferry_gpu_subscriber_stats_get(ferry_gpu_subscriber *gsub,
+                                         ferry_gpu_subscriber_stats *out)
+{
+    ferry_err err = gsub_check(gsub);
+    if (err)
+        return err;
+    if (!out)
+        return FERRY_EINVAL;
+    *out = gsub->stats;
+    return FERRY_OK;
 }
 
 ferry_err ferry_gpu_subscriber_destroy(ferry_gpu_subscriber *gsub)

@@ -33,10 +33,6 @@ static inline cudaError_t ferry__gpu_event_query(cudaEvent_t event)
  * such function. Looked up once per name by the caller and kept. */
 void *ferry__gpu_driver_fn(const char *name);
 
-/* Host-frame registrations made, undone, and undone with an error, in this process (tests and
- * benchmarks read them). */
-void ferry__gpu_host_counts(uint64_t *registered, uint64_t *unregistered, uint64_t *failed);
-
 /* CUDA calls a cache has made (tests check that a hit makes none). */
 uint64_t ferry__gpu_cache_cuda_calls(const ferry_gpu_cache *cache);
 
