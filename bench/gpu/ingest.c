@@ -33,7 +33,6 @@
 /* ingest_kernels.cu */
 int bench_ingest_sum(const void *p, size_t n, unsigned long long *sum, int blocks,
                      cudaStream_t stream);
-/* src/gpu/host.c: registrations made in this process (and undone). */
 
 static const size_t frame_sizes[] = {2764800, 6220800}; /* 1280x720x3, 1920x1080x3 */
 #define NSIZES (sizeof frame_sizes / sizeof frame_sizes[0])

@@ -1,6 +1,7 @@
 /*
- * Device frames across processes (frames.c): the descriptor a device frame's host sample
- * carries, and what the tensor module asks of a loan. No CUDA header is needed here.
+ * Device frames across processes (frames.c, frames_pub.c, frames_sub.c): the descriptor a device
+ * frame's host sample carries, and what the tensor module asks of a loan. No CUDA header is
+ * needed here.
  */
 #ifndef FERRY_GPU_FRAMES_INTERNAL_H
 #define FERRY_GPU_FRAMES_INTERNAL_H
