@@ -16,8 +16,6 @@
 #include "cli.h"
 #include <ferry/gpu.h>
 
-#include "gpu/internal.h"
-
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <poll.h>
@@ -35,7 +33,6 @@
 /* ingest_kernels.cu */
 int bench_ingest_sum(const void *p, size_t n, unsigned long long *sum, int blocks,
                      cudaStream_t stream);
-/* src/gpu/host.c: registrations made in this process (and undone). */
 
 static const size_t frame_sizes[] = {2764800, 6220800}; /* 1280x720x3, 1920x1080x3 */
 #define NSIZES (sizeof frame_sizes / sizeof frame_sizes[0])
@@ -283,18 +280,18 @@ static int run_method(ingest *g, int m, size_t size, int warmup, int frames)
         }
         /* The first ferry call on a chunk registers it: timed on its own, outside the rows. */
         if (m == M_REGISTERED || m == M_MAPPED) {
-            uint64_t before, after;
-            ferry__gpu_host_counts(&before, NULL, NULL);
+            ferry_gpu_host_stats before, after;
+            ferry_gpu_host_stats_get(&before);
             const void *dp;
             int64_t t0 = bench_now_ns();
             ferry_err err = ferry_gpu_sample_device_ptr(g->sub, &s, g->a->device, &dp);
             int64_t took = bench_now_ns() - t0;
-            ferry__gpu_host_counts(&after, NULL, NULL);
+            ferry_gpu_host_stats_get(&after);
             if (err) {
                 ferry_release(g->sub, &s);
                 return fail_ferry("device pointer", err);
             }
-            if (after != before)
+            if (after.registered != before.registered)
                 cli_lat_add(&g->reg_lat[si], took);
         }
         int64_t ns = 0;

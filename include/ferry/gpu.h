@@ -202,6 +202,24 @@ FERRY_API ferry_err ferry_gpu_sample_device_ptr(ferry_subscriber *sub, const fer
 FERRY_API ferry_err ferry_gpu_sample_copy(ferry_subscriber *sub, const ferry_sample *sample,
                                           int device, void *dst, ferry_gpu_stream stream);
 
+/** Host-frame registrations of this process: totals since it started, over all subscribers. */
+typedef struct ferry_gpu_host_stats {
+    uint64_t registered;        /**< chunks registered with CUDA (first sight of a chunk) */
+    uint64_t unregistered;      /**< registrations undone (connection closed, subscriber
+                                     destroyed) */
+    uint64_t unregister_failed; /**< registrations whose undoing CUDA refused (a failed
+                                     context); not in unregistered */
+} ferry_gpu_host_stats;
+
+/**
+ * Fills *out with the host-frame registration counters of the process. They are the process's,
+ * not a subscriber's: registered pages are a resource of the process, and what a subscriber's
+ * destroy undid can only be read after it. Safe from any thread.
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  out is NULL
+ */
+FERRY_API ferry_err ferry_gpu_host_stats_get(ferry_gpu_host_stats *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Device frames across processes
  *
@@ -288,6 +306,23 @@ FERRY_API ferry_err ferry_gpu_publish_meta(ferry_gpu_publisher *gpub, void *devi
 /** Gives an unpublished device loan back. */
 FERRY_API ferry_err ferry_gpu_loan_release(ferry_gpu_publisher *gpub, void *device_ptr);
 
+/** A device-frame publisher's counters. All are since creation. */
+typedef struct ferry_gpu_publisher_stats {
+    uint64_t exports;     /**< device allocations made and exported: one per chunk, and one more
+                               each time a frame outgrows its chunk's memory */
+    uint64_t reuse_waits; /**< loans whose stream was made to wait (on the GPU) for the work of
+                               the chunk's previous frame */
+} ferry_gpu_publisher_stats;
+
+/**
+ * Fills *out with the publisher's counters.
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  gpub or out is NULL
+ * @retval FERRY_ECLOSED gpub was destroyed
+ */
+FERRY_API ferry_err ferry_gpu_publisher_stats_get(ferry_gpu_publisher *gpub,
+                                                  ferry_gpu_publisher_stats *out);
+
 /** A taken device frame: read-only device memory of another process. */
 typedef struct ferry_gpu_frame {
     const void *device_ptr;   /**< valid on the subscriber's device until released */
@@ -344,6 +379,25 @@ FERRY_API ferry_err ferry_gpu_frame_release(ferry_gpu_subscriber *gsub, ferry_gp
 
 /** Gives back the host samples of released frames whose work completed. */
 FERRY_API ferry_err ferry_gpu_subscriber_poll(ferry_gpu_subscriber *gsub);
+
+/** A device-frame subscriber's counters. All are since creation. */
+typedef struct ferry_gpu_subscriber_stats {
+    uint64_t imports;            /**< allocations imported: one per (connection, chunk,
+                                      allocation), on the first frame that names it */
+    uint64_t unimports;          /**< imports undone (connection closed, memory replaced) */
+    uint64_t readonly_fallbacks; /**< VMM imports mapped read-write because the driver refused
+                                      read-only access */
+} ferry_gpu_subscriber_stats;
+
+/**
+ * Fills *out with the subscriber's counters. The imports still in place are imports -
+ * unimports; ferry_gpu_subscriber_destroy undoes them.
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  gsub or out is NULL
+ * @retval FERRY_ECLOSED gsub was destroyed, or its subscriber was
+ */
+FERRY_API ferry_err ferry_gpu_subscriber_stats_get(ferry_gpu_subscriber *gsub,
+                                                   ferry_gpu_subscriber_stats *out);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /*
- * Device frames across processes (frames.c): the descriptor a device frame's host sample
- * carries, and process-wide counters for tests and benchmarks. No CUDA header is needed here.
+ * Device frames across processes (frames.c, frames_pub.c, frames_sub.c): the descriptor a device
+ * frame's host sample carries, and what the tensor module asks of a loan. No CUDA header is
+ * needed here.
  */
 #ifndef FERRY_GPU_FRAMES_INTERNAL_H
 #define FERRY_GPU_FRAMES_INTERNAL_H
@@ -42,21 +43,9 @@ typedef struct ferry__gpu_frame_desc {
 /* Where the metadata follows the descriptor in the host payload (8-byte aligned). */
 #define FERRY__GPU_META_OFFSET ((sizeof(ferry__gpu_frame_desc) + 63u) / 64u * 64u)
 
-typedef struct ferry__gpu_frames_counts {
-    uint64_t exports;           /* device allocations made by publishers (each exported) */
-    uint64_t imports;           /* allocations imported by subscribers */
-    uint64_t unimports;         /* imports undone */
-    uint64_t readonly_fallback; /* imports mapped read-write because read-only was refused */
-    uint64_t reuse_waits;       /* loans whose stream waited for the chunk's previous frame */
-    uint64_t host_registrations;/* descriptor pages registered by publishers */
-} ferry__gpu_frames_counts;
-
 /* The size asked for at ferry_gpu_loan of a loaned device_ptr, and the publisher's device
  * (FERRY_EFOREIGN, FERRY_ESTATE as ferry_gpu_publish). */
 ferry_err ferry__gpu_loan_info(ferry_gpu_publisher *gpub, const void *device_ptr, size_t *size,
                               int *device);
-
-/* Counters of this process. */
-void ferry__gpu_frames_counts_get(ferry__gpu_frames_counts *out);
 
 #endif

@@ -49,18 +49,28 @@ typedef struct host_registry {
 } host_registry;
 
 static _Atomic int caps_cache[CAPS_CACHED];
-static _Atomic uint64_t count_registered;
-static _Atomic uint64_t count_unregistered;
-static _Atomic uint64_t count_unregister_failed;
+/*
+ * Registrations made and undone in this process. They are the process's on purpose, not a
+ * subscriber's: a registration pins pages of the process, which the driver tracks per process (a
+ * range registered by anyone in it, the application included, is not registered again), and the
+ * figure that matters most, what a subscriber's destroy undid, can only be read once that
+ * subscriber is gone.
+ */
+static struct {
+    _Atomic uint64_t registered;
+    _Atomic uint64_t unregistered;
+    _Atomic uint64_t unregister_failed;
+} host_stats;
 
-void ferry__gpu_host_counts(uint64_t *registered, uint64_t *unregistered, uint64_t *failed)
+ferry_err ferry_gpu_host_stats_get(ferry_gpu_host_stats *out)
 {
-    if (registered)
-        *registered = atomic_load_explicit(&count_registered, memory_order_relaxed);
-    if (unregistered)
-        *unregistered = atomic_load_explicit(&count_unregistered, memory_order_relaxed);
-    if (failed)
-        *failed = atomic_load_explicit(&count_unregister_failed, memory_order_relaxed);
+    if (!out)
+        return FERRY_EINVAL;
+    out->registered = atomic_load_explicit(&host_stats.registered, memory_order_relaxed);
+    out->unregistered = atomic_load_explicit(&host_stats.unregistered, memory_order_relaxed);
+    out->unregister_failed =
+        atomic_load_explicit(&host_stats.unregister_failed, memory_order_relaxed);
+    return FERRY_OK;
 }
 
 /* Maps a CUDA error and clears it from the runtime's last-error slot, so an application that
@@ -118,9 +128,9 @@ static void chunk_unregister(host_conn *c, host_chunk *hc)
     cudaError_t e = cudaHostUnregister((void *)(uintptr_t)hc->start);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        atomic_fetch_add_explicit(&count_unregister_failed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&host_stats.unregister_failed, 1, memory_order_relaxed);
     } else {
-        atomic_fetch_add_explicit(&count_unregistered, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&host_stats.unregistered, 1, memory_order_relaxed);
     }
     if (entered)
         device_leave(hc->device, prev);
@@ -287,7 +297,7 @@ static ferry_err locate(ferry_subscriber *sub, const ferry_sample *sample, int d
         hc->dev_base = base;
         hc->device = device;
         c->live++;
-        atomic_fetch_add_explicit(&count_registered, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&host_stats.registered, 1, memory_order_relaxed);
     }
     *dptr = hc->dev_base + ((const uint8_t *)sample->data - hc->start);
     return FERRY_OK;

@@ -154,13 +154,13 @@ static int role_pub(role_env *e, char **a)
         CUDA_OK(cudaEventRecord(window[published % 8], stream));
         published++;
     }
-    ferry__gpu_frames_counts fc;
-    ferry__gpu_frames_counts_get(&fc);
+    ferry_gpu_publisher_stats gst;
+    TU_OK(ferry_gpu_publisher_stats_get(gp, &gst));
     printf("publisher (%s): %llu frames, %llu device chunks exported, %llu reuse waits on the "
            "GPU, %llu pool waits\n",
-           ipc_name(ipc), (unsigned long long)published, (unsigned long long)fc.exports,
-           (unsigned long long)fc.reuse_waits, (unsigned long long)pool_waits);
-    TU_CMP_U64(fc.exports, <=, po.max_chunks);
+           ipc_name(ipc), (unsigned long long)published, (unsigned long long)gst.exports,
+           (unsigned long long)gst.reuse_waits, (unsigned long long)pool_waits);
+    TU_CMP_U64(gst.exports, <=, po.max_chunks);
     for (int i = 0; i < 8; i++)
         CUDA_OK(cudaEventDestroy(window[i]));
     if (strcmp(mode, "destroy") == 0) {
@@ -247,6 +247,29 @@ static ferry_gpu_ipc frame_ipc(const ferry_gpu_frame *f)
     return (ferry_gpu_ipc)d->ipc;
 }
 
+static ferry_gpu_subscriber_stats reader_stats(reader *r)
+{
+    ferry_gpu_subscriber_stats st;
+    TU_OK(ferry_gpu_subscriber_stats_get(r->gs, &st));
+    return st;
+}
+
+/* Whether dptr lies in memory mapped in this process, through the driver. */
+static bool device_mapped(const void *dptr)
+{
+    typedef CUresult (*get_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    CUDA_OK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+                                             cudaEnableDefault, &q));
+    TU_CHECK(q == cudaDriverEntryPointSuccess && fn);
+    get_range_fn get;
+    memcpy(&get, &fn, sizeof fn);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    return get(&base, &size, (CUdeviceptr)(uintptr_t)dptr) == CUDA_SUCCESS;
+}
+
 /* Access flags of this device on an imported frame (VMM), through the driver. */
 static unsigned long long access_flags(const void *dptr)
 {
@@ -277,18 +300,17 @@ static int role_reader(role_env *e, char **a)
     uint8_t seen[4096];
     memset(seen, 0, sizeof seen);
     uint64_t bad = 0, cached = 0, last_seq = 0, distinct = 0;
-    ferry__gpu_frames_counts c0, c1;
-    ferry__gpu_frames_counts_get(&c0);
+    const void *imported[sizeof seen]; /* each chunk's frame address, at its import */
+    ferry_gpu_subscriber_stats c0 = reader_stats(&r), c1;
     ferry_gpu_ipc ipc = FERRY_GPU_IPC_AUTO;
     int64_t first_import_ns = 0, worst_cached_take_ns = 0;
     for (uint64_t n = 0; n < frames; n++) {
         ferry_gpu_frame f;
-        ferry__gpu_frames_counts before, after;
-        ferry__gpu_frames_counts_get(&before);
+        ferry_gpu_subscriber_stats before = reader_stats(&r);
         int64_t t0 = now_ns();
         reader_take(&r, &f);
         int64_t took = now_ns() - t0;
-        ferry__gpu_frames_counts_get(&after);
+        ferry_gpu_subscriber_stats after = reader_stats(&r);
         TU_EQ_U64(f.size, FRAME);
         TU_CMP_U64(f.sequence, >, last_seq);
         last_seq = f.sequence;
@@ -303,7 +325,7 @@ static int role_reader(role_env *e, char **a)
                 worst_cached_take_ns = took;
         } else {
             seen[w.chunk] = 1;
-            distinct++;
+            imported[distinct++] = f.device_ptr;
             TU_EQ_U64(after.imports, before.imports + 1);
             if (!first_import_ns)
                 first_import_ns = took;
@@ -315,7 +337,7 @@ static int role_reader(role_env *e, char **a)
                 TU_CHECK_MSG(fl == CU_MEM_ACCESS_FLAGS_PROT_READ,
                              "the imported frame is not read-only: access flags %llu "
                              "(read-only fallbacks %llu)",
-                             fl, (unsigned long long)after.readonly_fallback);
+                             fl, (unsigned long long)after.readonly_fallbacks);
             }
         }
         CUDA_OK(frames_check(f.device_ptr, f.size, f.sequence, spin, r.dres, r.stream));
@@ -333,7 +355,7 @@ static int role_reader(role_env *e, char **a)
             bad++;
         }
     }
-    ferry__gpu_frames_counts_get(&c1);
+    c1 = reader_stats(&r);
     printf("reader %d (%s): %llu frames checked, %llu bad, %llu chunks imported, %llu frames "
            "served from the import cache; first take with import %.1f us, slowest cached take "
            "%.1f us\n",
@@ -342,9 +364,15 @@ static int role_reader(role_env *e, char **a)
            (double)first_import_ns / 1e3, (double)worst_cached_take_ns / 1e3);
     TU_EQ_U64(bad, 0);
     TU_EQ_U64(c1.imports - c0.imports, distinct);
+    for (uint64_t i = 0; i < distinct; i++)
+        TU_CHECK_MSG(device_mapped(imported[i]), "import %llu is not mapped",
+                     (unsigned long long)i);
     reader_close(e, &r);
-    ferry__gpu_frames_counts_get(&c1);
-    TU_EQ_U64(c1.unimports, c1.imports); /* destroy undid every import */
+    /* Destroy undid every import: none of the imported allocations is mapped any more. */
+    uint64_t unmapped = 0;
+    for (uint64_t i = 0; i < distinct; i++)
+        unmapped += !device_mapped(imported[i]);
+    TU_EQ_U64(unmapped, c1.imports);
     return 0;
 }
 

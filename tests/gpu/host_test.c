@@ -15,8 +15,6 @@
 #include "core/core.h"
 #include <ferry/gpu.h>
 
-#include "gpu/internal.h"
-
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <signal.h>
@@ -34,8 +32,6 @@
 int host_test_checksum(const void *ptr, size_t n, unsigned long long *out);
 void host_test_kernels_done(void);
 int host_test_write(const void *ptr, size_t n);
-
-/* src/gpu/host.c: registrations made, undone, and undone with an error, in this process. */
 
 enum { CMD_STOP = 1u << 20 }; /* other commands: publish that many frames */
 enum { ACK_READY = 1u << 21 };
@@ -56,10 +52,12 @@ typedef struct counts {
     uint64_t reg, unreg, failed;
 } counts;
 
+/* Registrations made, undone, and undone with an error, in this process. */
 static counts counts_now(void)
 {
-    counts c;
-    ferry__gpu_host_counts(&c.reg, &c.unreg, &c.failed);
+    ferry_gpu_host_stats st;
+    TU_OK(ferry_gpu_host_stats_get(&st));
+    counts c = {st.registered, st.unregistered, st.unregister_failed};
     return c;
 }
 

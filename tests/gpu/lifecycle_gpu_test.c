@@ -75,8 +75,9 @@ typedef struct reg_counts {
 
 static reg_counts reg_counts_now(void)
 {
-    reg_counts c;
-    ferry__gpu_host_counts(&c.reg, &c.unreg, &c.failed);
+    ferry_gpu_host_stats st;
+    TU_OK(ferry_gpu_host_stats_get(&st));
+    reg_counts c = {st.registered, st.unregistered, st.unregister_failed};
     return c;
 }
 
