@@ -101,7 +101,7 @@ int bench_gpu_cmd(int argc, char **argv)
                 !part_path(csv, "-xproc", xproc_csv, sizeof xproc_csv)))
         return cli_fail("bench gpu", 2, "csv path too long");
     char dir[256];
-    if (!bench_private_dir("ferry-bench-gpu-", dir, sizeof dir))
+    if (!cli_private_dir("ferry-bench-gpu-", dir, sizeof dir))
         return 1;
     a.dir = dir;
 
@@ -119,7 +119,7 @@ int bench_gpu_cmd(int argc, char **argv)
         printf("== xproc ==\n");
         rc |= run_part(bench_gpu_xproc, &a, csv ? xproc_csv : NULL) != 0;
     }
-    if (bench_rmtree(dir) != 0)
+    if (cli_rmtree(dir) != 0)
         fprintf(stderr, "ferry bench gpu: could not remove %s\n", dir);
     return rc ? 1 : 0;
 }
