@@ -492,43 +492,51 @@ static void transport_usage(FILE *to)
 
 static int bench_transport_cmd(int argc, char **argv)
 {
-    bool quick = false;
-    const char *csv = NULL;
+    enum { O_TRANSPORT = CLI_O_OWN, O_MODE };
+    static const struct option options[] = {
+        CLI_OPT_QUICK,
+        CLI_OPT_CSV,
+        {"transport", required_argument, NULL, O_TRANSPORT},
+        {"mode", required_argument, NULL, O_MODE},
+        CLI_OPT_HELP,
+        CLI_OPT_END,
+    };
+    cli_opts o;
+    cli_parser p = {.cmd = "bench transport", .options = options, .usage = transport_usage,
+                    .opts = &o};
     bool want_t[TRANSPORT_COUNT] = {false};
     bool any_t = false;
     int only_mode = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--quick") == 0) {
-            quick = true;
-        } else if (strcmp(a, "--csv") == 0 && i + 1 < argc) {
-            csv = argv[++i];
-        } else if (strcmp(a, "--transport") == 0 && i + 1 < argc) {
-            const char *name = argv[++i];
+    int c;
+    cli_opts_init(&o);
+    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
+        switch (c) {
+        case O_TRANSPORT: {
             size_t k = 0;
-            while (k < TRANSPORT_COUNT && strcmp(transports[k]->name, name) != 0)
+            while (k < TRANSPORT_COUNT && strcmp(transports[k]->name, optarg) != 0)
                 k++;
             if (k == TRANSPORT_COUNT)
-                return cli_fail("bench", 2, "unknown transport '%s'", name);
+                return cli_fail("bench", 2, "unknown transport '%s'", optarg);
             want_t[k] = any_t = true;
-        } else if (strcmp(a, "--mode") == 0 && i + 1 < argc) {
-            const char *m = argv[++i];
-            only_mode = strcmp(m, "paced") == 0 ? MODE_PACED
-                        : strcmp(m, "flat") == 0 ? MODE_FLAT
-                                                 : -2;
+            break;
+        }
+        case O_MODE:
+            only_mode = strcmp(optarg, "paced") == 0 ? MODE_PACED
+                        : strcmp(optarg, "flat") == 0 ? MODE_FLAT
+                                                      : -2;
             if (only_mode == -2)
-                return cli_fail("bench", 2, "unknown mode '%s' (paced or flat)", m);
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            transport_usage(stdout);
-            return 0;
-        } else {
-            transport_usage(stderr);
-            return 2;
+                return cli_fail("bench", 2, "unknown mode '%s' (paced or flat)", optarg);
+            break;
         }
     }
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
+    if (optind < argc)
+        return cli_fail("bench transport", 2, "unexpected argument '%s' (try 'ferry bench "
+                        "transport --help')", argv[optind]);
 
-    run_plan plan = {.paced_count = quick ? 20 : 300,
-                     .flat_ns = quick ? NS_PER_S / 4 : 2 * NS_PER_S};
+    run_plan plan = {.paced_count = o.quick ? 20 : 300,
+                     .flat_ns = o.quick ? NS_PER_S / 4 : 2 * NS_PER_S};
     char dir[256];
     if (!cli_private_dir("ferry-bench-", dir, sizeof dir))
         return 1;
@@ -561,7 +569,7 @@ static int bench_transport_cmd(int argc, char **argv)
     if (cli_rmtree(dir) != 0)
         fprintf(stderr, "ferry bench: could not remove %s\n", dir);
     print_checks(rows, n);
-    if (csv && write_csv(csv, rows, n) != 0)
+    if (o.csv && write_csv(o.csv, rows, n) != 0)
         status = 1;
     return status;
 }

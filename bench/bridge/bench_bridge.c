@@ -1124,25 +1124,24 @@ static void usage(FILE *to)
 
 int bench_bridge_cmd(int argc, char **argv)
 {
-    bool quick = false;
-    const char *csv = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = true;
-        } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
-            csv = argv[++i];
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
+    static const struct option options[] = {
+        CLI_OPT_QUICK,
+        CLI_OPT_CSV,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
+    };
+    cli_opts o;
+    cli_parser op = {.cmd = "bench bridge", .options = options, .usage = usage, .opts = &o};
+    cli_opts_init(&o);
+    if (cli_getopt(&op, argc, argv) != CLI_OPTS_END)
+        return op.status;
+    if (optind < argc)
+        return cli_fail("bench bridge", 2, "unexpected argument '%s' (try 'ferry bench bridge "
+                        "--help')", argv[optind]);
     if (geteuid() != 0)
         return cli_fail("bench", 1, "bridge: needs root (it makes network namespaces)");
 
-    plan p = quick ? (plan){.paced_small = 200, .paced_large = 60, .flat_ns = NS_PER_S}
+    plan p = o.quick ? (plan){.paced_small = 200, .paced_large = 60, .flat_ns = NS_PER_S}
                    : (plan){.paced_small = 1000, .paced_large = 300, .flat_ns = 3 * NS_PER_S};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1207,7 +1206,7 @@ int bench_bridge_cmd(int argc, char **argv)
         status = 130;
     }
     cleanup();
-    if (csv && write_csv(csv, rows, n) != 0 && status == 0)
+    if (o.csv && write_csv(o.csv, rows, n) != 0 && status == 0)
         status = 1;
     return status;
 }

@@ -881,22 +881,19 @@ static size_t usable_cpus(int *cpus, size_t cap)
     return n;
 }
 
-enum {
-    OPT_SECONDS = 256,
-    OPT_CAMERAS,
-    OPT_CONSUMERS,
-    OPT_NO_BASELINE,
-    OPT_NO_LIDAR,
-    OPT_NO_GPU,
-    OPT_PLOT,
-    OPT_PIN,
-    OPT_RT,
-    OPT_DIR,
-    OPT_DOMAIN,
-};
-
 int ferry_cmd_demo(int argc, char **argv)
 {
+    enum {
+        OPT_SECONDS = CLI_O_OWN,
+        OPT_CAMERAS,
+        OPT_CONSUMERS,
+        OPT_NO_BASELINE,
+        OPT_NO_LIDAR,
+        OPT_NO_GPU,
+        OPT_PLOT,
+        OPT_PIN,
+        OPT_RT,
+    };
     static const struct option longopts[] = {
         {"seconds", required_argument, NULL, OPT_SECONDS},
         {"cameras", required_argument, NULL, OPT_CAMERAS},
@@ -907,18 +904,22 @@ int ferry_cmd_demo(int argc, char **argv)
         {"plot", required_argument, NULL, OPT_PLOT},
         {"pin", no_argument, NULL, OPT_PIN},
         {"rt", no_argument, NULL, OPT_RT},
-        {"dir", required_argument, NULL, OPT_DIR},
-        {"domain", required_argument, NULL, OPT_DOMAIN},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_DIR,
+        CLI_OPT_DOMAIN,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
     uint64_t seconds = 5, cameras = 3, consumers = 1;
     bool baseline = true, lidar = true, want_gpu = true, pin = false, rt = false;
-    const char *dir = NULL, *domain = NULL, *plot = NULL;
+    const char *plot = NULL;
+    cli_opts o;
+    /* Without --dir and --domain the demo runs in a private directory, whatever FERRY_DIR and
+     * FERRY_DOMAIN say. */
+    cli_parser p = {.cmd = "demo", .options = longopts, .usage = usage, .opts = &o,
+                    .where_from_option = true};
     int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    cli_opts_init(&o);
+    while ((opt = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (opt) {
         case OPT_SECONDS:
             if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_SECONDS], optarg, &seconds))
@@ -951,20 +952,10 @@ int ferry_cmd_demo(int argc, char **argv)
             rt = true;
             pin = true;
             break;
-        case OPT_DIR:
-            if (!cli_parse_dir("demo", optarg, &dir))
-                return 2;
-            break;
-        case OPT_DOMAIN:
-            domain = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_option_error("demo", opt, argv);
         }
     }
+    if (opt == CLI_OPTS_EXIT)
+        return p.status;
     if (optind < argc)
         return cli_fail("demo", 2, "unexpected argument '%s' (try 'ferry demo --help')",
                         argv[optind]);
@@ -988,13 +979,8 @@ int ferry_cmd_demo(int argc, char **argv)
     if (pin)
         cfg.ncpus = usable_cpus(cpus, MAX_CPUS);
     char private_dir[256] = "";
-    if (dir || domain) {
-        if (!cli_where_from_env("demo", &cfg.where))
-            return 2;
-        if (dir)
-            cfg.where.dir = dir;
-        if (domain && !cli_parse_domain("demo", domain, &cfg.where.domain))
-            return 2;
+    if (o.where_given) {
+        cfg.where = o.where;
     } else {
         if (!cli_private_dir("ferry-demo-", private_dir, sizeof private_dir))
             return 1;
