@@ -1,23 +1,21 @@
 /*
- * Benchmarks of the ferry CLI (`ferry bench`) and what `ferry demo` borrows from them.
+ * Benchmarks of the ferry CLI (`ferry bench`). They build on the CLI's own helpers
+ * (tools/ferry/cli.h, util.h, shmbus.h); nothing in tools/ferry depends on them.
  *
  * A transport moves messages from one publisher process to one subscriber process. Every
  * transport the benchmark compares sits behind bench_transport, so one driver measures them all
  * the same way: the parent prepares shared resources, forks, publishes; the child subscribes.
- * The copying shared-memory baseline is also offered as a bus (many rings, many readers) that
- * the demo uses for its camera pipeline.
  *
- * Concurrency: single-threaded processes. A bus is shared by processes forked after it was
- * created; each ring has one writer process, each reader index one reader process.
+ * Concurrency: single-threaded processes.
  */
 #ifndef FERRY_BENCH_H
 #define FERRY_BENCH_H
 
-#include <stdatomic.h>
+#include "util.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Transports for `ferry bench transport`
@@ -80,64 +78,6 @@ extern const bench_transport bench_transport_ferry;
 extern const bench_transport bench_transport_shm_copy;
 extern const bench_transport bench_transport_uds;
 extern const bench_transport bench_transport_wakeup;
-
-/* ---------------------------------------------------------------------------------------------
- * The copying shared-memory bus (what a shared-memory DDS transport does)
- *
- * One ring of slots per writer in one MAP_SHARED mapping. A writer copies a message into the
- * next slot, overwriting the oldest (keep last: a slow reader loses messages, the writer never
- * waits); each reader copies messages out into its own buffer and counts what it lost. Slots are
- * guarded by a sequence word (a seqlock), so a message overwritten while being copied out is
- * counted as dropped, never delivered torn. Readers sleep on a futex doorbell of their own that
- * writers ring only when the reader is waiting.
- * ------------------------------------------------------------------------------------------- */
-
-typedef struct bench_shm_bus bench_shm_bus;
-
-/* Creates a bus before fork. NULL (after a message) on failure. */
-bench_shm_bus *bench_shm_bus_create(uint32_t rings, uint32_t readers, uint32_t slots,
-                                    size_t slot_bytes);
-void bench_shm_bus_destroy(bench_shm_bus *bus);
-
-/* Writer of ring: copies size bytes (<= slot_bytes) into the ring and wakes waiting readers. */
-int bench_shm_send(bench_shm_bus *bus, uint32_t ring, const void *data, size_t size);
-
-/* Reader: copies the next message of any ring into dst (cap bytes). 0: *ring and *size are set;
- * 1: nothing within timeout_ns (negative waits for ever); -1: a message larger than cap. */
-int bench_shm_recv(bench_shm_bus *bus, uint32_t reader, void *dst, size_t cap, uint32_t *ring,
-                   size_t *size, int64_t timeout_ns);
-
-/* Messages of ring that reader lost (overwritten before it copied them out). */
-uint64_t bench_shm_dropped(const bench_shm_bus *bus, uint32_t reader, uint32_t ring);
-
-/* ---------------------------------------------------------------------------------------------
- * Helpers shared by the benchmarks and the demo
- * ------------------------------------------------------------------------------------------- */
-
-/* CLOCK_MONOTONIC in ns. */
-int64_t bench_now_ns(void);
-
-/* Futex on a shared word: wait while *word == expected (timeout_ns < 0: for ever); wake all. */
-void bench_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
-void bench_futex_wake(_Atomic uint32_t *word);
-
-/* Creates a private directory "<base>/<prefix>XXXXXX" (base /dev/shm, else /tmp); out gets
- * its path. false after a message on failure. */
-bool bench_private_dir(const char *prefix, char *out, size_t cap);
-
-/* Removes path and everything below it (no symlinks followed). 0 or -1. */
-int bench_rmtree(const char *path);
-
-/* Reads or writes exactly n bytes; waits at most until deadline_ns (CLOCK_MONOTONIC; negative
- * for ever). 0 on success, -1 on error, end of file or timeout (errno ETIMEDOUT). */
-int bench_read_full(int fd, void *buf, size_t n, int64_t deadline_ns);
-int bench_write_full(int fd, const void *buf, size_t n);
-
-/* In a forked child: die with parent, and exit at once if parent died before this call. */
-void bench_child_setup(pid_t parent);
-
-/* Touches every page of a buffer so page faults stay out of measurements. */
-void bench_prefault(void *buf, size_t n);
 
 /* `ferry bench gpu` (bench/gpu/): the device buffer cache against CUDA's allocators, host frames
  * into the GPU, and device frames across processes. Built with the GPU module only. */

@@ -80,10 +80,10 @@ static int child_main(const bench_transport *t, void *st, int mode, uint64_t cap
     if (!cli_lat_init(&lat, capacity) || t->sub_open(st) != 0) {
         t->sub_close(st);
         ready = READY_FAIL;
-        bench_write_full(fd, &ready, 1);
+        cli_write_full(fd, &ready, 1);
         return 1;
     }
-    if (bench_write_full(fd, &ready, 1) != 0)
+    if (cli_write_full(fd, &ready, 1) != 0)
         return 1;
 
     int64_t timeout = 15 * NS_PER_S;
@@ -123,7 +123,7 @@ static int child_main(const bench_transport *t, void *st, int mode, uint64_t cap
     res.p99_ns = cli_lat_pct(&lat, 99.0);
     res.max_ns = cli_lat_max(&lat);
     cli_lat_free(&lat);
-    if (bench_write_full(fd, &res, sizeof res) != 0)
+    if (cli_write_full(fd, &res, sizeof res) != 0)
         return 1;
     return res.status == 0 ? 0 : 1;
 }
@@ -136,10 +136,10 @@ static int parent_wait(const bench_transport *t, void *st, int fd, void *buf, si
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int r = poll(&pfd, 1, t->pub_idle ? 0 : 10);
         if (r > 0)
-            return bench_read_full(fd, buf, n, deadline);
+            return cli_read_full(fd, buf, n, deadline);
         if (r < 0 && errno != EINTR)
             return -1;
-        if (bench_now_ns() > deadline) {
+        if (cli_now_ns() > deadline) {
             errno = ETIMEDOUT;
             return -1;
         }
@@ -166,7 +166,7 @@ static int publish_all(const bench_transport *t, void *st, int mode, uint32_t wa
 {
     int64_t ts;
     uint64_t seq = 0;
-    int64_t next = bench_now_ns();
+    int64_t next = cli_now_ns();
     for (uint32_t i = 0; i < warmup; i++) {
         cli_sleep_until(next);
         if (t->pub_send(st, ++seq, BENCH_F_WARMUP, &ts) != 0)
@@ -184,7 +184,7 @@ static int publish_all(const bench_transport *t, void *st, int mode, uint32_t wa
     int64_t probe = cpu_probe_cost();
     int64_t cpu_sends = 0;
     int64_t cpu0 = cli_cpu_ns();
-    int64_t start = bench_now_ns();
+    int64_t start = cli_now_ns();
     uint64_t sent = 0;
     for (;;) {
         bool last;
@@ -195,7 +195,7 @@ static int publish_all(const bench_transport *t, void *st, int mode, uint32_t wa
             c0 = cli_cpu_ns();
         } else {
             last = sent + 1 == FLAT_MAX_MESSAGES ||
-                   ((sent & 63) == 0 && bench_now_ns() - start >= plan->flat_ns);
+                   ((sent & 63) == 0 && cli_now_ns() - start >= plan->flat_ns);
         }
         if (t->pub_send(st, ++seq, last ? BENCH_F_END : 0, &ts) != 0)
             return -1;
@@ -250,7 +250,7 @@ static void run_row(const bench_transport *t, size_t payload, int mode, const ru
         return;
     }
     if (pid == 0) {
-        bench_child_setup(parent);
+        cli_child_setup(parent);
         close(fds[0]);
         _exit(child_main(t, st, mode, capacity, fds[1]));
     }
@@ -262,10 +262,10 @@ static void run_row(const bench_transport *t, size_t payload, int mode, const ru
     int64_t first_send = 0;
     child_result res = {0};
     if (opened &&
-        parent_wait(t, st, fds[0], &ready, 1, bench_now_ns() + 20 * NS_PER_S) == 0 &&
+        parent_wait(t, st, fds[0], &ready, 1, cli_now_ns() + 20 * NS_PER_S) == 0 &&
         ready == READY_OK && publish_all(t, st, mode, warmup, plan, out, &first_send) == 0) {
         int64_t limit = 30 * NS_PER_S;
-        if (parent_wait(t, st, fds[0], &res, sizeof res, bench_now_ns() + limit) == 0 &&
+        if (parent_wait(t, st, fds[0], &res, sizeof res, cli_now_ns() + limit) == 0 &&
             res.status == 0)
             ok = true;
         else if (res.status == 0)
@@ -492,45 +492,53 @@ static void transport_usage(FILE *to)
 
 static int bench_transport_cmd(int argc, char **argv)
 {
-    bool quick = false;
-    const char *csv = NULL;
+    enum { O_TRANSPORT = CLI_O_OWN, O_MODE };
+    static const struct option options[] = {
+        CLI_OPT_QUICK,
+        CLI_OPT_CSV,
+        {"transport", required_argument, NULL, O_TRANSPORT},
+        {"mode", required_argument, NULL, O_MODE},
+        CLI_OPT_HELP,
+        CLI_OPT_END,
+    };
+    cli_opts o;
+    cli_parser p = {.cmd = "bench transport", .options = options, .usage = transport_usage,
+                    .opts = &o};
     bool want_t[TRANSPORT_COUNT] = {false};
     bool any_t = false;
     int only_mode = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--quick") == 0) {
-            quick = true;
-        } else if (strcmp(a, "--csv") == 0 && i + 1 < argc) {
-            csv = argv[++i];
-        } else if (strcmp(a, "--transport") == 0 && i + 1 < argc) {
-            const char *name = argv[++i];
+    int c;
+    cli_opts_init(&o);
+    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
+        switch (c) {
+        case O_TRANSPORT: {
             size_t k = 0;
-            while (k < TRANSPORT_COUNT && strcmp(transports[k]->name, name) != 0)
+            while (k < TRANSPORT_COUNT && strcmp(transports[k]->name, optarg) != 0)
                 k++;
             if (k == TRANSPORT_COUNT)
-                return cli_fail("bench", 2, "unknown transport '%s'", name);
+                return cli_fail("bench", 2, "unknown transport '%s'", optarg);
             want_t[k] = any_t = true;
-        } else if (strcmp(a, "--mode") == 0 && i + 1 < argc) {
-            const char *m = argv[++i];
-            only_mode = strcmp(m, "paced") == 0 ? MODE_PACED
-                        : strcmp(m, "flat") == 0 ? MODE_FLAT
-                                                 : -2;
+            break;
+        }
+        case O_MODE:
+            only_mode = strcmp(optarg, "paced") == 0 ? MODE_PACED
+                        : strcmp(optarg, "flat") == 0 ? MODE_FLAT
+                                                      : -2;
             if (only_mode == -2)
-                return cli_fail("bench", 2, "unknown mode '%s' (paced or flat)", m);
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            transport_usage(stdout);
-            return 0;
-        } else {
-            transport_usage(stderr);
-            return 2;
+                return cli_fail("bench", 2, "unknown mode '%s' (paced or flat)", optarg);
+            break;
         }
     }
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
+    if (optind < argc)
+        return cli_fail("bench transport", 2, "unexpected argument '%s' (try 'ferry bench "
+                        "transport --help')", argv[optind]);
 
-    run_plan plan = {.paced_count = quick ? 20 : 300,
-                     .flat_ns = quick ? NS_PER_S / 4 : 2 * NS_PER_S};
+    run_plan plan = {.paced_count = o.quick ? 20 : 300,
+                     .flat_ns = o.quick ? NS_PER_S / 4 : 2 * NS_PER_S};
     char dir[256];
-    if (!bench_private_dir("ferry-bench-", dir, sizeof dir))
+    if (!cli_private_dir("ferry-bench-", dir, sizeof dir))
         return 1;
 
     print_machine();
@@ -558,10 +566,10 @@ static int bench_transport_cmd(int argc, char **argv)
                 fflush(stdout);
             }
     }
-    if (bench_rmtree(dir) != 0)
+    if (cli_rmtree(dir) != 0)
         fprintf(stderr, "ferry bench: could not remove %s\n", dir);
     print_checks(rows, n);
-    if (csv && write_csv(csv, rows, n) != 0)
+    if (o.csv && write_csv(o.csv, rows, n) != 0)
         status = 1;
     return status;
 }

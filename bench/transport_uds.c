@@ -55,7 +55,7 @@ static int uds_buffers(uds_state *s, size_t wire_cap)
     }
     for (size_t i = 0; i < s->p.payload; i++)
         s->own[i] = (char)(i * 13u);
-    bench_prefault(s->wire, wire_cap);
+    cli_prefault(s->wire, wire_cap);
     return 0;
 }
 
@@ -80,7 +80,7 @@ static void put64(char *p, uint64_t v)
 static int uds_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *send_ns)
 {
     uds_state *s = state;
-    int64_t t = bench_now_ns();
+    int64_t t = cli_now_ns();
     *send_ns = t;
     char *w = s->wire;
     put32(w, (uint32_t)(UDS_FIXED + s->p.payload));
@@ -90,7 +90,7 @@ static int uds_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *send
     put32(w + 24, flags);
     put32(w + 28, (uint32_t)s->p.payload);
     memcpy(w + 4 + UDS_FIXED, s->own, s->p.payload);
-    if (bench_write_full(s->fd[0], w, 4 + UDS_FIXED + s->p.payload) != 0) {
+    if (cli_write_full(s->fd[0], w, 4 + UDS_FIXED + s->p.payload) != 0) {
         fprintf(stderr, "ferry bench: uds write: %s\n", strerror(errno));
         return -1;
     }
@@ -126,7 +126,7 @@ static int uds_fill(uds_state *s, size_t n, int64_t deadline)
         struct pollfd pfd = {.fd = s->fd[1], .events = POLLIN};
         int ms = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - bench_now_ns();
+            int64_t left = deadline - cli_now_ns();
             if (left <= 0)
                 return 1;
             ms = (int)(left / 1000000) + 1;
@@ -168,7 +168,7 @@ static uint64_t get64(const char *p)
 static int uds_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
 {
     uds_state *s = state;
-    int64_t deadline = timeout_ns >= 0 ? bench_now_ns() + timeout_ns : -1;
+    int64_t deadline = timeout_ns >= 0 ? cli_now_ns() + timeout_ns : -1;
     int rc = uds_fill(s, 4, deadline);
     if (rc != 0)
         return rc;
@@ -192,7 +192,7 @@ static int uds_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
     m->flags = get32(w + 20);
     memcpy(s->own, w + UDS_FIXED, plen);
     s->pos += 4 + len;
-    m->recv_ns = bench_now_ns();
+    m->recv_ns = cli_now_ns();
     return 0;
 }
 

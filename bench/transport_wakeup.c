@@ -57,7 +57,7 @@ static int wake_open(void *state)
 static int wake_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *send_ns)
 {
     wake_shared *sh = ((wake_state *)state)->sh;
-    int64_t t = bench_now_ns();
+    int64_t t = cli_now_ns();
     *send_ns = t;
     uint64_t g = atomic_load_explicit(&sh->gen, memory_order_relaxed);
     atomic_store_explicit(&sh->gen, g + 1, memory_order_relaxed);
@@ -71,7 +71,7 @@ static int wake_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *sen
     /* seq_cst pairs with the subscriber's store of waiting and load of bell. */
     atomic_fetch_add_explicit(&sh->bell, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&sh->waiting, memory_order_seq_cst))
-        bench_futex_wake(&sh->bell);
+        cli_futex_wake(&sh->bell);
     return 0;
 }
 
@@ -101,24 +101,24 @@ static int wake_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
 {
     wake_state *s = state;
     wake_shared *sh = s->sh;
-    int64_t deadline = timeout_ns >= 0 ? bench_now_ns() + timeout_ns : -1;
+    int64_t deadline = timeout_ns >= 0 ? cli_now_ns() + timeout_ns : -1;
     for (;;) {
         uint32_t bell = atomic_load_explicit(&sh->bell, memory_order_acquire);
         wake_read(sh, m);
         if (m->seq != s->last) {
-            m->recv_ns = bench_now_ns();
+            m->recv_ns = cli_now_ns();
             s->last = m->seq;
             return 0;
         }
         int64_t left = -1;
         if (deadline >= 0) {
-            left = deadline - bench_now_ns();
+            left = deadline - cli_now_ns();
             if (left <= 0)
                 return 1;
         }
         atomic_store_explicit(&sh->waiting, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&sh->bell, memory_order_seq_cst) == bell)
-            bench_futex_wait(&sh->bell, bell, left);
+            cli_futex_wait(&sh->bell, bell, left);
         atomic_store_explicit(&sh->waiting, 0, memory_order_relaxed);
     }
 }

@@ -226,7 +226,7 @@ static void cleanup(void)
         }
     for (int s = 0; s < 2; s++)
         if (env.dir[s][0]) {
-            bench_rmtree(env.dir[s]);
+            cli_rmtree(env.dir[s]);
             env.dir[s][0] = '\0';
         }
     if (env.lock_fd >= 0) {
@@ -305,9 +305,9 @@ static int setup(void)
     /* The net.core limits are global: wait for another benchmark or large-frame test to end. */
     env.lock_fd = open(LOCK_PATH, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (env.lock_fd >= 0) {
-        int64_t until = bench_now_ns() + 60 * NS_PER_S;
+        int64_t until = cli_now_ns() + 60 * NS_PER_S;
         while (flock(env.lock_fd, LOCK_EX | LOCK_NB) != 0) {
-            if (bench_now_ns() > until || stop_flag)
+            if (cli_now_ns() > until || stop_flag)
                 return cli_fail("bench", 1, "another run holds %s", LOCK_PATH);
             usleep(200000);
         }
@@ -353,8 +353,8 @@ static int setup(void)
                  env.veth[s], env.ip[0], env.ip[1]);
     }
     for (int s = 0; s < 2; s++)
-        if (!bench_private_dir(s == SIDE_A ? "ferry-bbench-a-" : "ferry-bbench-b-", env.dir[s],
-                               sizeof env.dir[s]))
+        if (!cli_private_dir(s == SIDE_A ? "ferry-bbench-a-" : "ferry-bbench-b-", env.dir[s],
+                             sizeof env.dir[s]))
             return 1;
     env.sh = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (env.sh == MAP_FAILED) {
@@ -380,7 +380,7 @@ static pid_t spawn(int side, int (*fn)(int, const void *), const void *arg)
         track_child(pid);
         return pid;
     }
-    bench_child_setup(parent);
+    cli_child_setup(parent);
     env.active = false; /* the driver cleans up, never a child */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -502,7 +502,7 @@ static void ferry_close(endpoint *e)
 static int pub_open(endpoint *e, int side)
 {
     const row_args *a = e->a;
-    int64_t until = bench_now_ns() + 20 * NS_PER_S;
+    int64_t until = cli_now_ns() + 20 * NS_PER_S;
     if (a->path == PATH_PLAIN) {
         if (plain_open(e, side) != 0)
             return -1;
@@ -529,7 +529,7 @@ static int pub_open(endpoint *e, int side)
             dds_publication_matched_status_t st;
             if (dds_get_publication_matched_status(e->writer, &st) == 0 && st.current_count > 0)
                 return 0;
-            if (bench_now_ns() > until) {
+            if (cli_now_ns() > until) {
                 fprintf(stderr, "ferry bench: plain writer: no reader matched in 20 s\n");
                 return -1;
             }
@@ -559,7 +559,7 @@ static int pub_send(endpoint *e, uint64_t seq, uint32_t flags, int64_t *send_ns)
         bench_wire w = {.seq = seq, .flags = flags};
         e->msg.header_.stamp_.sec_ = (int32_t)wall.tv_sec;
         e->msg.header_.stamp_.nanosec_ = (uint32_t)wall.tv_nsec;
-        w.send_ns = *send_ns = bench_now_ns();
+        w.send_ns = *send_ns = cli_now_ns();
         memcpy(e->pixels, &w, sizeof w);
         dds_return_t rc = dds_write(e->writer, &e->msg);
         if (rc == DDS_RETCODE_TIMEOUT)
@@ -569,8 +569,8 @@ static int pub_send(endpoint *e, uint64_t seq, uint32_t flags, int64_t *send_ns)
     ferry_image img;
     ferry_err err = ferry_image_loan(e->pub, a->sz->width, a->sz->height, a->sz->encoding, 0,
                                      &img);
-    int64_t until = bench_now_ns() + 200 * NS_PER_MS;
-    while (err == FERRY_EPOOL && bench_now_ns() < until) {
+    int64_t until = cli_now_ns() + 200 * NS_PER_MS;
+    while (err == FERRY_EPOOL && cli_now_ns() < until) {
         ferry_publisher_poll(e->pub, 100000);
         err = ferry_image_loan(e->pub, a->sz->width, a->sz->height, a->sz->encoding, 0, &img);
     }
@@ -585,7 +585,7 @@ static int pub_send(endpoint *e, uint64_t seq, uint32_t flags, int64_t *send_ns)
     img.header->stamp.nanosec = (uint32_t)wall.tv_nsec;
     snprintf(img.header->frame_id, sizeof img.header->frame_id, "bench");
     /* As for the plain path: the clock starts when the frame is in the sender's buffer. */
-    bench_wire w = {.seq = seq, .send_ns = bench_now_ns(), .flags = flags};
+    bench_wire w = {.seq = seq, .send_ns = cli_now_ns(), .flags = flags};
     *send_ns = w.send_ns;
     memcpy(img.data, &w, sizeof w);
     err = ferry_image_publish(e->pub, &img);
@@ -644,7 +644,7 @@ static int sub_recv(endpoint *e, bench_wire *w, int64_t *recv_ns, int64_t timeou
             if (n < 0)
                 return dds_fail("dds_take", n);
             if (n > 0) {
-                *recv_ns = bench_now_ns();
+                *recv_ns = cli_now_ns();
                 const sensor_msgs_msg_dds__Image_ *m = buf[0];
                 bool ok = info[0].valid_data && m->data_._length >= sizeof *w;
                 if (ok)
@@ -678,7 +678,7 @@ static int sub_recv(endpoint *e, bench_wire *w, int64_t *recv_ns, int64_t timeou
     }
     if (err)
         return ferry_fail("take", err);
-    *recv_ns = bench_now_ns();
+    *recv_ns = cli_now_ns();
     ferry_image_view v;
     err = ferry_image_view_get(&s, &v);
     bool ok = err == FERRY_OK && v.data_size >= sizeof *w;
@@ -700,7 +700,7 @@ static int sub_main(int side, const void *arg)
     cli_lat lat;
     size_t cap = a->mode == MODE_PACED ? a->paced_count : LAT_FLAT_CAP;
     int status = 1;
-    int64_t start = bench_now_ns(), done_seen = 0;
+    int64_t start = cli_now_ns(), done_seen = 0;
     uint64_t last_seq = 0;
     if (!cli_lat_init(&lat, cap))
         return 1;
@@ -714,7 +714,7 @@ static int sub_main(int side, const void *arg)
         if (rc < 0)
             goto out;
         if (rc == 1) {
-            now = bench_now_ns();
+            now = cli_now_ns();
             if (atomic_load(&c->pub_done)) {
                 if (done_seen == 0)
                     done_seen = now;
@@ -738,7 +738,7 @@ static int sub_main(int side, const void *arg)
         c->last_recv_ns = now;
         atomic_fetch_add(&c->received, 1);
         if (atomic_load(&c->pub_waiting))
-            bench_futex_wake(&c->received);
+            cli_futex_wake(&c->received);
         if (w.flags & BENCH_F_END)
             break;
     }
@@ -766,7 +766,7 @@ static void pub_window(endpoint *e, uint64_t sent, uint32_t window, uint64_t *fo
         uint32_t got = atomic_load(&c->received);
         if (sent - got - *forgiven < window)
             return;
-        int64_t now = bench_now_ns();
+        int64_t now = cli_now_ns();
         if (since == 0)
             since = now;
         else if (now - since > STALL_NS) {
@@ -778,7 +778,7 @@ static void pub_window(endpoint *e, uint64_t sent, uint32_t window, uint64_t *fo
          * received before it reads waiting, so one of the two sees the other. */
         atomic_store(&c->pub_waiting, 1);
         if (atomic_load(&c->received) == got)
-            bench_futex_wait(&c->received, got, 20 * NS_PER_MS);
+            cli_futex_wait(&c->received, got, 20 * NS_PER_MS);
         atomic_store(&c->pub_waiting, 0);
         if (e->a->path == PATH_BRIDGED)
             ferry_publisher_poll(e->pub, 0);
@@ -797,9 +797,9 @@ static int pub_main(int side, const void *arg)
         goto out;
 
     /* Warm-up until the subscriber has seen a few: routes, discovery and first touches done. */
-    until = bench_now_ns() + 40 * NS_PER_S;
+    until = cli_now_ns() + 40 * NS_PER_S;
     while (atomic_load(&c->warm_seen) < WARMUP_FRAMES) {
-        if (atomic_load(&c->sub_done) || bench_now_ns() > until) {
+        if (atomic_load(&c->sub_done) || cli_now_ns() > until) {
             fprintf(stderr, "ferry bench: %s %s: warm-up frames do not arrive\n",
                     path_names[a->path], a->topic);
             goto out;
@@ -812,7 +812,7 @@ static int pub_main(int side, const void *arg)
 
     uint32_t window = a->sz->bytes <= 4096 ? WINDOW_SMALL : WINDOW_LARGE;
     int64_t period = NS_PER_S / a->sz->hz;
-    int64_t start = bench_now_ns();
+    int64_t start = cli_now_ns();
     uint64_t sent = 0, forgiven = 0;
     for (;;) {
         bool last;
@@ -821,7 +821,7 @@ static int pub_main(int side, const void *arg)
             last = sent + 1 == a->paced_count;
         } else {
             pub_window(&e, sent, window, &forgiven);
-            last = bench_now_ns() - start >= a->flat_ns;
+            last = cli_now_ns() - start >= a->flat_ns;
         }
         int rc = pub_send(&e, ++seq, last ? BENCH_F_END : 0, &ts);
         if (rc < 0)
@@ -840,8 +840,8 @@ out:
     atomic_store(&c->pub_done, 1);
     /* Stay until the subscriber is done: a reliable writer that goes early loses what it has
      * not delivered yet, and bridge A may not have taken everything. */
-    until = bench_now_ns() + 30 * NS_PER_S;
-    while (!atomic_load(&c->sub_done) && bench_now_ns() < until)
+    until = cli_now_ns() + 30 * NS_PER_S;
+    while (!atomic_load(&c->sub_done) && cli_now_ns() < until)
         pub_idle(&e, 10 * NS_PER_MS);
     if (a->path == PATH_PLAIN)
         plain_close(&e);
@@ -918,7 +918,7 @@ static int reap(pid_t pid, int64_t deadline)
             untrack_child(pid);
             return -1;
         }
-        if (stop_flag || bench_now_ns() > deadline) {
+        if (stop_flag || cli_now_ns() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
             untrack_child(pid);
@@ -950,9 +950,9 @@ static void run_row(const size_spec *sz, int path, int mode, const plan *p, int 
     }
     int64_t measured = mode == MODE_PACED ? (int64_t)a.paced_count * NS_PER_S / sz->hz
                                           : p->flat_ns;
-    int64_t deadline = bench_now_ns() + 120 * NS_PER_S + measured;
+    int64_t deadline = cli_now_ns() + 120 * NS_PER_S + measured;
     int prc = reap(pub, deadline);
-    int src = reap(sub, prc == 0 ? deadline : bench_now_ns() + 5 * NS_PER_S);
+    int src = reap(sub, prc == 0 ? deadline : cli_now_ns() + 5 * NS_PER_S);
     if (prc != 0 || src != 0)
         return;
 
@@ -984,11 +984,11 @@ static int start_bridges(void)
         if (bridge_pid[s] < 0)
             return -1;
     }
-    int64_t until = bench_now_ns() + 20 * NS_PER_S;
+    int64_t until = cli_now_ns() + 20 * NS_PER_S;
     for (int s = 0; s < 2; s++) {
         uint32_t r;
         while ((r = atomic_load(&env.sh->bridge[s].ready)) == 0) {
-            if (stop_flag || bench_now_ns() > until)
+            if (stop_flag || cli_now_ns() > until)
                 return cli_fail("bench", 1, "bridge %c did not start", s ? 'B' : 'A');
             usleep(20000);
         }
@@ -1004,7 +1004,7 @@ static void stop_bridges(void)
         atomic_store(&env.sh->bridge[s].stop, 1);
     for (int s = 0; s < 2; s++)
         if (bridge_pid[s] > 0)
-            reap(bridge_pid[s], bench_now_ns() + 10 * NS_PER_S);
+            reap(bridge_pid[s], cli_now_ns() + 10 * NS_PER_S);
 }
 
 static char *image_name(const size_spec *sz, char *buf, size_t cap)
@@ -1124,25 +1124,24 @@ static void usage(FILE *to)
 
 int bench_bridge_cmd(int argc, char **argv)
 {
-    bool quick = false;
-    const char *csv = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = true;
-        } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
-            csv = argv[++i];
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
+    static const struct option options[] = {
+        CLI_OPT_QUICK,
+        CLI_OPT_CSV,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
+    };
+    cli_opts o;
+    cli_parser op = {.cmd = "bench bridge", .options = options, .usage = usage, .opts = &o};
+    cli_opts_init(&o);
+    if (cli_getopt(&op, argc, argv) != CLI_OPTS_END)
+        return op.status;
+    if (optind < argc)
+        return cli_fail("bench bridge", 2, "unexpected argument '%s' (try 'ferry bench bridge "
+                        "--help')", argv[optind]);
     if (geteuid() != 0)
         return cli_fail("bench", 1, "bridge: needs root (it makes network namespaces)");
 
-    plan p = quick ? (plan){.paced_small = 200, .paced_large = 60, .flat_ns = NS_PER_S}
+    plan p = o.quick ? (plan){.paced_small = 200, .paced_large = 60, .flat_ns = NS_PER_S}
                    : (plan){.paced_small = 1000, .paced_large = 300, .flat_ns = 3 * NS_PER_S};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1207,7 +1206,7 @@ int bench_bridge_cmd(int argc, char **argv)
         status = 130;
     }
     cleanup();
-    if (csv && write_csv(csv, rows, n) != 0 && status == 0)
+    if (o.csv && write_csv(o.csv, rows, n) != 0 && status == 0)
         status = 1;
     return status;
 }

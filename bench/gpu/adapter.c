@@ -228,9 +228,9 @@ static int camera_proc(const char *dir, int cam, bool paced, adapter_ctl *ctl)
         return fail_ferry("camera publisher", err);
     }
     int rc = 0;
-    int64_t deadline = bench_now_ns() + CONNECT_NS;
+    int64_t deadline = cli_now_ns() + CONNECT_NS;
     while ((err = ferry_publisher_wait_subscribers(pub, 1, 100 * 1000000)) == FERRY_ETIMEDOUT &&
-           !atomic_load_explicit(&ctl->stop, memory_order_relaxed) && bench_now_ns() < deadline) {
+           !atomic_load_explicit(&ctl->stop, memory_order_relaxed) && cli_now_ns() < deadline) {
     }
     if (err) {
         if (!atomic_load_explicit(&ctl->stop, memory_order_relaxed))
@@ -241,13 +241,13 @@ static int camera_proc(const char *dir, int cam, bool paced, adapter_ctl *ctl)
     void *seen[SEEN_MAX];
     int nseen = 0;
     const int64_t period = 1000000000 / FPS;
-    int64_t next = bench_now_ns() + (int64_t)cam * period / CAMERAS;
+    int64_t next = cli_now_ns() + (int64_t)cam * period / CAMERAS;
     uint64_t seq = 0;
     while (!atomic_load_explicit(&ctl->stop, memory_order_relaxed)) {
         if (paced) {
             cli_sleep_until(next);
             next += period;
-            int64_t now = bench_now_ns();
+            int64_t now = cli_now_ns();
             if (next < now)
                 next = now; /* late: no burst to catch up */
         }
@@ -272,7 +272,7 @@ static int camera_proc(const char *dir, int cam, bool paced, adapter_ctl *ctl)
         seq++;
         for (size_t i = 0; i < SEQ_WORDS; i++)
             w[i] = seq_word(seq, (uint32_t)cam, i);
-        frame_header h = {.magic = FRAME_MAGIC, .seq = seq, .send_ns = bench_now_ns(),
+        frame_header h = {.magic = FRAME_MAGIC, .seq = seq, .send_ns = cli_now_ns(),
                           .camera = (uint32_t)cam};
         memcpy(p, &h, sizeof h);
         do {
@@ -309,7 +309,7 @@ static int reap(adapter *g, bool block)
             return fail_cuda("frame event", e);
         inflight *f = &g->ring[k];
         if (f->measured)
-            cli_lat_add(&g->lat, bench_now_ns() - f->t0);
+            cli_lat_add(&g->lat, cli_now_ns() - f->t0);
         ferry_err err = ferry_release(g->subs[f->cam], &f->sample);
         if (err)
             return fail_ferry("release sample", err);
@@ -341,12 +341,12 @@ static int frame(adapter *g, int cam, ferry_sample *smp, bool measured)
     g->cams[idx] = (uint8_t)cam;
     cudaStream_t s = g->streams[cam];
 
-    int64_t t0 = bench_now_ns();
+    int64_t t0 = cli_now_ns();
     ferry_gpu_buffer *buf = NULL;
     void *dptr = g->floor_buf[cam];
     if (g->cache) {
         ferry_err err = ferry_gpu_alloc(g->cache, smp->size, s, &buf);
-        int64_t t1 = bench_now_ns();
+        int64_t t1 = cli_now_ns();
         if (err)
             return fail_ferry("ferry_gpu_alloc", err);
         if (measured)
@@ -366,7 +366,7 @@ static int frame(adapter *g, int cam, ferry_sample *smp, bool measured)
     if (!g->md->pipelined) {
         if ((e = cudaStreamSynchronize(s)) != cudaSuccess)
             return fail_cuda("cudaStreamSynchronize", e);
-        int64_t t1 = bench_now_ns();
+        int64_t t1 = cli_now_ns();
         if ((err = ferry_release(sub, smp)))
             return fail_ferry("release sample", err);
         if (measured)
@@ -398,10 +398,10 @@ static void stop_cameras(adapter *g)
     for (int i = 0; i < CAMERAS; i++) {
         if (g->pids[i] <= 0)
             continue;
-        int64_t deadline = bench_now_ns() + (int64_t)5 * 1000000000;
+        int64_t deadline = cli_now_ns() + (int64_t)5 * 1000000000;
         int status = 0;
         pid_t r;
-        while ((r = waitpid(g->pids[i], &status, WNOHANG)) == 0 && bench_now_ns() < deadline)
+        while ((r = waitpid(g->pids[i], &status, WNOHANG)) == 0 && cli_now_ns() < deadline)
             usleep(1000);
         if (r == 0) {
             kill(g->pids[i], SIGKILL);
@@ -460,7 +460,7 @@ static int start_row(adapter *g)
         if (pid < 0)
             return cli_fail("bench gpu", 1, "adapter: fork: %s", strerror(errno));
         if (pid == 0) {
-            bench_child_setup(parent);
+            cli_child_setup(parent);
             int rc = camera_proc(g->dir, i, g->md->paced, g->ctl);
             fflush(NULL);
             _exit(rc ? 1 : 0);
@@ -557,11 +557,11 @@ static int run_row(adapter *g, row_result *r)
     meas *= 1000000;
 
     ferry_gpu_cache_stats s0 = {0}, s1 = {0};
-    int64_t t_start = bench_now_ns(), t_meas = 0, t_end = 0, cpu0 = 0, cpu1 = 0;
+    int64_t t_start = cli_now_ns(), t_meas = 0, t_end = 0, cpu0 = 0, cpu1 = 0;
     uint64_t dropped0 = 0;
     bool measuring = false;
     while (rc == 0) {
-        int64_t now = bench_now_ns();
+        int64_t now = cli_now_ns();
         if (!measuring && now >= t_start + warm) {
             measuring = true;
             t_meas = now;
@@ -607,7 +607,7 @@ static int run_row(adapter *g, row_result *r)
     /* Frames still in flight were measured: wait for them, then read the clocks. */
     while (rc == 0 && g->ring_count)
         rc = reap(g, true);
-    t_end = bench_now_ns();
+    t_end = cli_now_ns();
     cpu1 = cli_cpu_ns();
     if (rc == 0) {
         r->dropped = dropped_now(g) - dropped0;
@@ -809,9 +809,9 @@ static int same_stream_hit(int device, double *p50_us, double *p99_us)
         goto out;
     for (int i = 0; i < 10100; i++) {
         ferry_gpu_buffer *b = NULL;
-        int64_t t0 = bench_now_ns();
+        int64_t t0 = cli_now_ns();
         ferry_err err = ferry_gpu_alloc(c, FRAME_BYTES, s, &b);
-        int64_t t1 = bench_now_ns();
+        int64_t t1 = cli_now_ns();
         if (err != FERRY_OK)
             goto out;
         if (i >= 100) /* the first ones carve and warm up */
@@ -848,7 +848,7 @@ int bench_gpu_adapter(const bench_gpu_args *a)
     char own_dir[256] = "";
     g->dir = a->dir;
     if (!g->dir) {
-        if (!bench_private_dir("ferry-adapter-", own_dir, sizeof own_dir)) {
+        if (!cli_private_dir("ferry-adapter-", own_dir, sizeof own_dir)) {
             free(g);
             return 1;
         }
@@ -902,7 +902,7 @@ int bench_gpu_adapter(const bench_gpu_args *a)
     cleanup(g);
     sigaction(SIGPIPE, &old_pipe, NULL);
     if (own_dir[0])
-        bench_rmtree(own_dir);
+        cli_rmtree(own_dir);
     free(g);
     return rc;
 }

@@ -7,8 +7,6 @@
  */
 #include "demo.h"
 
-#include "bench.h"
-
 #include <ferry/gpu.h>
 #include <ferry/msg.h>
 
@@ -159,9 +157,9 @@ static int gpu_setup(gpu_consumer *g)
 
 static int gpu_run(gpu_consumer *g)
 {
-    int64_t started = bench_now_ns();
+    int64_t started = cli_now_ns();
     while (!g->done) {
-        int64_t now = bench_now_ns();
+        int64_t now = cli_now_ns();
         if (g->last_frame_ns == 0 ? now - started > DEMO_FIRST_FRAME_NS
                                   : now - g->last_frame_ns > DEMO_IDLE_NS)
             break;
@@ -177,7 +175,7 @@ static int gpu_run(gpu_consumer *g)
                 break;
             if (err)
                 return ferry_fail("take", err);
-            g->last_frame_ns = bench_now_ns();
+            g->last_frame_ns = cli_now_ns();
             int rc = gpu_frame(g, &s);
             if ((err = ferry_release(g->sub, &s)) != FERRY_OK)
                 return ferry_fail("release", err);
@@ -198,30 +196,30 @@ int demo_gpu_main(const demo_cfg *c, int res)
         memset(&skip, 0, sizeof skip);
         snprintf(skip.reason, sizeof skip.reason, "%s",
                  err == FERRY_ENODEV || err == FERRY_OK ? "no GPU" : ferry_strerror(err));
-        bench_write_full(res, &msg, 1);
-        bench_write_full(res, &skip, sizeof skip);
+        cli_write_full(res, &msg, 1);
+        cli_write_full(res, &skip, sizeof skip);
         return 0;
     }
 
     char msg = DEMO_MSG_GPU;
-    if (bench_write_full(res, &msg, 1) != 0)
+    if (cli_write_full(res, &msg, 1) != 0)
         return 1;
     gpu_consumer *g = calloc(1, sizeof *g);
     int rc = 1;
     msg = DEMO_MSG_FAIL;
     if (!g || !(g->lat = malloc(c->frames * sizeof *g->lat))) {
-        bench_write_full(res, &msg, 1);
+        cli_write_full(res, &msg, 1);
         goto out;
     }
     g->c = c;
     g->r.status = -1;
     int64_t cpu0 = cli_cpu_ns();
     if (gpu_setup(g) != 0) {
-        bench_write_full(res, &msg, 1);
+        cli_write_full(res, &msg, 1);
         goto out;
     }
     msg = DEMO_MSG_READY;
-    if (bench_write_full(res, &msg, 1) != 0)
+    if (cli_write_full(res, &msg, 1) != 0)
         goto out;
     g->r.status = gpu_run(g);
     g->r.cpu_ns = cli_cpu_ns() - cpu0;
@@ -233,9 +231,9 @@ int demo_gpu_main(const demo_cfg *c, int res)
         g->r.device_allocs = cs.device_allocs;
         g->r.cache_hits = cs.hits;
     }
-    if (bench_write_full(res, &g->r, sizeof g->r) == 0 &&
+    if (cli_write_full(res, &g->r, sizeof g->r) == 0 &&
         (g->r.lat_count == 0 ||
-         bench_write_full(res, g->lat, g->r.lat_count * sizeof *g->lat) == 0))
+         cli_write_full(res, g->lat, g->r.lat_count * sizeof *g->lat) == 0))
         rc = g->r.status == 0 ? 0 : 1;
 out:
     if (g) {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
+static const char usage_text[] =
     "usage: ferry bench gpu [--quick] [--csv FILE] [--device N]\n"
     "                       [--part adapter|ingest|xproc|all]\n"
     "  adapter  3 cameras x 1280x720 RGB8 -> device buffer -> kernel: cudaMalloc, cudaMallocAsync\n"
@@ -26,6 +26,11 @@ static const char usage[] =
     "  --quick  seconds per row instead of tens (under a minute per part)\n"
     "  --csv    adapter rows to FILE, ingest and xproc rows to FILE with -ingest or -xproc\n"
     "           before the extension\n";
+
+static void usage(FILE *to)
+{
+    fputs(usage_text, to);
+}
 
 /* "dir/gpu.csv" -> "dir/gpu-ingest.csv"; "gpu" -> "gpu-ingest". */
 static bool part_path(const char *file, const char *suffix, char *out, size_t cap)
@@ -61,33 +66,45 @@ int bench_gpu_cmd(int argc, char **argv)
     /* The cross-process part's reader: this program exec'd again (not listed in the usage). */
     if (argc >= 2 && strcmp(argv[1], "--xproc-reader") == 0)
         return bench_gpu_xproc_reader(argc - 1, argv + 1);
+    enum { O_DEVICE = CLI_O_OWN, O_PART };
+    static const struct option options[] = {
+        CLI_OPT_QUICK,
+        CLI_OPT_CSV,
+        {"device", required_argument, NULL, O_DEVICE},
+        {"part", required_argument, NULL, O_PART},
+        CLI_OPT_HELP,
+        CLI_OPT_END,
+    };
     bench_gpu_args a = {.quick = false, .device = 0, .csv = NULL, .dir = NULL};
-    const char *csv = NULL, *part = "all";
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            fputs(usage, stdout);
-            return 0;
-        } else if (strcmp(arg, "--quick") == 0) {
-            a.quick = true;
-        } else if (strcmp(arg, "--csv") == 0 && i + 1 < argc) {
-            csv = argv[++i];
-        } else if (strcmp(arg, "--device") == 0 && i + 1 < argc) {
+    const char *part = "all";
+    cli_opts o;
+    cli_parser p = {.cmd = "bench gpu", .options = options, .usage = usage, .opts = &o};
+    int c;
+    cli_opts_init(&o);
+    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
+        switch (c) {
+        case O_DEVICE: {
             uint64_t d;
-            if (!cli_parse_whole("bench gpu", &cli_ranges[CLI_R_GPU_DEVICE], argv[++i], &d))
+            if (!cli_parse_whole("bench gpu", &cli_ranges[CLI_R_GPU_DEVICE], optarg, &d))
                 return 2;
             a.device = (int)d;
-        } else if (strcmp(arg, "--part") == 0 && i + 1 < argc) {
-            part = argv[++i];
+            break;
+        }
+        case O_PART:
+            part = optarg;
             if (strcmp(part, "adapter") != 0 && strcmp(part, "ingest") != 0 &&
                 strcmp(part, "xproc") != 0 && strcmp(part, "all") != 0)
                 return cli_fail("bench gpu", 2, "unknown part '%s' (adapter, ingest, xproc, all)",
                                 part);
-        } else {
-            fputs(usage, stderr);
-            return cli_fail("bench gpu", 2, "unknown or incomplete option '%s'", arg);
+            break;
         }
     }
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
+    if (optind < argc)
+        return cli_fail("bench gpu", 2, "unexpected argument '%s' (try 'ferry bench gpu --help')",
+                        argv[optind]);
+    a.quick = o.quick;
 
     int count = 0;
     ferry_err err = ferry_gpu_device_count(&count);
@@ -97,11 +114,11 @@ int bench_gpu_cmd(int argc, char **argv)
         return cli_fail("bench gpu", 2, "no device %d (%d found)", a.device, count);
 
     char ingest_csv[4096], xproc_csv[4096];
-    if (csv && (!part_path(csv, "-ingest", ingest_csv, sizeof ingest_csv) ||
-                !part_path(csv, "-xproc", xproc_csv, sizeof xproc_csv)))
+    if (o.csv && (!part_path(o.csv, "-ingest", ingest_csv, sizeof ingest_csv) ||
+                  !part_path(o.csv, "-xproc", xproc_csv, sizeof xproc_csv)))
         return cli_fail("bench gpu", 2, "csv path too long");
     char dir[256];
-    if (!bench_private_dir("ferry-bench-gpu-", dir, sizeof dir))
+    if (!cli_private_dir("ferry-bench-gpu-", dir, sizeof dir))
         return 1;
     a.dir = dir;
 
@@ -109,17 +126,17 @@ int bench_gpu_cmd(int argc, char **argv)
     bool all = strcmp(part, "all") == 0;
     if (all || strcmp(part, "adapter") == 0) {
         printf("== adapter ==\n");
-        rc |= run_part(bench_gpu_adapter, &a, csv) != 0;
+        rc |= run_part(bench_gpu_adapter, &a, o.csv) != 0;
     }
     if (all || strcmp(part, "ingest") == 0) {
         printf("== ingest ==\n");
-        rc |= run_part(bench_gpu_ingest, &a, csv ? ingest_csv : NULL) != 0;
+        rc |= run_part(bench_gpu_ingest, &a, o.csv ? ingest_csv : NULL) != 0;
     }
     if (all || strcmp(part, "xproc") == 0) {
         printf("== xproc ==\n");
-        rc |= run_part(bench_gpu_xproc, &a, csv ? xproc_csv : NULL) != 0;
+        rc |= run_part(bench_gpu_xproc, &a, o.csv ? xproc_csv : NULL) != 0;
     }
-    if (bench_rmtree(dir) != 0)
+    if (cli_rmtree(dir) != 0)
         fprintf(stderr, "ferry bench gpu: could not remove %s\n", dir);
     return rc ? 1 : 0;
 }

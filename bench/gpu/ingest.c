@@ -128,13 +128,13 @@ static int publisher_proc(const char *dir, int cmd_fd, int reply_fd)
         if (r <= 0 || !(pf[0].revents & (POLLIN | POLLHUP)))
             continue;
         ingest_cmd c;
-        if (bench_read_full(cmd_fd, &c, sizeof c, bench_now_ns() + 1000000000LL) != 0) {
+        if (cli_read_full(cmd_fd, &c, sizeof c, cli_now_ns() + 1000000000LL) != 0) {
             rc = 1; /* the benchmark went away */
             break;
         }
         uint64_t reply = FERRY_OK;
         if (c.op == OP_STOP) {
-            bench_write_full(reply_fd, &reply, sizeof reply);
+            cli_write_full(reply_fd, &reply, sizeof reply);
             break;
         } else if (c.op == OP_WAIT_SUBS) {
             reply = (uint64_t)ferry_publisher_wait_subscribers(pub, (uint32_t)c.arg,
@@ -157,7 +157,7 @@ static int publisher_proc(const char *dir, int cmd_fd, int reply_fd)
             }
             reply = (uint64_t)err;
         }
-        if (bench_write_full(reply_fd, &reply, sizeof reply) != 0) {
+        if (cli_write_full(reply_fd, &reply, sizeof reply) != 0) {
             rc = 1;
             break;
         }
@@ -171,8 +171,8 @@ static ferry_err command(ingest *g, uint64_t op, uint64_t arg)
 {
     ingest_cmd c = {op, arg};
     uint64_t reply;
-    if (bench_write_full(g->cmd_fd, &c, sizeof c) != 0 ||
-        bench_read_full(g->reply_fd, &reply, sizeof reply, bench_now_ns() + 20000000000LL) != 0)
+    if (cli_write_full(g->cmd_fd, &c, sizeof c) != 0 ||
+        cli_read_full(g->reply_fd, &reply, sizeof reply, cli_now_ns() + 20000000000LL) != 0)
         return FERRY_ESYS;
     return (ferry_err)reply;
 }
@@ -201,7 +201,7 @@ static int one_frame(ingest *g, int m, const ferry_sample *s, size_t size, int64
             (e = cudaStreamSynchronize(g->stream)) != cudaSuccess)
             return fail_cuda("reset", e);
     }
-    int64_t t0 = bench_now_ns();
+    int64_t t0 = cli_now_ns();
     switch (m) {
     case M_PAGEABLE:
         e = cudaMemcpyAsync(g->dbuf, s->data, size, cudaMemcpyHostToDevice, g->stream);
@@ -224,7 +224,7 @@ static int one_frame(ingest *g, int m, const ferry_sample *s, size_t size, int64
         return fail_ferry(method_names[m], err);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(g->stream);
-    *ns = bench_now_ns() - t0;
+    *ns = cli_now_ns() - t0;
     if (e != cudaSuccess)
         return fail_cuda(method_names[m], e);
     return 0;
@@ -276,16 +276,16 @@ static int run_method(ingest *g, int m, size_t size, int warmup, int frames)
             return 1;
         if (m == M_PINNED && i == -warmup) {
             cli_frame_fill(g->pinned, size, 1, true);
-            bench_prefault(g->pinned, size);
+            cli_prefault(g->pinned, size);
         }
         /* The first ferry call on a chunk registers it: timed on its own, outside the rows. */
         if (m == M_REGISTERED || m == M_MAPPED) {
             ferry_gpu_host_stats before, after;
             ferry_gpu_host_stats_get(&before);
             const void *dp;
-            int64_t t0 = bench_now_ns();
+            int64_t t0 = cli_now_ns();
             ferry_err err = ferry_gpu_sample_device_ptr(g->sub, &s, g->a->device, &dp);
-            int64_t took = bench_now_ns() - t0;
+            int64_t took = cli_now_ns() - t0;
             ferry_gpu_host_stats_get(&after);
             if (err) {
                 ferry_release(g->sub, &s);
@@ -354,7 +354,7 @@ int bench_gpu_ingest(const bench_gpu_args *a)
     char own_dir[256] = "";
     const char *dir = a->dir;
     if (!dir) {
-        if (!bench_private_dir("ferry-ingest-", own_dir, sizeof own_dir))
+        if (!cli_private_dir("ferry-ingest-", own_dir, sizeof own_dir))
             return 1;
         dir = own_dir;
     }
@@ -385,7 +385,7 @@ int bench_gpu_ingest(const bench_gpu_args *a)
     fflush(NULL);
     g.pub_pid = fork();
     if (g.pub_pid == 0) {
-        bench_child_setup(parent);
+        cli_child_setup(parent);
         close(to_pub[1]);
         close(from_pub[0]);
         int r = publisher_proc(dir, to_pub[0], from_pub[1]);
@@ -416,9 +416,9 @@ int bench_gpu_ingest(const bench_gpu_args *a)
     }
     ingest_cmd wait_cmd = {OP_WAIT_SUBS, 1};
     uint64_t reply = 0;
-    if (bench_write_full(g.cmd_fd, &wait_cmd, sizeof wait_cmd) != 0 ||
+    if (cli_write_full(g.cmd_fd, &wait_cmd, sizeof wait_cmd) != 0 ||
         (err = ferry_subscriber_wait_publishers(g.sub, 1, 10000000000LL)) ||
-        bench_read_full(g.reply_fd, &reply, sizeof reply, bench_now_ns() + 20000000000LL) != 0 ||
+        cli_read_full(g.reply_fd, &reply, sizeof reply, cli_now_ns() + 20000000000LL) != 0 ||
         reply != FERRY_OK) {
         fail_ferry("connect", err ? err : reply ? (ferry_err)reply : FERRY_ETIMEDOUT);
         goto out;
@@ -471,7 +471,7 @@ out:
     for (size_t i = 0; i < NSIZES; i++)
         cli_lat_free(&g.reg_lat[i]);
     if (own_dir[0])
-        bench_rmtree(own_dir);
+        cli_rmtree(own_dir);
     sigaction(SIGPIPE, &old_pipe, NULL);
     return rc;
 }

@@ -139,11 +139,11 @@ static int xproc_reader(char **argv)
     if ((err = ferry_subscriber_wait_publishers(sub, 1, 30 * (int64_t)1000000000)))
         XFAIL("no producer: %s", ferry_strerror(err));
     char ready = 'r';
-    if (bench_write_full(up, &ready, 1) != 0)
+    if (cli_write_full(up, &ready, 1) != 0)
         XFAIL("pipe: %s", strerror(errno));
 
     for (uint32_t i = 0; i < frames; i++) {
-        int64_t deadline = bench_now_ns() + 10 * (int64_t)1000000000;
+        int64_t deadline = cli_now_ns() + 10 * (int64_t)1000000000;
         for (;;) {
             if (is_device(path)) {
                 ferry_gpu_frame f;
@@ -177,7 +177,7 @@ static int xproc_reader(char **argv)
             }
             if (err != FERRY_EAGAIN)
                 XFAIL("take: %s", ferry_strerror(err));
-            if (bench_now_ns() > deadline)
+            if (cli_now_ns() > deadline)
                 XFAIL("no frame %u within 10 s", i);
             if (path != PATH_POLLED)
                 ferry_wait(sub, 100000000);
@@ -187,7 +187,7 @@ static int xproc_reader(char **argv)
         if (gs)
             ferry_gpu_subscriber_poll(gs); /* the host sample goes back before the ack */
         char ack = 'a';
-        if (bench_write_full(up, &ack, 1) != 0)
+        if (cli_write_full(up, &ack, 1) != 0)
             XFAIL("pipe: %s", strerror(errno));
     }
     if ((ce = cudaMemcpy(lat, dlat, (size_t)frames * sizeof *lat, cudaMemcpyDeviceToHost)) !=
@@ -214,7 +214,7 @@ out:
     cudaFree(dlat);
     cudaFree(dcopy);
     free(lat);
-    bench_write_full(up, &res, sizeof res);
+    cli_write_full(up, &res, sizeof res);
     return res.status;
 }
 
@@ -340,9 +340,9 @@ static int run_path(const bench_gpu_args *a, int path, uint32_t frames, uint32_t
         goto out;
     }
     char c;
-    int64_t deadline = bench_now_ns() + 60 * (int64_t)1000000000;
+    int64_t deadline = cli_now_ns() + 60 * (int64_t)1000000000;
     if ((err = ferry_publisher_wait_subscribers(pub, 1, 60 * (int64_t)1000000000)) ||
-        bench_read_full(up, &c, 1, deadline) != 0) {
+        cli_read_full(up, &c, 1, deadline) != 0) {
         fprintf(stderr, "xproc: the reader did not start\n");
         goto reap;
     }
@@ -368,17 +368,17 @@ static int run_path(const bench_gpu_args *a, int path, uint32_t frames, uint32_t
                 goto reap;
             }
         }
-        if (bench_read_full(up, &c, 1, bench_now_ns() + 10 * (int64_t)1000000000) != 0) {
+        if (cli_read_full(up, &c, 1, cli_now_ns() + 10 * (int64_t)1000000000) != 0) {
             fprintf(stderr, "xproc: the reader stopped at frame %u\n", i);
             goto reap;
         }
         ferry_publisher_poll(pub, 0);
         /* Idle GPU and CPUs between frames: the figure is a handoff's, not a queue's. */
-        int64_t until = bench_now_ns() + 200000;
-        while (bench_now_ns() < until)
+        int64_t until = cli_now_ns() + 200000;
+        while (cli_now_ns() < until)
             ferry_publisher_poll(pub, 50000);
     }
-    if (bench_read_full(up, res, sizeof *res, bench_now_ns() + 30 * (int64_t)1000000000) == 0 &&
+    if (cli_read_full(up, res, sizeof *res, cli_now_ns() + 30 * (int64_t)1000000000) == 0 &&
         res->status == 0)
         rc = 0;
     else

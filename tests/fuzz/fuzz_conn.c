@@ -232,20 +232,7 @@ static _Atomic uint64_t *counter(unsigned which)
 {
     size_t len;
     ferry__conn_header *h = (ferry__conn_header *)conn_map(which & 1, &len);
-    if (h == NULL)
-        return NULL;
-    switch ((which >> 1) % 5) {
-    case 0:
-        return &h->deliver_head;
-    case 1:
-        return &h->deliver_tail;
-    case 2:
-        return &h->return_head;
-    case 3:
-        return &h->return_tail;
-    default:
-        return &h->dropped;
-    }
+    return h == NULL ? NULL : fz_conn_counter(h, which >> 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

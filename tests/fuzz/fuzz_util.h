@@ -1,12 +1,15 @@
 /*
  * Support shared by the fuzz targets: a private domain directory, the mappings of this process
- * (/proc/self/maps), descriptor counts, a byte reader over the input, and a hard failure that
- * libFuzzer reports as a crash. Single-threaded, like the targets.
+ * (/proc/self/maps), descriptor counts, a byte reader over the input, the counters of a
+ * connection segment, and a hard failure that libFuzzer reports as a crash. Single-threaded,
+ * like the targets.
  */
 #ifndef FERRY_FUZZ_UTIL_H
 #define FERRY_FUZZ_UTIL_H
 
 #include <ferry/ferry.h>
+
+#include "core/conn.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -145,6 +148,23 @@ static inline int fz_rm_entry(const char *path, const struct stat *st, int flag,
 static inline void fz_rmrf(const char *path)
 {
     nftw(path, fz_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* One of a connection segment's five ring counters, by number (any value picks one). */
+static inline _Atomic uint64_t *fz_conn_counter(ferry__conn_header *h, unsigned which)
+{
+    switch (which % 5) {
+    case 0:
+        return &h->deliver_head;
+    case 1:
+        return &h->deliver_tail;
+    case 2:
+        return &h->return_head;
+    case 3:
+        return &h->return_tail;
+    default:
+        return &h->dropped;
+    }
 }
 
 /* Swallows the library's diagnostics: hostile input makes many, by design. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) in build-fuzz
-# and runs each for SECONDS_PER_TARGET seconds (default 25) on a copy of its corpus, so that the
+# and runs each for SECONDS_PER_TARGET seconds (default 17) on a copy of its corpus, so that the
 # corpus kept in tests/fuzz/corpus changes only when someone copies new inputs back on purpose.
 # Prints the executions and any finding; exits non-zero when a target crashed, 77 when clang or
 # its fuzzer runtime is missing. Installs nothing.
@@ -11,9 +11,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-seconds=${1:-25}
+seconds=${1:-17}
 build=${FERRY_FUZZ_BUILD:-build-fuzz}
-targets=(fuzz_proto fuzz_conn)
+targets=(fuzz_proto fuzz_conn fuzz_conn_seg)
 max_len=2048
 
 if ! command -v clang >/dev/null 2>&1; then

@@ -55,63 +55,56 @@ static void usage(FILE *to)
 }
 
 typedef struct bridge_args {
-    cli_where where;
+    cli_opts o; /* --depth, --quiet, --domain, --dir */
     const char *patterns[FERRY_BRIDGE_PATTERNS_MAX];
     size_t npatterns;
     ferry_bridge_direction direction;
     ferry_bridge_reliability reliability;
-    uint64_t depth;
     uint64_t dds_domain;
     bool dds_domain_set;
     const char *config;
     double seconds;
     bool stats;
-    bool quiet;
 } bridge_args;
 
 static int parse_args(int argc, char **argv, bridge_args *a)
 {
     enum {
-        O_TOPIC = 256,
+        O_TOPIC = CLI_O_OWN,
         O_DIRECTION,
         O_RELIABLE,
         O_BEST_EFFORT,
-        O_DEPTH,
         O_DDS_DOMAIN,
         O_CONFIG,
         O_SECONDS,
         O_STATS,
-        O_QUIET,
-        O_DOMAIN,
-        O_DIR
     };
     static const struct option options[] = {
         {"topic", required_argument, NULL, O_TOPIC},
         {"direction", required_argument, NULL, O_DIRECTION},
         {"reliable", no_argument, NULL, O_RELIABLE},
         {"best-effort", no_argument, NULL, O_BEST_EFFORT},
-        {"depth", required_argument, NULL, O_DEPTH},
+        CLI_OPT_DEPTH,
         {"dds-domain", required_argument, NULL, O_DDS_DOMAIN},
         {"config", required_argument, NULL, O_CONFIG},
         {"seconds", required_argument, NULL, O_SECONDS},
         {"stats", no_argument, NULL, O_STATS},
-        {"quiet", no_argument, NULL, O_QUIET},
-        {"domain", required_argument, NULL, O_DOMAIN},
-        {"dir", required_argument, NULL, O_DIR},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_QUIET,
+        CLI_OPT_DOMAIN,
+        CLI_OPT_DIR,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
+    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
     const char *env = getenv("FERRY_BRIDGE_CONFIG");
     int c;
 
     memset(a, 0, sizeof *a);
+    cli_opts_init(&a->o);
     a->direction = FERRY_BRIDGE_BOTH;
     a->seconds = -1.0;
     a->config = env != NULL && env[0] != '\0' ? env : NULL;
-    if (!cli_where_from_env(CMD, &a->where)) return 2;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
         case O_TOPIC:
             if (a->npatterns == FERRY_BRIDGE_PATTERNS_MAX)
@@ -138,9 +131,6 @@ static int parse_args(int argc, char **argv, bridge_args *a)
         case O_BEST_EFFORT:
             a->reliability = FERRY_BRIDGE_BEST_EFFORT;
             break;
-        case O_DEPTH:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_DEPTH], optarg, &a->depth)) return 2;
-            break;
         case O_DDS_DOMAIN:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN], optarg,
                                  &a->dds_domain))
@@ -157,31 +147,17 @@ static int parse_args(int argc, char **argv, bridge_args *a)
         case O_STATS:
             a->stats = true;
             break;
-        case O_QUIET:
-            a->quiet = true;
-            break;
-        case O_DOMAIN:
-            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
-            break;
-        case O_DIR:
-            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-        default:
-            return cli_option_error(CMD, c, argv);
         }
     }
+    if (c == CLI_OPTS_EXIT) return p.status;
     if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
     if (!a->dds_domain_set) {
         uint64_t dds_max = cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN].hi;
 
-        if (a->where.domain > dds_max)
+        if (a->o.where.domain > dds_max)
             return cli_fail(CMD, 2, "ferry domain %u is no DDS domain id (0..%" PRIu64 "): give "
-                            "--dds-domain", (unsigned)a->where.domain, dds_max);
-        a->dds_domain = a->where.domain;
+                            "--dds-domain", (unsigned)a->o.where.domain, dds_max);
+        a->dds_domain = a->o.where.domain;
     }
     return -1;
 }
@@ -254,17 +230,17 @@ int ferry_cmd_bridge(int argc, char **argv)
     }
 
     ferry_bridge_options_init(&o);
-    o.dir = a.where.dir;
-    o.domain = a.where.domain;
+    o.dir = a.o.where.dir;
+    o.domain = a.o.where.domain;
     o.dds_domain = (uint32_t)a.dds_domain;
     o.patterns = a.patterns;
     o.npatterns = a.npatterns;
     o.direction = a.direction;
     o.reliability = a.reliability;
-    if (a.depth != 0) o.depth = (uint32_t)a.depth;
+    if (a.o.depth != 0) o.depth = (uint32_t)a.o.depth;
     o.dds_config = config;
     o.log = log_line;
-    o.log_level = a.quiet ? FERRY_LOG_WARN : FERRY_LOG_INFO;
+    o.log_level = a.o.quiet ? FERRY_LOG_WARN : FERRY_LOG_INFO;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
@@ -276,10 +252,10 @@ int ferry_cmd_bridge(int argc, char **argv)
         return cli_fail(CMD, 1, "cannot start: %s%s%s", ferry_strerror(err),
                         err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(saved) : "");
     }
-    if (!a.quiet)
+    if (!a.o.quiet)
         fprintf(stderr,
                 "ferry bridge: ferry domain %u (%s) <-> DDS domain %u, direction %s\n",
-                (unsigned)a.where.domain, a.where.dir ? a.where.dir : "default directory",
+                (unsigned)a.o.where.domain, a.o.where.dir ? a.o.where.dir : "default directory",
                 (unsigned)a.dds_domain,
                 a.direction == FERRY_BRIDGE_OUT  ? "out"
                 : a.direction == FERRY_BRIDGE_IN ? "in"

@@ -25,40 +25,23 @@ static void usage(FILE *to)
 
 int ferry_cmd_clean(int argc, char **argv)
 {
-    enum { O_DOMAIN = 256, O_DIR };
     static const struct option options[] = {
-        {"domain", required_argument, NULL, O_DOMAIN},
-        {"dir", required_argument, NULL, O_DIR},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_DOMAIN,
+        CLI_OPT_DIR,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
     uint32_t removed = 0;
-    cli_where where;
+    cli_opts o;
     ferry_err err;
-    int c;
 
-    if (!cli_where_from_env(CMD, &where)) return 2;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case O_DOMAIN:
-            if (!cli_parse_domain(CMD, optarg, &where.domain)) return 2;
-            break;
-        case O_DIR:
-            if (!cli_parse_dir(CMD, optarg, &where.dir)) return 2;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-        default:
-            return cli_option_error(CMD, c, argv);
-        }
-    }
+    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &o};
+
+    cli_opts_init(&o);
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
     if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
 
-    err = ferry_clean(where.dir, where.domain, &removed);
+    err = ferry_clean(o.where.dir, o.where.domain, &removed);
     /* A domain directory that does not exist holds nothing to remove. */
     if (err == FERRY_ESYS && errno == ENOENT) {
         err = FERRY_OK;
@@ -67,7 +50,7 @@ int ferry_cmd_clean(int argc, char **argv)
     if (err != FERRY_OK) {
         int saved = errno;
 
-        return cli_fail(CMD, 1, "cannot clean domain %u: %s%s%s", (unsigned)where.domain,
+        return cli_fail(CMD, 1, "cannot clean domain %u: %s%s%s", (unsigned)o.where.domain,
                         ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
                         err == FERRY_ESYS ? strerror(saved) : "");
     }

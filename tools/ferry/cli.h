@@ -8,6 +8,8 @@
 #define FERRY_CLI_H
 
 #include <ferry/ferry.h>
+
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,10 +108,78 @@ int cli_range_fail(const char *cmd, const cli_range *r, const char *text);
 /* Parses --domain N (cli_ranges[CLI_R_DOMAIN]); false after a message when bad. */
 bool cli_parse_domain(const char *cmd, const char *text, uint32_t *out);
 
-/* After getopt_long (with a ':' optstring) returned c, ':' or '?': says what was wrong with
- * argv[optind - 1] (a missing value, a value given to a flag, an unknown option) in one line;
- * returns 2. */
-int cli_option_error(const char *cmd, int c, char **argv);
+/*
+ * Options several commands take. Each is parsed in one place (cli_getopt), with one meaning, one
+ * range (cli_ranges) and one message, whichever command it is given to. A command lists in its
+ * getopt_long table the CLI_OPT_* entries of the shared options it takes next to its own (whose
+ * codes start at CLI_O_OWN) and finds their values in a cli_opts.
+ */
+enum {
+    CLI_O_HELP = 'h',
+    CLI_O_DOMAIN = 256,
+    CLI_O_DIR,
+    CLI_O_TYPE,
+    CLI_O_DEPTH,
+    CLI_O_COUNT,
+    CLI_O_TIMEOUT,
+    CLI_O_JSON,
+    CLI_O_QUIET,
+    CLI_O_QUICK,
+    CLI_O_CSV,
+    CLI_O_OWN = 512, /* the first code of a command's own options */
+};
+
+#define CLI_OPT_HELP {"help", no_argument, NULL, CLI_O_HELP}
+#define CLI_OPT_DOMAIN {"domain", required_argument, NULL, CLI_O_DOMAIN}
+#define CLI_OPT_DIR {"dir", required_argument, NULL, CLI_O_DIR}
+#define CLI_OPT_TYPE {"type", required_argument, NULL, CLI_O_TYPE}
+#define CLI_OPT_DEPTH {"depth", required_argument, NULL, CLI_O_DEPTH}
+#define CLI_OPT_COUNT {"count", required_argument, NULL, CLI_O_COUNT}
+#define CLI_OPT_TIMEOUT {"timeout", required_argument, NULL, CLI_O_TIMEOUT}
+#define CLI_OPT_JSON {"json", no_argument, NULL, CLI_O_JSON}
+#define CLI_OPT_QUIET {"quiet", no_argument, NULL, CLI_O_QUIET}
+#define CLI_OPT_QUICK {"quick", no_argument, NULL, CLI_O_QUICK}
+#define CLI_OPT_CSV {"csv", required_argument, NULL, CLI_O_CSV}
+#define CLI_OPT_END {NULL, 0, NULL, 0}
+
+/* The values of the shared options; cli_opts_init fills what a command gets when they are left
+ * out, and a command may set its own defaults before cli_getopt runs. */
+typedef struct cli_opts {
+    cli_where where;  /* --domain, --dir, over FERRY_DOMAIN and FERRY_DIR */
+    bool where_given; /* --domain or --dir was given */
+    const char *type; /* --type NAME (1..FERRY_TYPE_NAME_MAX bytes), or NULL */
+    uint64_t depth;   /* --depth N (cli_ranges[CLI_R_SUB_DEPTH]), or 0 */
+    uint64_t count;   /* --count N (cli_ranges[CLI_R_COUNT]); 0 when left out */
+    double timeout_s; /* --timeout SEC (cli_ranges[CLI_R_TIMEOUT]), or negative */
+    bool json, quiet, quick;
+    const char *csv; /* --csv FILE, or NULL */
+} cli_opts;
+
+void cli_opts_init(cli_opts *o);
+
+/* One command's option parsing. Only cmd, options, usage and opts are set by the command. */
+typedef struct cli_parser {
+    const char *cmd;               /* as messages name it: "hz", "bench transport" */
+    const struct option *options;  /* its getopt_long table, ending in CLI_OPT_END */
+    void (*usage)(FILE *to);       /* prints the text of --help */
+    cli_opts *opts;                /* where the shared options' values go */
+    bool where_from_option;        /* FERRY_DIR and FERRY_DOMAIN count only with --dir or
+                                    * --domain (the demo: else a private directory) */
+    int status;                    /* see CLI_OPTS_EXIT */
+    bool started;
+} cli_parser;
+
+enum {
+    CLI_OPTS_END = -1,  /* the options are over; the operands start at optind */
+    CLI_OPTS_EXIT = -2, /* the command returns p->status now: 0 after --help printed the
+                         * usage, 2 after a one-line message about a bad option or value */
+};
+
+/* The next option of argv for p: handles the shared ones itself (their values in p->opts) and
+ * returns the code of each of the command's own, optarg set, for the command to handle; else
+ * CLI_OPTS_END or CLI_OPTS_EXIT. The first call reads FERRY_DIR and FERRY_DOMAIN
+ * (cli_where_from_env) unless p->where_from_option; it resets getopt (optind) for argv. */
+int cli_getopt(cli_parser *p, int argc, char **argv);
 
 /* The single TOPIC operand left after the options: true with *topic set, else false after a
  * one-line message. */

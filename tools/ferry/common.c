@@ -608,17 +608,102 @@ void cli_sleep_until(int64_t t_ns)
     }
 }
 
-int cli_option_error(const char *cmd, int c, char **argv)
+/* ---------------------------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------------------------- */
+
+/* After getopt_long (with a ':' optstring) returned c, ':' or '?': says in one line what was
+ * wrong with argv[optind - 1] (a missing value, a value given to a flag, an unknown option),
+ * with the hint to --help; returns 2. */
+static int option_error(const char *cmd, int c, char **argv)
 {
     const char *arg = argv[optind - 1];
     bool long_opt = strncmp(arg, "--", 2) == 0;
     if (c == ':')
-        return cli_fail(cmd, 2, "option '%s' needs a value", arg);
+        return cli_fail(cmd, 2, "option '%s' needs a value (try 'ferry %s --help')", arg, cmd);
     if (long_opt && optopt != 0)
-        return cli_fail(cmd, 2, "option '%s' takes no value", arg);
+        return cli_fail(cmd, 2, "option '%s' takes no value (try 'ferry %s --help')", arg, cmd);
     if (long_opt || optopt == 0)
         return cli_fail(cmd, 2, "unknown option '%s' (try 'ferry %s --help')", arg, cmd);
     return cli_fail(cmd, 2, "unknown option '-%c' (try 'ferry %s --help')", optopt, cmd);
+}
+
+void cli_opts_init(cli_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->timeout_s = -1.0;
+}
+
+/* A shared option's value into p->opts: false after its message. */
+static bool shared_option(cli_parser *p, int c, const char *arg)
+{
+    cli_opts *o = p->opts;
+    if (c == CLI_O_DOMAIN || c == CLI_O_DIR) {
+        /* The command line overrides the environment, so the environment goes first. */
+        if (p->where_from_option && !o->where_given && !cli_where_from_env(p->cmd, &o->where))
+            return false;
+        o->where_given = true;
+    }
+    switch (c) {
+    case CLI_O_DOMAIN:
+        return cli_parse_domain(p->cmd, arg, &o->where.domain);
+    case CLI_O_DIR:
+        return cli_parse_dir(p->cmd, arg, &o->where.dir);
+    case CLI_O_TYPE:
+        if (arg[0] == '\0' || strlen(arg) > FERRY_TYPE_NAME_MAX) {
+            cli_fail(p->cmd, 2, "invalid --type '%s' (1..%u bytes)", arg, FERRY_TYPE_NAME_MAX);
+            return false;
+        }
+        o->type = arg;
+        return true;
+    case CLI_O_DEPTH:
+        return cli_parse_whole(p->cmd, &cli_ranges[CLI_R_SUB_DEPTH], arg, &o->depth);
+    case CLI_O_COUNT:
+        return cli_parse_whole(p->cmd, &cli_ranges[CLI_R_COUNT], arg, &o->count);
+    case CLI_O_TIMEOUT:
+        return cli_parse_real(p->cmd, &cli_ranges[CLI_R_TIMEOUT], arg, &o->timeout_s);
+    case CLI_O_JSON:
+        o->json = true;
+        return true;
+    case CLI_O_QUIET:
+        o->quiet = true;
+        return true;
+    case CLI_O_QUICK:
+        o->quick = true;
+        return true;
+    case CLI_O_CSV:
+        o->csv = arg;
+        return true;
+    default:
+        return true;
+    }
+}
+
+int cli_getopt(cli_parser *p, int argc, char **argv)
+{
+    int c;
+    if (!p->started) {
+        p->started = true;
+        p->status = 2;
+        if (!p->where_from_option && !cli_where_from_env(p->cmd, &p->opts->where))
+            return CLI_OPTS_EXIT;
+        opterr = 0;
+        optind = 1;
+    }
+    while ((c = getopt_long(argc, argv, ":h", p->options, NULL)) != -1) {
+        if (c >= CLI_O_OWN) return c;
+        if (c == CLI_O_HELP) {
+            p->usage(stdout);
+            p->status = 0;
+            return CLI_OPTS_EXIT;
+        }
+        if (c == ':' || c == '?' || c < CLI_O_DOMAIN) {
+            option_error(p->cmd, c, argv);
+            return CLI_OPTS_EXIT;
+        }
+        if (!shared_option(p, c, optarg)) return CLI_OPTS_EXIT;
+    }
+    return CLI_OPTS_END;
 }
 
 bool cli_topic_operand(const char *cmd, int argc, char **argv, const char **topic)

@@ -12,8 +12,6 @@
  */
 #include "demo.h"
 
-#include "bench.h"
-
 #if defined(__has_include)
 #if __has_include(<ferry/rt.h>)
 #include <ferry/rt.h>
@@ -185,7 +183,7 @@ static bool spawn(const demo_cfg *c, children *ch, demo_role role, uint32_t inde
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        bench_child_setup(parent);
+        cli_child_setup(parent);
         /* Other children's pipe ends stay with the parent. */
         close_all(ch);
         close(res[0]);
@@ -193,7 +191,7 @@ static bool spawn(const demo_cfg *c, children *ch, demo_role role, uint32_t inde
             close(ctl[1]);
         demo_rt_note note;
         child_rt(c, slot, &note);
-        if (bench_write_full(res[1], &note, sizeof note) != 0)
+        if (cli_write_full(res[1], &note, sizeof note) != 0)
             _exit(1);
         int rc = 1;
         switch (role) {
@@ -356,7 +354,7 @@ static void progress_tick(progress *pg, bool force)
 {
     if (!pg->on)
         return;
-    int64_t now = bench_now_ns();
+    int64_t now = cli_now_ns();
     if (!force && now - pg->last_ns < 250 * DEMO_NS_PER_MS)
         return;
     pg->last_ns = now;
@@ -390,7 +388,7 @@ static bool wait_readable(int fd, int64_t deadline, progress *pg)
 {
     for (;;) {
         progress_tick(pg, false);
-        int64_t left = deadline - bench_now_ns();
+        int64_t left = deadline - cli_now_ns();
         if (left <= 0)
             return false;
         int ms = left > 250 * DEMO_NS_PER_MS ? 250 : (int)(left / DEMO_NS_PER_MS) + 1;
@@ -413,18 +411,18 @@ static int read_consumer(const demo_cfg *c, int fd, int64_t deadline, report *re
                          double *xport_ns, double *verify_ns, uint64_t *frames)
 {
     demo_con_head head;
-    if (bench_read_full(fd, &head, sizeof head, deadline) != 0 || head.streams != rep->nstreams)
+    if (cli_read_full(fd, &head, sizeof head, deadline) != 0 || head.streams != rep->nstreams)
         return -1;
     uint64_t got = 0;
     for (uint32_t i = 0; i < rep->nstreams; i++) {
         demo_stream_result s;
         uint64_t expect = i < c->cameras ? c->frames : c->lidar_frames;
-        if (bench_read_full(fd, &s, sizeof s, deadline) != 0 || s.lat_count > expect)
+        if (cli_read_full(fd, &s, sizeof s, deadline) != 0 || s.lat_count > expect)
             return -1;
         row *r = &rep->s[i];
         for (uint64_t k = 0; k < s.lat_count; k++) {
             demo_lat_rec rec;
-            if (bench_read_full(fd, &rec, sizeof rec, deadline) != 0)
+            if (cli_read_full(fd, &rec, sizeof rec, deadline) != 0)
                 return -1;
             row_add(r, &rec);
             if (i < c->cameras)
@@ -445,7 +443,7 @@ static int read_consumer(const demo_cfg *c, int fd, int64_t deadline, report *re
 static int read_fusion(const demo_cfg *c, int fd, int64_t deadline, report *rep)
 {
     demo_fusion_result *f = &rep->fr;
-    if (bench_read_full(fd, f, sizeof *f, deadline) != 0 || f->skew_count > c->lidar_frames)
+    if (cli_read_full(fd, f, sizeof *f, deadline) != 0 || f->skew_count > c->lidar_frames)
         return -1;
     cli_lat l;
     if (!cli_lat_init(&l, f->skew_count))
@@ -453,7 +451,7 @@ static int read_fusion(const demo_cfg *c, int fd, int64_t deadline, report *rep)
     int rc = 0;
     for (uint64_t i = 0; i < f->skew_count && rc == 0; i++) {
         int64_t ns;
-        rc = bench_read_full(fd, &ns, sizeof ns, deadline);
+        rc = cli_read_full(fd, &ns, sizeof ns, deadline);
         cli_lat_add(&l, ns);
     }
     rep->skew_p50_ms = (double)cli_lat_pct(&l, 50.0) / 1e6;
@@ -466,12 +464,12 @@ static int read_fusion(const demo_cfg *c, int fd, int64_t deadline, report *rep)
 static int read_gpu(const demo_cfg *c, int fd, int64_t deadline, report *rep)
 {
     demo_gpu_result *g = &rep->gr;
-    if (bench_read_full(fd, g, sizeof *g, deadline) != 0 || g->lat_count > c->frames)
+    if (cli_read_full(fd, g, sizeof *g, deadline) != 0 || g->lat_count > c->frames)
         return -1;
     g->device[sizeof g->device - 1] = '\0';
     for (uint64_t i = 0; i < g->lat_count; i++) {
         demo_lat_rec rec;
-        if (bench_read_full(fd, &rec, sizeof rec, deadline) != 0)
+        if (cli_read_full(fd, &rec, sizeof rec, deadline) != 0)
             return -1;
         row_add(&rep->gpu, &rec);
     }
@@ -493,8 +491,8 @@ static char read_start(proc *p, int64_t deadline, progress *pg)
 {
     char msg = 0;
     if (!wait_readable(p->res, deadline, pg) ||
-        bench_read_full(p->res, &p->rt, sizeof p->rt, deadline) != 0 ||
-        bench_read_full(p->res, &msg, 1, deadline) != 0)
+        cli_read_full(p->res, &p->rt, sizeof p->rt, deadline) != 0 ||
+        cli_read_full(p->res, &msg, 1, deadline) != 0)
         return 0;
     p->rt.message[sizeof p->rt.message - 1] = '\0';
     return msg;
@@ -544,8 +542,8 @@ static void run_pipeline(demo_cfg *c, report *rep, bool want_gpu, progress *pg)
     children ch;
     memset(&ch, 0, sizeof ch);
     running = &ch;
-    int64_t deadline = bench_now_ns() + DEMO_CONNECT_NS + 40 * DEMO_NS_PER_S;
-    pg->start_ns = bench_now_ns();
+    int64_t deadline = cli_now_ns() + DEMO_CONNECT_NS + 40 * DEMO_NS_PER_S;
+    pg->start_ns = cli_now_ns();
     pg->end_ns = pg->start_ns + (int64_t)c->frames * (DEMO_NS_PER_S / DEMO_FPS);
 
     /* The GPU consumer first: whether it found a device decides how many subscribers camera 0
@@ -563,7 +561,7 @@ static void run_pipeline(demo_cfg *c, report *rep, bool want_gpu, progress *pg)
                 c->gpu = true;
             } else if (msg == DEMO_MSG_SKIP) {
                 demo_gpu_skip skip;
-                if (bench_read_full(p->res, &skip, sizeof skip, deadline) == 0) {
+                if (cli_read_full(p->res, &skip, sizeof skip, deadline) == 0) {
                     skip.reason[sizeof skip.reason - 1] = '\0';
                     snprintf(rep->gpu_skip, sizeof rep->gpu_skip, "%s", skip.reason);
                 } else {
@@ -604,14 +602,14 @@ static void run_pipeline(demo_cfg *c, report *rep, bool want_gpu, progress *pg)
     }
     for (size_t i = 0; ok && c->gpu && i < first; i++) {
         char msg = 0;
-        if (bench_read_full(ch.p[i].res, &msg, 1, deadline) != 0 || msg != DEMO_MSG_READY) {
+        if (cli_read_full(ch.p[i].res, &msg, 1, deadline) != 0 || msg != DEMO_MSG_READY) {
             cli_fail("demo", 1, "the GPU consumer did not start");
             ok = false;
         }
     }
 
     /* Sources are free-running: cameras staggered across one frame period, like real ones. */
-    int64_t start = bench_now_ns() + 100 * DEMO_NS_PER_MS;
+    int64_t start = cli_now_ns() + 100 * DEMO_NS_PER_MS;
     rep->start_ns = start;
     pg->start_ns = start;
     pg->end_ns = start + (int64_t)c->frames * (DEMO_NS_PER_S / DEMO_FPS);
@@ -622,7 +620,7 @@ static void run_pipeline(demo_cfg *c, report *rep, bool want_gpu, progress *pg)
         int64_t t = start;
         if (p->role == DEMO_CAMERA)
             t += (int64_t)p->index * (DEMO_NS_PER_S / DEMO_FPS) / (int64_t)c->cameras;
-        if (bench_write_full(p->ctl, &t, sizeof t) != 0)
+        if (cli_write_full(p->ctl, &t, sizeof t) != 0)
             ok = false;
     }
 
@@ -663,8 +661,8 @@ static void run_pipeline(demo_cfg *c, report *rep, bool want_gpu, progress *pg)
             continue;
         char quit = DEMO_MSG_QUIT;
         demo_src_result sr;
-        if (bench_write_full(p->ctl, &quit, 1) != 0 ||
-            bench_read_full(p->res, &sr, sizeof sr, bench_now_ns() + 10 * DEMO_NS_PER_S) != 0 ||
+        if (cli_write_full(p->ctl, &quit, 1) != 0 ||
+            cli_read_full(p->res, &sr, sizeof sr, cli_now_ns() + 10 * DEMO_NS_PER_S) != 0 ||
             sr.status != 0 || sr.index != p->index) {
             cli_fail("demo", 1, "%s %u failed", role_name(p->role), (unsigned)p->index);
             ok = false;
@@ -883,22 +881,19 @@ static size_t usable_cpus(int *cpus, size_t cap)
     return n;
 }
 
-enum {
-    OPT_SECONDS = 256,
-    OPT_CAMERAS,
-    OPT_CONSUMERS,
-    OPT_NO_BASELINE,
-    OPT_NO_LIDAR,
-    OPT_NO_GPU,
-    OPT_PLOT,
-    OPT_PIN,
-    OPT_RT,
-    OPT_DIR,
-    OPT_DOMAIN,
-};
-
 int ferry_cmd_demo(int argc, char **argv)
 {
+    enum {
+        OPT_SECONDS = CLI_O_OWN,
+        OPT_CAMERAS,
+        OPT_CONSUMERS,
+        OPT_NO_BASELINE,
+        OPT_NO_LIDAR,
+        OPT_NO_GPU,
+        OPT_PLOT,
+        OPT_PIN,
+        OPT_RT,
+    };
     static const struct option longopts[] = {
         {"seconds", required_argument, NULL, OPT_SECONDS},
         {"cameras", required_argument, NULL, OPT_CAMERAS},
@@ -909,18 +904,22 @@ int ferry_cmd_demo(int argc, char **argv)
         {"plot", required_argument, NULL, OPT_PLOT},
         {"pin", no_argument, NULL, OPT_PIN},
         {"rt", no_argument, NULL, OPT_RT},
-        {"dir", required_argument, NULL, OPT_DIR},
-        {"domain", required_argument, NULL, OPT_DOMAIN},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_DIR,
+        CLI_OPT_DOMAIN,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
     uint64_t seconds = 5, cameras = 3, consumers = 1;
     bool baseline = true, lidar = true, want_gpu = true, pin = false, rt = false;
-    const char *dir = NULL, *domain = NULL, *plot = NULL;
+    const char *plot = NULL;
+    cli_opts o;
+    /* Without --dir and --domain the demo runs in a private directory, whatever FERRY_DIR and
+     * FERRY_DOMAIN say. */
+    cli_parser p = {.cmd = "demo", .options = longopts, .usage = usage, .opts = &o,
+                    .where_from_option = true};
     int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    cli_opts_init(&o);
+    while ((opt = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (opt) {
         case OPT_SECONDS:
             if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_SECONDS], optarg, &seconds))
@@ -953,20 +952,10 @@ int ferry_cmd_demo(int argc, char **argv)
             rt = true;
             pin = true;
             break;
-        case OPT_DIR:
-            if (!cli_parse_dir("demo", optarg, &dir))
-                return 2;
-            break;
-        case OPT_DOMAIN:
-            domain = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_option_error("demo", opt, argv);
         }
     }
+    if (opt == CLI_OPTS_EXIT)
+        return p.status;
     if (optind < argc)
         return cli_fail("demo", 2, "unexpected argument '%s' (try 'ferry demo --help')",
                         argv[optind]);
@@ -990,15 +979,10 @@ int ferry_cmd_demo(int argc, char **argv)
     if (pin)
         cfg.ncpus = usable_cpus(cpus, MAX_CPUS);
     char private_dir[256] = "";
-    if (dir || domain) {
-        if (!cli_where_from_env("demo", &cfg.where))
-            return 2;
-        if (dir)
-            cfg.where.dir = dir;
-        if (domain && !cli_parse_domain("demo", domain, &cfg.where.domain))
-            return 2;
+    if (o.where_given) {
+        cfg.where = o.where;
     } else {
-        if (!bench_private_dir("ferry-demo-", private_dir, sizeof private_dir))
+        if (!cli_private_dir("ferry-demo-", private_dir, sizeof private_dir))
             return 1;
         cfg.where.dir = private_dir;
         cfg.where.domain = 0;
@@ -1023,7 +1007,7 @@ int ferry_cmd_demo(int argc, char **argv)
         free(zc);
         free(base);
         if (private_dir[0])
-            bench_rmtree(private_dir);
+            cli_rmtree(private_dir);
         return cli_fail("demo", 1, "out of memory");
     }
     run_pipeline(&cfg, zc, want_gpu, &pg);
@@ -1034,12 +1018,12 @@ int ferry_cmd_demo(int argc, char **argv)
         bc.kind = DEMO_SHM;
         bc.lidar_frames = 0;
         bc.fusion = false;
-        bc.bus = bench_shm_bus_create(bc.cameras, bc.consumers, DEMO_QUEUE_DEPTH,
-                                      DEMO_FRAME_BYTES);
+        bc.bus = cli_shm_bus_create(bc.cameras, bc.consumers, DEMO_QUEUE_DEPTH,
+                                    DEMO_FRAME_BYTES);
         pg.c = &bc;
         if (bc.bus) {
             run_pipeline(&bc, base, false, &pg);
-            bench_shm_bus_destroy(bc.bus);
+            cli_shm_bus_destroy(bc.bus);
         }
         base->kind = DEMO_SHM;
         ok = ok && base->ran && base->verified;
@@ -1079,7 +1063,7 @@ int ferry_cmd_demo(int argc, char **argv)
     free(zc);
     free(base);
 
-    if (private_dir[0] && bench_rmtree(private_dir) != 0)
+    if (private_dir[0] && cli_rmtree(private_dir) != 0)
         cli_fail("demo", 1, "could not remove %s", private_dir);
     if (interrupted) {
         printf("\nresult: interrupted; every process stopped, %s removed\n",

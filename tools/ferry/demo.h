@@ -12,6 +12,8 @@
 #define FERRY_DEMO_H
 
 #include "cli.h"
+#include "shmbus.h"
+#include "util.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -59,8 +61,6 @@ typedef enum demo_role {
     DEMO_GPU,
 } demo_role;
 
-typedef struct bench_shm_bus bench_shm_bus;
-
 typedef struct demo_cfg {
     demo_pipeline kind;
     uint32_t cameras, consumers;
@@ -72,7 +72,7 @@ typedef struct demo_cfg {
     const int *cpus;       /* CPUs to pin to, round-robin by process slot */
     size_t ncpus;
     cli_where where;
-    bench_shm_bus *bus;
+    cli_shm_bus *bus;
 } demo_cfg;
 
 /* Every child's first report: what real-time control it got. */

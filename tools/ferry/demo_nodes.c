@@ -7,8 +7,6 @@
  */
 #include "demo.h"
 
-#include "bench.h"
-
 #include <ferry/msg.h>
 #include <ferry/sync.h>
 
@@ -83,7 +81,7 @@ static int wait_ctl(ferry_publisher *pub, int ctl, void *buf, size_t len)
         if (pub)
             ferry_publisher_poll(pub, 0);
         if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP)))
-            return bench_read_full(ctl, buf, len, -1);
+            return cli_read_full(ctl, buf, len, -1);
     }
 }
 
@@ -169,10 +167,10 @@ int demo_camera_main(const demo_cfg *c, uint32_t cam, int res, int ctl)
         own = malloc(DEMO_FRAME_BYTES);
         if (!own)
             goto fail;
-        bench_prefault(own, DEMO_FRAME_BYTES);
+        cli_prefault(own, DEMO_FRAME_BYTES);
     }
     msg = DEMO_MSG_READY;
-    if (bench_write_full(res, &msg, 1) != 0)
+    if (cli_write_full(res, &msg, 1) != 0)
         goto done;
     int64_t start;
     if (wait_ctl(pub, ctl, &start, sizeof start) != 0)
@@ -193,7 +191,7 @@ int demo_camera_main(const demo_cfg *c, uint32_t cam, int res, int ctl)
             int64_t f0 = cli_cpu_ns();
             cli_frame_fill(own, DEMO_FRAME_BYTES, k + 1, true);
             fill = cli_cpu_ns() - f0;
-            bench_shm_send(c->bus, cam, own, DEMO_FRAME_BYTES);
+            cli_shm_send(c->bus, cam, own, DEMO_FRAME_BYTES);
         }
         out.xport_cpu_ns += cli_cpu_ns() - c0 - fill;
         out.fill_cpu_ns += fill;
@@ -201,11 +199,11 @@ int demo_camera_main(const demo_cfg *c, uint32_t cam, int res, int ctl)
     }
     out.status = 0;
 report:
-    if (bench_write_full(res, &out, sizeof out) == 0 && out.status == 0)
+    if (cli_write_full(res, &out, sizeof out) == 0 && out.status == 0)
         wait_ctl(pub, ctl, &msg, 1); /* queued frames live in this process's pool */
     goto done;
 fail:
-    bench_write_full(res, &msg, 1);
+    cli_write_full(res, &msg, 1);
 done:
     source_close(topic, node, pub);
     free(own);
@@ -293,7 +291,7 @@ int demo_lidar_main(const demo_cfg *c, int res, int ctl)
                               c->consumers + (c->fusion ? 1 : 0), &node, &pub))
         goto fail;
     msg = DEMO_MSG_READY;
-    if (bench_write_full(res, &msg, 1) != 0)
+    if (cli_write_full(res, &msg, 1) != 0)
         goto done;
     int64_t start;
     if (wait_ctl(pub, ctl, &start, sizeof start) != 0)
@@ -314,11 +312,11 @@ int demo_lidar_main(const demo_cfg *c, int res, int ctl)
     }
     out.status = 0;
 report:
-    if (bench_write_full(res, &out, sizeof out) == 0 && out.status == 0)
+    if (cli_write_full(res, &out, sizeof out) == 0 && out.status == 0)
         wait_ctl(pub, ctl, &msg, 1);
     goto done;
 fail:
-    bench_write_full(res, &msg, 1);
+    cli_write_full(res, &msg, 1);
 done:
     source_close(DEMO_LIDAR_TOPIC, node, pub);
     free(dirs);
@@ -419,7 +417,7 @@ static bool consumer_waiting(const consumer *k, int64_t started)
 {
     if (k->done_count == k->streams)
         return false;
-    int64_t now = bench_now_ns();
+    int64_t now = cli_now_ns();
     if (k->last_frame_ns == 0)
         return now - started < DEMO_FIRST_FRAME_NS;
     return now - k->last_frame_ns < DEMO_IDLE_NS;
@@ -504,10 +502,10 @@ static int consumer_ferry(consumer *k, uint32_t index, int res)
         }
     }
     msg = DEMO_MSG_READY;
-    if (bench_write_full(res, &msg, 1) != 0)
+    if (cli_write_full(res, &msg, 1) != 0)
         goto out;
 
-    int64_t started = bench_now_ns();
+    int64_t started = cli_now_ns();
     while (consumer_waiting(k, started)) {
         void *ready[DEMO_MAX_STREAMS];
         size_t n = 0;
@@ -550,7 +548,7 @@ out:
     goto teardown;
 fail:
     msg = DEMO_MSG_FAIL;
-    bench_write_full(res, &msg, 1);
+    cli_write_full(res, &msg, 1);
 teardown:
     for (uint32_t i = 0; i < k->streams; i++) {
         if (in_ws[i])
@@ -570,25 +568,25 @@ static int consumer_shm(consumer *k, uint32_t index, int res)
     const demo_cfg *c = k->c;
     char *own = malloc(DEMO_FRAME_BYTES);
     char msg = own ? DEMO_MSG_READY : DEMO_MSG_FAIL;
-    if (bench_write_full(res, &msg, 1) != 0 || !own) {
+    if (cli_write_full(res, &msg, 1) != 0 || !own) {
         free(own);
         return -1;
     }
-    bench_prefault(own, DEMO_FRAME_BYTES);
+    cli_prefault(own, DEMO_FRAME_BYTES);
     int status = 0;
-    int64_t started = bench_now_ns();
+    int64_t started = cli_now_ns();
     while (consumer_waiting(k, started)) {
         uint32_t cam;
         size_t size;
-        int rc = bench_shm_recv(c->bus, index, own, DEMO_FRAME_BYTES, &cam, &size,
-                                100 * DEMO_NS_PER_MS);
+        int rc = cli_shm_recv(c->bus, index, own, DEMO_FRAME_BYTES, &cam, &size,
+                              100 * DEMO_NS_PER_MS);
         if (rc == 1)
             continue;
         if (rc != 0 || cam >= c->cameras) {
             status = -1;
             break;
         }
-        int64_t recv = bench_now_ns();
+        int64_t recv = cli_now_ns();
         int64_t v0 = cli_cpu_ns();
         bool ok = size == DEMO_FRAME_BYTES && cli_frame_verify(own, size);
         k->verify_cpu_ns += cli_cpu_ns() - v0;
@@ -597,7 +595,7 @@ static int consumer_shm(consumer *k, uint32_t index, int res)
         consumer_note(k, cam, ok, h.sequence, h.send_ns, recv);
     }
     for (uint32_t cam = 0; cam < c->cameras; cam++)
-        k->st[cam].dropped = bench_shm_dropped(c->bus, index, cam);
+        k->st[cam].dropped = cli_shm_dropped(c->bus, index, cam);
     free(own);
     return status;
 }
@@ -623,17 +621,17 @@ int demo_consumer_main(const demo_cfg *c, uint32_t index, int res)
     demo_con_head head = {.status = status, .streams = k->streams,
                           .total_cpu_ns = cli_cpu_ns() - cpu0,
                           .verify_cpu_ns = k->verify_cpu_ns};
-    rc = bench_write_full(res, &head, sizeof head);
+    rc = cli_write_full(res, &head, sizeof head);
     for (uint32_t i = 0; i < k->streams && rc == 0; i++) {
-        rc = bench_write_full(res, &k->st[i], sizeof k->st[i]);
+        rc = cli_write_full(res, &k->st[i], sizeof k->st[i]);
         if (rc == 0 && k->st[i].lat_count)
-            rc = bench_write_full(res, k->lat[i], k->st[i].lat_count * sizeof *k->lat[i]);
+            rc = cli_write_full(res, k->lat[i], k->st[i].lat_count * sizeof *k->lat[i]);
     }
     if (status != 0)
         rc = -1;
     goto done;
 fail:
-    bench_write_full(res, &fail_msg, 1);
+    cli_write_full(res, &fail_msg, 1);
 done:
     if (k)
         for (uint32_t i = 0; i < DEMO_MAX_STREAMS; i++)
@@ -719,15 +717,15 @@ static int fusion_run(const demo_cfg *c, fusion *f, int res)
             goto fail;
         }
     msg = DEMO_MSG_READY;
-    if (bench_write_full(res, &msg, 1) != 0)
+    if (cli_write_full(res, &msg, 1) != 0)
         return -1;
 
-    int64_t started = bench_now_ns(), last = 0;
+    int64_t started = cli_now_ns(), last = 0;
     uint64_t seen = 0;
     for (;;) {
         bool all;
         uint64_t now_seen = fusion_seen(c, f, &all);
-        int64_t now = bench_now_ns();
+        int64_t now = cli_now_ns();
         if (now_seen != seen) {
             seen = now_seen;
             last = now;
@@ -773,7 +771,7 @@ static int fusion_run(const demo_cfg *c, fusion *f, int res)
     }
     return 0;
 fail:
-    bench_write_full(res, &msg, 1);
+    cli_write_full(res, &msg, 1);
     return -1;
 }
 
@@ -787,13 +785,13 @@ int demo_fusion_main(const demo_cfg *c, int res)
     int rc = -1;
     if (!f.skew) {
         char msg = DEMO_MSG_FAIL;
-        bench_write_full(res, &msg, 1);
+        cli_write_full(res, &msg, 1);
     } else {
         f.r.status = fusion_run(c, &f, res);
         f.r.cpu_ns = cli_cpu_ns() - cpu0;
-        rc = bench_write_full(res, &f.r, sizeof f.r);
+        rc = cli_write_full(res, &f.r, sizeof f.r);
         if (rc == 0 && f.r.skew_count)
-            rc = bench_write_full(res, f.skew, f.r.skew_count * sizeof *f.skew);
+            rc = cli_write_full(res, f.skew, f.r.skew_count * sizeof *f.skew);
     }
     ferry_err err;
     if (f.sync && (err = ferry_sync_destroy(f.sync)) != FERRY_OK)

@@ -4,8 +4,6 @@
  */
 #include "demo.h"
 
-#include "bench.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +178,6 @@ int demo_plot(const char *png, const demo_series *series, size_t n, const char *
         else
             status = 0;
     }
-    bench_rmtree(tmp);
+    cli_rmtree(tmp);
     return status;
 }

@@ -45,93 +45,46 @@ static void usage(FILE *to)
 }
 
 typedef struct echo_args {
-    cli_where where;
+    cli_opts o; /* --count, --quiet, --type, --depth, --timeout, --domain, --dir */
     const char *topic;
-    const char *type;
-    uint64_t count;
-    uint64_t depth;
     uint64_t history;
-    double timeout_s;
     bool verify;
-    bool quiet;
     int kind; /* 0 synthetic frames, 1 images, 2 point clouds: what --verify checks */
 } echo_args;
 
 static int parse_args(int argc, char **argv, echo_args *a)
 {
-    enum {
-        O_COUNT = 256,
-        O_VERIFY,
-        O_QUIET,
-        O_TYPE,
-        O_DEPTH,
-        O_HISTORY,
-        O_TIMEOUT,
-        O_DOMAIN,
-        O_DIR
-    };
+    enum { O_VERIFY = CLI_O_OWN, O_HISTORY };
     static const struct option options[] = {
-        {"count", required_argument, NULL, O_COUNT},
+        CLI_OPT_COUNT,
         {"verify", no_argument, NULL, O_VERIFY},
-        {"quiet", no_argument, NULL, O_QUIET},
-        {"type", required_argument, NULL, O_TYPE},
-        {"depth", required_argument, NULL, O_DEPTH},
+        CLI_OPT_QUIET,
+        CLI_OPT_TYPE,
+        CLI_OPT_DEPTH,
         {"history", required_argument, NULL, O_HISTORY},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"domain", required_argument, NULL, O_DOMAIN},
-        {"dir", required_argument, NULL, O_DIR},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_TIMEOUT,
+        CLI_OPT_DOMAIN,
+        CLI_OPT_DIR,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
+    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
-    a->timeout_s = -1.0;
-    if (!cli_where_from_env(CMD, &a->where)) return 2;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    cli_opts_init(&a->o);
+    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
-        case O_COUNT:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_COUNT], optarg, &a->count)) return 2;
-            break;
         case O_VERIFY:
             a->verify = true;
-            break;
-        case O_QUIET:
-            a->quiet = true;
-            break;
-        case O_TYPE:
-            if (optarg[0] == '\0' || strlen(optarg) > FERRY_TYPE_NAME_MAX)
-                return cli_fail(CMD, 2, "invalid --type '%s' (1..%u bytes)", optarg,
-                                FERRY_TYPE_NAME_MAX);
-            a->type = optarg;
-            break;
-        case O_DEPTH:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_DEPTH], optarg, &a->depth)) return 2;
             break;
         case O_HISTORY:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_HISTORY], optarg, &a->history))
                 return 2;
             break;
-        case O_TIMEOUT:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_TIMEOUT], optarg, &a->timeout_s))
-                return 2;
-            break;
-        case O_DOMAIN:
-            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
-            break;
-        case O_DIR:
-            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-        default:
-            return cli_option_error(CMD, c, argv);
         }
     }
+    if (c == CLI_OPTS_EXIT) return p.status;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     return -1;
@@ -161,9 +114,10 @@ static bool sample_intact(const echo_args *a, const ferry_sample *s)
 
 static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot, bool *timed_out)
 {
-    int64_t deadline = a->timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a->timeout_s * 1e9) : -1;
+    int64_t deadline =
+        a->o.timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a->o.timeout_s * 1e9) : -1;
 
-    while (!cli_stop_requested && (a->count == 0 || tot->received < a->count)) {
+    while (!cli_stop_requested && (a->o.count == 0 || tot->received < a->o.count)) {
         ferry_sample s;
         ferry_err err = ferry_take(sub, &s);
 
@@ -173,7 +127,7 @@ static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot
 
             tot->received++;
             if (!intact) tot->corrupt++;
-            if (!a->quiet) {
+            if (!a->o.quiet) {
                 printf("seq=%" PRIu64 " size=%zu latency_us=%.1f publisher=%" PRIx64 "%s\n",
                        s.sequence, s.size, (double)latency / 1e3, s.publisher_id,
                        !a->verify ? ""
@@ -224,20 +178,20 @@ int ferry_cmd_echo(int argc, char **argv)
     if (status >= 0) return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
-    cli_topic_type(&a.where, a.topic, a.type, &type);
+    cli_topic_type(&a.o.where, a.topic, a.o.type, &type);
     if (strcmp(type.name, FERRY_IMAGE_TYPE_NAME) == 0)
         a.kind = 1;
     else if (strcmp(type.name, FERRY_POINTCLOUD_TYPE_NAME) == 0)
         a.kind = 2;
 
     ferry_subscriber_options_init(&o);
-    if (a.depth != 0) o.depth = (uint32_t)a.depth;
+    if (a.o.depth != 0) o.depth = (uint32_t)a.o.depth;
     o.history = (uint32_t)a.history;
 
     /* Lines go out as they come, also into a pipe, so a reader sees samples live. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
-    if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;
+    if (cli_node(&a.o.where, CMD, &node) != FERRY_OK) return 1;
     err = ferry_subscriber_create(&sub, node, a.topic, type.name, type.hash, &o);
     if (err != FERRY_OK) {
         int saved = errno;
@@ -260,9 +214,9 @@ int ferry_cmd_echo(int argc, char **argv)
     if (a.verify) fprintf(stderr, ", corrupt %" PRIu64, tot.corrupt);
     fprintf(stderr, ", publishers %" PRIu32 "\n", st.publishers);
     /* With no --count, --timeout is simply how long to listen. */
-    if (timed_out && a.count != 0 && status == 0)
+    if (timed_out && a.o.count != 0 && status == 0)
         status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples",
-                          a.timeout_s, tot.received, a.count);
+                          a.o.timeout_s, tot.received, a.o.count);
     if (tot.corrupt != 0 && status == 0) status = 1;
 
     err = ferry_subscriber_destroy(sub);

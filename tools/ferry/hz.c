@@ -41,68 +41,39 @@ static void usage(FILE *to)
 }
 
 typedef struct hz_args {
-    cli_where where;
+    cli_opts o; /* --count, --type, --timeout, --domain, --dir */
     const char *topic;
-    const char *type;
     uint64_t window;
-    uint64_t count;
-    double timeout_s;
 } hz_args;
 
 static int parse_args(int argc, char **argv, hz_args *a)
 {
-    enum { O_WINDOW = 256, O_COUNT, O_TYPE, O_TIMEOUT, O_DOMAIN, O_DIR };
+    enum { O_WINDOW = CLI_O_OWN };
     static const struct option options[] = {
         {"window", required_argument, NULL, O_WINDOW},
-        {"count", required_argument, NULL, O_COUNT},
-        {"type", required_argument, NULL, O_TYPE},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"domain", required_argument, NULL, O_DOMAIN},
-        {"dir", required_argument, NULL, O_DIR},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_COUNT,
+        CLI_OPT_TYPE,
+        CLI_OPT_TIMEOUT,
+        CLI_OPT_DOMAIN,
+        CLI_OPT_DIR,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
+    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
+    cli_opts_init(&a->o);
     a->window = WINDOW_DEFAULT;
-    a->timeout_s = -1.0;
-    if (!cli_where_from_env(CMD, &a->where)) return 2;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
         case O_WINDOW:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_HZ_WINDOW], optarg, &a->window))
                 return 2;
             break;
-        case O_COUNT:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_COUNT], optarg, &a->count)) return 2;
-            break;
-        case O_TYPE:
-            if (optarg[0] == '\0' || strlen(optarg) > FERRY_TYPE_NAME_MAX)
-                return cli_fail(CMD, 2, "invalid --type '%s' (1..%u bytes)", optarg,
-                                FERRY_TYPE_NAME_MAX);
-            a->type = optarg;
-            break;
-        case O_TIMEOUT:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_TIMEOUT], optarg, &a->timeout_s))
-                return 2;
-            break;
-        case O_DOMAIN:
-            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
-            break;
-        case O_DIR:
-            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-        default:
-            return cli_option_error(CMD, c, argv);
         }
     }
+    if (c == CLI_OPTS_EXIT) return p.status;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     return -1;
@@ -175,10 +146,10 @@ static int hz_loop(ferry_subscriber *sub, const hz_args *a, window *w, uint64_t 
                    bool *timed_out)
 {
     int64_t now = ferry_now().ns;
-    int64_t deadline = a->timeout_s >= 0.0 ? now + (int64_t)(a->timeout_s * 1e9) : -1;
+    int64_t deadline = a->o.timeout_s >= 0.0 ? now + (int64_t)(a->o.timeout_s * 1e9) : -1;
     int64_t next_report = now + NS_PER_S;
 
-    while (!cli_stop_requested && (a->count == 0 || *reports < a->count)) {
+    while (!cli_stop_requested && (a->o.count == 0 || *reports < a->o.count)) {
         ferry_sample s;
         ferry_err err = ferry_take(sub, &s);
         int64_t until;
@@ -235,7 +206,7 @@ int ferry_cmd_hz(int argc, char **argv)
     if (status >= 0) return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
-    cli_topic_type(&a.where, a.topic, a.type, &type);
+    cli_topic_type(&a.o.where, a.topic, a.o.type, &type);
     if (!window_init(&w, (size_t)a.window)) {
         window_free(&w);
         return cli_fail(CMD, 1, "out of memory");
@@ -247,7 +218,7 @@ int ferry_cmd_hz(int argc, char **argv)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
-    if (cli_node(&a.where, CMD, &node) != FERRY_OK) {
+    if (cli_node(&a.o.where, CMD, &node) != FERRY_OK) {
         window_free(&w);
         return 1;
     }
@@ -264,9 +235,9 @@ int ferry_cmd_hz(int argc, char **argv)
     }
 
     status = hz_loop(sub, &a, &w, &reports, &timed_out);
-    if (timed_out && a.count != 0 && status == 0)
+    if (timed_out && a.o.count != 0 && status == 0)
         status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " reports",
-                          a.timeout_s, reports, a.count);
+                          a.o.timeout_s, reports, a.o.count);
 
     err = ferry_subscriber_destroy(sub);
     if (err != FERRY_OK && status == 0)

@@ -221,49 +221,28 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
 
 int ferry_cmd_info(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_DOMAIN, O_DIR };
     static const struct option options[] = {
-        {"json", no_argument, NULL, O_JSON},
-        {"domain", required_argument, NULL, O_DOMAIN},
-        {"dir", required_argument, NULL, O_DIR},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_JSON,
+        CLI_OPT_DOMAIN,
+        CLI_OPT_DIR,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
     endpoint_list l = {NULL, 0, 0, false};
     const char *topic;
-    bool json = false;
-    cli_where where;
+    cli_opts o;
     ferry_err err;
-    int c;
 
-    if (!cli_where_from_env(CMD, &where)) return 2;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case O_JSON:
-            json = true;
-            break;
-        case O_DOMAIN:
-            if (!cli_parse_domain(CMD, optarg, &where.domain)) return 2;
-            break;
-        case O_DIR:
-            if (!cli_parse_dir(CMD, optarg, &where.dir)) return 2;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-        default:
-            return cli_option_error(CMD, c, argv);
-        }
-    }
+    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &o};
+
+    cli_opts_init(&o);
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
     if (!cli_topic_operand(CMD, argc, argv, &topic))
         return 2;
     if (ferry_topic_validate(topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", topic);
 
-    err = ferry_inspect(where.dir, where.domain, topic, add_endpoint, &l);
+    err = ferry_inspect(o.where.dir, o.where.domain, topic, add_endpoint, &l);
     /* A domain nobody has used yet has no directory: the topic is unknown there. */
     if (err == FERRY_ESYS && errno == ENOENT) err = FERRY_OK;
     if (err != FERRY_OK || l.out_of_memory) {
@@ -276,10 +255,10 @@ int ferry_cmd_info(int argc, char **argv)
     }
     if (l.count == 0) {
         free(l.e);
-        return cli_fail(CMD, 1, "no such topic '%s' in domain %u", topic, (unsigned)where.domain);
+        return cli_fail(CMD, 1, "no such topic '%s' in domain %u", topic, (unsigned)o.where.domain);
     }
     qsort(l.e, l.count, sizeof *l.e, by_kind_then_pid);
-    if (json)
+    if (o.json)
         print_json(&l, type_source(&l));
     else
         print_text(&l, type_source(&l));

@@ -59,11 +59,10 @@ static void usage(FILE *to)
 }
 
 typedef struct pub_args {
-    cli_where where;
+    cli_opts o; /* --count, --domain, --dir */
     const char *topic;
     size_t size;
     double rate;
-    uint64_t count;
     uint64_t wait_subscribers;
     uint64_t history;
     const char *history_arg; /* as given, for a message about the chunk count */
@@ -149,9 +148,8 @@ static bool image_size(pub_args *a)
 static int parse_args(int argc, char **argv, pub_args *a)
 {
     enum {
-        O_SIZE = 256,
+        O_SIZE = CLI_O_OWN,
         O_RATE,
-        O_COUNT,
         O_WAIT,
         O_HISTORY,
         O_CHUNKS,
@@ -161,13 +159,11 @@ static int parse_args(int argc, char **argv, pub_args *a)
         O_ENCODING,
         O_CLOUD,
         O_FRAME_ID,
-        O_DOMAIN,
-        O_DIR
     };
     static const struct option options[] = {
         {"size", required_argument, NULL, O_SIZE},
         {"rate", required_argument, NULL, O_RATE},
-        {"count", required_argument, NULL, O_COUNT},
+        CLI_OPT_COUNT,
         {"wait-subscribers", required_argument, NULL, O_WAIT},
         {"history", required_argument, NULL, O_HISTORY},
         {"chunks", required_argument, NULL, O_CHUNKS},
@@ -177,31 +173,27 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"encoding", required_argument, NULL, O_ENCODING},
         {"cloud", required_argument, NULL, O_CLOUD},
         {"frame-id", required_argument, NULL, O_FRAME_ID},
-        {"domain", required_argument, NULL, O_DOMAIN},
-        {"dir", required_argument, NULL, O_DIR},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_DOMAIN,
+        CLI_OPT_DIR,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
+    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
     ferry_publisher_options d;
     int c;
 
     memset(a, 0, sizeof *a);
+    cli_opts_init(&a->o);
     a->size = 1u << 20;
     a->rate = 30.0;
     a->encoding = "rgb8";
-    if (!cli_where_from_env(CMD, &a->where)) return 2;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
         case O_SIZE:
             if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_SIZE], optarg, &a->size)) return 2;
             break;
         case O_RATE:
             if (!cli_parse_real(CMD, &cli_ranges[CLI_R_PUB_RATE], optarg, &a->rate)) return 2;
-            break;
-        case O_COUNT:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_COUNT], optarg, &a->count)) return 2;
             break;
         case O_WAIT:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS], optarg,
@@ -240,20 +232,9 @@ static int parse_args(int argc, char **argv, pub_args *a)
                                 FERRY_FRAME_ID_MAX);
             a->frame_id = optarg;
             break;
-        case O_DOMAIN:
-            if (!cli_parse_domain(CMD, optarg, &a->where.domain)) return 2;
-            break;
-        case O_DIR:
-            if (!cli_parse_dir(CMD, optarg, &a->where.dir)) return 2;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-        default:
-            return cli_option_error(CMD, c, argv);
         }
     }
+    if (c == CLI_OPTS_EXIT) return p.status;
     ferry_publisher_options_init(&d);
     if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks)) return 2;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
@@ -369,7 +350,7 @@ static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *publi
 
     /* --count counts frame slots, published or not, so a pool that stays exhausted (history
      * holding every chunk) cannot keep the command running for ever. */
-    while (!cli_stop_requested && (a->count == 0 || frames < a->count)) {
+    while (!cli_stop_requested && (a->o.count == 0 || frames < a->o.count)) {
         void *payload = NULL;
 
         frames++;
@@ -417,7 +398,7 @@ static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *publi
                 }
             }
         }
-        if (a->count != 0 && frames >= a->count) break;
+        if (a->o.count != 0 && frames >= a->o.count) break;
         if (period > 0) {
             int64_t now = ferry_now().ns;
 
@@ -481,7 +462,7 @@ int ferry_cmd_pub(int argc, char **argv)
     if (o.max_subscribers < a.wait_subscribers) o.max_subscribers = (uint32_t)a.wait_subscribers;
 
     cli_stop_on_signals();
-    if (cli_node(&a.where, CMD, &node) != FERRY_OK) return 1;
+    if (cli_node(&a.o.where, CMD, &node) != FERRY_OK) return 1;
     if (a.cloud)
         err = ferry_publisher_create(&pub, node, a.topic, FERRY_POINTCLOUD_TYPE_NAME,
                                      FERRY_POINTCLOUD_TYPE_HASH, &o);

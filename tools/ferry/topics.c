@@ -143,45 +143,24 @@ static void print_table(const topic_list *l)
 
 int ferry_cmd_topics(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_DOMAIN, O_DIR };
     static const struct option options[] = {
-        {"json", no_argument, NULL, O_JSON},
-        {"domain", required_argument, NULL, O_DOMAIN},
-        {"dir", required_argument, NULL, O_DIR},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_OPT_JSON,
+        CLI_OPT_DOMAIN,
+        CLI_OPT_DIR,
+        CLI_OPT_HELP,
+        CLI_OPT_END,
     };
     topic_list l = {NULL, 0, 0, false};
-    bool json = false;
-    cli_where where;
+    cli_opts o;
     ferry_err err;
-    int c;
 
-    if (!cli_where_from_env(CMD, &where)) return 2;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case O_JSON:
-            json = true;
-            break;
-        case O_DOMAIN:
-            if (!cli_parse_domain(CMD, optarg, &where.domain)) return 2;
-            break;
-        case O_DIR:
-            if (!cli_parse_dir(CMD, optarg, &where.dir)) return 2;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-        default:
-            return cli_option_error(CMD, c, argv);
-        }
-    }
+    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &o};
+
+    cli_opts_init(&o);
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
     if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
 
-    err = ferry_inspect(where.dir, where.domain, NULL, add_endpoint, &l);
+    err = ferry_inspect(o.where.dir, o.where.domain, NULL, add_endpoint, &l);
     /* A domain nobody has used yet has no directory: it is simply empty. */
     if (err == FERRY_ESYS && errno == ENOENT) err = FERRY_OK;
     if (err != FERRY_OK || l.out_of_memory) {
@@ -189,12 +168,12 @@ int ferry_cmd_topics(int argc, char **argv)
 
         free(l.rows);
         if (l.out_of_memory) return cli_fail(CMD, 1, "out of memory");
-        return cli_fail(CMD, 1, "cannot list domain %u: %s%s%s", (unsigned)where.domain,
+        return cli_fail(CMD, 1, "cannot list domain %u: %s%s%s", (unsigned)o.where.domain,
                         ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
                         err == FERRY_ESYS ? strerror(saved) : "");
     }
     if (l.count > 1) qsort(l.rows, l.count, sizeof *l.rows, by_topic);
-    if (json)
+    if (o.json)
         print_json(&l);
     else
         print_table(&l);

@@ -1,5 +1,5 @@
-/* Helpers shared by the benchmarks and the demo: time, futex, directories, pipes, children. */
-#include "bench.h"
+/* Process helpers of the CLI (util.h): time, futex, directories, pipes, children. */
+#include "util.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -15,14 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t bench_now_ns(void)
+int64_t cli_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void bench_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
+void cli_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
 {
     struct timespec ts, *tsp = NULL;
     if (timeout_ns >= 0) {
@@ -34,12 +34,12 @@ void bench_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, tsp, NULL, 0);
 }
 
-void bench_futex_wake(_Atomic uint32_t *word)
+void cli_futex_wake(_Atomic uint32_t *word)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
-bool bench_private_dir(const char *prefix, char *out, size_t cap)
+bool cli_private_dir(const char *prefix, char *out, size_t cap)
 {
     static const char *const bases[] = {"/dev/shm", "/tmp"};
     for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
@@ -63,7 +63,7 @@ static int rmtree_entry(const char *path, const struct stat *st, int type, struc
     return 0;
 }
 
-int bench_rmtree(const char *path)
+int cli_rmtree(const char *path)
 {
     if (nftw(path, rmtree_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
         return -1;
@@ -71,12 +71,12 @@ int bench_rmtree(const char *path)
     return lstat(path, &st) == 0 ? -1 : 0;
 }
 
-int bench_read_full(int fd, void *buf, size_t n, int64_t deadline_ns)
+int cli_read_full(int fd, void *buf, size_t n, int64_t deadline_ns)
 {
     char *p = buf;
     while (n > 0) {
         if (deadline_ns >= 0) {
-            int64_t left = deadline_ns - bench_now_ns();
+            int64_t left = deadline_ns - cli_now_ns();
             if (left <= 0) {
                 errno = ETIMEDOUT;
                 return -1;
@@ -105,7 +105,7 @@ int bench_read_full(int fd, void *buf, size_t n, int64_t deadline_ns)
     return 0;
 }
 
-int bench_write_full(int fd, const void *buf, size_t n)
+int cli_write_full(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
@@ -121,14 +121,14 @@ int bench_write_full(int fd, const void *buf, size_t n)
     return 0;
 }
 
-void bench_child_setup(pid_t parent)
+void cli_child_setup(pid_t parent)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(1);
 }
 
-void bench_prefault(void *buf, size_t n)
+void cli_prefault(void *buf, size_t n)
 {
     long page = sysconf(_SC_PAGESIZE);
     volatile char *p = buf;

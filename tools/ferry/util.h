@@ -1,0 +1,40 @@
+/*
+ * Process helpers of the ferry CLI that `ferry demo` and `ferry bench` share: the monotonic
+ * clock, a futex on a shared word, private directories, whole reads and writes on pipes, forked
+ * children and prefaulted buffers. Each call is safe from any thread; none keeps state.
+ */
+#ifndef FERRY_CLI_UTIL_H
+#define FERRY_CLI_UTIL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* CLOCK_MONOTONIC in ns. */
+int64_t cli_now_ns(void);
+
+/* Futex on a shared word: wait while *word == expected (timeout_ns < 0: for ever); wake all. */
+void cli_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
+void cli_futex_wake(_Atomic uint32_t *word);
+
+/* Creates a private directory "<base>/<prefix>XXXXXX" (base /dev/shm, else /tmp); out gets
+ * its path. false after a message on failure. */
+bool cli_private_dir(const char *prefix, char *out, size_t cap);
+
+/* Removes path and everything below it (no symlinks followed). 0 or -1. */
+int cli_rmtree(const char *path);
+
+/* Reads or writes exactly n bytes; waits at most until deadline_ns (CLOCK_MONOTONIC; negative
+ * for ever). 0 on success, -1 on error, end of file or timeout (errno ETIMEDOUT). */
+int cli_read_full(int fd, void *buf, size_t n, int64_t deadline_ns);
+int cli_write_full(int fd, const void *buf, size_t n);
+
+/* In a forked child: die with parent, and exit at once if parent died before this call. */
+void cli_child_setup(pid_t parent);
+
+/* Touches every page of a buffer so page faults stay out of measurements. */
+void cli_prefault(void *buf, size_t n);
+
+#endif
