@@ -1,9 +1,11 @@
 /*
  * The connection segment and its rings: one segment per publisher-subscriber pair, made by the
- * publisher, mapped read-write by both. Both sides' ring code is here: the segment's layout, its
- * creation (publisher) and mapping (subscriber), and the one claim of the delivery ring's oldest
- * entry that both ends make. The segment is shared with a peer: every counter and slot read from
- * it is checked by the caller (publisher.c, subscriber.c) before use.
+ * publisher, mapped read-write by both. Both sides' ring code is here and nowhere else: the
+ * segment's layout, its creation (publisher) and mapping (subscriber), the producer's push, tail
+ * load and return drain, the consumer's peek and return push, the one claim of the delivery
+ * ring's oldest entry that both ends make, and the doorbells. Every counter read from the segment
+ * is bounds-checked here against this side's private copy; what a slot names (a chunk) is checked
+ * by the caller, which knows the pool.
  */
 #ifndef FERRY_CONN_H
 #define FERRY_CONN_H
@@ -110,6 +112,15 @@ int ferry__conn_map(ferry__conn *c, int fd, uint64_t size, uint32_t deliver_capa
                     uint32_t return_capacity);
 void ferry__conn_unmap(ferry__conn *c);
 
+/* ---- both ends -------------------------------------------------------------------------------- */
+
+/* The entry of the delivery ring at position pos. Relaxed: the acquire that made pos visible
+ * (of head by the consumer, of tail by the producer) orders it. */
+static inline uint64_t ferry__conn_entry(const ferry__conn *c, uint64_t pos)
+{
+    return atomic_load_explicit(&c->dslots[pos & c->dmask], memory_order_relaxed);
+}
+
 /* The one claim of the delivery ring's entry at tail, by either end (ring rules above): true when
  * this side won it and owns the entry; false when the other side took it first. */
 static inline bool ferry__conn_claim(ferry__conn *c, uint64_t tail)
@@ -117,6 +128,133 @@ static inline bool ferry__conn_claim(ferry__conn *c, uint64_t tail)
     uint64_t expected = tail;
     return atomic_compare_exchange_strong_explicit(&c->hdr->deliver_tail, &expected, tail + 1,
                                                    memory_order_acq_rel, memory_order_acquire);
+}
+
+/* ---- producer (the publisher) -------------------------------------------------------------- */
+
+/* Appends d at *head and publishes it. The caller checked there is room (head - tail < depth). */
+static inline void ferry__conn_push(ferry__conn *c, uint64_t *head, uint64_t d)
+{
+    atomic_store_explicit(&c->dslots[*head & c->dmask], d, memory_order_relaxed);
+    ++*head;
+    /* Release: the slot, and the chunk's header and payload the caller wrote before, are visible
+     * before the new head. */
+    atomic_store_explicit(&c->hdr->deliver_head, *head, memory_order_release);
+}
+
+/* Loads the delivery tail into *seen. The consumer may only move it forward, up to head: false
+ * (and *seen unchanged) when it ran backwards or past head. */
+static inline bool ferry__conn_tail(ferry__conn *c, uint64_t head, uint64_t *seen)
+{
+    /* Acquire: the consumer is done with the entries below the tail it shows. */
+    uint64_t t = atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+    if (t - *seen > head - *seen)
+        return false;
+    *seen = t;
+    return true;
+}
+
+/* Returns waiting: loads the return ring's head into *head; false when it is more than the ring
+ * holds past tail (counters out of range). The entries between tail and *head are read with
+ * ferry__conn_returned and acknowledged with ferry__conn_returns_done. */
+static inline bool ferry__conn_returns(ferry__conn *c, uint64_t tail, uint64_t *head)
+{
+    /* Acquire: pairs with the consumer's release of head; the slots below it are written. */
+    uint64_t h = atomic_load_explicit(&c->hdr->return_head, memory_order_acquire);
+    if (h - tail > (uint64_t)c->rmask + 1)
+        return false;
+    *head = h;
+    return true;
+}
+
+static inline uint64_t ferry__conn_returned(const ferry__conn *c, uint64_t pos)
+{
+    return atomic_load_explicit(&c->rslots[pos & c->rmask], memory_order_relaxed);
+}
+
+static inline void ferry__conn_returns_done(ferry__conn *c, uint64_t tail)
+{
+    /* Release: our reads of the slots happen before the consumer may reuse them. */
+    atomic_store_explicit(&c->hdr->return_tail, tail, memory_order_release);
+}
+
+/* ---- consumer (the subscriber) ------------------------------------------------------------- */
+
+/* What the consumer finds at the delivery ring's tail. */
+enum {
+    FERRY__PEEK_BROKEN = -1, /* counters out of range with a tail that stayed put */
+    FERRY__PEEK_EMPTY = 0,
+    FERRY__PEEK_ENTRY = 1,   /* *tail and *d hold the oldest entry (not claimed yet) */
+    FERRY__PEEK_RACED = 2,   /* the producer moved the tail while we looked: look again */
+};
+
+/* True when the delivery tail is no longer tail: an entry seen there may have been dropped and
+ * its chunk reused, so what looked wrong about it proves nothing. */
+static inline bool ferry__conn_tail_moved(ferry__conn *c, uint64_t tail)
+{
+    return atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire) != tail;
+}
+
+static inline int ferry__conn_peek(ferry__conn *c, uint64_t *tail, uint64_t *d)
+{
+    uint64_t t = atomic_load_explicit(&c->hdr->deliver_tail, memory_order_acquire);
+    /* Acquire: pairs with the producer's release of head; the slot and the chunk it names are
+     * visible once we see the head that covers them. */
+    uint64_t h = atomic_load_explicit(&c->hdr->deliver_head, memory_order_acquire);
+    if (h == t)
+        return FERRY__PEEK_EMPTY;
+    if (h - t > (uint64_t)c->dmask + 1)
+        /* Between our two loads the producer may have dropped the oldest entry and appended
+         * one: only a tail that stayed put makes these counters impossible. */
+        return ferry__conn_tail_moved(c, t) ? FERRY__PEEK_RACED : FERRY__PEEK_BROKEN;
+    *tail = t;
+    *d = ferry__conn_entry(c, t);
+    return FERRY__PEEK_ENTRY;
+}
+
+/* Hands d back on the return ring at *head; false when the producer's tail shows a full ring or
+ * ran past head (counters out of range). */
+static inline bool ferry__conn_give_back(ferry__conn *c, uint64_t *head, uint64_t d)
+{
+    uint64_t tail = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
+    if (*head - tail >= (uint64_t)c->rmask + 1)
+        return false;
+    atomic_store_explicit(&c->rslots[*head & c->rmask], d, memory_order_relaxed);
+    ++*head;
+    /* Release: the slot is written before the producer sees the new head. */
+    atomic_store_explicit(&c->hdr->return_head, *head, memory_order_release);
+    return true;
+}
+
+/* ---- doorbells (doorbell rules above) ------------------------------------------------------- */
+
+/* A side about to sleep sets its doorbell (how it sleeps). The caller fences with
+ * ferry__conn_doorbell_fence after setting all of its doorbells, then looks at the rings. */
+static inline void ferry__conn_doorbell_set(_Atomic uint32_t *bell, uint32_t how)
+{
+    atomic_store_explicit(bell, how, memory_order_relaxed);
+}
+
+static inline uint32_t ferry__conn_doorbell_get(_Atomic uint32_t *bell)
+{
+    return atomic_load_explicit(bell, memory_order_relaxed);
+}
+
+/* The fence between a side's last write (doorbells set, or entries published or returned) and
+ * its look at the other side's: one of the two sides sees the other's write. */
+static inline void ferry__conn_doorbell_fence(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* After publishing or returning: fences, then takes the peer's doorbell back to 0 if it is set.
+ * Returns how the peer sleeps (the value won), 0 when it does not or the other waker won. */
+static inline uint32_t ferry__conn_doorbell_ring(_Atomic uint32_t *bell)
+{
+    ferry__conn_doorbell_fence();
+    if (!atomic_load_explicit(bell, memory_order_relaxed))
+        return 0;
+    return atomic_exchange_explicit(bell, 0, memory_order_acq_rel);
 }
 
 #endif

@@ -383,10 +383,10 @@ void ferry__pub_housekeep(ferry_publisher *pub, int64_t timeout_ns)
 void ferry__pub_sleep_for_subscribers(ferry_publisher *pub, int64_t deadline)
 {
     for (uint32_t k = 0; k < pub->nactive; k++)
-        atomic_store_explicit(&pub->conns[pub->active[k]].ring.hdr->pub_waiting, 1,
-                              memory_order_relaxed);
+        ferry__conn_doorbell_set(&pub->conns[pub->active[k]].ring.hdr->pub_waiting,
+                                 FERRY__DOORBELL_NOTIFIER);
     /* Pairs with the subscriber's fence after its take or return. */
-    atomic_thread_fence(memory_order_seq_cst);
+    ferry__conn_doorbell_fence();
     ferry__pub_drain_all_returns(pub);
     int64_t left = ferry__remaining(deadline);
     /* Bound each sleep so a subscriber that missed the doorbell cannot stall us. */

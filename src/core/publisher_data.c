@@ -76,15 +76,15 @@ static void conn_check(const ferry_publisher *pub, const pconn *c)
 
 static void drain_returns(ferry_publisher *pub, pconn *c)
 {
-    uint64_t head = atomic_load_explicit(&c->ring.hdr->return_head, memory_order_acquire);
-    if (head == c->rtail)
-        return;
-    if (head - c->rtail > (uint64_t)c->ring.rmask + 1) {
+    uint64_t head;
+    if (!ferry__conn_returns(&c->ring, c->rtail, &head)) {
         ferry__pub_conn_fail(pub, c, "return ring counter out of range");
         return;
     }
+    if (head == c->rtail)
+        return;
     while (c->rtail != head) {
-        uint64_t d = atomic_load_explicit(&c->ring.rslots[c->rtail & c->ring.rmask], memory_order_relaxed);
+        uint64_t d = ferry__conn_returned(&c->ring, c->rtail);
         if (!desc_valid(pub, c, d)) {
             ferry__pub_conn_fail(pub, c, "returned a chunk it did not hold");
             return;
@@ -92,8 +92,7 @@ static void drain_returns(ferry_publisher *pub, pconn *c)
         ferry__pub_drop_ref(pub, c, ferry__desc_index(d));
         c->rtail++;
     }
-    /* Release: our reads of the slots happen before the subscriber may reuse them. */
-    atomic_store_explicit(&c->ring.hdr->return_tail, c->rtail, memory_order_release);
+    ferry__conn_returns_done(&c->ring, c->rtail);
     conn_check(pub, c);
 }
 
@@ -108,13 +107,11 @@ void ferry__pub_drain_all_returns(ferry_publisher *pub)
 /* Reads the delivery tail and checks it moved only forward and not past head. */
 static bool load_tail(ferry_publisher *pub, pconn *c, uint64_t *tail)
 {
-    uint64_t t = atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire);
-    if (t - c->tail_seen > c->head - c->tail_seen) {
+    if (!ferry__conn_tail(&c->ring, c->head, &c->tail_seen)) {
         ferry__pub_conn_fail(pub, c, "delivery ring counter out of range");
         return false;
     }
-    c->tail_seen = t;
-    *tail = t;
+    *tail = c->tail_seen;
     return true;
 }
 
@@ -130,14 +127,9 @@ static void send_wake(int sock)
 
 static void wake_subscriber(pconn *c)
 {
-    /* Pairs with the subscriber's store of sub_waiting then fence then ring check: one of us
-     * sees the other's write. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (!atomic_load_explicit(&c->ring.hdr->sub_waiting, memory_order_relaxed))
-        return;
     /* The doorbell says how the subscriber sleeps: in ferry_wait on the word itself, or on its
      * notifier (an epoll set of its own or the application's). */
-    uint32_t how = atomic_exchange_explicit(&c->ring.hdr->sub_waiting, 0, memory_order_acq_rel);
+    uint32_t how = ferry__conn_doorbell_ring(&c->ring.hdr->sub_waiting);
     if (how == FERRY__DOORBELL_FUTEX)
         ferry__futex_wake((void *)&c->ring.hdr->sub_waiting);
     else if (how == FERRY__DOORBELL_NOTIFIER)
@@ -160,7 +152,7 @@ bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wak
     if (c->head - tail >= c->depth) {
         /* Full: drop the oldest. If the subscriber takes it first our CAS fails and there is
          * room anyway. */
-        uint64_t old = atomic_load_explicit(&c->ring.dslots[tail & c->ring.dmask], memory_order_relaxed);
+        uint64_t old = ferry__conn_entry(&c->ring, tail);
         if (ferry__conn_claim(&c->ring, tail)) {
             c->tail_seen = tail + 1;
             if (!desc_valid(pub, c, old)) {
@@ -195,11 +187,7 @@ bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wak
         return true;
     }
     c->limited = false;
-    atomic_store_explicit(&c->ring.dslots[c->head & c->ring.dmask], ferry__desc(index, ch->gen),
-                          memory_order_relaxed);
-    c->head++;
-    /* Release: the chunk's header and payload, and the slot, are visible before the new head. */
-    atomic_store_explicit(&c->ring.hdr->deliver_head, c->head, memory_order_release);
+    ferry__conn_push(&c->ring, &c->head, ferry__desc(index, ch->gen));
     bit_set(c, index);
     c->outstanding++;
     c->outstanding_bytes += ch->capacity;

@@ -22,25 +22,18 @@ typedef struct peeked {
     uint64_t capacity;
 } peeked;
 
-/* Reads the oldest queued entry of c and checks everything about it. 1: found, 0: empty,
- * -1: the publisher broke the rules (c is closed). */
+/* Reads the oldest queued entry of c and checks everything about it: a FERRY__PEEK_ value;
+ * with FERRY__PEEK_BROKEN the publisher broke the rules and c is closed. */
 static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
 {
-    uint64_t tail = atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire);
-    /* Acquire: pairs with the publisher's release of head; the slot and the chunk it names are
-     * visible once we see the head that covers them. */
-    uint64_t head = atomic_load_explicit(&c->ring.hdr->deliver_head, memory_order_acquire);
-    if (head == tail)
-        return 0;
-    if (head - tail > (uint64_t)c->ring.dmask + 1) {
-        /* Between our two loads the publisher may have dropped the oldest entry and appended
-         * one: only a tail that stayed put makes these counters impossible. */
-        if (atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire) != tail)
-            return 2;
+    uint64_t tail, d;
+    int found = ferry__conn_peek(&c->ring, &tail, &d);
+    if (found == FERRY__PEEK_BROKEN) {
         ferry__sub_conn_fail(sub, c, "delivery ring counters out of range");
         return -1;
     }
-    uint64_t d = atomic_load_explicit(&c->ring.dslots[tail & c->ring.dmask], memory_order_relaxed);
+    if (found != FERRY__PEEK_ENTRY)
+        return found;
     uint32_t index = ferry__desc_index(d);
     if (index >= c->max_chunks) {
         ferry__sub_conn_fail(sub, c, "chunk index out of range");
@@ -59,8 +52,8 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
         p->h.size > e.capacity) {
         /* The entry may have been dropped and its chunk reused while we looked: only a stable
          * tail makes this a real violation. */
-        if (atomic_load_explicit(&c->ring.hdr->deliver_tail, memory_order_acquire) != tail)
-            return 2;
+        if (ferry__conn_tail_moved(&c->ring, tail))
+            return FERRY__PEEK_RACED;
         ferry__sub_conn_fail(sub, c, "chunk header does not match its descriptor");
         return -1;
     }
@@ -74,9 +67,7 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
 static void wake_publisher(sconn *c)
 {
     /* Pairs with the publisher's store of pub_waiting, fence, re-check. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&c->ring.hdr->pub_waiting, memory_order_relaxed) &&
-        atomic_exchange_explicit(&c->ring.hdr->pub_waiting, 0, memory_order_acq_rel) && c->sock >= 0) {
+    if (ferry__conn_doorbell_ring(&c->ring.hdr->pub_waiting) && c->sock >= 0) {
         /* MSG_DONTWAIT: never blocks; EAGAIN means the publisher has wake-ups queued. */
         ferry__bye m;
         ferry__wake_init(&m);
@@ -87,15 +78,10 @@ static void wake_publisher(sconn *c)
 /* Hands a chunk reference back to the publisher of the active connection c. */
 static void give_back(ferry_subscriber *sub, sconn *c, uint64_t d)
 {
-    uint64_t tail = atomic_load_explicit(&c->ring.hdr->return_tail, memory_order_acquire);
-    if (c->rhead - tail >= (uint64_t)c->ring.rmask + 1) {
+    if (!ferry__conn_give_back(&c->ring, &c->rhead, d)) {
         ferry__sub_conn_fail(sub, c, "return ring counters out of range");
         return;
     }
-    atomic_store_explicit(&c->ring.rslots[c->rhead & c->ring.rmask], d, memory_order_relaxed);
-    c->rhead++;
-    /* Release: the slot is written before the publisher sees the new head. */
-    atomic_store_explicit(&c->ring.hdr->return_head, c->rhead, memory_order_release);
     wake_publisher(c);
 }
 
@@ -127,9 +113,9 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
         for (uint32_t k = sub->nlive; k-- > 0;) {
             sconn *c = &sub->conns[sub->live[k]];
             int r = peek(sub, c, &p);
-            if (r == 2)
+            if (r == FERRY__PEEK_RACED)
                 raced = true;
-            if (r == 1 && (!best || p.h.publish_ns < bp.h.publish_ns)) {
+            if (r == FERRY__PEEK_ENTRY && (!best || p.h.publish_ns < bp.h.publish_ns)) {
                 best = c;
                 bp = p;
             }
@@ -179,9 +165,9 @@ void ferry__sub_discard_queued(ferry_subscriber *sub)
         for (uint32_t n = 0; n <= c->ring.dmask && c->state == state; n++) {
             peeked p;
             int r = peek(sub, c, &p);
-            if (r == 2)
+            if (r == FERRY__PEEK_RACED)
                 continue;
-            if (r != 1)
+            if (r != FERRY__PEEK_ENTRY)
                 break;
             if (!ferry__conn_claim(&c->ring, p.tail))
                 continue;
@@ -226,16 +212,16 @@ static bool arm(ferry_subscriber *sub, uint32_t how)
          * honest publisher sends one wake-up per doorbell, and anything more keeps the socket
          * readable for housekeeping. */
         if (c->armed == FERRY__DOORBELL_NOTIFIER &&
-            atomic_load_explicit(&c->ring.hdr->sub_waiting, memory_order_relaxed) == 0) {
+            ferry__conn_doorbell_get(&c->ring.hdr->sub_waiting) == 0) {
             ferry__sub_read_messages(sub, c, false, 1);
             if (c->state != SC_ACTIVE)
                 continue;
         }
-        atomic_store_explicit(&c->ring.hdr->sub_waiting, how, memory_order_relaxed);
+        ferry__conn_doorbell_set(&c->ring.hdr->sub_waiting, how);
         c->armed = how;
     }
     /* Pairs with the publisher's fence between its new head and its doorbell check. */
-    atomic_thread_fence(memory_order_seq_cst);
+    ferry__conn_doorbell_fence();
     return ferry__subscriber_ready(sub);
 }
 

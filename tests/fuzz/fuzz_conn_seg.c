@@ -5,9 +5,10 @@
  * input picks; the honest subscriber maps the same descriptor with ferry__conn_map for the
  * capacities of the welcome. The rest of the input is a little program: the hostile peer writes
  * bytes anywhere in the segment (header, ring counters, doorbells, slots) or sets a counter, a
- * doorbell or a slot outright, interleaved with what conn.h lets the honest ends do: claim the
- * delivery ring's entry at tail (either end, at the tail it read or a stale one), map the segment
- * afresh, and check its header against the welcome.
+ * doorbell or a slot outright, interleaved with what conn.h lets the honest ends do: the
+ * producer's push, tail load and return drain, the consumer's peek and return push, the claim of
+ * the delivery ring's entry at tail (either end, at the tail it read or a stale one), ringing a
+ * doorbell, mapping the segment afresh, and checking its header against the welcome.
  *
  * Invariants, from conn.h's rules:
  *  - layout: capacities are the smallest powers of two >= depth and >= max_chunks; both rings lie
@@ -22,6 +23,15 @@
  *    twice, whichever end claims;
  *  - ferry__conn_check accepts the header exactly when the fields the layout depends on are as the
  *    publisher wrote them, whatever the peer wrote elsewhere;
+ *  - the producer's tail load succeeds exactly when the tail moved forward from the last one it
+ *    saw and not past its head, and then the tail it reports is between the two; its push writes
+ *    the slot at its own head and publishes head + 1; a drain reports at most a ring's worth of
+ *    returns and reads only slots of the return ring;
+ *  - the consumer's peek reports an entry only for counters within one ring's worth, and then the
+ *    slot at tail; broken only when the counters are out of range; its give-back succeeds exactly
+ *    when the return ring has room by the producer's tail, writes the slot at its own head and
+ *    publishes head + 1, and changes nothing otherwise;
+ *  - ringing a doorbell returns what it held and leaves it 0;
  *  - ring entries (ferry__desc) carry index and generation unchanged;
  *  - nothing is left behind: no descriptor, no mapping, after each input.
  */
@@ -50,6 +60,8 @@ typedef struct seg {
     uint8_t *before;       /* a copy of the segment, for what a claim may change */
     uint64_t won[CS_MAX_WON];
     uint32_t nwon;
+    uint64_t head, tail_seen, rtail; /* the producer's private copies */
+    uint64_t rhead;                  /* the consumer's */
 } seg;
 
 static int cs_fd_base = -1;
@@ -261,6 +273,105 @@ static void desc_roundtrip(fz_reader *r)
     FZ_ASSERT(ferry__desc_index(d) == index && ferry__desc_gen(d) == gen);
 }
 
+/* The producer loads the tail: it may only have moved forward, up to the producer's head. */
+static void producer_tail(seg *s)
+{
+    uint64_t seen = s->tail_seen;
+    uint64_t t = atomic_load(&s->pub.hdr->deliver_tail);
+    bool ok = ferry__conn_tail(&s->pub, s->head, &s->tail_seen);
+    FZ_ASSERT(ok == (t - seen <= s->head - seen));
+    FZ_ASSERT(s->tail_seen == (ok ? t : seen));
+}
+
+/* The producer pushes an entry when its view of the ring has room. */
+static void producer_push(seg *s, fz_reader *r)
+{
+    if (!ferry__conn_tail(&s->pub, s->head, &s->tail_seen) || s->head - s->tail_seen >= s->depth)
+        return;
+    uint64_t d = ferry__desc(fz_u16(r) % s->max_chunks, fz_u8(r));
+    uint64_t h = s->head;
+    ferry__conn_push(&s->pub, &s->head, d);
+    FZ_ASSERT(s->head == h + 1);
+    FZ_ASSERT(atomic_load(&s->sub.hdr->deliver_head) == s->head);
+    FZ_ASSERT(atomic_load(&s->sub.dslots[h & s->sub.dmask]) == d);
+    FZ_ASSERT(ferry__conn_entry(&s->sub, h) == d);
+}
+
+/* The producer drains the return ring: at most a ring's worth, from the ring's own slots. */
+static void producer_drain(seg *s)
+{
+    uint64_t head = 0, before = atomic_load(&s->pub.hdr->return_head);
+    bool ok = ferry__conn_returns(&s->pub, s->rtail, &head);
+    FZ_ASSERT(ok == (before - s->rtail <= s->rcap));
+    if (!ok) {
+        /* A real producer disconnects here; the model starts over from the peer's counters. */
+        s->rtail = atomic_load(&s->pub.hdr->return_head);
+        ferry__conn_returns_done(&s->pub, s->rtail);
+        s->rhead = s->rtail;
+        return;
+    }
+    FZ_ASSERT(head == before);
+    for (; s->rtail != head; s->rtail++)
+        FZ_ASSERT(ferry__conn_returned(&s->pub, s->rtail) ==
+                  atomic_load(&s->pub.rslots[s->rtail & s->pub.rmask]));
+    ferry__conn_returns_done(&s->pub, s->rtail);
+    FZ_ASSERT(atomic_load(&s->sub.hdr->return_tail) == s->rtail);
+}
+
+/* The consumer peeks at the delivery ring, and claims what it found half the time. */
+static void consumer_peek(seg *s, fz_reader *r)
+{
+    uint64_t h = atomic_load(&s->sub.hdr->deliver_head), t = atomic_load(&s->sub.hdr->deliver_tail);
+    uint64_t tail = 0, d = 0;
+    int found = ferry__conn_peek(&s->sub, &tail, &d);
+    /* Single-threaded: nothing moves the tail between the peek's loads. */
+    FZ_ASSERT(found != FERRY__PEEK_RACED);
+    if (h == t) {
+        FZ_ASSERT(found == FERRY__PEEK_EMPTY);
+        return;
+    }
+    FZ_ASSERT(found == (h - t > s->dcap ? FERRY__PEEK_BROKEN : FERRY__PEEK_ENTRY));
+    if (found != FERRY__PEEK_ENTRY)
+        return;
+    FZ_ASSERT(tail == t && d == atomic_load(&s->sub.dslots[t & s->sub.dmask]));
+    FZ_ASSERT(!ferry__conn_tail_moved(&s->sub, tail));
+    if (fz_u8(r) & 1) {
+        FZ_ASSERT(ferry__conn_claim(&s->sub, tail));
+        FZ_ASSERT(ferry__conn_tail_moved(&s->sub, tail));
+        s->nwon = 0;
+    }
+}
+
+/* The consumer gives an entry back: only into room the producer's tail shows. */
+static void consumer_give_back(seg *s, fz_reader *r)
+{
+    uint64_t d = ferry__desc(fz_u16(r) % s->max_chunks, fz_u8(r));
+    uint64_t h = s->rhead, t = atomic_load(&s->sub.hdr->return_tail);
+    memcpy(s->before, s->sub.hdr, s->sub.size);
+    bool ok = ferry__conn_give_back(&s->sub, &s->rhead, d);
+    FZ_ASSERT(ok == (h - t < s->rcap));
+    if (!ok) {
+        FZ_ASSERT(s->rhead == h && memcmp(s->before, s->sub.hdr, s->sub.size) == 0);
+        return;
+    }
+    FZ_ASSERT(s->rhead == h + 1 && atomic_load(&s->pub.hdr->return_head) == s->rhead);
+    FZ_ASSERT(ferry__conn_returned(&s->pub, h) == d);
+}
+
+/* Ringing a doorbell takes whatever it held back to 0 and says what that was. */
+static void ring_doorbell(seg *s, fz_reader *r)
+{
+    _Atomic uint32_t *bell = fz_u8(r) & 1 ? &s->pub.hdr->sub_waiting : &s->sub.hdr->pub_waiting;
+    uint32_t v = atomic_load(bell);
+    FZ_ASSERT(ferry__conn_doorbell_get(bell) == v);
+    FZ_ASSERT(ferry__conn_doorbell_ring(bell) == v);
+    FZ_ASSERT(atomic_load(bell) == 0);
+    ferry__conn_doorbell_set(bell, FERRY__DOORBELL_FUTEX);
+    FZ_ASSERT(atomic_load(bell) == FERRY__DOORBELL_FUTEX);
+    if (fz_u8(r) & 1)
+        atomic_store(bell, v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (cs_fd_base < 0)
@@ -269,7 +380,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     seg s;
     seg_open(&s, &r);
     for (int ops = 0; ops < CS_MAX_OPS && fz_more(&r); ops++) {
-        switch (fz_u8(&r) % 10) {
+        switch (fz_u8(&r) % 16) {
         case 0:
             peer_scribble(&s, &r);
             break;
@@ -296,6 +407,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 8:
             desc_roundtrip(&r);
+            break;
+        case 9:
+            producer_tail(&s);
+            break;
+        case 10:
+        case 11:
+            producer_push(&s, &r);
+            break;
+        case 12:
+            producer_drain(&s);
+            break;
+        case 13:
+            consumer_peek(&s, &r);
+            break;
+        case 14:
+            consumer_give_back(&s, &r);
+            break;
+        case 15:
+            ring_doorbell(&s, &r);
             break;
         default: /* the publisher's own pointers, whatever the peer wrote */
             check_pointers(&s, &s.pub);
