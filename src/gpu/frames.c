@@ -11,8 +11,9 @@
  * hook, before the core unmaps the connection.
  *
  * Ordering stays on the GPU: at publish the publisher's stream writes the chunk's generation
- * into the descriptor's ready word (host memory, registered and mapped), after a memory barrier;
- * a reader's stream waits until the word reaches that generation. A reader's release records an
+ * into the chunk's ready word (device memory, the last bytes of the device chunk, so it travels
+ * with the allocation), after a memory barrier; a reader's stream waits until the word reaches
+ * that generation. A reader's release records an
  * event; the host sample goes back only when it completed.
  *
  * One thread at a time per object, as for the core's publisher and subscriber.

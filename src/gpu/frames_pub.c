@@ -41,7 +41,6 @@ static int dev_attr(CUdevice d, CUdevice_attribute a)
 
 typedef struct dchunk {
     uint8_t *payload;       /* the host chunk's payload (descriptor); NULL before first use */
-    void *reg_start;        /* registered pages holding the descriptor */
     CUdeviceptr ready_dev;  /* device address of the descriptor's ready word */
     cudaEvent_t done;       /* recorded at each publish, after the ready write */
     bool done_pending;      /* done was recorded and not seen complete */
@@ -503,8 +502,6 @@ ferry_err ferry_gpu_publisher_destroy(ferry_gpu_publisher *gpub)
             cudaEventDestroy(c->done);
         }
         chunk_free_device(g, c);
-        if (c->reg_start && cudaHostUnregister(c->reg_start) != cudaSuccess)
-            (void)cudaGetLastError();
     }
     if (entered)
         ferry__gpu_device_leave(g->device, prev);
