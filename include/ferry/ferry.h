@@ -198,6 +198,14 @@ FERRY_API ferry_err ferry_topic_validate(const char *topic);
  * Publisher
  * ------------------------------------------------------------------------------------------- */
 
+/** A spin budget (spin_ns of the publisher and subscriber options) that never spins: every wait
+ *  sleeps in the kernel at once. The right one for a process that shares its only CPU with its
+ *  peers. */
+#define FERRY_SPIN_OFF (-1)
+/** The spin budget that spin_ns 0 means where the process may run on two CPUs or more; where it
+ *  may run on one, 0 means FERRY_SPIN_OFF (spinning there only delays the peer it waits for). */
+#define FERRY_SPIN_DEFAULT_NS 20000
+
 /** What ferry_loan does when no chunk is free and the byte cap or chunk cap is reached. */
 typedef enum ferry_pool_policy {
     FERRY_POOL_ERROR = 0, /**< return FERRY_EPOOL at once (default) */
@@ -224,6 +232,13 @@ typedef struct ferry_publisher_options {
      *  FERRY_OVERFLOW_BLOCK) wait. 0 means the default, 100 ms; negative is invalid (no call
      *  waits for ever on its subscribers). */
     int64_t block_timeout_ns;
+    /** Before those waits sleep, poll for up to this long (nanoseconds) for the chunk or the room
+     *  to come: a subscriber that keeps up makes room within a microsecond, and a publisher that
+     *  sleeps instead pays two context switches and the subscriber's system call to wake it. The
+     *  budget adapts: it halves after each spin that found nothing (a paced stream soon spins no
+     *  more) and doubles back after one that did. 0 means the default (FERRY_SPIN_DEFAULT_NS, or
+     *  none on one CPU); FERRY_SPIN_OFF never spins; at most 10 ms. */
+    int64_t spin_ns;
     /** Admit subscribers that ask for FERRY_OVERFLOW_BLOCK, which make ferry_publish wait up to
      *  block_timeout_ns for room in their queue. Default false: such a subscriber is refused
      *  (it logs "the publisher does not admit blocking subscribers"), so that no subscriber can
@@ -432,6 +447,18 @@ typedef struct ferry_subscriber_options {
      *  before ferry_take returns it: the first sample of each chunk pays that once per
      *  connection, later ones read without a page fault. Default false. */
     bool prefault;
+    /** Before ferry_wait sleeps, poll the queues for up to this long (nanoseconds): a publisher
+     *  flooding small messages then never has to wake this subscriber through the kernel. The
+     *  budget adapts as the publisher's spin_ns does (it halves after each spin that found
+     *  nothing, so a 30 Hz camera's subscriber soon spins no more). 0 means the default
+     *  (FERRY_SPIN_DEFAULT_NS, or none on one CPU); FERRY_SPIN_OFF never spins; at most 10 ms. */
+    int64_t spin_ns;
+    /** Poll instead of sleeping: ferry_wait never sleeps in the kernel and returns within
+     *  nanoseconds of a delivery, for a subscriber that has a CPU to itself (pinned, isolated).
+     *  It uses that whole CPU while it waits; spin_ns does not apply. Housekeeping still runs
+     *  every millisecond, and the descriptor of ferry_subscriber_fd works as before. Default
+     *  false. */
+    bool busy_poll;
 } ferry_subscriber_options;
 
 /** Fills o with the defaults. Fields left zero also mean the default. */

@@ -212,13 +212,22 @@ static inline int ferry__conn_peek(ferry__conn *c, uint64_t *tail, uint64_t *d)
     return FERRY__PEEK_ENTRY;
 }
 
-/* Hands d back on the return ring at *head; false when the producer's tail shows a full ring or
- * ran past head (counters out of range). */
-static inline bool ferry__conn_give_back(ferry__conn *c, uint64_t *head, uint64_t d)
+/* Hands d back on the return ring at *head. *tail_seen is the producer's tail as last seen: the
+ * tail only moves forward, so while head - *tail_seen leaves room the slot is free without a look
+ * at the producer's line; otherwise the tail is loaded again, and false means it ran backwards or
+ * past head, or the ring is full (counters out of range: an honest producer's ring never fills,
+ * since it holds every chunk there is). */
+static inline bool ferry__conn_give_back(ferry__conn *c, uint64_t *head, uint64_t *tail_seen,
+                                         uint64_t d)
 {
-    uint64_t tail = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
-    if (*head - tail >= (uint64_t)c->rmask + 1)
-        return false;
+    uint64_t cap = (uint64_t)c->rmask + 1;
+    if (*head - *tail_seen >= cap) {
+        /* Acquire: the producer read the slots below the tail it shows; we may overwrite them. */
+        uint64_t t = atomic_load_explicit(&c->hdr->return_tail, memory_order_acquire);
+        if (t - *tail_seen > *head - *tail_seen || *head - t >= cap)
+            return false;
+        *tail_seen = t;
+    }
     atomic_store_explicit(&c->rslots[*head & c->rmask], d, memory_order_relaxed);
     ++*head;
     /* Release: the slot is written before the producer sees the new head. */

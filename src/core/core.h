@@ -29,6 +29,7 @@
 #include "core/pool.h"
 #include "core/proto.h"
 #include "core/segment.h"
+#include "core/spin.h"
 #include "core/status.h"
 #include "platform/platform.h"
 

@@ -218,6 +218,12 @@ static uint32_t pop(ferry__pool *p, ferry__class *c)
     return index;
 }
 
+uint32_t ferry__pool_get_free(ferry__pool *p, uint64_t size)
+{
+    ferry__class *c = class_find(p, class_bytes(p->payload_offset + size), false);
+    return c && c->free_head != FERRY__NONE ? pop(p, c) : FERRY__NONE;
+}
+
 uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err)
 {
     uint64_t bytes = class_bytes(p->payload_offset + size);

@@ -60,6 +60,8 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
 void ferry__pool_fini(ferry__pool *p);
 /* A free chunk of capacity >= size (carving when needed), or FERRY__NONE with *err set. */
 uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err);
+/* A free chunk of size's own class, FERRY__NONE when there is none: never carves. */
+uint32_t ferry__pool_get_free(ferry__pool *p, uint64_t size);
 /* Makes the size class serving size hold at least count chunks (carving what is missing, all or
  * nothing as far as the caps go) and touches every page of its chunks writable. *chunk_bytes
  * receives the class's chunk size; FERRY_EPOOL when the byte cap, the chunk cap or the number of

@@ -46,7 +46,8 @@ static ferry_err options_resolve(ferry_publisher_options *o)
     if (!o->max_pending)
         o->max_pending = d.max_pending;
     if (o->max_chunks > 65536 || o->max_subscribers > 1024 || o->history > 4096 ||
-        o->max_pending > MAX_PENDING_LIMIT || o->block_timeout_ns < 0)
+        o->max_pending > MAX_PENDING_LIMIT || o->block_timeout_ns < 0 ||
+        !ferry__spin_valid(o->spin_ns))
         return FERRY_EINVAL;
     if (o->history >= o->max_chunks)
         return FERRY_EINVAL;
@@ -96,6 +97,7 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
         return FERRY_ENOMEM;
     pub->opt = o;
     pub->listen_fd = -1;
+    ferry__spin_init(&pub->spin, o.spin_ns);
     pub->pool.fd = pub->pool.ro_fd = -1;
     if ((err = ferry__endpoint_open(&pub->ep, node, topic, type_name, type_hash)))
         goto fail;

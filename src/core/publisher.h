@@ -80,6 +80,7 @@ struct ferry_publisher {
     uint64_t seq;
     int64_t next_housekeep;
     bool inactive; /* a lifecycle that is not active: loans and publications refused */
+    ferry__spin spin; /* the blocking waits' spin before they sleep */
 };
 
 /* ---- control plane (publisher_control.c) ---------------------------------------------------- */

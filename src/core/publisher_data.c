@@ -143,11 +143,20 @@ static bool paused(const pconn *c)
     return atomic_load_explicit(&c->ring.hdr->sub_paused, memory_order_relaxed) != 0;
 }
 
+/* True when one more reference to ch would take c past its per-subscriber limits. */
+static bool at_limit(const ferry_publisher *pub, const pconn *c, const ferry__chunk *ch)
+{
+    return c->outstanding >= pub->opt.max_chunks_per_subscriber ||
+           ch->capacity > pub->opt.max_bytes_per_subscriber - c->outstanding_bytes;
+}
+
 /* Appends a reference to chunk index on c. Returns false when c was dropped. */
 bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wake)
 {
-    uint64_t tail;
-    if (!load_tail(pub, c, &tail))
+    /* The tail only moves forward: while the one last seen leaves room there is room, and the
+     * subscriber's line need not be read. */
+    uint64_t tail = c->tail_seen;
+    if (c->head - tail >= c->depth && !load_tail(pub, c, &tail))
         return false;
     if (c->head - tail >= c->depth) {
         /* Full: drop the oldest. If the subscriber takes it first our CAS fails and there is
@@ -170,8 +179,13 @@ bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wak
         }
     }
     ferry__chunk *ch = &pub->pool.chunks[index];
-    if (c->outstanding >= pub->opt.max_chunks_per_subscriber ||
-        ch->capacity > pub->opt.max_bytes_per_subscriber - c->outstanding_bytes) {
+    if (at_limit(pub, c, ch)) {
+        /* What it gave back is taken in lazily (see ferry_loan): look before judging. */
+        drain_returns(pub, c);
+        if (c->state != PC_ACTIVE)
+            return false;
+    }
+    if (at_limit(pub, c, ch)) {
         /* At its limit: this subscriber misses the publication, the others do not. */
         c->dropped++;
         pub->stats.dropped++;
@@ -199,6 +213,22 @@ bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wak
     return true;
 }
 
+/* A loan that waits for a chunk to come back (FERRY_POOL_BLOCK). */
+typedef struct loan_try {
+    ferry_publisher *pub;
+    size_t size;
+    uint32_t index;
+    ferry_err err;
+} loan_try;
+
+static bool chunk_back(void *arg)
+{
+    loan_try *t = arg;
+    ferry__pub_drain_all_returns(t->pub);
+    t->index = ferry__pool_get(&t->pub->pool, t->size, &t->err);
+    return t->index != FERRY__NONE || t->err != FERRY_EPOOL;
+}
+
 ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
 {
     ferry_err err = ferry__pub_check(pub);
@@ -213,8 +243,14 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
                    "not active", pub->ep.topic);
         return FERRY_ESTATE;
     }
-    ferry__pub_drain_all_returns(pub);
-    uint32_t index = ferry__pool_get(&pub->pool, size, &err);
+    /* Returns are taken in when the free list runs dry, not at every loan: a free chunk needs no
+     * look at the subscribers' lines, and the pool grows exactly when it did before (only when
+     * nothing came back). */
+    uint32_t index = ferry__pool_get_free(&pub->pool, size);
+    if (index == FERRY__NONE) {
+        ferry__pub_drain_all_returns(pub);
+        index = ferry__pool_get(&pub->pool, size, &err);
+    }
     if (index == FERRY__NONE) {
         /* Housekeeping may find a dead subscriber whose chunks come back. */
         ferry__pub_housekeep(pub, 0);
@@ -230,6 +266,11 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
     if (index == FERRY__NONE && err == FERRY_EPOOL &&
         pub->opt.on_pool_exhausted == FERRY_POOL_BLOCK) {
         int64_t deadline = ferry__deadline(pub->opt.block_timeout_ns);
+        loan_try t = {pub, size, FERRY__NONE, err};
+        if (ferry__spin_until(&pub->spin, chunk_back, &t, deadline)) {
+            index = t.index;
+            err = t.err;
+        }
         while (index == FERRY__NONE && err == FERRY_EPOOL) {
             if (ferry__remaining(deadline) == 0) {
                 err = FERRY_ETIMEDOUT;
@@ -271,24 +312,35 @@ static ferry_err find_loan(ferry_publisher *pub, void *payload, uint32_t *index)
     return FERRY_OK;
 }
 
-/* Waits until every subscriber that blocks the publisher has room in its queue. */
+/* True when a subscriber that blocks the publisher has a full queue. */
+static bool blocked(ferry_publisher *pub)
+{
+    for (uint32_t k = pub->nactive; k-- > 0;) {
+        pconn *c = &pub->conns[pub->active[k]];
+        uint64_t tail;
+        if (c->overflow == FERRY_OVERFLOW_BLOCK && c->head - c->tail_seen >= c->depth &&
+            !paused(c) && load_tail(pub, c, &tail) && c->head - tail >= c->depth)
+            return true;
+    }
+    return false;
+}
+
+static bool room(void *arg)
+{
+    return !blocked(arg);
+}
+
+/* Waits until every subscriber that blocks the publisher has room in its queue: spinning first
+ * (spin.h), then asleep on the subscribers' wake-ups. */
 static ferry_err wait_for_room(ferry_publisher *pub)
 {
-    int64_t deadline = 0;
-    while (pub->nblocking > 0) {
-        bool full = false;
-        for (uint32_t k = pub->nactive; k-- > 0 && !full;) {
-            pconn *c = &pub->conns[pub->active[k]];
-            uint64_t tail;
-            if (c->overflow == FERRY_OVERFLOW_BLOCK && !paused(c) && load_tail(pub, c, &tail) &&
-                c->head - tail >= c->depth)
-                full = true;
-        }
-        if (!full)
-            return FERRY_OK;
-        if (!deadline)
-            deadline = ferry__deadline(pub->opt.block_timeout_ns);
-        else if (ferry__remaining(deadline) == 0)
+    if (pub->nblocking == 0 || !blocked(pub))
+        return FERRY_OK;
+    int64_t deadline = ferry__deadline(pub->opt.block_timeout_ns);
+    if (ferry__spin_until(&pub->spin, room, pub, deadline))
+        return FERRY_OK;
+    while (pub->nblocking > 0 && blocked(pub)) {
+        if (ferry__remaining(deadline) == 0)
             return FERRY_ETIMEDOUT;
         ferry__pub_sleep_for_subscribers(pub, deadline);
     }

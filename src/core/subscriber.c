@@ -37,6 +37,8 @@ static ferry_err options_resolve(ferry_subscriber_options *o)
         return FERRY_EINVAL;
     if (o->overflow != FERRY_OVERFLOW_DROP_OLDEST && o->overflow != FERRY_OVERFLOW_BLOCK)
         return FERRY_EINVAL;
+    if (!ferry__spin_valid(o->spin_ns))
+        return FERRY_EINVAL;
     return FERRY_OK;
 }
 
@@ -67,6 +69,7 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     sub->opt = o;
     sub->cookie = ferry__random64();
     sub->watch_fd = -1;
+    ferry__spin_init(&sub->spin, o.spin_ns);
     if ((err = ferry__endpoint_open(&sub->ep, node, topic, type_name, type_hash)))
         goto fail;
     sub->conns = calloc(o.max_publishers, sizeof *sub->conns);

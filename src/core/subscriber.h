@@ -35,6 +35,7 @@ typedef struct sconn {
     uint32_t max_chunks;
     uint64_t table_offset, arena_offset, payload_offset;
     uint64_t rhead; /* private copy of return_head */
+    uint64_t rtail_seen; /* the publisher's return_tail as last seen */
     uint64_t *held_bits;
     uint64_t *seen_bits; /* chunks whose pages are populated here (prefault), in held_bits' block */
     uint32_t held;
@@ -64,6 +65,7 @@ struct ferry_subscriber {
     uint32_t refused_next;
     bool rescan;
     bool no_futex; /* the kernel lacks futex_waitv: sleep on the notifier */
+    ferry__spin spin; /* ferry_wait's spin before it sleeps */
     bool paused;   /* lifecycle not active: publishers skip us, stragglers are given back */
     uint64_t discarded; /* queued samples given back unread while paused */
     int64_t next_rescan;

@@ -232,6 +232,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     c->arena_offset = w.arena_offset;
     c->payload_offset = w.payload_offset;
     c->rhead = atomic_load_explicit(&hdr->return_head, memory_order_relaxed);
+    c->rtail_seen = c->rhead;
     c->held_bits = bits;
     c->seen_bits = bits + (w.max_chunks + 63) / 64;
     /* A connection made while paused starts paused. What the publisher delivered before it

@@ -78,7 +78,7 @@ static void wake_publisher(sconn *c)
 /* Hands a chunk reference back to the publisher of the active connection c. */
 static void give_back(ferry_subscriber *sub, sconn *c, uint64_t d)
 {
-    if (!ferry__conn_give_back(&c->ring, &c->rhead, d)) {
+    if (!ferry__conn_give_back(&c->ring, &c->rhead, &c->rtail_seen, d)) {
         ferry__sub_conn_fail(sub, c, "return ring counters out of range");
         return;
     }
@@ -362,16 +362,48 @@ ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample)
     return FERRY_OK;
 }
 
+static bool ready(void *arg)
+{
+    return ferry__subscriber_ready(arg);
+}
+
+/* busy_poll: polls until a sample is queued or deadline passes, never asleep. */
+static ferry_err poll_until(ferry_subscriber *sub, int64_t deadline)
+{
+    for (unsigned i = 1;; i++) {
+        if (ferry__subscriber_ready(sub)) {
+            busy_housekeep(sub);
+            return FERRY_OK;
+        }
+        ferry__cpu_relax();
+        if (i % 64 == 0) {
+            int64_t now = ferry__clock_ns();
+            if (now >= sub->next_housekeep)
+                ferry__sub_housekeep(sub, 0);
+            if (now >= deadline)
+                return ferry__subscriber_ready(sub) ? FERRY_OK : FERRY_ETIMEDOUT;
+        }
+    }
+}
+
 ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
 {
     ferry_err err = ferry__subscriber_check(sub);
     if (err)
         return err;
     int64_t deadline = ferry__deadline(timeout_ns);
+    if (sub->opt.busy_poll)
+        return poll_until(sub, deadline);
+    bool spun = false;
     for (;;) {
         if (ferry__subscriber_ready(sub)) {
             busy_housekeep(sub);
             return FERRY_OK;
+        }
+        if (!spun && timeout_ns != 0) {
+            spun = true;
+            if (ferry__spin_until(&sub->spin, ready, sub, deadline))
+                return FERRY_OK;
         }
         int64_t left = ferry__remaining(deadline);
         /* With every connection established, sleep on the doorbells, in slices, so that new

@@ -124,6 +124,19 @@ int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid,
  * Thread functions return 0 or an errno value (they do not set errno). */
 int ferry__cpu_online(int cpu);                                 /* 1 online, 0 not, -1 error */
 int ferry__cpu_count(uint32_t *count);                          /* online CPUs */
+/* CPUs the calling thread may run on now (sched_getaffinity); 1 when it cannot be read. */
+uint32_t ferry__cpus_allowed(void);
+/* One step of a spin loop: tells the CPU (and a hypervisor) that this is a busy wait. */
+static inline void ferry__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
 int ferry__thread_pin(const int *cpus, size_t n);               /* pthread_setaffinity_np */
 int ferry__thread_fifo(int priority);                           /* SCHED_FIFO, pthread_setschedparam */
 int ferry__fifo_priority_max(void);

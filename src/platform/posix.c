@@ -619,6 +619,16 @@ int ferry__cpu_count(uint32_t *count)
     return 0;
 }
 
+uint32_t ferry__cpus_allowed(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? (uint32_t)n : 1;
+}
+
 int ferry__thread_pin(const int *cpus, size_t n)
 {
     cpu_set_t set;

@@ -28,9 +28,10 @@
  *    the slot at its own head and publishes head + 1; a drain reports at most a ring's worth of
  *    returns and reads only slots of the return ring;
  *  - the consumer's peek reports an entry only for counters within one ring's worth, and then the
- *    slot at tail; broken only when the counters are out of range; its give-back succeeds exactly
- *    when the return ring has room by the producer's tail, writes the slot at its own head and
- *    publishes head + 1, and changes nothing otherwise;
+ *    slot at tail; broken only when the counters are out of range; its give-back looks at the
+ *    producer's tail only when the one it saw last leaves no room, succeeds exactly when there is
+ *    room by the tail it then sees (which moved only forward), writes the slot at its own head,
+ *    never one the producer may still read, and publishes head + 1, and changes nothing otherwise;
  *  - ringing a doorbell returns what it held and leaves it 0;
  *  - ring entries (ferry__desc) carry index and generation unchanged;
  *  - nothing is left behind: no descriptor, no mapping, after each input.
@@ -61,7 +62,7 @@ typedef struct seg {
     uint64_t won[CS_MAX_WON];
     uint32_t nwon;
     uint64_t head, tail_seen, rtail; /* the producer's private copies */
-    uint64_t rhead;                  /* the consumer's */
+    uint64_t rhead, rtail_seen;      /* the consumer's */
 } seg;
 
 static int cs_fd_base = -1;
@@ -307,7 +308,7 @@ static void producer_drain(seg *s)
         /* A real producer disconnects here; the model starts over from the peer's counters. */
         s->rtail = atomic_load(&s->pub.hdr->return_head);
         ferry__conn_returns_done(&s->pub, s->rtail);
-        s->rhead = s->rtail;
+        s->rhead = s->rtail_seen = s->rtail;
         return;
     }
     FZ_ASSERT(head == before);
@@ -342,18 +343,24 @@ static void consumer_peek(seg *s, fz_reader *r)
     }
 }
 
-/* The consumer gives an entry back: only into room the producer's tail shows. */
+/* The consumer gives an entry back: only into room the producer's tail shows, looking at the
+ * tail again only when the one it saw last leaves no room. */
 static void consumer_give_back(seg *s, fz_reader *r)
 {
     uint64_t d = ferry__desc(fz_u16(r) % s->max_chunks, fz_u8(r));
-    uint64_t h = s->rhead, t = atomic_load(&s->sub.hdr->return_tail);
+    uint64_t h = s->rhead, seen = s->rtail_seen, t = atomic_load(&s->sub.hdr->return_tail);
     memcpy(s->before, s->sub.hdr, s->sub.size);
-    bool ok = ferry__conn_give_back(&s->sub, &s->rhead, d);
-    FZ_ASSERT(ok == (h - t < s->rcap));
+    bool ok = ferry__conn_give_back(&s->sub, &s->rhead, &s->rtail_seen, d);
+    bool looked = h - seen >= s->rcap;
+    FZ_ASSERT(ok == (!looked || (t - seen <= h - seen && h - t < s->rcap)));
+    FZ_ASSERT(s->rtail_seen == (ok && looked ? t : seen));
     if (!ok) {
         FZ_ASSERT(s->rhead == h && memcmp(s->before, s->sub.hdr, s->sub.size) == 0);
         return;
     }
+    /* Never into a slot the producer may still read: the tail last seen is at most a ring
+     * behind. */
+    FZ_ASSERT(h - s->rtail_seen < s->rcap);
     FZ_ASSERT(s->rhead == h + 1 && atomic_load(&s->pub.hdr->return_head) == s->rhead);
     FZ_ASSERT(ferry__conn_returned(&s->pub, h) == d);
 }
