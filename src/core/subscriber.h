@@ -70,6 +70,7 @@ struct ferry_subscriber {
     uint64_t discarded; /* queued samples given back unread while paused */
     int64_t next_rescan;
     int64_t next_housekeep;
+    int64_t busy_since; /* the queue was last seen empty (or busy housekeeping ran) then */
     void *waitset;
     struct {
         ferry__close_hook fn;

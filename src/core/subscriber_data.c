@@ -256,11 +256,15 @@ static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
 }
 
 /* Housekeeping for a subscriber that keeps finding samples: the empty-queue path, which runs it
- * otherwise, may never come. */
+ * otherwise, may never come. A subscriber that found its queue empty lately (and so ran it
+ * there, at its own rate) pays nothing here: a frame that woke it is not delayed by it. */
 static void busy_housekeep(ferry_subscriber *sub)
 {
-    if (ferry__clock_ns() - sub->next_housekeep >= FERRY__SUB_BUSY_HOUSEKEEP_NS)
+    int64_t now = ferry__clock_ns();
+    if (now - sub->busy_since >= FERRY__SUB_BUSY_HOUSEKEEP_NS) {
+        sub->busy_since = now;
         ferry__sub_housekeep(sub, 0);
+    }
 }
 
 ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
@@ -279,7 +283,8 @@ ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
     /* About to report "nothing": arm the doorbells (so the fd fires on the next delivery) and
      * run housekeeping at a bounded rate (so a pending hang-up cannot keep the fd readable). */
     ferry__subscriber_arm(sub);
-    if (ferry__clock_ns() >= sub->next_housekeep)
+    sub->busy_since = ferry__clock_ns();
+    if (sub->busy_since >= sub->next_housekeep)
         ferry__sub_housekeep(sub, 0);
     if (try_take(sub, sample))
         return FERRY_OK;
@@ -378,6 +383,7 @@ static ferry_err poll_until(ferry_subscriber *sub, int64_t deadline)
         ferry__cpu_relax();
         if (i % 64 == 0) {
             int64_t now = ferry__clock_ns();
+            sub->busy_since = now;
             if (now >= sub->next_housekeep)
                 ferry__sub_housekeep(sub, 0);
             if (now >= deadline)
@@ -394,22 +400,26 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
     int64_t deadline = ferry__deadline(timeout_ns);
     if (sub->opt.busy_poll)
         return poll_until(sub, deadline);
-    bool spun = false;
-    for (;;) {
+    bool waited = false;
+    for (;; waited = true) {
         if (ferry__subscriber_ready(sub)) {
-            busy_housekeep(sub);
+            /* Waiting ran housekeeping before it slept: none between a frame and its reader. */
+            if (waited)
+                sub->busy_since = ferry__clock_ns();
+            else
+                busy_housekeep(sub);
             return FERRY_OK;
         }
-        if (!spun && timeout_ns != 0) {
-            spun = true;
-            if (ferry__spin_until(&sub->spin, ready, sub, deadline))
-                return FERRY_OK;
+        if (!waited && timeout_ns != 0 && ferry__spin_until(&sub->spin, ready, sub, deadline)) {
+            sub->busy_since = ferry__clock_ns();
+            return FERRY_OK;
         }
         int64_t left = ferry__remaining(deadline);
         /* With every connection established, sleep on the doorbells, in slices, so that new
          * publishers and hang-ups are still noticed; otherwise on the poller, which sees
          * everything. */
-        if (ferry__clock_ns() >= sub->next_housekeep)
+        sub->busy_since = ferry__clock_ns();
+        if (sub->busy_since >= sub->next_housekeep)
             ferry__sub_housekeep(sub, 0);
         int64_t slice = left < 0 || left > FUTEX_SLICE_NS ? FUTEX_SLICE_NS : left;
         if (left != 0 && sleep_on_doorbells(sub, slice))
