@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,30 +111,6 @@ static ferry_subscriber *make_sub(ferry_node *node)
     return sub;
 }
 
-static void take_one(ferry_subscriber *sub, ferry_sample *s)
-{
-    ferry_err e = ferry_take(sub, s);
-    if (e == FERRY_EAGAIN) {
-        TU_OK(ferry_wait(sub, TU_WAIT_NS));
-        e = ferry_take(sub, s);
-    }
-    TU_OK(e);
-}
-
-static int writer_main(void *arg)
-{
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    /* The default action, not a sanitizer's handler that would exit with a status. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigaction(SIGSEGV, &dfl, NULL);
-    volatile unsigned char *p = arg;
-    p[0] = (unsigned char)(p[0] + 1); /* must fault */
-    return 0;
-}
-
 static uint64_t mapping_huge_bytes(const void *addr)
 {
     tu_mapping m;
@@ -157,7 +132,7 @@ static void run_frames(ferry_publisher *pub, ferry_subscriber *sub, bool huge)
     for (int i = 0; i < FRAMES; i++)
         tu_publish_pattern(pub, FRAME, 2 + (uint64_t)i);
     for (int i = 0; i < FRAMES; i++) {
-        take_one(sub, &s[i]);
+        TU_TAKE(sub, &s[i]);
         TU_SAMPLE_INTACT(&s[i], FRAME);
     }
     tu_mapping m;
@@ -175,8 +150,7 @@ static void run_frames(ferry_publisher *pub, ferry_subscriber *sub, bool huge)
         errno = 0;
         TU_CHECK(mprotect((void *)m.start, FERRY__HUGE_PAGE, PROT_READ | PROT_WRITE) != 0);
         TU_CMP_I64(errno, ==, EACCES);
-        pid_t w = tu_fork(writer_main, (void *)(uintptr_t)s[1].data, 10);
-        int st = tu_wait_status(w, TU_WAIT_MS);
+        int st = tu_write_status(s[1].data);
         TU_CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
                      "a write into a taken sample did not fault (status 0x%x)", st);
     }
@@ -311,15 +285,6 @@ int main(void)
         TU_RUN_ISOLATED(test_fallback), TU_RUN_ISOLATED(test_thp),
         TU_RUN_ISOLATED(test_hugetlb), TU_RUN_ISOLATED(test_auto),
     };
-    int n = (int)(sizeof results / sizeof results[0]), failed = 0, skipped = 0;
-    for (int i = 0; i < n; i++) {
-        failed += results[i] == 1;
-        skipped += results[i] == TU_SKIP;
-    }
-    if (failed != 0)
-        fprintf(stderr, "%d test(s) failed\n", failed);
-    if (skipped != 0)
-        printf("%d of %d test(s) skipped\n", skipped, n);
-    /* test_options and test_off test no huge pages: they do not count. */
-    return failed != 0 ? 1 : skipped == n - 2 ? TU_SKIP : 0;
+    /* test_options and test_off test nothing of the machine's huge pages: they do not count. */
+    return tu_results(results, (int)(sizeof results / sizeof results[0]), 2);
 }
