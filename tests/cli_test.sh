@@ -337,10 +337,13 @@ import json, sys
 d = json.load(sys.stdin)
 assert len(d["publishers"]) == 1, d
 assert len(d["subscribers"]) >= 1, d
-' <"$OUT/info_json.out" || fail "ferry info --json does not list the publisher and the subscriber"
+p = d["publishers"][0]
+assert p["huge_pages"] == "off" and p["huge_bytes"] == 0, p
+' <"$OUT/info_json.out" || fail "ferry info --json does not list the publisher (4 KiB pages) and the subscriber"
 run info info /info
 [ "$RC" -eq 0 ] || fail "ferry info exited $RC"
 grep -q '^publishers: 1' "$OUT/info.out" || fail "ferry info does not show 1 publisher"
+grep -q '^    pages 4 KiB$' "$OUT/info.out" || fail "ferry info does not show the publisher's pages"
 run topics_json topics --json
 [ "$RC" -eq 0 ] || fail "ferry topics --json exited $RC"
 "$PYTHON" -m json.tool "$OUT/topics_json.out" >/dev/null || fail "ferry topics --json is not valid JSON"

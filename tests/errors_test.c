@@ -491,7 +491,7 @@ static int double_put_main(void *arg)
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
     ferry__pool p;
-    TU_OK(ferry__pool_init(&p, 1, 1u << 20, 8, 4096, 64));
+    TU_OK(ferry__pool_init(&p, 1, 1u << 20, 8, 4096, 64, FERRY_HUGE_PAGES_OFF));
     ferry_err err = FERRY_OK;
     uint32_t index = ferry__pool_get(&p, 100, &err);
     TU_CHECK(index != FERRY__NONE);

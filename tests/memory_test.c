@@ -521,14 +521,5 @@ int main(void)
         TU_RUN_ISOLATED(test_cgroup_limit),
         TU_RUN_ISOLATED(test_huge_loan),
     };
-    int n = (int)(sizeof results / sizeof results[0]), failed = 0, skipped = 0;
-    for (int i = 0; i < n; i++) {
-        failed += results[i] == 1;
-        skipped += results[i] == TU_SKIP;
-    }
-    if (failed != 0)
-        fprintf(stderr, "%d test(s) failed\n", failed);
-    if (skipped != 0)
-        printf("%d of %d test(s) skipped\n", skipped, n);
-    return failed != 0 ? 1 : skipped == n ? TU_SKIP : 0;
+    return tu_results(results, (int)(sizeof results / sizeof results[0]), 0);
 }

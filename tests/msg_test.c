@@ -49,12 +49,6 @@ static void check_nothing_loaned(ferry_publisher *pub)
     TU_EQ_U64(st.chunks_loaned, 0);
 }
 
-static void take_one(ferry_subscriber *sub, ferry_sample *s)
-{
-    TU_OK(ferry_wait(sub, TU_WAIT_NS));
-    TU_OK(ferry_take(sub, s));
-}
-
 static void *copy_aligned(const void *data, size_t size)
 {
     void *buf = aligned_alloc(64, (size + 63) / 64 * 64);
@@ -164,7 +158,7 @@ static void image_round_trip(endpoints *e, uint32_t width, uint32_t height, cons
     check_nothing_loaned(e->pub);
 
     ferry_sample s;
-    take_one(e->sub, &s);
+    TU_TAKE(e->sub, &s);
     ferry_image_view v;
     TU_OK(ferry_image_view_get(&s, &v));
     TU_EQ_U64(v.header.width, width);
@@ -385,14 +379,14 @@ static void test_image_hostile(void)
     tu_fill(img.data, img.data_size, 7);
     TU_OK(ferry_image_publish(e.pub, &img));
     ferry_sample s;
-    take_one(e.sub, &s);
+    TU_TAKE(e.sub, &s);
     image_corruptions(&s, rgb, sizeof rgb / sizeof rgb[0]);
     TU_OK(ferry_release(e.sub, &s));
 
     /* nv12 with an odd width or height (data_size and step kept consistent otherwise). */
     TU_OK(ferry_image_loan(e.pub, 64, 48, "nv12", 0, &img));
     TU_OK(ferry_image_publish(e.pub, &img));
-    take_one(e.sub, &s);
+    TU_TAKE(e.sub, &s);
     unsigned char *buf = copy_aligned(s.data, s.size);
     ferry_image_header *h = (ferry_image_header *)(void *)buf;
     ferry_sample fake = s;
@@ -462,7 +456,7 @@ static void cloud_round_trip(endpoints *e, uint32_t width, uint32_t height, uint
     check_nothing_loaned(e->pub);
 
     ferry_sample s;
-    take_one(e->sub, &s);
+    TU_TAKE(e->sub, &s);
     ferry_pointcloud_view v;
     TU_OK(ferry_pointcloud_view_get(&s, &v));
     TU_EQ_U64(v.header.width, width);
@@ -502,7 +496,7 @@ static void test_cloud_round_trip(void)
     TU_EQ_U64(pc.header->point_step, 32);
     TU_OK(ferry_pointcloud_publish(e.pub, &pc));
     ferry_sample s;
-    take_one(e.sub, &s);
+    TU_TAKE(e.sub, &s);
     ferry_pointcloud_view v;
     TU_OK(ferry_pointcloud_view_get(&s, &v));
     TU_EQ_U64(v.header.nfields, 3);
@@ -692,7 +686,7 @@ static void test_cloud_hostile(void)
     tu_fill(pc.data, pc.data_size, 9);
     TU_OK(ferry_pointcloud_publish(e.pub, &pc));
     ferry_sample s;
-    take_one(e.sub, &s);
+    TU_TAKE(e.sub, &s);
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         unsigned char *buf = copy_aligned(s.data, s.size);
         ferry_sample fake = s;

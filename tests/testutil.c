@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -638,21 +639,59 @@ ferry_err tu_try_subscriber(ferry_node *node, const char *topic, const char *typ
     return err;
 }
 
-void tu_take_intact(const char *file, int line, ferry_subscriber *sub, size_t size)
+void tu_take(const char *file, int line, ferry_subscriber *sub, ferry_sample *s)
 {
-    ferry_sample s;
-    ferry_err e = ferry_take(sub, &s);
+    ferry_err e = ferry_take(sub, s);
     if (e == FERRY_EAGAIN) {
         e = ferry_wait(sub, TU_WAIT_NS);
         if (e != FERRY_OK)
             tu_fail(file, line, "no sample within %d ms: %s", TU_WAIT_MS, ferry_strerror(e));
-        e = ferry_take(sub, &s);
+        e = ferry_take(sub, s);
     }
     if (e != FERRY_OK)
         tu_fail(file, line, "ferry_take: %s", ferry_strerror(e));
+}
+
+void tu_take_intact(const char *file, int line, ferry_subscriber *sub, size_t size)
+{
+    ferry_sample s;
+    ferry_err e;
+    tu_take(file, line, sub, &s);
     tu_sample_intact(file, line, &s, size ? size : s.size);
     if ((e = ferry_release(sub, &s)) != FERRY_OK)
         tu_fail(file, line, "ferry_release: %s", ferry_strerror(e));
+}
+
+static int write_byte(void *arg)
+{
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGSEGV, &dfl, NULL);
+    volatile unsigned char *p = arg;
+    p[0] = (unsigned char)(p[0] + 1);
+    return 0;
+}
+
+int tu_write_status(const void *addr)
+{
+    return tu_wait_status(tu_fork(write_byte, (void *)(uintptr_t)addr, 10), TU_WAIT_MS);
+}
+
+int tu_results(const int *results, int n, int always)
+{
+    int failed = 0, skipped = 0;
+    for (int i = 0; i < n; i++) {
+        failed += results[i] == 1;
+        skipped += results[i] == TU_SKIP;
+    }
+    if (failed != 0)
+        fprintf(stderr, "%d test(s) failed\n", failed);
+    if (skipped != 0)
+        printf("%d of %d test(s) skipped\n", skipped, n);
+    return failed != 0 ? 1 : skipped == n - always ? TU_SKIP : 0;
 }
 
 int tu_run_isolated(const char *name, int (*fn)(void))

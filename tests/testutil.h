@@ -177,6 +177,13 @@ void tu_child_ok(const char *file, int line, pid_t pid);
 /* In a child, after destroying its node: no descriptor more than when it started, no mapping
  * of a ferry data segment. */
 void tu_check_child_teardown(void);
+/* Writes one byte at addr in a child (no core dump, the default SIGSEGV action rather than a
+ * sanitizer's handler) and returns its wait status: a read-only mapping gives SIGSEGV. */
+int tu_write_status(const void *addr);
+/* The exit status of a program of TU_RUN_ISOLATED cases: 1 when one failed, TU_SKIP when all
+ * but the first `always` were skipped (cases that test nothing of the machine), else 0; prints
+ * the counts. */
+int tu_results(const int *results, int n, int always);
 /* True while running in a process made by tu_fork. */
 bool tu_in_child(void);
 
@@ -220,6 +227,10 @@ ferry_err tu_try_publisher(ferry_node *node, const char *topic, const char *type
                            int *saved_errno);
 ferry_err tu_try_subscriber(ferry_node *node, const char *topic, const char *type,
                             ferry_subscriber **out, int *saved_errno);
+
+/* Takes one sample into *s, waiting for it when none is queued. */
+#define TU_TAKE(sub, s) tu_take(__FILE__, __LINE__, (sub), (s))
+void tu_take(const char *file, int line, ferry_subscriber *sub, ferry_sample *s);
 
 /* Takes one sample (waiting for it), checks it is intact (and of size bytes unless size is 0)
  * and releases it. */

@@ -212,6 +212,34 @@ typedef enum ferry_pool_policy {
     FERRY_POOL_BLOCK = 1, /**< wait up to block_timeout_ns for a chunk to come back */
 } ferry_pool_policy;
 
+/**
+ * The pages behind a publisher's data segment. With 4 KiB pages a subscriber that reads every
+ * byte of a 6 MB frame takes about 1,500 TLB misses; with 2 MiB pages it takes three. Chunks of
+ * 2 MiB and more of a huge-page pool are multiples of 2 MiB and start on a 2 MiB boundary of
+ * the segment, and every mapping of the segment, the subscribers' included, starts on a 2 MiB
+ * boundary, so that each such page maps with one PMD. What a pool got is in
+ * ferry_publisher_stats.huge_pages; a kind the machine does not offer falls back to 4 KiB pages
+ * with one FERRY_LOG_WARN line through the node's log saying why (not an error).
+ */
+typedef enum ferry_huge_pages {
+    FERRY_HUGE_PAGES_OFF = 0,     /**< 4 KiB pages (default) */
+    FERRY_HUGE_PAGES_THP = 1,     /**< transparent huge pages of shmem: the segment's mappings
+                                       ask for them (MADV_HUGEPAGE), which works where
+                                       /sys/kernel/mm/transparent_hugepage/shmem_enabled (or
+                                       its hugepages-2048kB/shmem_enabled) is advise, always,
+                                       within_size or force; the kernel may still give 4 KiB
+                                       pages where it finds no free 2 MiB (huge_bytes says) */
+    FERRY_HUGE_PAGES_HUGETLB = 2, /**< a hugetlbfs memfd of 2 MiB pages (MFD_HUGETLB), taken
+                                       from the pages the administrator set aside
+                                       (vm.nr_hugepages): the whole segment, pool_bytes rounded
+                                       up to 2 MiB plus 2 MiB of header, is reserved from them
+                                       when the publisher is created, so it needs that many
+                                       free pages then; the pages are never swapped */
+    FERRY_HUGE_PAGES_AUTO = 3,    /**< HUGETLB when enough free pages are set aside, else THP
+                                       when shmem allows it, else 4 KiB pages (the last with
+                                       the warning); never a value of the stats */
+} ferry_huge_pages;
+
 /** Options of ferry_publisher_create; ferry_publisher_options_init gives the defaults. */
 typedef struct ferry_publisher_options {
     /** Largest payload one loan may ask for. Default 64 MiB. */
@@ -258,6 +286,10 @@ typedef struct ferry_publisher_options {
      *  A hello must come within a second; when every place is taken, the oldest waiting
      *  connection is dropped for the newcomer. Default 8, at most 256. */
     uint32_t max_pending;
+    /** Pages of the data segment (ferry_huge_pages). Default FERRY_HUGE_PAGES_OFF. A huge-page
+     *  pool rounds pool_bytes up to 2 MiB and spends 2 MiB on the segment's header and chunk
+     *  table; chunks of 2 MiB and more are rounded up to 2 MiB. */
+    ferry_huge_pages huge_pages;
 } ferry_publisher_options;
 
 /** Fills o with the defaults. Fields left zero also mean the default. */
@@ -307,7 +339,8 @@ FERRY_API ferry_err ferry_publisher_destroy(ferry_publisher *pub);
  * @retval FERRY_ENOMEM     a new chunk's memory is not there to take: it would not fit, with a
  *                          margin, in MemAvailable or under a memory cgroup's limit (errno
  *                          ENOMEM; checked before the pages are charged, so that the limit is
- *                          this error and not the OOM killer; nothing is allocated)
+ *                          this error and not the OOM killer; nothing is allocated), or the
+ *                          kernel refused the pages (a hugetlb cgroup's limit)
  * @retval FERRY_ECLOSED    pub was destroyed
  */
 FERRY_API ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload);
@@ -394,7 +427,8 @@ typedef struct ferry_publisher_stats {
     uint64_t deliveries;       /**< references handed to subscribers */
     uint64_t dropped;          /**< references taken back from full subscriber queues */
     uint64_t bytes_copied;     /**< payload bytes ferry copied (ferry_publish_copy only) */
-    uint64_t pool_bytes;       /**< bytes carved into chunks so far */
+    uint64_t pool_bytes;       /**< bytes carved into chunks so far (in a huge-page pool with the
+                                    padding that puts 2 MiB chunks on 2 MiB boundaries) */
     uint64_t pool_bytes_cap;   /**< the byte cap */
     uint32_t chunks_total;     /**< chunks carved */
     uint32_t chunks_free;      /**< chunks ready to loan */
@@ -409,6 +443,11 @@ typedef struct ferry_publisher_stats {
     uint64_t limited;          /**< deliveries skipped for a subscriber at its per-subscriber
                                     limit (max_chunks/bytes_per_subscriber); also in dropped */
     uint64_t pending_dropped;  /**< connections dropped before their hello (deadline or budget) */
+    ferry_huge_pages huge_pages; /**< the pages the data segment uses: OFF, THP or HUGETLB */
+    uint64_t huge_bytes;       /**< bytes of the segment this process maps with 2 MiB pages
+                                    (ShmemPmdMapped or Hugetlb of its entry in /proc/self/smaps),
+                                    as of the last carve or ferry_publisher_stats_get; 0 with
+                                    4 KiB pages */
 } ferry_publisher_stats;
 
 /**

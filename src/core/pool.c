@@ -6,13 +6,25 @@
  * Free chunks of a class sit on a free list: a loan on a warm class is a list pop. Single-threaded:
  * the publisher's caller serialises.
  *
+ * A huge-page pool (THP or hugetlb) lays the segment out so that huge pages map with PMDs: the
+ * arena starts on a 2 MiB boundary and its cap is a multiple of 2 MiB; classes above 2 MiB are
+ * multiples of 2 MiB, and a chunk that is a multiple of 2 MiB starts on a 2 MiB boundary (the
+ * arena skips what lies before it). Every mapping of the segment starts on a 2 MiB boundary
+ * (ferry__map_huge), so file and address alignment agree. A THP pool reserves its chunks by
+ * faulting them in through its MADV_HUGEPAGE mapping, because fallocate would allocate small
+ * pages under shmem_enabled=advise; a hugetlb pool's pages were all reserved by the kernel when
+ * it was mapped.
+ *
  * Invariants: nfree + loaned + (chunks with refs > 0) == nchunks; a chunk's table entry is
- * written before it is first delivered and never changes afterwards.
+ * written before it is first delivered and never changes afterwards; chunks' offsets rise with
+ * their index.
  */
 #include "core/core.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,7 +36,7 @@ static uint64_t round_up(uint64_t v, uint64_t to)
     return (v + to - 1) / to * to;
 }
 
-static uint64_t class_bytes(uint64_t need)
+static uint64_t class_bytes(const ferry__pool *pool, uint64_t need)
 {
     if (need <= FERRY__PAGE)
         return FERRY__PAGE;
@@ -32,11 +44,107 @@ static uint64_t class_bytes(uint64_t need)
     uint64_t step = ((uint64_t)1 << p) / 8;
     if (step < FERRY__PAGE)
         step = FERRY__PAGE;
+    /* Whole huge pages for large chunks: a 1080p frame's 6 MiB class is three of them. */
+    if (pool->huge != FERRY_HUGE_PAGES_OFF && need > FERRY__HUGE_PAGE && step < FERRY__HUGE_PAGE)
+        step = FERRY__HUGE_PAGE;
     return round_up(need, step);
 }
 
+const char *ferry__huge_name(ferry_huge_pages h)
+{
+    switch (h) {
+    case FERRY_HUGE_PAGES_THP:
+        return "thp";
+    case FERRY_HUGE_PAGES_HUGETLB:
+        return "hugetlb";
+    case FERRY_HUGE_PAGES_AUTO:
+        return "auto";
+    default:
+        return "off";
+    }
+}
+
+/* Appends one reason to huge_why, "; "-separated, named by its kind when asked names it. */
+static void why_add(ferry__pool *p, bool named, ferry_huge_pages kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void why_add(ferry__pool *p, bool named, ferry_huge_pages kind, const char *fmt, ...)
+{
+    size_t len = strlen(p->huge_why);
+    if (len + 1 >= sizeof p->huge_why)
+        return;
+    int n = snprintf(p->huge_why + len, sizeof p->huge_why - len, "%s%s%s", len ? "; " : "",
+                     named ? ferry__huge_name(kind) : "", named ? ": " : "");
+    if (n < 0 || (size_t)n >= sizeof p->huge_why - len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->huge_why + len + (size_t)n, sizeof p->huge_why - len - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* Whether the machine offers kind for a segment of size bytes; when not, the reason goes to
+ * huge_why. */
+static bool huge_offered(ferry__pool *p, ferry_huge_pages kind, bool named, uint64_t size)
+{
+    if (kind == FERRY_HUGE_PAGES_HUGETLB) {
+        uint64_t available, total, need = size / FERRY__HUGE_PAGE;
+        if (ferry__hugetlb_pages(&available, &total) != 0) {
+            why_add(p, named, kind, "the kernel has no 2 MiB hugetlb pages");
+            return false;
+        }
+        if (available < need) {
+            why_add(p, named, kind,
+                    "%llu free 2 MiB pages, the pool needs %llu (vm.nr_hugepages=%llu)",
+                    (unsigned long long)available, (unsigned long long)need,
+                    (unsigned long long)total);
+            return false;
+        }
+        return true;
+    }
+    char mode[32];
+    if (ferry__thp_shmem_mode(mode, sizeof mode) != 0) {
+        why_add(p, named, kind, "the kernel has no transparent huge pages for shmem");
+        return false;
+    }
+    if (strcmp(mode, "never") == 0 || strcmp(mode, "deny") == 0) {
+        why_add(p, named, kind, "transparent_hugepage/shmem_enabled is %s", mode);
+        return false;
+    }
+    return true;
+}
+
+/* Lays the segment out for kind and creates, sizes and maps its memfd; -1 with errno, nothing
+ * left open, when that fails. */
+static int segment_open(ferry__pool *p, ferry_huge_pages kind, uint64_t table_end,
+                        uint64_t pool_bytes)
+{
+    uint64_t unit = kind == FERRY_HUGE_PAGES_OFF ? FERRY__PAGE : FERRY__HUGE_PAGE;
+    p->huge = kind;
+    p->arena_offset = round_up(table_end, unit);
+    p->arena_cap = round_up(pool_bytes, unit);
+    p->size = p->arena_offset + p->arena_cap;
+    p->fd = kind == FERRY_HUGE_PAGES_HUGETLB ? ferry__memfd_create_hugetlb("ferry-data")
+                                             : ferry__memfd_create("ferry-data");
+    if (p->fd < 0)
+        return -1;
+    /* Sparse: pages are allocated only as chunks are carved. A hugetlb segment's pages are
+     * reserved (not allocated) for it by its first mapping: ENOMEM there, not SIGBUS later. */
+    if (ftruncate(p->fd, (off_t)p->size) == 0) {
+        p->base = kind == FERRY_HUGE_PAGES_OFF ? ferry__map(p->fd, p->size, true)
+                                               : ferry__map_huge(p->fd, p->size, true);
+        if (p->base)
+            return 0;
+    }
+    int e = errno;
+    close(p->fd);
+    p->fd = -1;
+    errno = e;
+    return -1;
+}
+
 ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_bytes,
-                           uint32_t max_chunks, uint64_t max_sample, uint64_t align)
+                           uint32_t max_chunks, uint64_t max_sample, uint64_t align,
+                           ferry_huge_pages huge)
 {
     memset(p, 0, sizeof *p);
     p->fd = p->ro_fd = -1;
@@ -44,26 +152,33 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
     p->max_sample = max_sample;
     p->payload_offset = align < sizeof(ferry__chunk_header) ? sizeof(ferry__chunk_header) : align;
     uint64_t table_offset = round_up(sizeof(ferry__data_header), 64);
-    p->arena_offset = round_up(table_offset + (uint64_t)max_chunks * sizeof(ferry__chunk_entry),
-                               FERRY__PAGE);
-    p->arena_cap = round_up(pool_bytes, FERRY__PAGE);
-    p->size = p->arena_offset + p->arena_cap;
+    uint64_t table_end = table_offset + (uint64_t)max_chunks * sizeof(ferry__chunk_entry);
 
     p->chunks = calloc(max_chunks, sizeof *p->chunks);
     if (!p->chunks)
         return FERRY_ENOMEM;
     ferry_err err = FERRY_ESYS;
-    p->fd = ferry__memfd_create("ferry-data");
-    if (p->fd < 0) {
-        err = errno == ENOMEM || errno == ENOSPC ? FERRY_ENOMEM : FERRY_ESYS;
-        goto fail;
+    ferry_huge_pages kinds[2] = {huge, FERRY_HUGE_PAGES_OFF};
+    unsigned nkinds = huge == FERRY_HUGE_PAGES_OFF ? 0 : 1;
+    if (huge == FERRY_HUGE_PAGES_AUTO) {
+        kinds[0] = FERRY_HUGE_PAGES_HUGETLB;
+        kinds[1] = FERRY_HUGE_PAGES_THP;
+        nkinds = 2;
     }
-    /* Sparse: pages are allocated only as chunks are carved. */
-    if (ftruncate(p->fd, (off_t)p->size) != 0)
-        goto fail;
-    p->base = ferry__map(p->fd, p->size, true);
-    if (!p->base) {
-        err = errno == ENOMEM ? FERRY_ENOMEM : FERRY_ESYS;
+    bool named = huge == FERRY_HUGE_PAGES_AUTO;
+    uint64_t huge_size =
+        round_up(table_end, FERRY__HUGE_PAGE) + round_up(pool_bytes, FERRY__HUGE_PAGE);
+    for (unsigned k = 0; k < nkinds; k++) {
+        if (!huge_offered(p, kinds[k], named, huge_size))
+            continue;
+        if (segment_open(p, kinds[k], table_end, pool_bytes) == 0) {
+            p->huge_why[0] = '\0';
+            break;
+        }
+        why_add(p, named, kinds[k], "%s", strerror(errno));
+    }
+    if (!p->base && segment_open(p, FERRY_HUGE_PAGES_OFF, table_end, pool_bytes) != 0) {
+        err = errno == ENOMEM || errno == ENOSPC ? FERRY_ENOMEM : FERRY_ESYS;
         goto fail;
     }
     if (ferry__fd_reserve(p->fd, 0, p->arena_offset) != 0) {
@@ -139,6 +254,10 @@ static void pool_check(const ferry__pool *p)
         FERRY__CHECK(ch->cls < p->nclasses);
         FERRY__CHECK(ch->state == FERRY__CHUNK_FREE || ch->state == FERRY__CHUNK_LOANED ||
                      ch->state == FERRY__CHUNK_PUBLISHED);
+        FERRY__CHECK(i == 0 || ch->offset > p->chunks[i - 1].offset);
+        FERRY__CHECK(p->huge == FERRY_HUGE_PAGES_OFF ||
+                     p->classes[ch->cls].chunk_bytes % FERRY__HUGE_PAGE != 0 ||
+                     ch->offset % FERRY__HUGE_PAGE == 0);
         nfree += ch->state == FERRY__CHUNK_FREE;
         loaned += ch->state == FERRY__CHUNK_LOANED;
         per_class[ch->cls]++;
@@ -166,18 +285,44 @@ static void pool_check(const ferry__pool *p)
 }
 #endif
 
+/* Where in the arena the next chunk of bytes starts: one of whole huge pages on a huge page. */
+static uint64_t carve_start(const ferry__pool *p, uint64_t bytes)
+{
+    if (p->huge != FERRY_HUGE_PAGES_OFF && bytes % FERRY__HUGE_PAGE == 0)
+        return round_up(p->arena_used, FERRY__HUGE_PAGE);
+    return p->arena_used;
+}
+
+/* How many more chunks of bytes the byte cap leaves room for. */
+static uint64_t carve_room(const ferry__pool *p, uint64_t bytes)
+{
+    uint64_t start = carve_start(p, bytes);
+    return start < p->arena_cap ? (p->arena_cap - start) / bytes : 0;
+}
+
+void ferry__pool_huge_refresh(ferry__pool *p)
+{
+    uint64_t bytes;
+    if (p->huge != FERRY_HUGE_PAGES_OFF && p->base && ferry__map_huge_bytes(p->base, &bytes) == 0)
+        p->huge_bytes = bytes;
+}
+
 /* Carves n chunks of class c with one reservation of their pages: all of them or none. */
 static ferry_err carve(ferry__pool *p, ferry__class *c, uint32_t n)
 {
     uint64_t bytes = c->chunk_bytes;
-    if (n == 0 || n > p->max_chunks - p->nchunks || n > (p->arena_cap - p->arena_used) / bytes)
+    if (n == 0 || n > p->max_chunks - p->nchunks || n > carve_room(p, bytes))
         return FERRY_EPOOL;
-    uint64_t offset = p->arena_offset + p->arena_used;
+    uint64_t start = carve_start(p, bytes);
+    uint64_t offset = p->arena_offset + start, len = (uint64_t)n * bytes;
     /* Reserved before it is touched: a full memory cgroup or machine is an error here, not the
      * OOM killer at the charge or SIGBUS at the first write. */
-    if (ferry__fd_reserve(p->fd, offset, (uint64_t)n * bytes) != 0)
+    int rc = p->huge == FERRY_HUGE_PAGES_THP ? ferry__fd_reserve_mapped(p->fd, p->base, offset, len)
+                                             : ferry__fd_reserve(p->fd, offset, len);
+    if (rc != 0)
         return FERRY_ENOMEM;
-    ferry__prefault_write(p->base + offset, (uint64_t)n * bytes);
+    ferry__prefault_write(p->base + offset, len);
+    p->arena_used = start;
     for (uint32_t i = 0; i < n; i++, offset += bytes) {
         uint32_t index = p->nchunks++;
         p->arena_used += bytes;
@@ -193,6 +338,7 @@ static ferry_err carve(ferry__pool *p, ferry__class *c, uint32_t n)
         c->count++;
         ferry__pool_put(p, index);
     }
+    ferry__pool_huge_refresh(p);
     pool_check(p);
     return FERRY_OK;
 }
@@ -226,7 +372,7 @@ uint32_t ferry__pool_get_free(ferry__pool *p, uint64_t size)
 
 uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err)
 {
-    uint64_t bytes = class_bytes(p->payload_offset + size);
+    uint64_t bytes = class_bytes(p, p->payload_offset + size);
     ferry__class *c = class_find(p, bytes, true);
     if (c && c->free_head != FERRY__NONE)
         return pop(p, c);
@@ -241,8 +387,8 @@ uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err)
             batch = 16;
         if (batch > p->max_chunks - p->nchunks)
             batch = p->max_chunks - p->nchunks;
-        if (batch > (p->arena_cap - p->arena_used) / bytes)
-            batch = (p->arena_cap - p->arena_used) / bytes;
+        if (batch > carve_room(p, bytes))
+            batch = carve_room(p, bytes);
         carve_err = carve(p, c, (uint32_t)batch);
         if (c->free_head != FERRY__NONE)
             return pop(p, c);
@@ -265,7 +411,7 @@ uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err)
 
 ferry_err ferry__pool_reserve(ferry__pool *p, uint64_t size, uint32_t count, uint64_t *chunk_bytes)
 {
-    uint64_t bytes = class_bytes(p->payload_offset + size);
+    uint64_t bytes = class_bytes(p, p->payload_offset + size);
     *chunk_bytes = bytes;
     ferry__class *c = class_find(p, bytes, false);
     uint32_t have = c ? c->count : 0;
@@ -273,7 +419,7 @@ ferry_err ferry__pool_reserve(ferry__pool *p, uint64_t size, uint32_t count, uin
     if (need > 0) {
         /* Checked before carving, so that a refusal leaves the pool as it was. */
         if ((!c && p->nclasses == FERRY__MAX_CLASSES) || need > p->max_chunks - p->nchunks ||
-            (uint64_t)need > (p->arena_cap - p->arena_used) / bytes)
+            (uint64_t)need > carve_room(p, bytes))
             return FERRY_EPOOL;
         c = class_find(p, bytes, true);
         ferry_err err = carve(p, c, need);

@@ -1,6 +1,6 @@
 /*
- * The publisher's pool (pool.c): size classes carved on demand from one sealed memfd, and the
- * private per-chunk state that decides when a chunk is free.
+ * The publisher's pool (pool.c): size classes carved on demand from one sealed memfd (of 4 KiB
+ * pages or huge ones), and the private per-chunk state that decides when a chunk is free.
  */
 #ifndef FERRY_POOL_H
 #define FERRY_POOL_H
@@ -26,7 +26,8 @@ typedef struct ferry__chunk {
 } ferry__chunk;
 
 typedef struct ferry__class {
-    uint64_t chunk_bytes; /* chunk size, page multiple */
+    uint64_t chunk_bytes; /* chunk size, page multiple; above 2 MiB in a huge-page pool, a
+                             multiple of 2 MiB */
     uint32_t free_head;
     uint32_t count;
     uint32_t free_count;
@@ -53,11 +54,21 @@ typedef struct ferry__pool {
     uint32_t nfree;
     ferry__class classes[FERRY__MAX_CLASSES];
     uint32_t nclasses;
+    ferry_huge_pages huge; /* what the segment got: OFF, THP or HUGETLB */
+    uint64_t huge_bytes;   /* mapped with huge pages here, as of the last carve or refresh */
+    char huge_why[256];    /* why huge pages were asked for and not used; empty otherwise */
 } ferry__pool;
 
+/* Creates the segment with the pages huge asks for where the machine offers them (AUTO:
+ * hugetlb, then THP), else with 4 KiB pages and the reason in huge_why, which the caller logs. */
 ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_bytes,
-                           uint32_t max_chunks, uint64_t max_sample, uint64_t align);
+                           uint32_t max_chunks, uint64_t max_sample, uint64_t align,
+                           ferry_huge_pages huge);
 void ferry__pool_fini(ferry__pool *p);
+/* "off", "thp", "hugetlb" or "auto". */
+const char *ferry__huge_name(ferry_huge_pages h);
+/* Reads again how much of the segment is mapped with huge pages (huge_bytes). */
+void ferry__pool_huge_refresh(ferry__pool *p);
 /* A free chunk of capacity >= size (carving when needed), or FERRY__NONE with *err set. */
 uint32_t ferry__pool_get(ferry__pool *p, uint64_t size, ferry_err *err);
 /* A free chunk of size's own class, FERRY__NONE when there is none: never carves. */

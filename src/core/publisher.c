@@ -62,6 +62,8 @@ static ferry_err options_resolve(ferry_publisher_options *o)
         return FERRY_EINVAL;
     if (o->pool_bytes < 2 * FERRY__PAGE)
         return FERRY_EINVAL;
+    if ((unsigned)o->huge_pages > FERRY_HUGE_PAGES_AUTO)
+        return FERRY_EINVAL;
     /* By default one subscriber may hold seven eighths of the pool: the rest, at least a chunk,
      * stays for the publisher's next loans and its other subscribers. */
     if (!o->max_chunks_per_subscriber) {
@@ -118,8 +120,12 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
         pub->conns[i].bits = pub->bits + (size_t)i * pub->words;
 
     if ((err = ferry__pool_init(&pub->pool, pub->ep.id, o.pool_bytes, o.max_chunks,
-                                o.max_sample_size, o.payload_align)))
+                                o.max_sample_size, o.payload_align, o.huge_pages)))
         goto fail;
+    /* Not an error, but not what was asked for: said once, with the reason. */
+    if (pub->pool.huge_why[0])
+        ferry__log(node, FERRY_LOG_WARN, "%s: huge pages (%s) unavailable: %s; using 4 KiB pages",
+                   pub->ep.topic, ferry__huge_name(o.huge_pages), pub->pool.huge_why);
 
     ferry__status init;
     ferry__endpoint_status_init(&pub->ep, FERRY_ENDPOINT_PUBLISHER, &init);
@@ -299,6 +305,7 @@ ferry_err ferry_publisher_stats_get(ferry_publisher *pub, ferry_publisher_stats 
     if (!out)
         return FERRY_EINVAL;
     ferry__pub_drain_all_returns(pub);
+    ferry__pool_huge_refresh(&pub->pool);
     ferry__pub_publish_status(pub);
     *out = pub->stats;
     return FERRY_OK;

@@ -129,6 +129,8 @@ static inline void ferry__pub_sync_stats(ferry_publisher *pub)
     s->chunks_in_use = p->nchunks - p->nfree - p->loaned;
     s->subscribers = pub->nactive;
     s->size_classes = p->nclasses;
+    s->huge_pages = p->huge;
+    s->huge_bytes = p->huge_bytes;
 }
 
 /* Copies the counters to the status file, for tools; off the hot path. */

@@ -37,6 +37,33 @@ int ferry__fd_reserve(int fd, uint64_t offset, uint64_t len);
  * 64 MiB and 1/32 of that limit, but no more than a quarter of it. UINT64_MAX when nothing can
  * be read. */
 uint64_t ferry__memory_headroom(void);
+/* ferry__fd_reserve through a writable shared mapping of the whole of fd at base: the pages are
+ * allocated by faulting them in (MADV_POPULATE_WRITE), so that they come as the mapping's advice
+ * asks (a MADV_HUGEPAGE mapping of shmem gets huge pages where fallocate would allocate small
+ * ones), after the same headroom checks. Falls back to fallocate on kernels before 5.14. */
+int ferry__fd_reserve_mapped(int fd, void *base, uint64_t offset, uint64_t len);
+
+/* Huge pages: 2 MiB, the PMD size of x86-64 and of arm64 with 4 KiB pages. */
+#define FERRY__HUGE_PAGE ((uint64_t)2 << 20)
+/* A sealable memfd of 2 MiB hugetlb pages (MFD_HUGETLB | MFD_HUGE_2MB): fd or -1 (EINVAL where
+ * the kernel has none). Its size and every mapping of it are multiples of FERRY__HUGE_PAGE. */
+int ferry__memfd_create_hugetlb(const char *name);
+int ferry__fd_is_hugetlb(int fd);                              /* 1 yes, 0 no, -1 error */
+/* 2 MiB hugetlb pages not yet taken or promised (free less reserved) and the configured total
+ * (vm.nr_hugepages for that size); -1 (ENOENT) when the kernel has none of that size. */
+int ferry__hugetlb_pages(uint64_t *available, uint64_t *total);
+/* The effective transparent-huge-page policy for shmem (memfd) at 2 MiB: the word selected in
+ * hugepages-2048kB/shmem_enabled, or in shmem_enabled where that says inherit or is missing
+ * ("never", "advise", "always", "within_size", "deny", "force"); -1 when neither can be read. */
+int ferry__thp_shmem_mode(char *word, size_t cap);
+/* A shared mapping like ferry__map, at an address that is a multiple of FERRY__HUGE_PAGE when
+ * size is at least that, with MADV_HUGEPAGE (best effort): so that the pages of a huge-page
+ * segment map with PMDs, one TLB entry per 2 MiB. ferry__unmap undoes it. */
+void *ferry__map_huge(int fd, size_t size, bool writable);
+/* Bytes of the mapping that starts at addr mapped with huge pages in this process: ShmemPmdMapped,
+ * FilePmdMapped, Shared_Hugetlb and Private_Hugetlb of its entry in /proc/self/smaps (the walk
+ * stops at that entry). -1 when there is no such entry or smaps cannot be read. */
+int ferry__map_huge_bytes(const void *addr, uint64_t *bytes);
 void *ferry__map(int fd, size_t size, bool writable);          /* shared mapping or NULL */
 void ferry__unmap(void *addr, size_t size);
 void ferry__prefault_write(void *addr, size_t size);           /* best effort */

@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/vfs.h>
 #include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -36,6 +37,15 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+#ifndef MFD_HUGE_2MB
+#define MFD_HUGE_2MB (21U << 26) /* log2 of the page size, at MFD_HUGE_SHIFT */
+#endif
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC 0x958458f6
+#endif
 #ifndef MCL_ONFAULT
 #define MCL_ONFAULT 4
 #endif
@@ -53,6 +63,23 @@ int ferry__memfd_create(const char *name)
     if (fd < 0 && errno == EINVAL) /* kernels before 6.3 do not know MFD_NOEXEC_SEAL */
         fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     return fd;
+}
+
+int ferry__memfd_create_hugetlb(const char *name)
+{
+    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB;
+    int fd = memfd_create(name, flags | MFD_NOEXEC_SEAL);
+    if (fd < 0 && errno == EINVAL)
+        fd = memfd_create(name, flags);
+    return fd;
+}
+
+int ferry__fd_is_hugetlb(int fd)
+{
+    struct statfs sf;
+    if (fstatfs(fd, &sf) != 0)
+        return -1;
+    return (unsigned long)sf.f_type == (unsigned long)HUGETLBFS_MAGIC;
 }
 
 int ferry__memfd_seal(int fd, unsigned seals)
@@ -106,6 +133,37 @@ void *ferry__map(int fd, size_t size, bool writable)
     int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
     void *p = mmap(NULL, size, prot, MAP_SHARED, fd, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+void *ferry__map_huge(int fd, size_t size, bool writable)
+{
+    if (size < FERRY__HUGE_PAGE)
+        return ferry__map(fd, size, writable);
+    /* An address range one huge page longer, reserved without memory, holds an aligned place
+     * for the mapping; what is left on either side goes back. */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = (size + page - 1) / page * page, span = len + FERRY__HUGE_PAGE;
+    uint8_t *raw = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    uintptr_t mask = (uintptr_t)FERRY__HUGE_PAGE - 1;
+    uint8_t *at = (uint8_t *)(((uintptr_t)raw + mask) & ~mask);
+    int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    void *p = mmap(at, size, prot, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        munmap(raw, span);
+        errno = e;
+        return NULL;
+    }
+    if (at > raw)
+        munmap(raw, (size_t)(at - raw));
+    if (raw + span > at + len)
+        munmap(at + len, (size_t)(raw + span - (at + len)));
+    /* Shmem under shmem_enabled=advise allocates huge pages only for faults through a mapping
+     * that asks for them; elsewhere this changes nothing. */
+    madvise(p, size, MADV_HUGEPAGE);
+    return p;
 }
 
 void ferry__unmap(void *addr, size_t size)
@@ -1040,22 +1098,44 @@ static int write_zeros(int fd, uint64_t offset, uint64_t len)
     return 0;
 }
 
-int ferry__fd_reserve(int fd, uint64_t offset, uint64_t len)
+/* One step of a reservation: faulting the pages in through the mapping at base where there is
+ * one and the kernel can (MADV_POPULATE_WRITE fails with ENOMEM, or EFAULT where a fault would
+ * have been SIGBUS, rather than killing), else fallocate, else writing zeros. */
+static int reserve_step(int fd, void *base, uint64_t offset, uint64_t len)
 {
+    if (base) {
+        if (madvise((uint8_t *)base + offset, (size_t)len, MADV_POPULATE_WRITE) == 0)
+            return 0;
+        if (errno != EINVAL) {
+            if (errno == EFAULT)
+                errno = ENOMEM;
+            return -1;
+        }
+    }
+    int rc = allocate(fd, 0, offset, len);
+    if (rc != 0 && errno == EOPNOTSUPP)
+        rc = write_zeros(fd, offset, len);
+    return rc;
+}
+
+static int reserve(int fd, void *base, uint64_t offset, uint64_t len)
+{
+    /* Hugetlb pages are a pool of their own, outside MemAvailable and the memory cgroups: the
+     * kernel reserved the file's pages from it when the file was first mapped (a shared
+     * mapping of hugetlbfs reserves its whole range, or fails with ENOMEM), so allocating them
+     * here takes what is promised to this file and cannot fail for want of memory. */
+    bool hugetlb = ferry__fd_is_hugetlb(fd) == 1;
     uint64_t done = 0;
     while (done < len) {
         /* Checked again before each step: others take memory meanwhile, and so did the step
          * before. Memory a cgroup would have to find is refused here, before the charge, because
          * the kernel answers a charge it cannot meet with its OOM killer, not with an error. */
-        if (ferry__memory_headroom() < len - done) {
+        if (!hugetlb && ferry__memory_headroom() < len - done) {
             errno = ENOMEM;
             goto fail;
         }
         uint64_t step = len - done < FERRY__RESERVE_STEP ? len - done : FERRY__RESERVE_STEP;
-        int rc = allocate(fd, 0, offset + done, step);
-        if (rc != 0 && errno == EOPNOTSUPP)
-            rc = write_zeros(fd, offset + done, step);
-        if (rc != 0)
+        if (reserve_step(fd, base, offset + done, step) != 0)
             goto fail;
         done += step;
     }
@@ -1067,4 +1147,108 @@ fail: {
     errno = e;
     return -1;
 }
+}
+
+int ferry__fd_reserve(int fd, uint64_t offset, uint64_t len)
+{
+    return reserve(fd, NULL, offset, len);
+}
+
+int ferry__fd_reserve_mapped(int fd, void *base, uint64_t offset, uint64_t len)
+{
+    return reserve(fd, base, offset, len);
+}
+
+/* ---- huge pages -------------------------------------------------------------------------- */
+
+#define HUGETLB_2M_DIR "/sys/kernel/mm/hugepages/hugepages-2048kB/"
+
+static bool read_u64_file(const char *path, uint64_t *v)
+{
+    char buf[64];
+    return read_small(path, buf, sizeof buf) == 0 && parse_u64(buf, v);
+}
+
+int ferry__hugetlb_pages(uint64_t *available, uint64_t *total)
+{
+    uint64_t free_pages, reserved;
+    if (!read_u64_file(HUGETLB_2M_DIR "nr_hugepages", total) ||
+        !read_u64_file(HUGETLB_2M_DIR "free_hugepages", &free_pages) ||
+        !read_u64_file(HUGETLB_2M_DIR "resv_hugepages", &reserved)) {
+        errno = ENOENT;
+        return -1;
+    }
+    *available = free_pages > reserved ? free_pages - reserved : 0;
+    return 0;
+}
+
+/* The word between brackets of a sysfs choice list ("always [advise] never"). */
+static int selected_word(const char *path, char *word, size_t cap)
+{
+    char buf[256];
+    if (read_small(path, buf, sizeof buf) != 0)
+        return -1;
+    const char *open = strchr(buf, '[');
+    const char *close = open ? strchr(open, ']') : NULL;
+    if (!close || (size_t)(close - open - 1) >= cap) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(word, open + 1, (size_t)(close - open - 1));
+    word[close - open - 1] = '\0';
+    return 0;
+}
+
+int ferry__thp_shmem_mode(char *word, size_t cap)
+{
+    /* Kernels since 6.11 have a policy per size, which may defer to the global one. */
+    if (selected_word("/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/shmem_enabled", word,
+                      cap) == 0 &&
+        strcmp(word, "inherit") != 0)
+        return 0;
+    return selected_word("/sys/kernel/mm/transparent_hugepage/shmem_enabled", word, cap);
+}
+
+typedef struct smaps_find {
+    uintptr_t start;
+    bool in, found;
+    uint64_t kb;
+} smaps_find;
+
+static int smaps_line(void *arg, char *line)
+{
+    smaps_find *f = arg;
+    /* An entry opens with its range in hex ("7f0000000000-7f0000600000 r--s ..."); the fields
+     * that follow begin with a capital. */
+    if ((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f')) {
+        if (f->in)
+            return 1;
+        char *end;
+        f->in = (uintptr_t)strtoull(line, &end, 16) == f->start && *end == '-';
+        f->found |= f->in;
+        return 0;
+    }
+    static const char *const keys[] = {"ShmemPmdMapped:", "FilePmdMapped:", "Shared_Hugetlb:",
+                                       "Private_Hugetlb:"};
+    uint64_t v;
+    if (f->in)
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            size_t n = strlen(keys[i]);
+            if (strncmp(line, keys[i], n) == 0 && parse_u64(line + n, &v))
+                f->kb += v;
+        }
+    return 0;
+}
+
+int ferry__map_huge_bytes(const void *addr, uint64_t *bytes)
+{
+    smaps_find f = {.start = (uintptr_t)addr};
+    if (each_line("/proc/self/smaps", smaps_line, &f) != 0)
+        return -1;
+    if (!f.found) {
+        errno = ENOENT;
+        return -1;
+    }
+    *bytes = f.kb * 1024;
+    return 0;
 }

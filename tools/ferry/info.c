@@ -1,7 +1,7 @@
 /*
  * ferry info: shows every endpoint of one topic as its status file tells, live and dead, with
- * its counters: for publishers the pool (chunks total, free, loaned, in use; bytes), for
- * subscribers what they received, dropped and hold.
+ * its counters: for publishers the pool (chunks total, free, loaned, in use; bytes; the pages
+ * behind it), for subscribers what they received, dropped and hold.
  */
 #include "cli.h"
 
@@ -104,6 +104,18 @@ static void json_string(FILE *to, const char *s)
     fputc('"', to);
 }
 
+static const char *huge_pages_name(ferry_huge_pages h)
+{
+    switch (h) {
+    case FERRY_HUGE_PAGES_THP:
+        return "thp";
+    case FERRY_HUGE_PAGES_HUGETLB:
+        return "hugetlb";
+    default:
+        return "off";
+    }
+}
+
 static void json_endpoint_common(const ferry_endpoint_info *e)
 {
     printf("{\"id\": \"%" PRIx64 "\", \"pid\": %" PRId32 ", \"alive\": %s, \"node\": ", e->id,
@@ -139,11 +151,12 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
                ", \"pool_bytes\": %" PRIu64 ", \"pool_bytes_cap\": %" PRIu64
                ", \"subscribers\": %" PRIu32 ", \"subscribers_lost\": %" PRIu64
                ", \"chunks_reclaimed\": %" PRIu64 ", \"rejected\": %" PRIu64
-               ", \"protocol_errors\": %" PRIu64 "}",
+               ", \"protocol_errors\": %" PRIu64 ", \"huge_pages\": \"%s\""
+               ", \"huge_bytes\": %" PRIu64 "}",
                p->published, p->deliveries, p->dropped, p->bytes_copied, p->chunks_total,
                p->chunks_free, p->chunks_loaned, p->chunks_in_use, p->size_classes, p->pool_bytes,
                p->pool_bytes_cap, p->subscribers, p->subscribers_lost, p->chunks_reclaimed,
-               p->rejected, p->protocol_errors);
+               p->rejected, p->protocol_errors, huge_pages_name(p->huge_pages), p->huge_bytes);
     }
     if (count_kind(l, FERRY_ENDPOINT_PUBLISHER) != 0) fputs("\n  ", stdout);
     fputs("],\n  \"subscribers\": [", stdout);
@@ -202,6 +215,12 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
         printf("    subscribers lost %" PRIu64 "  chunks reclaimed %" PRIu64 "  rejected %" PRIu64
                "  protocol errors %" PRIu64 "\n",
                p->subscribers_lost, p->chunks_reclaimed, p->rejected, p->protocol_errors);
+        if (p->huge_pages == FERRY_HUGE_PAGES_OFF)
+            printf("    pages 4 KiB\n");
+        else
+            printf("    pages %s: %" PRIu64 " bytes (%.1f MiB) mapped huge\n",
+                   huge_pages_name(p->huge_pages), p->huge_bytes,
+                   (double)p->huge_bytes / 1048576.0);
     }
     printf("subscribers: %zu\n", count_kind(l, FERRY_ENDPOINT_SUBSCRIBER));
     for (i = 0; i < l->count; i++) {
