@@ -41,7 +41,7 @@ extern "C" {
 /** Version of the library and of the shared-memory and socket protocol. */
 #define FERRY_VERSION_MAJOR 0    /**< library version, major part */
 #define FERRY_VERSION_MINOR 1    /**< library version, minor part */
-#define FERRY_PROTOCOL_VERSION 2 /**< protocol version; a peer of another version is refused */
+#define FERRY_PROTOCOL_VERSION 3 /**< protocol version; a peer of another version is refused */
 
 /* ---------------------------------------------------------------------------------------------
  * Errors

@@ -366,7 +366,7 @@ static uint32_t pop(ferry__pool *p, ferry__class *c)
 
 uint32_t ferry__pool_get_free(ferry__pool *p, uint64_t size)
 {
-    ferry__class *c = class_find(p, class_bytes(p->payload_offset + size), false);
+    ferry__class *c = class_find(p, class_bytes(p, p->payload_offset + size), false);
     return c && c->free_head != FERRY__NONE ? pop(p, c) : FERRY__NONE;
 }
 
