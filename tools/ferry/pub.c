@@ -39,6 +39,8 @@ static void usage(FILE *to)
           "                          (default: the library's, 256)\n"
           "  --admit-blocking        admit subscribers that ask to block the publisher\n"
           "                          (lossless); by default they are refused\n"
+          "  --huge-pages MODE       back the pool with 2 MiB pages: off, thp, hugetlb or auto\n"
+          "                          (default off; `ferry info` shows what the pool got)\n"
           "  --pool BYTES            byte cap of the publisher's pool, 8k..4096G (default: the\n"
           "                          library's, raised to 4 frames when smaller)\n"
           "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
@@ -68,6 +70,7 @@ typedef struct pub_args {
     const char *history_arg; /* as given, for a message about the chunk count */
     uint64_t chunks;         /* 0: the library's default */
     bool admit_blocking;
+    ferry_huge_pages huge_pages;
     size_t pool;
     uint32_t width, height;
     const char *sides_arg; /* WIDTHxHEIGHT as given */
@@ -159,6 +162,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         O_ENCODING,
         O_CLOUD,
         O_FRAME_ID,
+        O_HUGE_PAGES,
     };
     static const struct option options[] = {
         {"size", required_argument, NULL, O_SIZE},
@@ -173,6 +177,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"encoding", required_argument, NULL, O_ENCODING},
         {"cloud", required_argument, NULL, O_CLOUD},
         {"frame-id", required_argument, NULL, O_FRAME_ID},
+        {"huge-pages", required_argument, NULL, O_HUGE_PAGES},
         CLI_OPT_DOMAIN,
         CLI_OPT_DIR,
         CLI_OPT_HELP,
@@ -232,6 +237,20 @@ static int parse_args(int argc, char **argv, pub_args *a)
                                 FERRY_FRAME_ID_MAX);
             a->frame_id = optarg;
             break;
+        case O_HUGE_PAGES: {
+            static const char *const modes[] = {"off", "thp", "hugetlb", "auto"};
+            static const ferry_huge_pages kinds[] = {FERRY_HUGE_PAGES_OFF, FERRY_HUGE_PAGES_THP,
+                                                     FERRY_HUGE_PAGES_HUGETLB,
+                                                     FERRY_HUGE_PAGES_AUTO};
+            size_t k = 0;
+            while (k < 4 && strcmp(optarg, modes[k]) != 0)
+                k++;
+            if (k == 4)
+                return cli_fail(CMD, 2, "invalid --huge-pages '%s' (off, thp, hugetlb or auto)",
+                                optarg);
+            a->huge_pages = kinds[k];
+            break;
+        }
         }
     }
     if (c == CLI_OPTS_EXIT) return p.status;
@@ -458,6 +477,7 @@ int ferry_cmd_pub(int argc, char **argv)
     o.history = (uint32_t)a.history;
     if (a.chunks != 0) o.max_chunks = (uint32_t)a.chunks;
     o.admit_blocking = a.admit_blocking;
+    o.huge_pages = a.huge_pages;
     /* Room for every subscriber waited for, or the wait could never end. */
     if (o.max_subscribers < a.wait_subscribers) o.max_subscribers = (uint32_t)a.wait_subscribers;
 
