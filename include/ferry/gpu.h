@@ -100,8 +100,12 @@ FERRY_API ferry_err ferry_gpu_cache_destroy(ferry_gpu_cache *cache);
 /**
  * Gives a device buffer of at least size bytes, to be used first on stream. A buffer whose last
  * uses were on that same stream is reused at once (stream order protects it); one used on other
- * streams is reused only when those uses completed, or after stream was made to wait for them
- * on the GPU (never a CPU wait). The buffer is the caller's, with one hold, until released.
+ * streams is reused only when those uses completed. When every idle buffer of the size is still
+ * read on other streams, a new one is allocated while the idle cap leaves room to keep them, so
+ * that a slow reader never holds the producer back (stats busy_skips); only beyond the cap is
+ * stream made to wait for those uses, on the GPU (never a CPU wait; stats gpu_waits). Only at
+ * max_live does the caller wait or hear FERRY_ELIMIT. The buffer is the caller's, with one hold,
+ * until released.
  *
  * @retval FERRY_OK         *out is a live buffer
  * @retval FERRY_EINVAL     a pointer is NULL or size is 0
@@ -160,6 +164,8 @@ typedef struct ferry_gpu_cache_stats {
     uint64_t peak_bytes;         /**< highest live + idle */
     uint32_t live_buffers;       /**< buffers allocated and not yet released */
     uint32_t idle_buffers;       /**< buffers kept for reuse (CACHE) */
+    uint64_t busy_skips; /**< allocations that took a new buffer because every idle one of the size
+                              was still read on other streams */
 } ferry_gpu_cache_stats;
 
 /**

@@ -596,12 +596,17 @@ ferry_err ferry_gpu_cache_destroy(ferry_gpu_cache *c)
  * Allocation
  * ------------------------------------------------------------------------------------------- */
 
-/* Lock held. The idle buffer of class cls to hand to stream s, or NULL when the class has none.
- * *wait tells that s must first wait for the buffer's earlier uses. */
-static ferry_gpu_buffer *idle_pick(ferry_gpu_cache *c, uint32_t cls, cudaStream_t s, bool *wait)
+/* Lock held. The idle buffer of class cls (buffers of capacity bytes) to hand to stream s, or
+ * NULL when a new one should be allocated: the class has none, or every one it has is still
+ * read on other streams and the idle cap leaves room to keep them while a new one is used (a
+ * slow reader then never makes the producer wait for it). *wait tells that s must first wait
+ * for the buffer's earlier uses: only when the cap leaves no such room. *busy tells that idle
+ * buffers were passed over because they are still read. */
+static ferry_gpu_buffer *idle_pick(ferry_gpu_cache *c, uint32_t cls, size_t capacity,
+                                   cudaStream_t s, bool *wait, bool *busy)
 {
     ferry_gpu_buffer *head = c->classes[cls];
-    *wait = false;
+    *wait = *busy = false;
     if (!head)
         return NULL;
     /* Stream order alone protects a buffer whose uses were all on s: no CUDA call. */
@@ -613,6 +618,10 @@ static ferry_gpu_buffer *idle_pick(ferry_gpu_cache *c, uint32_t cls, cudaStream_
     for (ferry_gpu_buffer *b = head; b && n < SCAN_DEPTH; b = b->next, n++)
         if (uses_done(c, b, s))
             return b;
+    if (c->st.idle_bytes + capacity <= c->idle_cap) {
+        *busy = true;
+        return NULL;
+    }
     *wait = true;
     return head;
 }
@@ -684,9 +693,10 @@ ferry_err ferry_gpu_alloc(ferry_gpu_cache *c, size_t size, ferry_gpu_stream stre
         pthread_mutex_unlock(&c->lock);
         return err;
     }
+    bool busy = false;
     if (c->backend == FERRY_GPU_BACKEND_CACHE) {
         bool wait = false;
-        ferry_gpu_buffer *b = idle_pick(c, cls, s, &wait);
+        ferry_gpu_buffer *b = idle_pick(c, cls, capacity, s, &wait, &busy);
         if (b) {
             idle_unlink(c, b);
             c->st.live_bytes += b->capacity;
@@ -719,6 +729,7 @@ ferry_err ferry_gpu_alloc(ferry_gpu_cache *c, size_t size, ferry_gpu_stream stre
 
     /* A device allocation: the live slot stays reserved while the lock is dropped. */
     c->st.misses++;
+    c->st.busy_skips += busy;
     c->st.live_bytes += capacity;
     ferry_gpu_buffer *b = struct_get(c);
     if (!b) {
@@ -734,6 +745,7 @@ ferry_err ferry_gpu_alloc(ferry_gpu_cache *c, size_t size, ferry_gpu_stream stre
     pthread_mutex_lock(&c->lock);
     if (err) {
         c->st.misses--;
+        c->st.busy_skips -= busy;
         struct_put(c, b);
         live_drop(c, capacity);
         pthread_mutex_unlock(&c->lock);
