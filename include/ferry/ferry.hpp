@@ -117,6 +117,21 @@ inline void check(ferry_err e, const char *call)
     if (e != FERRY_OK)
         fail(e, call);
 }
+// A wait: FERRY_ETIMEDOUT is the answer false, not a failure.
+inline bool waited(ferry_err e, const char *call)
+{
+    if (e == FERRY_ETIMEDOUT)
+        return false;
+    check(e, call);
+    return true;
+}
+// A call that fills *out.
+template <class T, class H> T out(ferry_err (*fn)(H *, T *), H *handle, const char *call)
+{
+    T value;
+    check(fn(handle, &value), call);
+    return value;
+}
 } // namespace detail
 
 /* --- time ------------------------------------------------------------------------------------ */
@@ -487,38 +502,20 @@ private:
 namespace detail {
 template <class M> struct msg_ops;
 template <> struct msg_ops<ferry_image> {
-    static ferry_err publish(ferry_publisher *p, ferry_image *m)
-    {
-        return ferry_image_publish(p, m);
-    }
-    static ferry_err release(ferry_publisher *p, ferry_image *m)
-    {
-        return ferry_image_loan_release(p, m);
-    }
+    static constexpr auto publish = ferry_image_publish;
+    static constexpr auto release = ferry_image_loan_release;
     static constexpr const char *publish_name = "ferry_image_publish";
     static constexpr const char *release_name = "ferry_image_loan_release";
 };
 template <> struct msg_ops<ferry_pointcloud> {
-    static ferry_err publish(ferry_publisher *p, ferry_pointcloud *m)
-    {
-        return ferry_pointcloud_publish(p, m);
-    }
-    static ferry_err release(ferry_publisher *p, ferry_pointcloud *m)
-    {
-        return ferry_pointcloud_loan_release(p, m);
-    }
+    static constexpr auto publish = ferry_pointcloud_publish;
+    static constexpr auto release = ferry_pointcloud_loan_release;
     static constexpr const char *publish_name = "ferry_pointcloud_publish";
     static constexpr const char *release_name = "ferry_pointcloud_loan_release";
 };
 template <> struct msg_ops<ferry_tensor> {
-    static ferry_err publish(ferry_publisher *p, ferry_tensor *m)
-    {
-        return ferry_tensor_publish(p, m);
-    }
-    static ferry_err release(ferry_publisher *p, ferry_tensor *m)
-    {
-        return ferry_tensor_loan_release(p, m);
-    }
+    static constexpr auto publish = ferry_tensor_publish;
+    static constexpr auto release = ferry_tensor_loan_release;
     static constexpr const char *publish_name = "ferry_tensor_publish";
     static constexpr const char *release_name = "ferry_tensor_loan_release";
 };
@@ -721,25 +718,15 @@ public:
     /** Waits until count subscribers are connected; false when the timeout passed first. */
     [[nodiscard]] bool wait_subscribers(std::uint32_t count, duration timeout)
     {
-        ferry_err e = ferry_publisher_wait_subscribers(get(), count, timeout.count());
-        if (e == FERRY_ETIMEDOUT)
-            return false;
-        detail::check(e, "ferry_publisher_wait_subscribers");
-        return true;
+        return detail::waited(ferry_publisher_wait_subscribers(get(), count, timeout.count()),
+                              "ferry_publisher_wait_subscribers");
     }
     /** The descriptor to poll for housekeeping (ferry_publisher_fd); owned by the publisher. */
-    int fd() const
-    {
-        int fd = -1;
-        detail::check(ferry_publisher_fd(get(), &fd), "ferry_publisher_fd");
-        return fd;
-    }
+    int fd() const { return detail::out(ferry_publisher_fd, get(), "ferry_publisher_fd"); }
     /** The counters (ferry_publisher_stats_get). */
     ferry_publisher_stats stats() const
     {
-        ferry_publisher_stats st;
-        detail::check(ferry_publisher_stats_get(get(), &st), "ferry_publisher_stats_get");
-        return st;
+        return detail::out(ferry_publisher_stats_get, get(), "ferry_publisher_stats_get");
     }
     /** The C publisher, for the C API; nullptr when empty. */
     ferry_publisher *get() const noexcept { return s_ ? s_->pub : nullptr; }
@@ -859,23 +846,17 @@ private:
 /** Validates a sample as an image (ferry_image_view_get); valid while the sample is held. */
 inline ferry_image_view image_view(const Sample &s)
 {
-    ferry_image_view v;
-    detail::check(ferry_image_view_get(&s.raw(), &v), "ferry_image_view_get");
-    return v;
+    return detail::out(ferry_image_view_get, &s.raw(), "ferry_image_view_get");
 }
 /** Validates a sample as a point cloud (ferry_pointcloud_view_get). */
 inline ferry_pointcloud_view pointcloud_view(const Sample &s)
 {
-    ferry_pointcloud_view v;
-    detail::check(ferry_pointcloud_view_get(&s.raw(), &v), "ferry_pointcloud_view_get");
-    return v;
+    return detail::out(ferry_pointcloud_view_get, &s.raw(), "ferry_pointcloud_view_get");
 }
 /** Validates a sample as a host tensor (ferry_tensor_view_get). */
 inline ferry_tensor_view tensor_view(const Sample &s)
 {
-    ferry_tensor_view v;
-    detail::check(ferry_tensor_view_get(&s.raw(), &v), "ferry_tensor_view_get");
-    return v;
+    return detail::out(ferry_tensor_view_get, &s.raw(), "ferry_tensor_view_get");
 }
 /** Exports a host tensor as DLPack (ferry_tensor_to_dlpack). The export owns the sample, which
  *  is left empty; its deleter releases it. When it throws the sample is untouched. */
@@ -976,34 +957,20 @@ public:
     /** Waits until a sample is queued (ferry_wait); false when the timeout passed first. */
     [[nodiscard]] bool wait(duration timeout)
     {
-        ferry_err e = ferry_wait(get(), timeout.count());
-        if (e == FERRY_ETIMEDOUT)
-            return false;
-        detail::check(e, "ferry_wait");
-        return true;
+        return detail::waited(ferry_wait(get(), timeout.count()), "ferry_wait");
     }
     /** Waits until count publishers are connected; false when the timeout passed first. */
     [[nodiscard]] bool wait_publishers(std::uint32_t count, duration timeout)
     {
-        ferry_err e = ferry_subscriber_wait_publishers(get(), count, timeout.count());
-        if (e == FERRY_ETIMEDOUT)
-            return false;
-        detail::check(e, "ferry_subscriber_wait_publishers");
-        return true;
+        return detail::waited(ferry_subscriber_wait_publishers(get(), count, timeout.count()),
+                              "ferry_subscriber_wait_publishers");
     }
     /** The descriptor to poll for samples (ferry_subscriber_fd); owned by the subscriber. */
-    int fd() const
-    {
-        int fd = -1;
-        detail::check(ferry_subscriber_fd(get(), &fd), "ferry_subscriber_fd");
-        return fd;
-    }
+    int fd() const { return detail::out(ferry_subscriber_fd, get(), "ferry_subscriber_fd"); }
     /** The counters (ferry_subscriber_stats_get). */
     ferry_subscriber_stats stats() const
     {
-        ferry_subscriber_stats st;
-        detail::check(ferry_subscriber_stats_get(get(), &st), "ferry_subscriber_stats_get");
-        return st;
+        return detail::out(ferry_subscriber_stats_get, get(), "ferry_subscriber_stats_get");
     }
     /** The C subscriber, for the C API; nullptr when empty. */
     ferry_subscriber *get() const noexcept { return s_ ? s_->sub : nullptr; }
@@ -1053,10 +1020,7 @@ public:
     {
         std::size_t n = 0;
         ferry_err e = ferry_waitset_wait(get(), timeout.count(), ready.data(), ready.size(), &n);
-        if (e == FERRY_ETIMEDOUT)
-            return 0;
-        detail::check(e, "ferry_waitset_wait");
-        return n;
+        return detail::waited(e, "ferry_waitset_wait") ? n : 0;
     }
     /** The C waitset; nullptr when empty. */
     ferry_waitset *get() const noexcept { return s_ ? s_->ws : nullptr; }
