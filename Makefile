@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # Extra ctest arguments, e.g. CTEST_ARGS='-R bridge' or '-E bench'.
 CTEST_ARGS ?=
-DEB_PACKAGES := cmake make gcc libc6-dev pkg-config
+DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,

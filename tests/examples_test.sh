@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The examples of README.md, end to end, in a private domain directory (FERRY_DIR):
-#   camera_pub + consumer: the consumer gets every frame, intact and uncopied;
+#   camera_pub + consumer: the consumer gets every frame, intact and uncopied (and so from
+#   camera_pub_cpp, the C++ one, when it was built);
 #   camera_pub + lidar_pub + fusion: the synchroniser pairs frames within 20 ms;
 #   camera_pub + gpu_consumer (when built): the GPU's sum of every frame matches the CPU's and
 #   the cache allocates no device memory per frame. Without a GPU that part is skipped.
@@ -81,6 +82,21 @@ grep -q "^consumer: $N frames, $((N * 1280 * 720 * 3)) pixel bytes, 0 dropped, 0
     "$OUT/consumer.out" || fail "consumer summary wrong"
 grep -q "^camera_pub: published $N frames, 0 dropped, 0 bytes copied$" "$OUT/pub.out" ||
     fail "camera_pub summary wrong"
+
+# --- the same stream from the C++ camera_pub (built with a C++ compiler only) ---
+if [ -x "$DIR/camera_pub_cpp" ]; then
+    bg cpp "$DIR/camera_pub_cpp" /tour/cpp/image "$N"
+    fg cppconsumer "$DIR/consumer" /tour/cpp/image "$N"
+    [ "$RC" -eq 0 ] || fail "consumer of camera_pub_cpp exited $RC"
+    wait_bg camera_pub_cpp
+    lines=$(grep -c '^frame [0-9]*: 1280x720 rgb8 frame_id=camera stamp=[0-9]*\.[0-9]\{9\}$' \
+            "$OUT/cppconsumer.out")
+    [ "$lines" -eq "$N" ] || fail "consumer of camera_pub_cpp printed $lines frame lines"
+    grep -q "^consumer: $N frames, $((N * 1280 * 720 * 3)) pixel bytes, 0 dropped, 0 bytes copied$" \
+        "$OUT/cppconsumer.out" || fail "consumer summary of camera_pub_cpp wrong"
+    grep -q "^camera_pub_cpp: published $N frames, 0 dropped, 0 bytes copied$" "$OUT/cpp.out" ||
+        fail "camera_pub_cpp summary wrong"
+fi
 
 # --- synchronize: a 30 fps camera and a 10 Hz lidar, paired within 20 ms ---
 P=5
