@@ -539,7 +539,10 @@ int pyf_geom_export(const pyf_geom *g, PyObject *owner, Py_buffer *view, int fla
     }
     view->buf = g->buf;
     view->obj = Py_NewRef(owner);
-    view->len = g->len;
+    /* len is what the elements would take if copied contiguously (PEP 3118), which differs
+     * from the memory spanned when rows are padded. */
+    view->len = g->itemsize;
+    for (int i = 0; i < g->ndim; i++) view->len *= g->shape[i];
     view->readonly = readonly ? 1 : 0;
     view->itemsize = g->itemsize;
     view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? g->format : NULL;
