@@ -123,11 +123,11 @@ static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)n;
 }
 
-/* Closes the children, waitsets and synchronisers first (they refer to subscribers), then
- * subscribers and publishers; stops at the first that refuses. */
+/* Closes the children, waitsets first (they refer to subscribers), then subscribers and
+ * publishers; stops at the first that refuses. */
 static int node_close_children(pyf_node *n)
 {
-    static const int order[] = {PYF_CHILD_SYNC, PYF_CHILD_WAITSET, PYF_CHILD_SUB, PYF_CHILD_PUB};
+    static const int order[] = {PYF_CHILD_WAITSET, PYF_CHILD_SUB, PYF_CHILD_PUB};
     size_t k;
 
     for (k = 0; k < sizeof order / sizeof order[0]; k++) {
@@ -142,7 +142,6 @@ static int node_close_children(pyf_node *n)
                 /* Closing unlinks c, which may drop the last reference to n: hold it. */
                 Py_INCREF(self);
                 switch (c->kind) {
-                case PYF_CHILD_SYNC: rc = pyf_sync_close(self); break;
                 case PYF_CHILD_WAITSET: rc = pyf_waitset_close(self); break;
                 case PYF_CHILD_SUB: rc = pyf_sub_close((pyf_sub *)self); break;
                 default: rc = pyf_pub_close((pyf_pub *)self); break;
@@ -222,11 +221,6 @@ static PyObject *node_waitset(PyObject *self, PyObject *unused)
     return pyf_waitset_new((pyf_node *)self);
 }
 
-static PyObject *node_sync(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    return pyf_sync_new((pyf_node *)self, args, kwargs);
-}
-
 static PyObject *node_get_dir(PyObject *self, void *closure)
 {
     pyf_node *n = (pyf_node *)self;
@@ -273,13 +267,9 @@ static PyMethodDef node_methods[] = {
      "subscribers), as `ferry echo` does; InvalidArgumentError when the topic has none."},
     {"waitset", node_waitset, METH_NOARGS,
      "waitset() -> WaitSet\n\nCreates a WaitSet on this node (ferry_waitset_create)."},
-    {"sync", (PyCFunction)(void (*)(void))node_sync, METH_VARARGS | METH_KEYWORDS,
-     "sync(subscribers, *, queue_size=10, max_interval=None, stamp=\"publish_time\") -> Sync\n\n"
-     "An approximate-time synchroniser over 2..9 subscribers of this node (ferry/sync.h).\n"
-     "stamp \"header\" matches on the stamps of image, point cloud and tensor headers."},
     {"close", node_close, METH_NOARGS,
-     "close()\n\nDestroys the node's synchronisers, waitsets, subscribers and publishers, in\n"
-     "that order, then the node. Raises BusyError (and leaves the rest open) when a\n"
+     "close()\n\nDestroys the node's waitsets, subscribers and publishers, in that order, then\n"
+     "the node. Raises BusyError (and leaves the rest open) when a\n"
      "subscriber has samples still exported to arrays, or a publisher loans still exported.\n"
      "Closing twice does nothing."},
     {"__enter__", node_enter, METH_NOARGS, "Returns the node."},

@@ -26,7 +26,6 @@
 
 #include <ferry/ferry.h>
 #include <ferry/msg.h>
-#include <ferry/sync.h>
 #include <ferry/tensor.h>
 
 #include <stdbool.h>
@@ -67,7 +66,7 @@ typedef struct pyf_child {
     PyObject *self;
 } pyf_child;
 
-enum { PYF_CHILD_PUB = 1, PYF_CHILD_SUB = 2, PYF_CHILD_WAITSET = 3, PYF_CHILD_SYNC = 4 };
+enum { PYF_CHILD_PUB = 1, PYF_CHILD_SUB = 2, PYF_CHILD_WAITSET = 3 };
 
 typedef struct pyf_node {
     PyObject_HEAD
@@ -110,13 +109,11 @@ typedef struct pyf_sub {
     struct pyf_sample *samples; /* every Sample object alive and not yet released */
     pyf_pending *pending;
     PyObject *waitset; /* borrowed: the WaitSet this subscriber is in, or NULL */
-    bool in_sync;      /* taken from by a Sync: take() is refused */
 } pyf_sub;
 
 /* Objects of the module, created at import. */
 typedef struct pyf_state {
     PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
-    PyTypeObject *sync_type, *set_type;
     PyObject *error;                     /* ferry.Error */
     PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
 } pyf_state;
@@ -169,7 +166,7 @@ int pyf_pub_close(pyf_pub *p);
 bool pyf_sub_types(PyObject *module);
 PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs);
 int pyf_sub_close(pyf_sub *s);
-PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s, bool owned);
+PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s);
 void pyf_sub_drain(pyf_sub *s);
 
 /* waitset.c */
@@ -177,7 +174,5 @@ bool pyf_waitset_types(PyObject *module);
 PyObject *pyf_waitset_new(pyf_node *node);
 int pyf_waitset_close(PyObject *ws);
 int pyf_waitset_forget(PyObject *ws, pyf_sub *sub);
-PyObject *pyf_sync_new(pyf_node *node, PyObject *args, PyObject *kwargs);
-int pyf_sync_close(PyObject *sync);
 
 #endif

@@ -286,13 +286,12 @@ static void sub_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s, bool owned)
+PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
 {
     pyf_sample *sm = (pyf_sample *)pyf_alloc(pyf.sample_type);
     ferry_err err = FERRY_OK;
     bool ok = false;
 
-    (void)owned;
     if (sm == NULL) return NULL;
     sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
     sm->s = *s;
@@ -336,9 +335,6 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
     ferry_err err;
 
     if (!sub_open(s, "Subscriber.take")) return NULL;
-    if (s->in_sync)
-        return pyf_raise(FERRY_ESTATE, "take on '%s': a Sync takes from this subscriber",
-                         s->topic);
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     for (;;) {
@@ -379,7 +375,7 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
         }
     }
     PyThread_release_lock(s->lock);
-    return pyf_sample_wrap(s, &smp, true);
+    return pyf_sample_wrap(s, &smp);
 }
 
 static PyObject *sub_take(PyObject *self, PyObject *args, PyObject *kwargs)

@@ -271,17 +271,3 @@ bool pyf_waitset_types(PyObject *module)
     pyf.waitset_type = (PyTypeObject *)ws_spec_make();
     return pyf.waitset_type != NULL && PyModule_AddType(module, pyf.waitset_type) == 0;
 }
-
-PyObject *pyf_sync_new(pyf_node *node, PyObject *args, PyObject *kwargs)
-{
-    (void)node;
-    (void)args;
-    (void)kwargs;
-    return pyf_raise(FERRY_ENOTSUP, "Node.sync");
-}
-
-int pyf_sync_close(PyObject *sync)
-{
-    (void)sync;
-    return 0;
-}

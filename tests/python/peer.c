@@ -29,6 +29,8 @@ static int take(ferry_node *node, const char *topic, unsigned count)
     err = ferry_subscriber_create(&sub, node, topic, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH,
                                   NULL);
     if (err != FERRY_OK) return fail("ferry_subscriber_create", err);
+    err = ferry_subscriber_wait_publishers(sub, 1, 10000000000LL);
+    if (err != FERRY_OK) return fail("ferry_subscriber_wait_publishers", err);
     printf("ready\n");
     fflush(stdout);
     while (got < count) {
@@ -106,6 +108,7 @@ int main(int argc, char **argv)
     }
     ferry_node_options_init(&o);
     o.dir = argv[2];
+    if (getenv("FERRY_DOMAIN") != NULL) o.domain = (uint32_t)strtoul(getenv("FERRY_DOMAIN"), NULL, 10);
     o.name = "python_peer";
     err = ferry_node_create(&node, &o);
     if (err != FERRY_OK) return fail("ferry_node_create", err);
