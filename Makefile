@@ -5,12 +5,13 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # Extra ctest arguments, e.g. CTEST_ARGS='-R bridge' or '-E bench'.
 CTEST_ARGS ?=
-DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config
+# g++: the C++ layer's tests and example; python3-dev: the headers of the Python package (python/).
+DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,
-# gnuplot the demo's plot.
-TEST_PACKAGES := python3 doxygen gnuplot-nox
+# gnuplot the demo's plot, pytest and NumPy the Python package's tests.
+TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest
 # The API reference (make docs).
 DOCS_PACKAGES := doxygen
 

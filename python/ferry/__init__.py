@@ -1,0 +1,126 @@
+"""ferry: zero-copy transport of large sensor frames between processes on one host.
+
+Publishers loan memory from a shared-memory pool, fill it in place (``np.asarray(loan)``) and
+publish it; subscribers take samples that are read-only views of the publisher's own pages
+(``np.asarray(sample)``). No payload byte is copied on the way.
+
+    import numpy as np, ferry
+
+    with ferry.Node() as node:
+        pub = node.publisher("/camera", "image")
+        loan = pub.loan_image(1280, 720, "rgb8")
+        np.asarray(loan)[:] = 0          # (720, 1280, 3) uint8 over the publisher's pages
+        pub.publish(loan)
+
+    with ferry.Node() as node:
+        sub = node.subscribe("/camera")  # the type comes from the topic's publishers
+        with sub.take(timeout=1.0) as frame:
+            img = np.asarray(frame)      # read-only (720, 1280, 3) uint8, not a copy
+
+The C extension (``ferry._ferry``) does the work; this module adds what is easier in Python:
+``Sample.numpy()`` and the asyncio helpers ``Subscriber.take_async()`` and ``async for``.
+"""
+
+from __future__ import annotations
+
+import asyncio as _asyncio
+from typing import Any as _Any
+
+from ._ferry import *  # noqa: F401,F403
+from ._ferry import (  # noqa: F401
+    Error,
+    Loan,
+    Node,
+    Publisher,
+    Sample,
+    Subscriber,
+    WaitSet,
+    __version__,
+)
+
+#: PointField datatype constants (sensor_msgs/PointField) and their NumPy types.
+POINT_DATATYPES = {
+    1: "i1",
+    2: "u1",
+    3: "i2",
+    4: "u2",
+    5: "i4",
+    6: "u4",
+    7: "f4",
+    8: "f8",
+}
+
+
+def _sample_numpy(self: Sample) -> _Any:
+    """The sample as a read-only NumPy array over the publisher's pages, without a copy.
+
+    Images, tensors and bytes give what ``np.asarray(sample)`` gives. Point clouds give a
+    structured array with one field per PointField, built from ``sample.fields`` with the
+    fields' own offsets, so it works for every layout (overlapping or out-of-order fields
+    included, which a buffer format string cannot describe).
+    """
+    import numpy as np
+
+    if self.kind != "pointcloud":
+        return np.asarray(self)
+    order = ">" if self.is_bigendian else "<"
+    names, formats, offsets = [], [], []
+    for name, offset, datatype, count in self.fields:
+        base = order + POINT_DATATYPES[datatype]
+        names.append(name)
+        formats.append(base if count == 1 else (base, (count,)))
+        offsets.append(offset)
+    dtype = np.dtype(
+        {"names": names, "formats": formats, "offsets": offsets, "itemsize": self.point_step}
+    )
+    flat = np.frombuffer(self, dtype=np.uint8)
+    points = flat.view(dtype)
+    return points if self.height == 1 else points.reshape(self.height, self.width)
+
+
+async def _take_async(self: Subscriber, timeout: float | None = None) -> Sample:
+    """Waits for a sample inside an asyncio event loop, without blocking the loop.
+
+    Watches ``fileno()`` with ``loop.add_reader`` and takes with ``try_take()``; raises
+    ``ferry.TimeoutError`` when no sample came within ``timeout`` seconds (None: for ever).
+    """
+    loop = _asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        sample = self.try_take()
+        if sample is not None:
+            return sample
+        ready = loop.create_future()
+        fd = self.fileno()
+        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            # A short cap: housekeeping (publishers joining) also wakes the descriptor, and the
+            # cap keeps a missed wake-up from stalling the loop.
+            cap = 0.05 if left is None else min(left, 0.05)
+            try:
+                await _asyncio.wait_for(ready, cap)
+            except _asyncio.TimeoutError:
+                pass
+        finally:
+            loop.remove_reader(fd)
+        if deadline is not None and loop.time() >= deadline:
+            sample = self.try_take()
+            if sample is not None:
+                return sample
+            raise TimeoutError(f"take_async({self.topic!r}): no sample within {timeout} s")
+
+
+def _aiter(self: Subscriber) -> _Any:
+    """``async for sample in sub:`` takes samples for ever through ``take_async()``."""
+
+    async def gen() -> _Any:
+        while True:
+            yield await self.take_async()
+
+    return gen()
+
+
+Sample.numpy = _sample_numpy  # type: ignore[attr-defined]
+Subscriber.take_async = _take_async  # type: ignore[attr-defined]
+Subscriber.__aiter__ = _aiter  # type: ignore[attr-defined]

@@ -1,0 +1,203 @@
+"""Type stubs of ferry._ferry, the C extension behind the ferry package."""
+
+from types import TracebackType
+from typing import Any, AsyncIterator, Iterator, Literal, Sequence
+
+__version__: str
+SPIN_OFF: int
+PROTOCOL_VERSION: int
+IMAGE_TYPE_NAME: str
+POINTCLOUD_TYPE_NAME: str
+TENSOR_TYPE_NAME: str
+
+Stamp = tuple[int, int]
+Kind = Literal["image", "pointcloud", "tensor", "bytes"]
+PointFieldSpec = tuple[str, Any] | tuple[str, Any, int] | tuple[str, int, Any, int]
+
+class Error(Exception):
+    """Base of every ferry error: .code is the ferry_err number, .errname its enum name."""
+    code: int
+    errname: str
+
+class InvalidArgumentError(Error, ValueError): ...
+class NoMemoryError(Error, MemoryError): ...
+class AgainError(Error, BlockingIOError): ...
+class TimeoutError(Error, TimeoutError): ...  # type: ignore[misc]
+class TypeMismatchError(Error): ...
+class TooBigError(Error): ...
+class PoolExhaustedError(Error): ...
+class StateError(Error): ...
+class ClosedError(Error): ...
+class BusyError(Error): ...
+class LimitError(Error): ...
+class InvalidNameError(Error, ValueError): ...
+class SysError(Error, OSError): ...
+class ProtocolError(Error): ...
+class PermissionError(Error, PermissionError): ...  # type: ignore[misc]
+class NoDeviceError(Error): ...
+class NotSupportedError(Error): ...
+class ForeignError(Error): ...
+
+def now() -> int:
+    """CLOCK_MONOTONIC nanoseconds, the clock of Sample.publish_time."""
+
+def hash(text: str) -> int:
+    """ferry_hash(): the 64-bit FNV-1a hash used as a type hash."""
+
+def strerror(code: int) -> str:
+    """ferry_strerror() of a ferry_err number."""
+
+def inspect(topic: str | None = None, domain: int | None = None,
+            dir: str | None = None) -> list[dict[str, Any]]:
+    """The endpoints of a domain (ferry_inspect), live and dead."""
+
+def clean(domain: int | None = None, dir: str | None = None) -> int:
+    """Removes what dead processes left in a domain directory; returns the files removed."""
+
+class Node:
+    """A context for publishers and subscribers of one domain; a context manager."""
+    dir: str
+    domain: int
+    name: str
+    closed: bool
+    def __init__(self, domain: int | None = None, dir: str | None = None,
+                 name: str | None = None) -> None: ...
+    def publisher(self, topic: str, type: str, *, type_hash: int | None = None,
+                  max_sample_size: int | None = None, pool_bytes: int | None = None,
+                  max_chunks: int | None = None, max_subscribers: int | None = None,
+                  history: int | None = None, payload_align: int | None = None,
+                  on_pool_exhausted: Literal["error", "block"] | None = None,
+                  block_timeout_ns: int | None = None, spin_ns: int | None = None,
+                  admit_blocking: bool | None = None,
+                  max_chunks_per_subscriber: int | None = None,
+                  max_bytes_per_subscriber: int | None = None, max_pending: int | None = None,
+                  huge_pages: Literal["off", "thp", "hugetlb", "auto"] | None = None
+                  ) -> Publisher:
+        """Creates a publisher; type is "image", "pointcloud", "tensor" or a type name."""
+    def subscribe(self, topic: str, type: str | None = None, *, type_hash: int | None = None,
+                  depth: int | None = None,
+                  overflow: Literal["drop_oldest", "block"] = "drop_oldest",
+                  history: int | None = None, max_held: int | None = None,
+                  max_publishers: int | None = None, prefault: bool = False,
+                  spin_ns: int | None = None, busy_poll: bool = False) -> Subscriber:
+        """Creates a subscriber; type None takes the type of the topic's live endpoints."""
+    def waitset(self) -> WaitSet:
+        """Creates a WaitSet on this node."""
+    def close(self) -> None:
+        """Destroys waitsets, subscribers, publishers, then the node."""
+    def __enter__(self) -> Node: ...
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+class Loan:
+    """A writable loan of a publisher's memory; a buffer (np.asarray(loan))."""
+    size: int
+    state: Literal["loaned", "published", "released"]
+    kind: Kind
+    stamp: Stamp
+    frame_id: str
+    width: int
+    height: int
+    encoding: str
+    step: int
+    shape: tuple[int, ...]
+    dtype: str
+    def release(self) -> None:
+        """Gives the loan back unpublished."""
+    def __buffer__(self, flags: int) -> memoryview: ...
+    def __enter__(self) -> Loan: ...
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+class Publisher:
+    """A publisher on one topic."""
+    topic: str
+    type_name: str
+    kind: Kind
+    closed: bool
+    def loan(self, nbytes: int) -> Loan: ...
+    def loan_image(self, width: int, height: int, encoding: str = "rgb8",
+                   step: int = 0) -> Loan: ...
+    def loan_pointcloud(self, width: int, height: int, fields: Sequence[PointFieldSpec],
+                        point_step: int = 0) -> Loan: ...
+    def loan_tensor(self, shape: Sequence[int], dtype: Any,
+                    strides: Sequence[int] | None = None) -> Loan: ...
+    def publish(self, loan: Loan, size: int | None = None) -> None: ...
+    def publish_copy(self, data: Any) -> None: ...
+    def reserve(self, size: int, count: int) -> None: ...
+    def poll(self, timeout: float = 0) -> None: ...
+    def wait_subscribers(self, count: int = 1, timeout: float | None = None) -> None: ...
+    def fileno(self) -> int: ...
+    def stats(self) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Publisher: ...
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+class Sample:
+    """A taken sample: a read-only buffer over the publisher's pages."""
+    sequence: int
+    publish_time: int
+    publisher_id: int
+    size: int
+    nbytes: int
+    topic: str
+    kind: Kind
+    released: bool
+    width: int
+    height: int
+    step: int
+    encoding: str
+    is_bigendian: bool
+    frame_id: str
+    stamp: Stamp
+    point_step: int
+    row_step: int
+    is_dense: bool
+    fields: list[tuple[str, int, int, int]]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+    device: tuple[int, int]
+    def release(self) -> None: ...
+    def numpy(self) -> Any:
+        """A read-only NumPy array over the sample (structured for point clouds)."""
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __buffer__(self, flags: int) -> memoryview: ...
+    def __enter__(self) -> Sample: ...
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+class Subscriber:
+    """A subscriber of one topic; iterating it takes samples for ever."""
+    topic: str
+    type_name: str
+    kind: Kind
+    closed: bool
+    def take(self, timeout: float | None = None) -> Sample: ...
+    def try_take(self) -> Sample | None: ...
+    async def take_async(self, timeout: float | None = None) -> Sample: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+    def wait_publishers(self, count: int = 1, timeout: float | None = None) -> None: ...
+    def fileno(self) -> int: ...
+    def stats(self) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+    def __iter__(self) -> Iterator[Sample]: ...
+    def __next__(self) -> Sample: ...
+    def __aiter__(self) -> AsyncIterator[Sample]: ...
+    def __enter__(self) -> Subscriber: ...
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+class WaitSet:
+    """Waits on many subscribers at once."""
+    members: list[Subscriber]
+    def add(self, subscriber: Subscriber) -> None: ...
+    def remove(self, subscriber: Subscriber) -> None: ...
+    def wait(self, timeout: float | None = None) -> list[Subscriber]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> WaitSet: ...
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None: ...

@@ -1,0 +1,312 @@
+/*
+ * ferry.Node: a ferry_node and the list of its children, closed in order by Node.close().
+ */
+#include "pyferry.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const char **dir)
+{
+    *domain = 0;
+    *dir = NULL;
+    if (domain_arg != NULL && domain_arg != Py_None) {
+        long long d = PyLong_AsLongLong(domain_arg);
+
+        if (d == -1 && PyErr_Occurred()) return false;
+        if (d < 0 || d > FERRY_DOMAIN_MAX) {
+            pyf_raise(FERRY_EINVAL, "domain %lld is outside 0..%u", d, FERRY_DOMAIN_MAX);
+            return false;
+        }
+        *domain = (uint32_t)d;
+    } else {
+        const char *env = getenv("FERRY_DOMAIN");
+
+        if (env != NULL && env[0] != '\0') {
+            char *end;
+            unsigned long d = strtoul(env, &end, 10);
+
+            if (*end != '\0' || env[0] == '-' || d > FERRY_DOMAIN_MAX) {
+                pyf_raise(FERRY_EINVAL, "FERRY_DOMAIN='%s' is not a domain number 0..%u", env,
+                          FERRY_DOMAIN_MAX);
+                return false;
+            }
+            *domain = (uint32_t)d;
+        }
+    }
+    if (dir_arg != NULL && dir_arg != Py_None) {
+        *dir = PyUnicode_AsUTF8AndSize(dir_arg, NULL);
+        if (*dir == NULL) return false;
+        if ((*dir)[0] == '\0') {
+            pyf_raise(FERRY_EINVAL, "dir is empty: give a directory, or None for the default");
+            return false;
+        }
+    } else {
+        const char *env = getenv("FERRY_DIR");
+
+        if (env != NULL && env[0] == '\0') {
+            pyf_raise(FERRY_EINVAL, "FERRY_DIR is set but empty: give a directory, or unset it "
+                                    "for /dev/shm/ferry-<uid>");
+            return false;
+        }
+        *dir = env;
+    }
+    return true;
+}
+
+void pyf_child_link(pyf_child *c, pyf_node *node, int kind, PyObject *self)
+{
+    c->node = (pyf_node *)Py_NewRef((PyObject *)node);
+    c->kind = kind;
+    c->self = self;
+    c->prev = NULL;
+    c->next = node->children;
+    if (node->children != NULL) node->children->prev = c;
+    node->children = c;
+}
+
+void pyf_child_unlink(pyf_child *c)
+{
+    pyf_node *node = c->node;
+
+    if (node == NULL) return;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        node->children = c->next;
+    if (c->next != NULL) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    c->node = NULL;
+    Py_DECREF((PyObject *)node);
+}
+
+bool pyf_node_open(pyf_node *n, const char *what)
+{
+    if (n->node != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"domain", "dir", "name", NULL};
+    PyObject *domain_arg = Py_None, *dir_arg = Py_None;
+    const char *name = NULL, *dir = NULL;
+    ferry_node_options o;
+    ferry_err err;
+    pyf_node *n;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOz:Node", kwlist, &domain_arg, &dir_arg,
+                                     &name))
+        return NULL;
+    ferry_node_options_init(&o);
+    if (!pyf_where(domain_arg, dir_arg, &o.domain, &dir)) return NULL;
+    o.dir = dir;
+    o.name = name;
+    n = (pyf_node *)pyf_alloc(type);
+    if (n == NULL) return NULL;
+    n->pid = getpid();
+    n->domain = o.domain;
+    if ((dir != NULL && (n->dir = pyf_strdup(dir)) == NULL) ||
+        (n->name = pyf_strdup(name != NULL ? name : "node")) == NULL) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    err = ferry_node_create(&n->node, &o);
+    if (err != FERRY_OK) {
+        n->node = NULL;
+        Py_DECREF(n);
+        return pyf_raise(err, "ferry_node_create(domain %u, dir %s)", (unsigned)o.domain,
+                         dir != NULL ? dir : "default");
+    }
+    return (PyObject *)n;
+}
+
+/* Closes the children, waitsets first (they refer to subscribers), then subscribers and
+ * publishers; stops at the first that refuses. */
+static int node_close_children(pyf_node *n)
+{
+    static const int order[] = {PYF_CHILD_WAITSET, PYF_CHILD_SUB, PYF_CHILD_PUB};
+    size_t k;
+
+    for (k = 0; k < sizeof order / sizeof order[0]; k++) {
+        pyf_child *c = n->children;
+
+        while (c != NULL) {
+            pyf_child *next = c->next;
+            PyObject *self = c->self;
+            int rc = 0;
+
+            if (c->kind == order[k]) {
+                /* Closing unlinks c, which may drop the last reference to n: hold it. */
+                Py_INCREF(self);
+                switch (c->kind) {
+                case PYF_CHILD_WAITSET: rc = pyf_waitset_close(self); break;
+                case PYF_CHILD_SUB: rc = pyf_sub_close((pyf_sub *)self); break;
+                default: rc = pyf_pub_close((pyf_pub *)self); break;
+                }
+                Py_DECREF(self);
+                if (rc < 0) return -1;
+                /* The list may have changed under the close (a waitset let go of its
+                 * subscribers): start again from the head. */
+                next = n->children;
+            }
+            c = next;
+        }
+    }
+    return 0;
+}
+
+static PyObject *node_close(PyObject *self, PyObject *unused)
+{
+    pyf_node *n = (pyf_node *)self;
+    ferry_err err;
+
+    (void)unused;
+    if (n->node == NULL) Py_RETURN_NONE;
+    Py_INCREF(self);
+    if (node_close_children(n) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (n->pid == getpid()) {
+        err = ferry_node_destroy(n->node);
+        if (err != FERRY_OK) {
+            Py_DECREF(self);
+            return pyf_raise(err, "ferry_node_destroy");
+        }
+    }
+    n->node = NULL;
+    Py_DECREF(self);
+    Py_RETURN_NONE;
+}
+
+static void node_dealloc(PyObject *self)
+{
+    pyf_node *n = (pyf_node *)self;
+
+    /* Children hold references to the node, so none is left here. */
+    if (n->node != NULL && n->pid == getpid()) ferry_node_destroy(n->node);
+    PyMem_Free(n->dir);
+    PyMem_Free(n->name);
+    pyf_free(self);
+}
+
+static PyObject *node_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *node_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    return node_close(self, NULL);
+}
+
+static PyObject *node_publisher(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return pyf_pub_new((pyf_node *)self, args, kwargs);
+}
+
+static PyObject *node_subscribe(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return pyf_sub_new((pyf_node *)self, args, kwargs);
+}
+
+static PyObject *node_waitset(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return pyf_waitset_new((pyf_node *)self);
+}
+
+static PyObject *node_get_dir(PyObject *self, void *closure)
+{
+    pyf_node *n = (pyf_node *)self;
+
+    (void)closure;
+    if (!pyf_node_open(n, "Node.dir")) return NULL;
+    return PyUnicode_FromString(ferry_node_dir(n->node));
+}
+
+static PyObject *node_get_domain(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromUnsignedLong(((pyf_node *)self)->domain);
+}
+
+static PyObject *node_get_name(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(((pyf_node *)self)->name);
+}
+
+static PyObject *node_get_closed(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(((pyf_node *)self)->node == NULL);
+}
+
+static PyMethodDef node_methods[] = {
+    {"publisher", (PyCFunction)(void (*)(void))node_publisher, METH_VARARGS | METH_KEYWORDS,
+     "publisher(topic, type, *, type_hash=None, **options) -> Publisher\n\n"
+     "Creates a publisher. type is \"image\" (sensor_msgs/Image), \"pointcloud\"\n"
+     "(sensor_msgs/PointCloud2), \"tensor\" (ferry/Tensor) or any other type name, whose\n"
+     "payloads are bytes; type_hash defaults to ferry.hash(type name). The options are the\n"
+     "fields of ferry_publisher_options: max_sample_size, pool_bytes, max_chunks,\n"
+     "max_subscribers, history, payload_align, on_pool_exhausted (\"error\" or \"block\"),\n"
+     "block_timeout_ns, spin_ns, admit_blocking, max_chunks_per_subscriber,\n"
+     "max_bytes_per_subscriber, max_pending, huge_pages (\"off\", \"thp\", \"hugetlb\",\n"
+     "\"auto\")."},
+    {"subscribe", (PyCFunction)(void (*)(void))node_subscribe, METH_VARARGS | METH_KEYWORDS,
+     "subscribe(topic, type=None, *, type_hash=None, depth=2, overflow=\"drop_oldest\",\n"
+     "          history=0, max_held=16, max_publishers=16, prefault=False, spin_ns=0,\n"
+     "          busy_poll=False) -> Subscriber\n\n"
+     "Creates a subscriber. type None takes the type of the topic's live publishers (or\n"
+     "subscribers), as `ferry echo` does; InvalidArgumentError when the topic has none."},
+    {"waitset", node_waitset, METH_NOARGS,
+     "waitset() -> WaitSet\n\nCreates a WaitSet on this node (ferry_waitset_create)."},
+    {"close", node_close, METH_NOARGS,
+     "close()\n\nDestroys the node's waitsets, subscribers and publishers, in that order, then\n"
+     "the node. Raises BusyError (and leaves the rest open) when a\n"
+     "subscriber has samples still exported to arrays, or a publisher loans still exported.\n"
+     "Closing twice does nothing."},
+    {"__enter__", node_enter, METH_NOARGS, "Returns the node."},
+    {"__exit__", node_exit, METH_VARARGS, "Closes the node."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef node_getset[] = {
+    {"dir", node_get_dir, NULL, "The domain directory (ferry_node_dir).", NULL},
+    {"domain", node_get_domain, NULL, "The domain number.", NULL},
+    {"name", node_get_name, NULL, "The node's name.", NULL},
+    {"closed", node_get_closed, NULL, "True once close() ran.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject *node_spec_make(void)
+{
+    PyType_Slot slots[] = {
+        {Py_tp_new, PYF_FN(node_new)},
+        {Py_tp_dealloc, PYF_FN(node_dealloc)},
+        {Py_tp_methods, node_methods},
+        {Py_tp_getset, node_getset},
+        {Py_tp_doc, (void *)"Node(domain=None, dir=None, name=None)\n\n"
+                    "A context for publishers and subscribers of one domain (ferry_node_create).\n"
+                    "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"
+                    "FERRY_DIR (else /dev/shm/ferry-<uid>), as for the ferry command; name (letters,\n"
+                    "digits, '_' and '-') shows in `ferry info`. A context manager: leaving the\n"
+                    "block closes it (close())."},
+        {0, NULL},
+    };
+    PyType_Spec spec = {"ferry.Node", sizeof(pyf_node), 0, Py_TPFLAGS_DEFAULT, slots};
+
+    return (PyTypeObject *)PyType_FromSpec(&spec);
+}
+
+bool pyf_node_types(PyObject *module)
+{
+    pyf.node_type = (PyTypeObject *)node_spec_make();
+    return pyf.node_type != NULL && PyModule_AddType(module, pyf.node_type) == 0;
+}

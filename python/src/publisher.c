@@ -1,0 +1,1123 @@
+/*
+ * ferry.Publisher and ferry.Loan: writable loans exported through the buffer protocol, so that
+ * NumPy writes straight into the publisher's pages.
+ */
+#include "pyferry.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { LOAN_HELD = 0, LOAN_PUBLISHED = 1, LOAN_RELEASED = 2 };
+
+typedef struct pyf_loan {
+    PyObject_HEAD
+    pyf_pub *pub;
+    struct pyf_loan *prev, *next;
+    pyf_kind kind;
+    int state;
+    Py_ssize_t exports;
+    void *payload;
+    size_t size;
+    union {
+        ferry_image img;
+        ferry_pointcloud pc;
+        ferry_tensor t;
+    } u;
+    pyf_geom geom;
+} pyf_loan;
+
+/* ---------------------------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------------------------- */
+
+static bool opt_u64(PyObject *v, const char *name, unsigned long long max, unsigned long long *out)
+{
+    unsigned long long x;
+
+    if (v == NULL || v == Py_None) return true;
+    if (PyBool_Check(v) || !PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
+        return false;
+    }
+    x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        pyf_raise(FERRY_EINVAL, "%s must be an int from 0 to %llu", name, max);
+        return false;
+    }
+    if (x > max) {
+        pyf_raise(FERRY_EINVAL, "%s=%llu is above %llu", name, x, max);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static bool opt_i64(PyObject *v, const char *name, int64_t *out)
+{
+    long long x;
+
+    if (v == NULL || v == Py_None) return true;
+    if (PyBool_Check(v) || !PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
+        return false;
+    }
+    x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return false;
+    *out = (int64_t)x;
+    return true;
+}
+
+static bool opt_bool(PyObject *v, bool *out)
+{
+    int t;
+
+    if (v == NULL || v == Py_None) return true;
+    t = PyObject_IsTrue(v);
+    if (t < 0) return false;
+    *out = t != 0;
+    return true;
+}
+
+static bool opt_choice(PyObject *v, const char *name, const char *const *names, int n, int *out)
+{
+    const char *s;
+    int i;
+
+    if (v == NULL || v == Py_None) return true;
+    s = PyUnicode_AsUTF8AndSize(v, NULL);
+    if (s == NULL) return false;
+    for (i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    pyf_raise(FERRY_EINVAL, "%s='%s' is not one of the choices", name, s);
+    return false;
+}
+
+#define U32MAX 0xffffffffull
+#define SIZEMAX ((unsigned long long)SIZE_MAX)
+
+/* The type argument: a short name, or any type name. */
+static const char *type_name_of(const char *type)
+{
+    if (strcmp(type, "image") == 0) return FERRY_IMAGE_TYPE_NAME;
+    if (strcmp(type, "pointcloud") == 0) return FERRY_POINTCLOUD_TYPE_NAME;
+    if (strcmp(type, "tensor") == 0) return FERRY_TENSOR_TYPE_NAME;
+    return type;
+}
+
+static bool type_hash_of(PyObject *v, const char *type_name, uint64_t *out)
+{
+    unsigned long long h = ferry_hash(type_name);
+
+    if (!opt_u64(v, "type_hash", ~0ull, &h)) return false;
+    *out = (uint64_t)h;
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Publisher
+ * ------------------------------------------------------------------------------------------- */
+
+static bool pub_open(pyf_pub *p, const char *what)
+{
+    if (p->pub != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"topic", "type", "type_hash", "max_sample_size", "pool_bytes",
+                             "max_chunks", "max_subscribers", "history", "payload_align",
+                             "on_pool_exhausted", "block_timeout_ns", "spin_ns", "admit_blocking",
+                             "max_chunks_per_subscriber", "max_bytes_per_subscriber",
+                             "max_pending", "huge_pages", NULL};
+    static const char *const policies[] = {"error", "block"};
+    static const char *const huge[] = {"off", "thp", "hugetlb", "auto"};
+    PyObject *o_hash = NULL, *o_mss = NULL, *o_pool = NULL, *o_chunks = NULL, *o_subs = NULL,
+             *o_hist = NULL, *o_align = NULL, *o_policy = NULL, *o_block = NULL, *o_spin = NULL,
+             *o_admit = NULL, *o_cps = NULL, *o_bps = NULL, *o_pending = NULL, *o_huge = NULL;
+    unsigned long long v;
+    ferry_publisher_options o;
+    const char *topic, *type, *type_name;
+    uint64_t hash;
+    int choice;
+    ferry_err err;
+    pyf_pub *p;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|$OOOOOOOOOOOOOOO:publisher", kwlist,
+                                     &topic, &type, &o_hash, &o_mss, &o_pool, &o_chunks, &o_subs,
+                                     &o_hist, &o_align, &o_policy, &o_block, &o_spin, &o_admit,
+                                     &o_cps, &o_bps, &o_pending, &o_huge))
+        return NULL;
+    if (!pyf_node_open(node, "Node.publisher")) return NULL;
+    type_name = type_name_of(type);
+    if (!type_hash_of(o_hash, type_name, &hash)) return NULL;
+    ferry_publisher_options_init(&o);
+#define OPT_U(obj, field, max)                                                                  \
+    do {                                                                                       \
+        v = (unsigned long long)o.field;                                                       \
+        if (!opt_u64(obj, #field, max, &v)) return NULL;                                       \
+        o.field = (__typeof__(o.field))v;                                                      \
+    } while (0)
+    OPT_U(o_mss, max_sample_size, SIZEMAX);
+    OPT_U(o_pool, pool_bytes, SIZEMAX);
+    OPT_U(o_chunks, max_chunks, U32MAX);
+    OPT_U(o_subs, max_subscribers, U32MAX);
+    OPT_U(o_hist, history, U32MAX);
+    OPT_U(o_align, payload_align, SIZEMAX);
+    OPT_U(o_cps, max_chunks_per_subscriber, U32MAX);
+    OPT_U(o_bps, max_bytes_per_subscriber, SIZEMAX);
+    OPT_U(o_pending, max_pending, U32MAX);
+#undef OPT_U
+    if (!opt_i64(o_block, "block_timeout_ns", &o.block_timeout_ns) ||
+        !opt_i64(o_spin, "spin_ns", &o.spin_ns) || !opt_bool(o_admit, &o.admit_blocking))
+        return NULL;
+    choice = (int)o.on_pool_exhausted;
+    if (!opt_choice(o_policy, "on_pool_exhausted", policies, 2, &choice)) return NULL;
+    o.on_pool_exhausted = (ferry_pool_policy)choice;
+    choice = (int)o.huge_pages;
+    if (!opt_choice(o_huge, "huge_pages", huge, 4, &choice)) return NULL;
+    o.huge_pages = (ferry_huge_pages)choice;
+
+    p = (pyf_pub *)pyf_alloc(pyf.pub_type);
+    if (p == NULL) return NULL;
+    p->kind = pyf_kind_of(type_name);
+    p->lock = PyThread_allocate_lock();
+    if (p->lock == NULL || (p->topic = pyf_strdup(topic)) == NULL ||
+        (p->type_name = pyf_strdup(type_name)) == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        Py_DECREF(p);
+        return NULL;
+    }
+    pyf_child_link(&p->link, node, PYF_CHILD_PUB, (PyObject *)p);
+    err = ferry_publisher_create(&p->pub, node->node, topic, type_name, hash, &o);
+    if (err != FERRY_OK) {
+        p->pub = NULL;
+        Py_DECREF(p);
+        return pyf_raise(err, "ferry_publisher_create('%s', type %s)", topic, type_name);
+    }
+    return (PyObject *)p;
+}
+
+int pyf_pub_close(pyf_pub *p)
+{
+    pyf_loan *l;
+
+    if (p->pub == NULL) return 0;
+    for (l = p->loans; l != NULL; l = l->next) {
+        if (l->exports > 0) {
+            pyf_raise(FERRY_EBUSY, "Publisher('%s').close(): a loan is still exported to an "
+                                   "array or memoryview (delete it first)", p->topic);
+            return -1;
+        }
+    }
+    /* ferry_publisher_destroy gives outstanding loans up. */
+    for (l = p->loans; l != NULL; l = l->next)
+        if (l->state == LOAN_HELD) l->state = LOAN_RELEASED;
+    pyf_lock(p->lock);
+    if (p->link.node != NULL && p->link.node->pid == getpid()) ferry_publisher_destroy(p->pub);
+    p->pub = NULL;
+    PyThread_release_lock(p->lock);
+    pyf_child_unlink(&p->link);
+    return 0;
+}
+
+static void pub_dealloc(PyObject *self)
+{
+    pyf_pub *p = (pyf_pub *)self;
+
+    /* Loans hold a reference to their publisher: none is left. */
+    if (p->pub != NULL && p->link.node != NULL && p->link.node->pid == getpid())
+        ferry_publisher_destroy(p->pub);
+    pyf_child_unlink(&p->link);
+    if (p->lock != NULL) PyThread_free_lock(p->lock);
+    PyMem_Free(p->topic);
+    PyMem_Free(p->type_name);
+    pyf_free(self);
+}
+
+static PyObject *loan_wrap(pyf_pub *p, pyf_kind kind)
+{
+    pyf_loan *l = (pyf_loan *)pyf_alloc(pyf.loan_type);
+
+    if (l == NULL) return NULL;
+    l->pub = (pyf_pub *)Py_NewRef((PyObject *)p);
+    l->kind = kind;
+    l->state = LOAN_HELD;
+    l->next = p->loans;
+    if (p->loans != NULL) p->loans->prev = l;
+    p->loans = l;
+    return (PyObject *)l;
+}
+
+/* Gives back what a ferry loan call got when the Python side cannot be built. */
+static void loan_undo(pyf_pub *p, void *payload)
+{
+    if (payload != NULL) ferry_loan_release(p->pub, payload);
+}
+
+static PyObject *pub_loan(PyObject *self, PyObject *args)
+{
+    pyf_pub *p = (pyf_pub *)self;
+    Py_ssize_t n;
+    void *payload = NULL;
+    ferry_err err;
+    pyf_loan *l;
+
+    if (!PyArg_ParseTuple(args, "n:loan", &n)) return NULL;
+    if (!pub_open(p, "Publisher.loan")) return NULL;
+    if (n <= 0) return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_loan(p->pub, (size_t)n, &payload);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_loan('%s', %zd bytes)", p->topic, n);
+    l = (pyf_loan *)loan_wrap(p, PYF_BYTES);
+    if (l == NULL || !pyf_geom_bytes(&l->geom, payload, (size_t)n)) {
+        if (l != NULL) l->state = LOAN_RELEASED;
+        Py_XDECREF((PyObject *)l);
+        loan_undo(p, payload);
+        return NULL;
+    }
+    l->payload = payload;
+    l->size = (size_t)n;
+    return (PyObject *)l;
+}
+
+static bool pub_kind(pyf_pub *p, pyf_kind kind, const char *what)
+{
+    if (p->kind == kind) return true;
+    pyf_raise(FERRY_ETYPE, "%s on '%s': the publisher's type is %s", what, p->topic,
+              p->type_name);
+    return false;
+}
+
+static PyObject *pub_loan_image(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"width", "height", "encoding", "step", NULL};
+    pyf_pub *p = (pyf_pub *)self;
+    unsigned int w, h, step = 0;
+    const char *enc = "rgb8";
+    ferry_image_layout layout;
+    ferry_image img;
+    ferry_err err;
+    pyf_loan *l;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "II|sI:loan_image", kwlist, &w, &h, &enc,
+                                     &step))
+        return NULL;
+    if (!pub_open(p, "Publisher.loan_image") || !pub_kind(p, PYF_IMAGE, "loan_image"))
+        return NULL;
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_image_loan(p->pub, w, h, enc, step, &img);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_image_loan('%s', %ux%u %s)", p->topic, w, h, enc);
+    ferry_image_layout_get(img.header->encoding, w, h, img.header->step, &layout);
+    l = (pyf_loan *)loan_wrap(p, PYF_IMAGE);
+    if (l == NULL || !pyf_geom_image(&l->geom, img.data, img.header, &layout)) {
+        if (l != NULL) l->state = LOAN_RELEASED;
+        Py_XDECREF((PyObject *)l);
+        ferry_image_loan_release(p->pub, &img);
+        return NULL;
+    }
+    l->u.img = img;
+    l->payload = img.payload;
+    l->size = img.payload_size;
+    return (PyObject *)l;
+}
+
+static bool point_datatype(PyObject *v, uint8_t *out)
+{
+    static const char *const names[] = {"",       "int8",   "uint8",   "int16", "uint16",
+                                        "int32",  "uint32", "float32", "float64"};
+    int i;
+
+    if (PyLong_Check(v)) {
+        long d = PyLong_AsLong(v);
+
+        if (d < 1 || d > 8) {
+            pyf_raise(FERRY_EINVAL, "point datatype %ld is not a PointField constant 1..8", d);
+            return false;
+        }
+        *out = (uint8_t)d;
+        return true;
+    }
+    if (!PyUnicode_Check(v)) {
+        PyObject *name = PyObject_GetAttrString(v, "name"); /* a numpy dtype */
+        bool ok;
+
+        if (name == NULL) return false;
+        ok = point_datatype(name, out);
+        Py_DECREF(name);
+        return ok;
+    }
+    for (i = 1; i <= 8; i++) {
+        if (strcmp(PyUnicode_AsUTF8AndSize(v, NULL), names[i]) == 0) {
+            *out = (uint8_t)i;
+            return true;
+        }
+    }
+    pyf_raise(FERRY_EINVAL, "point datatype '%s' is not int8..uint32, float32 or float64",
+              PyUnicode_AsUTF8AndSize(v, NULL));
+    return false;
+}
+
+/* fields: (name, datatype[, count]) packed one after the other, or (name, offset, datatype,
+ * count) at explicit offsets. */
+static bool cloud_fields(PyObject *seq, ferry_point_field *fields, uint32_t *n)
+{
+    PyObject *fast = PySequence_Fast(seq, "fields must be a sequence of tuples");
+    Py_ssize_t count, i;
+    uint32_t at = 0;
+
+    if (fast == NULL) return false;
+    count = PySequence_Size(fast);
+    if (count < 1 || count > FERRY_POINTCLOUD_FIELDS_MAX) {
+        Py_DECREF(fast);
+        pyf_raise(FERRY_EINVAL, "a point cloud has 1..%u fields, not %zd",
+                  FERRY_POINTCLOUD_FIELDS_MAX, count);
+        return false;
+    }
+    memset(fields, 0, sizeof(ferry_point_field) * (size_t)count);
+    for (i = 0; i < count; i++) {
+        PyObject *t = PySequence_GetItem(fast, i);
+        PyObject *name = NULL, *dt = NULL;
+        unsigned int offset = at, cnt = 1;
+        const char *s;
+        bool ok;
+
+        if (t == NULL) break;
+        if (PyTuple_Check(t) && PyTuple_Size(t) == 4)
+            ok = PyArg_ParseTuple(t, "UIOI", &name, &offset, &dt, &cnt);
+        else
+            ok = PyArg_ParseTuple(t, "UO|I;a field is (name, datatype[, count]) or (name, "
+                                     "offset, datatype, count)",
+                                  &name, &dt, &cnt);
+        if (ok) {
+            s = PyUnicode_AsUTF8AndSize(name, NULL);
+            ok = s != NULL && point_datatype(dt, &fields[i].datatype);
+            if (ok && strlen(s) > FERRY_FIELD_NAME_MAX) {
+                pyf_raise(FERRY_EINVAL, "field name '%s' is longer than %u bytes", s,
+                          FERRY_FIELD_NAME_MAX);
+                ok = false;
+            }
+            if (ok) {
+                snprintf(fields[i].name, sizeof fields[i].name, "%s", s);
+                fields[i].offset = offset;
+                fields[i].count = cnt;
+                at = offset + ferry_point_datatype_size(fields[i].datatype) * cnt;
+            }
+        }
+        Py_DECREF(t);
+        if (!ok) break;
+    }
+    Py_DECREF(fast);
+    if (i < count) return false;
+    *n = (uint32_t)count;
+    return true;
+}
+
+static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"width", "height", "fields", "point_step", NULL};
+    ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX];
+    pyf_pub *p = (pyf_pub *)self;
+    unsigned int w, h, point_step = 0;
+    PyObject *fseq;
+    uint32_t n;
+    ferry_pointcloud pc;
+    ferry_err err;
+    pyf_loan *l;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IIO|I:loan_pointcloud", kwlist, &w, &h,
+                                     &fseq, &point_step))
+        return NULL;
+    if (!pub_open(p, "Publisher.loan_pointcloud") || !pub_kind(p, PYF_CLOUD, "loan_pointcloud"))
+        return NULL;
+    if (!cloud_fields(fseq, fields, &n)) return NULL;
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_pointcloud_loan(p->pub, w, h, fields, n, point_step, &pc);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_pointcloud_loan('%s', %ux%u points)", p->topic, w, h);
+    l = (pyf_loan *)loan_wrap(p, PYF_CLOUD);
+    if (l == NULL || !pyf_geom_cloud(&l->geom, pc.data, pc.header)) {
+        if (l != NULL) l->state = LOAN_RELEASED;
+        Py_XDECREF((PyObject *)l);
+        ferry_pointcloud_loan_release(p->pub, &pc);
+        return NULL;
+    }
+    l->u.pc = pc;
+    l->payload = pc.payload;
+    l->size = pc.payload_size;
+    return (PyObject *)l;
+}
+
+static bool tensor_dtype(PyObject *v, ferry_dtype *out)
+{
+    PyObject *name = NULL;
+    const char *s;
+    int d;
+
+    if (PyUnicode_Check(v)) {
+        name = Py_NewRef(v);
+    } else {
+        /* a numpy dtype (its .name) or a scalar type such as numpy.float32 (its __name__) */
+        name = PyObject_GetAttrString(v, "name");
+        if (name == NULL || !PyUnicode_Check(name)) {
+            PyErr_Clear();
+            Py_XDECREF(name);
+            name = PyObject_GetAttrString(v, "__name__");
+            if (name == NULL) return false;
+        }
+    }
+    s = PyUnicode_AsUTF8AndSize(name, NULL);
+    if (s == NULL) {
+        Py_DECREF(name);
+        return false;
+    }
+    for (d = FERRY_DTYPE_INT8; d <= FERRY_DTYPE_BOOL; d++) {
+        if (strcmp(s, ferry_dtype_name((ferry_dtype)d)) == 0 ||
+            (d == FERRY_DTYPE_BOOL && strcmp(s, "bool_") == 0)) {
+            *out = (ferry_dtype)d;
+            Py_DECREF(name);
+            return true;
+        }
+    }
+    pyf_raise(FERRY_EINVAL, "dtype '%s' is not a ferry tensor dtype", s);
+    Py_DECREF(name);
+    return false;
+}
+
+static bool int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n)
+{
+    PyObject *fast = PySequence_Fast(seq, "shape and strides are sequences of ints");
+    Py_ssize_t count, i;
+
+    if (fast == NULL) return false;
+    count = PySequence_Size(fast);
+    if (count > FERRY_TENSOR_DIMS_MAX) {
+        Py_DECREF(fast);
+        pyf_raise(FERRY_EINVAL, "%s has %zd dimensions; at most %u", what, count,
+                  FERRY_TENSOR_DIMS_MAX);
+        return false;
+    }
+    for (i = 0; i < count; i++) {
+        PyObject *item = PySequence_GetItem(fast, i);
+        long long x;
+
+        if (item == NULL) break;
+        x = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+        if (x == -1 && PyErr_Occurred()) break;
+        out[i] = (int64_t)x;
+    }
+    Py_DECREF(fast);
+    if (i < count) return false;
+    *n = (uint32_t)count;
+    return true;
+}
+
+static PyObject *pub_loan_tensor(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"shape", "dtype", "strides", NULL};
+    int64_t shape[FERRY_TENSOR_DIMS_MAX], strides[FERRY_TENSOR_DIMS_MAX];
+    pyf_pub *p = (pyf_pub *)self;
+    PyObject *o_shape, *o_dtype, *o_strides = Py_None;
+    uint32_t ndim, nstrides;
+    ferry_dtype dtype;
+    ferry_tensor t;
+    ferry_err err;
+    pyf_loan *l;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:loan_tensor", kwlist, &o_shape,
+                                     &o_dtype, &o_strides))
+        return NULL;
+    if (!pub_open(p, "Publisher.loan_tensor") || !pub_kind(p, PYF_TENSOR, "loan_tensor"))
+        return NULL;
+    if (!int64_list(o_shape, "shape", shape, &ndim) || !tensor_dtype(o_dtype, &dtype))
+        return NULL;
+    if (o_strides != Py_None) {
+        if (!int64_list(o_strides, "strides", strides, &nstrides)) return NULL;
+        if (nstrides != ndim)
+            return pyf_raise(FERRY_EINVAL, "strides has %u entries, shape %u", nstrides, ndim);
+    }
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_tensor_loan(p->pub, dtype, ndim, shape, o_strides != Py_None ? strides : NULL,
+                            &t);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_tensor_loan('%s', %u dimensions of %s)", p->topic, ndim,
+                         ferry_dtype_name(dtype));
+    l = (pyf_loan *)loan_wrap(p, PYF_TENSOR);
+    if (l == NULL || !pyf_geom_tensor(&l->geom, t.data, t.header)) {
+        if (l != NULL) l->state = LOAN_RELEASED;
+        Py_XDECREF((PyObject *)l);
+        ferry_tensor_loan_release(p->pub, &t);
+        return NULL;
+    }
+    l->u.t = t;
+    l->payload = t.payload;
+    l->size = t.payload_size;
+    return (PyObject *)l;
+}
+
+static bool loan_check(PyObject *obj, pyf_pub *p, pyf_loan **out)
+{
+    pyf_loan *l;
+
+    if (!PyObject_TypeCheck(obj, pyf.loan_type)) {
+        PyErr_SetString(PyExc_TypeError, "publish() takes a Loan (use publish_copy for bytes)");
+        return false;
+    }
+    l = (pyf_loan *)obj;
+    if (l->pub != p) {
+        pyf_raise(FERRY_EFOREIGN, "publish on '%s': the loan is of another publisher", p->topic);
+        return false;
+    }
+    if (l->state != LOAN_HELD) {
+        pyf_raise(FERRY_ESTATE, "publish on '%s': the loan was %s already", p->topic,
+                  l->state == LOAN_PUBLISHED ? "published" : "released");
+        return false;
+    }
+    *out = l;
+    return true;
+}
+
+static PyObject *pub_publish(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"loan", "size", NULL};
+    pyf_pub *p = (pyf_pub *)self;
+    PyObject *obj, *o_size = Py_None;
+    Py_ssize_t size = 0;
+    ferry_err err;
+    pyf_loan *l;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:publish", kwlist, &obj, &o_size))
+        return NULL;
+    if (!pub_open(p, "Publisher.publish") || !loan_check(obj, p, &l)) return NULL;
+    if (o_size != Py_None) {
+        if (l->kind != PYF_BYTES)
+            return pyf_raise(FERRY_EINVAL, "publish: size applies to byte loans only");
+        size = PyLong_AsSsize_t(o_size);
+        if (size == -1 && PyErr_Occurred()) return NULL;
+        if (size <= 0 || (size_t)size > l->size)
+            return pyf_raise(FERRY_EINVAL, "publish: size %zd is outside 1..%zu", size, l->size);
+    }
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    switch (l->kind) {
+    case PYF_IMAGE: err = ferry_image_publish(p->pub, &l->u.img); break;
+    case PYF_CLOUD: err = ferry_pointcloud_publish(p->pub, &l->u.pc); break;
+    case PYF_TENSOR: err = ferry_tensor_publish(p->pub, &l->u.t); break;
+    default: err = ferry_publish(p->pub, l->payload, (size_t)size); break;
+    }
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK) return pyf_raise(err, "publish on '%s'", p->topic);
+    l->state = LOAN_PUBLISHED;
+    Py_RETURN_NONE;
+}
+
+static PyObject *pub_publish_copy(PyObject *self, PyObject *arg)
+{
+    pyf_pub *p = (pyf_pub *)self;
+    ferry_err err;
+    Py_buffer b;
+
+    if (!pub_open(p, "Publisher.publish_copy")) return NULL;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (b.len == 0) {
+        PyBuffer_Release(&b);
+        return pyf_raise(FERRY_EINVAL, "publish_copy on '%s': no byte to publish", p->topic);
+    }
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_publish_copy(p->pub, b.buf, (size_t)b.len);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    PyBuffer_Release(&b);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_publish_copy('%s')", p->topic);
+    Py_RETURN_NONE;
+}
+
+static PyObject *pub_reserve(PyObject *self, PyObject *args)
+{
+    pyf_pub *p = (pyf_pub *)self;
+    Py_ssize_t size;
+    unsigned int count;
+    ferry_err err;
+
+    if (!PyArg_ParseTuple(args, "nI:reserve", &size, &count)) return NULL;
+    if (!pub_open(p, "Publisher.reserve")) return NULL;
+    if (size <= 0) return pyf_raise(FERRY_EINVAL, "reserve: size %zd", size);
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_publisher_reserve(p->pub, (size_t)size, count);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_reserve('%s')", p->topic);
+    Py_RETURN_NONE;
+}
+
+static PyObject *pub_poll(PyObject *self, PyObject *args)
+{
+    pyf_pub *p = (pyf_pub *)self;
+    PyObject *o_timeout = NULL;
+    int64_t ns = 0;
+    ferry_err err;
+
+    if (!PyArg_ParseTuple(args, "|O:poll", &o_timeout)) return NULL;
+    if (!pub_open(p, "Publisher.poll")) return NULL;
+    if (o_timeout != NULL && !pyf_timeout_ns(o_timeout, &ns)) return NULL;
+    if (ns < 0 || ns > PYF_WAIT_SLICE_NS) ns = PYF_WAIT_SLICE_NS;
+    pyf_lock(p->lock);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_publisher_poll(p->pub, ns);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_poll('%s')", p->topic);
+    Py_RETURN_NONE;
+}
+
+static PyObject *pub_wait_subscribers(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"count", "timeout", NULL};
+    pyf_pub *p = (pyf_pub *)self;
+    unsigned int count = 1;
+    PyObject *o_timeout = Py_None;
+    int64_t ns, deadline;
+    ferry_err err;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_subscribers", kwlist, &count,
+                                     &o_timeout))
+        return NULL;
+    if (!pub_open(p, "Publisher.wait_subscribers") || !pyf_timeout_ns(o_timeout, &ns))
+        return NULL;
+    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
+    for (;;) {
+        int64_t slice = PYF_WAIT_SLICE_NS;
+
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left < 0) left = 0;
+            if (left < slice) slice = left;
+        }
+        pyf_lock(p->lock);
+        Py_BEGIN_ALLOW_THREADS
+        err = ferry_publisher_wait_subscribers(p->pub, count, slice);
+        Py_END_ALLOW_THREADS
+        PyThread_release_lock(p->lock);
+        if (err != FERRY_ETIMEDOUT) break;
+        if (deadline >= 0 && ferry_now().ns >= deadline) break;
+        if (PyErr_CheckSignals() < 0) return NULL;
+        if (p->pub == NULL) return pyf_raise_closed("Publisher.wait_subscribers");
+    }
+    if (err != FERRY_OK)
+        return pyf_raise(err, "wait_subscribers('%s', %u)", p->topic, count);
+    Py_RETURN_NONE;
+}
+
+static PyObject *pub_fileno(PyObject *self, PyObject *unused)
+{
+    pyf_pub *p = (pyf_pub *)self;
+    ferry_err err;
+    int fd = -1;
+
+    (void)unused;
+    if (!pub_open(p, "Publisher.fileno")) return NULL;
+    err = ferry_publisher_fd(p->pub, &fd);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_fd('%s')", p->topic);
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *pub_stats(PyObject *self, PyObject *unused)
+{
+    pyf_pub *p = (pyf_pub *)self;
+    ferry_publisher_stats st;
+    ferry_err err;
+
+    (void)unused;
+    if (!pub_open(p, "Publisher.stats")) return NULL;
+    pyf_lock(p->lock);
+    err = ferry_publisher_stats_get(p->pub, &st);
+    PyThread_release_lock(p->lock);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_stats_get('%s')", p->topic);
+    return pyf_publisher_stats(&st);
+}
+
+static PyObject *pub_close_m(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (pyf_pub_close((pyf_pub *)self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *pub_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *pub_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    return pub_close_m(self, NULL);
+}
+
+static PyObject *pub_get(PyObject *self, void *closure)
+{
+    pyf_pub *p = (pyf_pub *)self;
+
+    switch ((int)(intptr_t)closure) {
+    case 0: return PyUnicode_FromString(p->topic);
+    case 1: return PyUnicode_FromString(p->type_name);
+    case 2: return PyUnicode_FromString(pyf_kind_name(p->kind));
+    default: return PyBool_FromLong(p->pub == NULL);
+    }
+}
+
+static PyMethodDef pub_methods[] = {
+    {"loan", pub_loan, METH_VARARGS,
+     "loan(nbytes) -> Loan\n\nLoans nbytes of the publisher's pool (ferry_loan). The Loan is a\n"
+     "writable buffer over the publisher's own pages: np.frombuffer(loan, dtype) or\n"
+     "np.asarray(loan) writes there directly. Publish it with publish(loan)."},
+    {"loan_image", (PyCFunction)(void (*)(void))pub_loan_image, METH_VARARGS | METH_KEYWORDS,
+     "loan_image(width, height, encoding=\"rgb8\", step=0) -> Loan\n\n"
+     "Loans an image (ferry_image_loan); np.asarray(loan) is its pixels: (H, W, C) uint8 for\n"
+     "rgb8/bgr8/rgba8/bgra8, (H, W) uint8 for mono8, uint16 for mono16/16UC1, float32 for\n"
+     "32FC1, (H, W, 2) uint8 for the YUV 4:2:2 encodings, (H*3/2, W) uint8 for nv12. Set\n"
+     "loan.stamp and loan.frame_id before publishing. Image publishers only."},
+    {"loan_pointcloud", (PyCFunction)(void (*)(void))pub_loan_pointcloud,
+     METH_VARARGS | METH_KEYWORDS,
+     "loan_pointcloud(width, height, fields, point_step=0) -> Loan\n\n"
+     "Loans a point cloud of height rows of width points (ferry_pointcloud_loan). fields is\n"
+     "a sequence of (name, datatype[, count]) laid out one after the other, or (name, offset,\n"
+     "datatype, count); datatype is \"float32\", \"uint8\", ... or a PointField constant.\n"
+     "np.asarray(loan) is a structured array of the points. Point cloud publishers only."},
+    {"loan_tensor", (PyCFunction)(void (*)(void))pub_loan_tensor, METH_VARARGS | METH_KEYWORDS,
+     "loan_tensor(shape, dtype, strides=None) -> Loan\n\n"
+     "Loans a host tensor (ferry_tensor_loan); dtype is a name (\"float32\", \"uint8\",\n"
+     "\"bfloat16\", ...) or a numpy dtype; strides in elements, None for C order.\n"
+     "np.asarray(loan) is the tensor. Tensor publishers only."},
+    {"publish", (PyCFunction)(void (*)(void))pub_publish, METH_VARARGS | METH_KEYWORDS,
+     "publish(loan, size=None)\n\nPublishes a loan to every subscriber without a copy. size\n"
+     "(byte loans only) publishes the first size bytes. Arrays over the loan stay valid but\n"
+     "must not be written any more: the memory is the subscribers' to read."},
+    {"publish_copy", pub_publish_copy, METH_O,
+     "publish_copy(data)\n\nCopies a bytes-like object into a loan and publishes it\n"
+     "(ferry_publish_copy); counted in stats()['bytes_copied']."},
+    {"reserve", pub_reserve, METH_VARARGS,
+     "reserve(size, count)\n\nCarves and touches count chunks for samples of up to size bytes\n"
+     "(ferry_publisher_reserve), so that the stream's first frames neither carve nor fault."},
+    {"poll", pub_poll, METH_VARARGS,
+     "poll(timeout=0)\n\nRuns housekeeping (ferry_publisher_poll), waiting up to timeout\n"
+     "seconds (at most 0.05) for something to do."},
+    {"wait_subscribers", (PyCFunction)(void (*)(void))pub_wait_subscribers,
+     METH_VARARGS | METH_KEYWORDS,
+     "wait_subscribers(count=1, timeout=None)\n\nWaits until count subscribers are connected;\n"
+     "TimeoutError after timeout seconds. Releases the GIL while it waits."},
+    {"fileno", pub_fileno, METH_NOARGS,
+     "fileno() -> int\n\nA descriptor that becomes readable when housekeeping is due\n"
+     "(ferry_publisher_fd); call poll() then. Owned by the publisher."},
+    {"stats", pub_stats, METH_NOARGS,
+     "stats() -> dict\n\nThe publisher's counters (ferry_publisher_stats)."},
+    {"close", pub_close_m, METH_NOARGS,
+     "close()\n\nDestroys the publisher; unpublished loans are given up. BusyError while a\n"
+     "loan is still exported to an array."},
+    {"__enter__", pub_enter, METH_NOARGS, "Returns the publisher."},
+    {"__exit__", pub_exit, METH_VARARGS, "Closes the publisher."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef pub_getset[] = {
+    {"topic", pub_get, NULL, "The topic name as given.", (void *)0},
+    {"type_name", pub_get, NULL, "The type name (\"sensor_msgs/Image\", ...).", (void *)1},
+    {"kind", pub_get, NULL, "\"image\", \"pointcloud\", \"tensor\" or \"bytes\".", (void *)2},
+    {"closed", pub_get, NULL, "True once closed.", (void *)3},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject *pub_spec_make(void)
+{
+    PyType_Slot slots[] = {
+        {Py_tp_dealloc, PYF_FN(pub_dealloc)},
+        {Py_tp_methods, pub_methods},
+        {Py_tp_getset, pub_getset},
+        {Py_tp_doc, (void *)"A publisher on one topic (Node.publisher)."},
+        {0, NULL},
+    };
+    PyType_Spec spec = {"ferry.Publisher", sizeof(pyf_pub), 0, Py_TPFLAGS_DEFAULT, slots};
+
+    return (PyTypeObject *)PyType_FromSpec(&spec);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loan
+ * ------------------------------------------------------------------------------------------- */
+
+static void loan_give_back(pyf_loan *l)
+{
+    pyf_pub *p = l->pub;
+
+    if (l->state != LOAN_HELD) return;
+    l->state = LOAN_RELEASED;
+    if (p->pub == NULL) return;
+    pyf_lock(p->lock);
+    switch (l->kind) {
+    case PYF_IMAGE: ferry_image_loan_release(p->pub, &l->u.img); break;
+    case PYF_CLOUD: ferry_pointcloud_loan_release(p->pub, &l->u.pc); break;
+    case PYF_TENSOR: ferry_tensor_loan_release(p->pub, &l->u.t); break;
+    default: ferry_loan_release(p->pub, l->payload); break;
+    }
+    PyThread_release_lock(p->lock);
+}
+
+static void loan_dealloc(PyObject *self)
+{
+    pyf_loan *l = (pyf_loan *)self;
+    pyf_pub *p = l->pub;
+
+    if (p != NULL) {
+        loan_give_back(l);
+        if (l->prev != NULL)
+            l->prev->next = l->next;
+        else
+            p->loans = l->next;
+        if (l->next != NULL) l->next->prev = l->prev;
+        Py_DECREF((PyObject *)p);
+    }
+    pyf_geom_clear(&l->geom);
+    pyf_free(self);
+}
+
+static int loan_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    pyf_loan *l = (pyf_loan *)self;
+
+    if (l->state != LOAN_HELD) {
+        PyErr_SetString(PyExc_BufferError, "the loan was published or released: its memory is "
+                                           "no longer yours to write");
+        return -1;
+    }
+    if (pyf_geom_export(&l->geom, self, view, flags, false) < 0) return -1;
+    l->exports++;
+    return 0;
+}
+
+static void loan_releasebuffer(PyObject *self, Py_buffer *view)
+{
+    (void)view;
+    ((pyf_loan *)self)->exports--;
+}
+
+static PyObject *loan_release(PyObject *self, PyObject *unused)
+{
+    pyf_loan *l = (pyf_loan *)self;
+
+    (void)unused;
+    if (l->state != LOAN_HELD)
+        return pyf_raise(FERRY_ESTATE, "Loan.release: the loan was %s already",
+                         l->state == LOAN_PUBLISHED ? "published" : "released");
+    if (l->pub->pub == NULL) return pyf_raise_closed("Loan.release: the publisher");
+    loan_give_back(l);
+    Py_RETURN_NONE;
+}
+
+static PyObject *loan_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *loan_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    loan_give_back((pyf_loan *)self);
+    Py_RETURN_NONE;
+}
+
+static ferry_stamp *loan_stamp(pyf_loan *l)
+{
+    switch (l->kind) {
+    case PYF_IMAGE: return &l->u.img.header->stamp;
+    case PYF_CLOUD: return &l->u.pc.header->stamp;
+    case PYF_TENSOR: return &l->u.t.header->stamp;
+    default: return NULL;
+    }
+}
+
+static char *loan_frame_id(pyf_loan *l)
+{
+    switch (l->kind) {
+    case PYF_IMAGE: return l->u.img.header->frame_id;
+    case PYF_CLOUD: return l->u.pc.header->frame_id;
+    case PYF_TENSOR: return l->u.t.header->frame_id;
+    default: return NULL;
+    }
+}
+
+static bool loan_usable(pyf_loan *l, const char *what)
+{
+    if (l->state == LOAN_HELD) return true;
+    pyf_raise(FERRY_ESTATE, "Loan.%s: the loan was %s", what,
+              l->state == LOAN_PUBLISHED ? "published" : "released");
+    return false;
+}
+
+enum { LG_SIZE, LG_STATE, LG_STAMP, LG_FRAME_ID, LG_WIDTH, LG_HEIGHT, LG_ENCODING, LG_STEP,
+       LG_KIND, LG_SHAPE, LG_DTYPE };
+
+static PyObject *loan_get(PyObject *self, void *closure)
+{
+    static const char *const states[] = {"loaned", "published", "released"};
+    pyf_loan *l = (pyf_loan *)self;
+    int what = (int)(intptr_t)closure;
+
+    if (what == LG_STATE) return PyUnicode_FromString(states[l->state]);
+    if (what == LG_KIND) return PyUnicode_FromString(pyf_kind_name(l->kind));
+    if (what == LG_SIZE) return PyLong_FromSize_t(l->size);
+    if (!loan_usable(l, "header")) return NULL;
+    switch (what) {
+    case LG_STAMP:
+        if (loan_stamp(l) != NULL) return pyf_stamp_get(loan_stamp(l));
+        break;
+    case LG_FRAME_ID:
+        if (loan_frame_id(l) != NULL) return PyUnicode_FromString(loan_frame_id(l));
+        break;
+    case LG_WIDTH:
+        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->width);
+        if (l->kind == PYF_CLOUD) return PyLong_FromUnsignedLong(l->u.pc.header->width);
+        break;
+    case LG_HEIGHT:
+        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->height);
+        if (l->kind == PYF_CLOUD) return PyLong_FromUnsignedLong(l->u.pc.header->height);
+        break;
+    case LG_ENCODING:
+        if (l->kind == PYF_IMAGE) return PyUnicode_FromString(l->u.img.header->encoding);
+        break;
+    case LG_STEP:
+        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->step);
+        break;
+    case LG_SHAPE:
+        if (l->kind != PYF_BYTES) {
+            PyObject *t = PyTuple_New(l->geom.ndim);
+            int i;
+
+            if (t == NULL) return NULL;
+            for (i = 0; i < l->geom.ndim; i++)
+                PyTuple_SetItem(t, i, PyLong_FromSsize_t(l->geom.shape[i]));
+            return t;
+        }
+        break;
+    case LG_DTYPE:
+        if (l->kind == PYF_TENSOR) {
+            ferry_dtype dt = 0;
+
+            ferry_dtype_from_dl(l->u.t.header->dtype, &dt);
+            return PyUnicode_FromString(ferry_dtype_name(dt));
+        }
+        break;
+    }
+    PyErr_Format(PyExc_AttributeError, "a %s loan has no such attribute", pyf_kind_name(l->kind));
+    return NULL;
+}
+
+static int loan_set(PyObject *self, PyObject *value, void *closure)
+{
+    pyf_loan *l = (pyf_loan *)self;
+    int what = (int)(intptr_t)closure;
+
+    if (!loan_usable(l, "header")) return -1;
+    if (what == LG_STAMP && loan_stamp(l) != NULL) return pyf_stamp_set(loan_stamp(l), value);
+    if (what == LG_FRAME_ID && loan_frame_id(l) != NULL) {
+        Py_ssize_t n;
+        const char *s;
+
+        if (value == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "frame_id cannot be deleted");
+            return -1;
+        }
+        s = PyUnicode_AsUTF8AndSize(value, &n);
+        if (s == NULL) return -1;
+        if (n > FERRY_FRAME_ID_MAX || (Py_ssize_t)strlen(s) != n) {
+            pyf_raise(FERRY_EINVAL, "frame_id: at most %u bytes and no NUL", FERRY_FRAME_ID_MAX);
+            return -1;
+        }
+        memset(loan_frame_id(l), 0, FERRY_FRAME_ID_MAX + 1);
+        memcpy(loan_frame_id(l), s, (size_t)n);
+        return 0;
+    }
+    PyErr_Format(PyExc_AttributeError, "this attribute of a %s loan is read-only",
+                 pyf_kind_name(l->kind));
+    return -1;
+}
+
+static PyMethodDef loan_methods[] = {
+    {"release", loan_release, METH_NOARGS,
+     "release()\n\nGives the loan back unpublished (ferry_loan_release)."},
+    {"__enter__", loan_enter, METH_NOARGS, "Returns the loan."},
+    {"__exit__", loan_exit, METH_VARARGS,
+     "Gives the loan back if it was not published in the block."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loan_getset[] = {
+    {"size", loan_get, NULL, "Bytes of the loan, header included.", (void *)LG_SIZE},
+    {"state", loan_get, NULL, "\"loaned\", \"published\" or \"released\".", (void *)LG_STATE},
+    {"kind", loan_get, NULL, "\"image\", \"pointcloud\", \"tensor\" or \"bytes\".",
+     (void *)LG_KIND},
+    {"stamp", loan_get, loan_set,
+     "Acquisition time (sec, nanosec); set it from a tuple or an int of nanoseconds.",
+     (void *)LG_STAMP},
+    {"frame_id", loan_get, loan_set, "The header's frame_id (at most 63 bytes).",
+     (void *)LG_FRAME_ID},
+    {"width", loan_get, NULL, "Image or point cloud width.", (void *)LG_WIDTH},
+    {"height", loan_get, NULL, "Image or point cloud height.", (void *)LG_HEIGHT},
+    {"encoding", loan_get, NULL, "Image encoding.", (void *)LG_ENCODING},
+    {"step", loan_get, NULL, "Image bytes per row.", (void *)LG_STEP},
+    {"shape", loan_get, NULL, "Shape of the exported array.", (void *)LG_SHAPE},
+    {"dtype", loan_get, NULL, "Tensor dtype name.", (void *)LG_DTYPE},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject *loan_spec_make(void)
+{
+    PyType_Slot slots[] = {
+        {Py_tp_dealloc, PYF_FN(loan_dealloc)},
+        {Py_tp_methods, loan_methods},
+        {Py_tp_getset, loan_getset},
+        {Py_bf_getbuffer, PYF_FN(loan_getbuffer)},
+        {Py_bf_releasebuffer, PYF_FN(loan_releasebuffer)},
+        {Py_tp_doc, (void *)"A writable loan of a publisher's memory (Publisher.loan*): a buffer that\n"
+                    "np.asarray() turns into an array over the publisher's own pages. Publish it\n"
+                    "with Publisher.publish(loan); a loan dropped unpublished is given back."},
+        {0, NULL},
+    };
+    PyType_Spec spec = {"ferry.Loan", sizeof(pyf_loan), 0, Py_TPFLAGS_DEFAULT, slots};
+
+    return (PyTypeObject *)PyType_FromSpec(&spec);
+}
+
+bool pyf_pub_types(PyObject *module)
+{
+    pyf.pub_type = (PyTypeObject *)pub_spec_make();
+    if (pyf.pub_type == NULL || PyModule_AddType(module, pyf.pub_type) < 0) return false;
+    pyf.loan_type = (PyTypeObject *)loan_spec_make();
+    return pyf.loan_type != NULL && PyModule_AddType(module, pyf.loan_type) == 0;
+}

@@ -1,0 +1,995 @@
+/*
+ * ferry.Subscriber and ferry.Sample: taken samples exported read-only through the buffer
+ * protocol (NumPy reads the publisher's pages in place) and through DLPack.
+ *
+ * A Sample is released when release() is called, its with-block ends or it is garbage
+ * collected; the ferry_release itself waits until the last array, memoryview or DLPack tensor
+ * over it is gone (the buffer protocol's releasebuffer and the DLPack deleter count them down),
+ * so no array can outlive the memory it reads.
+ */
+#include "pyferry.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { SAMPLE_HELD = 0, SAMPLE_PENDING = 1, SAMPLE_RELEASED = 2 };
+
+typedef struct pyf_sample {
+    PyObject_HEAD
+    pyf_sub *sub;
+    struct pyf_sample *prev, *next;
+    int state;
+    Py_ssize_t exports;
+    ferry_sample s;
+    pyf_kind kind;
+    union {
+        ferry_image_view img;
+        ferry_pointcloud_view pc;
+        ferry_tensor_view t;
+    } v;
+    pyf_geom geom;
+} pyf_sample;
+
+/* ---------------------------------------------------------------------------------------------
+ * Releasing
+ * ------------------------------------------------------------------------------------------- */
+
+/* Releases the samples other threads released while this one held the lock. Lock and GIL held. */
+void pyf_sub_drain(pyf_sub *s)
+{
+    while (s->pending != NULL) {
+        pyf_pending *p = s->pending;
+
+        s->pending = p->next;
+        if (s->sub != NULL) ferry_release(s->sub, &p->s);
+        PyMem_Free(p);
+    }
+}
+
+static void sample_unlink(pyf_sample *sm)
+{
+    pyf_sub *s = sm->sub;
+
+    if (sm->prev != NULL)
+        sm->prev->next = sm->next;
+    else if (s->samples == sm)
+        s->samples = sm->next;
+    if (sm->next != NULL) sm->next->prev = sm->prev;
+    sm->prev = sm->next = NULL;
+}
+
+/* Gives the sample back to its publisher, now or (when another thread holds the subscriber)
+ * through the pending list. */
+static void sample_do_release(pyf_sample *sm)
+{
+    pyf_sub *s = sm->sub;
+
+    if (sm->state == SAMPLE_RELEASED) return;
+    sm->state = SAMPLE_RELEASED;
+    sample_unlink(sm);
+    if (s->sub == NULL) return;
+    if (PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
+        ferry_release(s->sub, &sm->s);
+        pyf_sub_drain(s);
+        PyThread_release_lock(s->lock);
+    } else {
+        pyf_pending *p = PyMem_Malloc(sizeof *p);
+
+        if (p == NULL) return; /* the sample stays held until the subscriber is closed */
+        p->s = sm->s;
+        p->next = s->pending;
+        s->pending = p;
+    }
+}
+
+/* The user is done with the sample: release it now, or when its last export goes. */
+static void sample_let_go(pyf_sample *sm)
+{
+    if (sm->state != SAMPLE_HELD) return;
+    if (sm->exports > 0)
+        sm->state = SAMPLE_PENDING;
+    else
+        sample_do_release(sm);
+}
+
+static void sample_unexport(pyf_sample *sm)
+{
+    sm->exports--;
+    if (sm->exports == 0 && sm->state == SAMPLE_PENDING) sample_do_release(sm);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Subscriber
+ * ------------------------------------------------------------------------------------------- */
+
+static bool sub_open(pyf_sub *s, const char *what)
+{
+    if (s->sub != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+typedef struct found_type {
+    char name[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t hash;
+    bool found, from_publisher;
+} found_type;
+
+/* The type of a topic as `ferry echo` finds it: a live publisher's, else a live subscriber's. */
+static bool note_type(void *arg, const ferry_endpoint_info *info)
+{
+    found_type *t = arg;
+
+    if (!info->alive || (t->found && t->from_publisher)) return true;
+    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    snprintf(t->name, sizeof t->name, "%s", info->type_name);
+    t->hash = info->type_hash;
+    t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
+    t->found = true;
+    return !t->from_publisher;
+}
+
+static bool opt_u32(PyObject *v, const char *name, uint32_t *out)
+{
+    unsigned long x;
+
+    if (v == NULL || v == Py_None) return true;
+    x = PyLong_AsUnsignedLong(v);
+    if (x == (unsigned long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        pyf_raise(FERRY_EINVAL, "%s must be an int >= 0", name);
+        return false;
+    }
+    if (x > 0xffffffffUL) {
+        pyf_raise(FERRY_EINVAL, "%s=%lu is too large", name, x);
+        return false;
+    }
+    *out = (uint32_t)x;
+    return true;
+}
+
+PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"topic",    "type",      "type_hash",      "depth",
+                             "overflow", "history",   "max_held",       "max_publishers",
+                             "prefault", "spin_ns",   "busy_poll",      NULL};
+    PyObject *o_hash = Py_None, *o_depth = NULL, *o_hist = NULL, *o_held = NULL, *o_pubs = NULL,
+             *o_spin = NULL;
+    const char *topic, *type = NULL, *overflow = "drop_oldest";
+    int prefault = 0, busy = 0;
+    ferry_subscriber_options o;
+    found_type ft;
+    const char *type_name;
+    uint64_t hash;
+    ferry_err err;
+    pyf_sub *s;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z$OOsOOOpOp:subscribe", kwlist, &topic,
+                                     &type, &o_hash, &o_depth, &overflow, &o_hist, &o_held,
+                                     &o_pubs, &prefault, &o_spin, &busy))
+        return NULL;
+    if (!pyf_node_open(node, "Node.subscribe")) return NULL;
+    memset(&ft, 0, sizeof ft);
+    if (type == NULL) {
+        err = ferry_topic_validate(topic);
+        if (err != FERRY_OK) return pyf_raise(err, "subscribe('%s')", topic);
+        err = ferry_inspect(node->dir, node->domain, topic, note_type, &ft);
+        if (err != FERRY_OK) return pyf_raise(err, "ferry_inspect('%s')", topic);
+        if (!ft.found)
+            return pyf_raise(FERRY_EINVAL, "subscribe('%s'): the topic has no live endpoint to "
+                                           "take the type from; pass type=",
+                             topic);
+        type_name = ft.name;
+        hash = ft.hash;
+    } else {
+        if (strcmp(type, "image") == 0)
+            type_name = FERRY_IMAGE_TYPE_NAME;
+        else if (strcmp(type, "pointcloud") == 0)
+            type_name = FERRY_POINTCLOUD_TYPE_NAME;
+        else if (strcmp(type, "tensor") == 0)
+            type_name = FERRY_TENSOR_TYPE_NAME;
+        else
+            type_name = type;
+        hash = ferry_hash(type_name);
+    }
+    if (o_hash != Py_None) {
+        hash = (uint64_t)PyLong_AsUnsignedLongLong(o_hash);
+        if (PyErr_Occurred()) return NULL;
+    }
+    ferry_subscriber_options_init(&o);
+    if (!opt_u32(o_depth, "depth", &o.depth) || !opt_u32(o_hist, "history", &o.history) ||
+        !opt_u32(o_held, "max_held", &o.max_held) ||
+        !opt_u32(o_pubs, "max_publishers", &o.max_publishers))
+        return NULL;
+    if (strcmp(overflow, "drop_oldest") == 0)
+        o.overflow = FERRY_OVERFLOW_DROP_OLDEST;
+    else if (strcmp(overflow, "block") == 0)
+        o.overflow = FERRY_OVERFLOW_BLOCK;
+    else
+        return pyf_raise(FERRY_EINVAL, "overflow='%s' is not \"drop_oldest\" or \"block\"",
+                         overflow);
+    if (o_spin != NULL && o_spin != Py_None) {
+        long long v = PyLong_AsLongLong(o_spin);
+
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        o.spin_ns = (int64_t)v;
+    }
+    o.prefault = prefault != 0;
+    o.busy_poll = busy != 0;
+
+    s = (pyf_sub *)pyf_alloc(pyf.sub_type);
+    if (s == NULL) return NULL;
+    s->kind = pyf_kind_of(type_name);
+    s->lock = PyThread_allocate_lock();
+    if (s->lock == NULL || (s->topic = pyf_strdup(topic)) == NULL ||
+        (s->type_name = pyf_strdup(type_name)) == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        Py_DECREF(s);
+        return NULL;
+    }
+    pyf_child_link(&s->link, node, PYF_CHILD_SUB, (PyObject *)s);
+    err = ferry_subscriber_create(&s->sub, node->node, topic, type_name, hash, &o);
+    if (err != FERRY_OK) {
+        s->sub = NULL;
+        Py_DECREF(s);
+        return pyf_raise(err, "ferry_subscriber_create('%s', type %s)", topic, type_name);
+    }
+    return (PyObject *)s;
+}
+
+int pyf_sub_close(pyf_sub *s)
+{
+    pyf_sample *sm;
+
+    if (s->sub == NULL) return 0;
+    for (sm = s->samples; sm != NULL; sm = sm->next) {
+        if (sm->exports > 0) {
+            pyf_raise(FERRY_EBUSY, "Subscriber('%s').close(): a sample is still exported to an "
+                                   "array, memoryview or DLPack tensor (delete it first)",
+                      s->topic);
+            return -1;
+        }
+    }
+    if (s->waitset != NULL && pyf_waitset_forget(s->waitset, s) < 0) return -1;
+    pyf_lock(s->lock);
+    while (s->samples != NULL) {
+        sm = s->samples;
+        sm->state = SAMPLE_RELEASED;
+        sample_unlink(sm);
+        ferry_release(s->sub, &sm->s);
+    }
+    pyf_sub_drain(s);
+    if (s->link.node != NULL && s->link.node->pid == getpid()) ferry_subscriber_destroy(s->sub);
+    s->sub = NULL;
+    PyThread_release_lock(s->lock);
+    pyf_child_unlink(&s->link);
+    return 0;
+}
+
+static void sub_dealloc(PyObject *self)
+{
+    pyf_sub *s = (pyf_sub *)self;
+
+    /* Samples hold a reference to their subscriber, and a waitset to its members: none is left,
+     * but released samples may still be pending. */
+    if (s->sub != NULL) {
+        pyf_sub_drain(s);
+        if (s->link.node != NULL && s->link.node->pid == getpid())
+            ferry_subscriber_destroy(s->sub);
+    }
+    pyf_child_unlink(&s->link);
+    if (s->lock != NULL) PyThread_free_lock(s->lock);
+    PyMem_Free(s->topic);
+    PyMem_Free(s->type_name);
+    pyf_free(self);
+}
+
+PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
+{
+    pyf_sample *sm = (pyf_sample *)pyf_alloc(pyf.sample_type);
+    ferry_err err = FERRY_OK;
+    bool ok = false;
+
+    if (sm == NULL) return NULL;
+    sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
+    sm->s = *s;
+    sm->kind = sub->kind;
+    sm->state = SAMPLE_HELD;
+    sm->next = sub->samples;
+    if (sub->samples != NULL) sub->samples->prev = sm;
+    sub->samples = sm;
+    switch (sm->kind) {
+    case PYF_IMAGE:
+        err = ferry_image_view_get(s, &sm->v.img);
+        ok = err == FERRY_OK && pyf_geom_image(&sm->geom, (void *)sm->v.img.data,
+                                               &sm->v.img.header, &sm->v.img.layout);
+        break;
+    case PYF_CLOUD:
+        err = ferry_pointcloud_view_get(s, &sm->v.pc);
+        ok = err == FERRY_OK && pyf_geom_cloud(&sm->geom, (void *)sm->v.pc.data, &sm->v.pc.header);
+        break;
+    case PYF_TENSOR:
+        err = ferry_tensor_view_get(s, &sm->v.t);
+        ok = err == FERRY_OK && pyf_geom_tensor(&sm->geom, (void *)sm->v.t.data, &sm->v.t.header);
+        break;
+    default: ok = pyf_geom_bytes(&sm->geom, (void *)s->data, s->size); break;
+    }
+    if (!ok) {
+        if (err != FERRY_OK)
+            pyf_raise(err, "take on '%s': sample %llu is not a valid %s", sub->topic,
+                      (unsigned long long)s->sequence, sub->type_name);
+        Py_DECREF(sm); /* releases it */
+        return NULL;
+    }
+    return (PyObject *)sm;
+}
+
+/* Takes one sample, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
+ * Returns a Sample, or None for nothing when none_on_empty, else raises TimeoutError. */
+static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empty)
+{
+    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
+    ferry_sample smp;
+    ferry_err err;
+
+    if (!sub_open(s, "Subscriber.take")) return NULL;
+    pyf_lock(s->lock);
+    pyf_sub_drain(s);
+    for (;;) {
+        int64_t slice = PYF_WAIT_SLICE_NS;
+
+        if (s->sub == NULL) {
+            PyThread_release_lock(s->lock);
+            return pyf_raise_closed("Subscriber.take");
+        }
+        err = ferry_take(s->sub, &smp);
+        if (err == FERRY_OK) break;
+        if (err != FERRY_EAGAIN) {
+            PyThread_release_lock(s->lock);
+            return pyf_raise(err, "ferry_take('%s')", s->topic);
+        }
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left <= 0) {
+                PyThread_release_lock(s->lock);
+                if (none_on_empty) Py_RETURN_NONE;
+                return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
+                                 (double)timeout_ns / 1e9);
+            }
+            if (left < slice) slice = left;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = ferry_wait(s->sub, slice);
+        Py_END_ALLOW_THREADS
+        pyf_sub_drain(s);
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) {
+            PyThread_release_lock(s->lock);
+            return pyf_raise(err, "ferry_wait('%s')", s->topic);
+        }
+        if (PyErr_CheckSignals() < 0) {
+            PyThread_release_lock(s->lock);
+            return NULL;
+        }
+    }
+    PyThread_release_lock(s->lock);
+    return pyf_sample_wrap(s, &smp);
+}
+
+static PyObject *sub_take(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *o_timeout = Py_None;
+    int64_t ns;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:take", kwlist, &o_timeout)) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns)) return NULL;
+    return sub_take_wait((pyf_sub *)self, ns, false);
+}
+
+static PyObject *sub_try_take(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return sub_take_wait((pyf_sub *)self, 0, true);
+}
+
+static PyObject *sub_iternext(PyObject *self)
+{
+    return sub_take_wait((pyf_sub *)self, FERRY_FOREVER, false);
+}
+
+static PyObject *sub_iter(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    pyf_sub *s = (pyf_sub *)self;
+    PyObject *o_timeout = Py_None;
+    int64_t ns, deadline;
+    ferry_err err;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait")) return NULL;
+    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
+    pyf_lock(s->lock);
+    for (;;) {
+        int64_t slice = PYF_WAIT_SLICE_NS;
+
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left < 0) left = 0;
+            if (left < slice) slice = left;
+        }
+        if (s->sub == NULL) {
+            PyThread_release_lock(s->lock);
+            return pyf_raise_closed("Subscriber.wait");
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = ferry_wait(s->sub, slice);
+        Py_END_ALLOW_THREADS
+        pyf_sub_drain(s);
+        if (err == FERRY_OK) break;
+        if (err != FERRY_ETIMEDOUT) {
+            PyThread_release_lock(s->lock);
+            return pyf_raise(err, "ferry_wait('%s')", s->topic);
+        }
+        if (deadline >= 0 && ferry_now().ns >= deadline) break;
+        if (PyErr_CheckSignals() < 0) {
+            PyThread_release_lock(s->lock);
+            return NULL;
+        }
+    }
+    PyThread_release_lock(s->lock);
+    return PyBool_FromLong(err == FERRY_OK);
+}
+
+static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"count", "timeout", NULL};
+    pyf_sub *s = (pyf_sub *)self;
+    unsigned int count = 1;
+    PyObject *o_timeout = Py_None;
+    int64_t ns, deadline;
+    ferry_err err;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_publishers", kwlist, &count,
+                                     &o_timeout))
+        return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait_publishers"))
+        return NULL;
+    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
+    for (;;) {
+        int64_t slice = PYF_WAIT_SLICE_NS;
+
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left < 0) left = 0;
+            if (left < slice) slice = left;
+        }
+        pyf_lock(s->lock);
+        if (s->sub == NULL) {
+            PyThread_release_lock(s->lock);
+            return pyf_raise_closed("Subscriber.wait_publishers");
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = ferry_subscriber_wait_publishers(s->sub, count, slice);
+        Py_END_ALLOW_THREADS
+        pyf_sub_drain(s);
+        PyThread_release_lock(s->lock);
+        if (err != FERRY_ETIMEDOUT) break;
+        if (deadline >= 0 && ferry_now().ns >= deadline) break;
+        if (PyErr_CheckSignals() < 0) return NULL;
+    }
+    if (err != FERRY_OK) return pyf_raise(err, "wait_publishers('%s', %u)", s->topic, count);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sub_fileno(PyObject *self, PyObject *unused)
+{
+    pyf_sub *s = (pyf_sub *)self;
+    ferry_err err;
+    int fd = -1;
+
+    (void)unused;
+    if (!sub_open(s, "Subscriber.fileno")) return NULL;
+    err = ferry_subscriber_fd(s->sub, &fd);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_fd('%s')", s->topic);
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *sub_stats(PyObject *self, PyObject *unused)
+{
+    pyf_sub *s = (pyf_sub *)self;
+    ferry_subscriber_stats st;
+    ferry_err err;
+
+    (void)unused;
+    if (!sub_open(s, "Subscriber.stats")) return NULL;
+    pyf_lock(s->lock);
+    pyf_sub_drain(s);
+    err = s->sub != NULL ? ferry_subscriber_stats_get(s->sub, &st) : FERRY_ECLOSED;
+    PyThread_release_lock(s->lock);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_stats_get('%s')", s->topic);
+    return pyf_subscriber_stats(&st);
+}
+
+static PyObject *sub_close_m(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (pyf_sub_close((pyf_sub *)self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *sub_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *sub_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    return sub_close_m(self, NULL);
+}
+
+static PyObject *sub_get(PyObject *self, void *closure)
+{
+    pyf_sub *s = (pyf_sub *)self;
+
+    switch ((int)(intptr_t)closure) {
+    case 0: return PyUnicode_FromString(s->topic);
+    case 1: return PyUnicode_FromString(s->type_name);
+    case 2: return PyUnicode_FromString(pyf_kind_name(s->kind));
+    default: return PyBool_FromLong(s->sub == NULL);
+    }
+}
+
+static PyMethodDef sub_methods[] = {
+    {"take", (PyCFunction)(void (*)(void))sub_take, METH_VARARGS | METH_KEYWORDS,
+     "take(timeout=None) -> Sample\n\n"
+     "Takes the oldest queued sample, waiting up to timeout seconds (None: for ever, 0: not\n"
+     "at all) with the GIL released; TimeoutError when none came. Ctrl-C interrupts the wait."},
+    {"try_take", sub_try_take, METH_NOARGS,
+     "try_take() -> Sample | None\n\nTakes a queued sample, or returns None at once. After None\n"
+     "the descriptor of fileno() becomes readable when a sample may be queued."},
+    {"wait", (PyCFunction)(void (*)(void))sub_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait(timeout=None) -> bool\n\nWaits until a sample is queued (ferry_wait), with the GIL\n"
+     "released; False when timeout seconds passed first."},
+    {"wait_publishers", (PyCFunction)(void (*)(void))sub_wait_publishers,
+     METH_VARARGS | METH_KEYWORDS,
+     "wait_publishers(count=1, timeout=None)\n\nWaits until count publishers are connected;\n"
+     "TimeoutError after timeout seconds."},
+    {"fileno", sub_fileno, METH_NOARGS,
+     "fileno() -> int\n\nThe descriptor of ferry_subscriber_fd, for selectors and asyncio: it\n"
+     "becomes readable when a sample may be queued, once try_take() returned None. Owned by\n"
+     "the subscriber."},
+    {"stats", sub_stats, METH_NOARGS,
+     "stats() -> dict\n\nThe subscriber's counters (ferry_subscriber_stats): received, dropped,\n"
+     "bytes_copied, held, publishers, ..."},
+    {"close", sub_close_m, METH_NOARGS,
+     "close()\n\nReleases the samples still held and destroys the subscriber. BusyError while a\n"
+     "sample is still exported to an array."},
+    {"__enter__", sub_enter, METH_NOARGS, "Returns the subscriber."},
+    {"__exit__", sub_exit, METH_VARARGS, "Closes the subscriber."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef sub_getset[] = {
+    {"topic", sub_get, NULL, "The topic name as given.", (void *)0},
+    {"type_name", sub_get, NULL, "The type name subscribed with.", (void *)1},
+    {"kind", sub_get, NULL, "\"image\", \"pointcloud\", \"tensor\" or \"bytes\".", (void *)2},
+    {"closed", sub_get, NULL, "True once closed.", (void *)3},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject *sub_spec_make(void)
+{
+    PyType_Slot slots[] = {
+        {Py_tp_dealloc, PYF_FN(sub_dealloc)},
+        {Py_tp_methods, sub_methods},
+        {Py_tp_getset, sub_getset},
+        {Py_tp_iter, PYF_FN(sub_iter)},
+        {Py_tp_iternext, PYF_FN(sub_iternext)},
+        {Py_tp_doc, (void *)"A subscriber of one topic (Node.subscribe). Iterating it takes samples for\n"
+                    "ever: `for sample in sub:` blocks in take() between them."},
+        {0, NULL},
+    };
+    PyType_Spec spec = {"ferry.Subscriber", sizeof(pyf_sub), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
+
+    return (PyTypeObject *)PyType_FromSpec(&spec);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sample
+ * ------------------------------------------------------------------------------------------- */
+
+static void sample_dealloc(PyObject *self)
+{
+    pyf_sample *sm = (pyf_sample *)self;
+
+    /* Exports hold a reference: none is left here. */
+    if (sm->sub != NULL) {
+        sample_do_release(sm);
+        Py_DECREF((PyObject *)sm->sub);
+    }
+    pyf_geom_clear(&sm->geom);
+    pyf_free(self);
+}
+
+static bool sample_usable(pyf_sample *sm, const char *what)
+{
+    if (sm->state == SAMPLE_HELD) return true;
+    pyf_raise(FERRY_ESTATE, "Sample.%s: the sample was released", what);
+    return false;
+}
+
+static int sample_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    pyf_sample *sm = (pyf_sample *)self;
+
+    if (sm->state != SAMPLE_HELD) {
+        pyf_raise(FERRY_ESTATE, "Sample buffer: the sample was released");
+        return -1;
+    }
+    if (pyf_geom_export(&sm->geom, self, view, flags, true) < 0) return -1;
+    sm->exports++;
+    return 0;
+}
+
+static void sample_releasebuffer(PyObject *self, Py_buffer *view)
+{
+    (void)view;
+    sample_unexport((pyf_sample *)self);
+}
+
+static PyObject *sample_release(PyObject *self, PyObject *unused)
+{
+    pyf_sample *sm = (pyf_sample *)self;
+
+    (void)unused;
+    if (!sample_usable(sm, "release")) return NULL;
+    sample_let_go(sm);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sample_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!sample_usable((pyf_sample *)self, "__enter__")) return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *sample_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    sample_let_go((pyf_sample *)self);
+    Py_RETURN_NONE;
+}
+
+/* DLPack: an export record of ours, so that the deleter goes through the same count as buffer
+ * exports (ferry_tensor_to_dlpack's deleter would call ferry_release outside the subscriber's
+ * lock, from whichever thread the consumer frees on). */
+typedef struct dl_export {
+    union {
+        ferry_dlpack_tensor v0;
+        ferry_dlpack_tensor_versioned v1;
+    } m;
+    int64_t shape[FERRY_TENSOR_DIMS_MAX];
+    int64_t strides[FERRY_TENSOR_DIMS_MAX];
+    PyObject *owner;
+} dl_export;
+
+static void dl_finish(dl_export *e)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+
+    sample_unexport((pyf_sample *)e->owner);
+    Py_DECREF(e->owner);
+    free(e);
+    PyGILState_Release(g);
+}
+
+static void dl_delete_v0(ferry_dlpack_tensor *self)
+{
+    dl_finish((dl_export *)(void *)self);
+}
+
+static void dl_delete_v1(ferry_dlpack_tensor_versioned *self)
+{
+    dl_finish((dl_export *)(void *)self);
+}
+
+/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
+static void dl_capsule_v0(PyObject *cap)
+{
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        ferry_dlpack_tensor *t = PyCapsule_GetPointer(cap, "dltensor");
+
+        t->deleter(t);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+static void dl_capsule_v1(PyObject *cap)
+{
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        ferry_dlpack_tensor_versioned *t = PyCapsule_GetPointer(cap, "dltensor_versioned");
+
+        t->deleter(t);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    pyf_sample *sm = (pyf_sample *)self;
+    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    const pyf_geom *g = &sm->geom;
+    ferry_dl_tensor *t;
+    bool versioned = false;
+    dl_export *e;
+    PyObject *cap;
+    int i;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
+                                     &max_version, &dl_device, &copy))
+        return NULL;
+    if (!sample_usable(sm, "__dlpack__")) return NULL;
+    if (copy == Py_True) {
+        PyErr_SetString(PyExc_BufferError, "ferry exports samples without copying (copy=True)");
+        return NULL;
+    }
+    if (dl_device != Py_None) {
+        int dt = -1, id = -1;
+
+        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &id)) return NULL;
+        if (dt != FERRY_DL_CPU || id != 0) {
+            PyErr_SetString(PyExc_BufferError, "a host sample exports to the CPU only");
+            return NULL;
+        }
+    }
+    if (max_version != Py_None) {
+        int major = 0, minor = 0;
+
+        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return NULL;
+        versioned = major >= 1;
+    }
+    if (g->dl_bits == 0) {
+        PyErr_SetString(PyExc_BufferError, "a point cloud has no DLPack form (its elements are "
+                                           "records): use np.asarray(sample)");
+        return NULL;
+    }
+    if (g->big_endian) {
+        PyErr_SetString(PyExc_BufferError, "DLPack has no big-endian elements");
+        return NULL;
+    }
+    e = calloc(1, sizeof *e);
+    if (e == NULL) return PyErr_NoMemory();
+    for (i = 0; i < g->ndim; i++) {
+        if (g->strides[i] % g->itemsize != 0) {
+            free(e);
+            PyErr_SetString(PyExc_BufferError, "a stride is not a multiple of the element size");
+            return NULL;
+        }
+        e->shape[i] = (int64_t)g->shape[i];
+        e->strides[i] = (int64_t)(g->strides[i] / g->itemsize);
+    }
+    t = versioned ? &e->m.v1.dl_tensor : &e->m.v0.dl_tensor;
+    t->data = g->buf;
+    t->device.device_type = FERRY_DL_CPU;
+    t->device.device_id = 0;
+    t->ndim = g->ndim;
+    t->dtype.code = g->dl_code;
+    t->dtype.bits = g->dl_bits;
+    t->dtype.lanes = 1;
+    t->shape = e->shape;
+    t->strides = e->strides;
+    t->byte_offset = 0;
+    e->owner = Py_NewRef(self);
+    if (versioned) {
+        e->m.v1.version.major = FERRY_DLPACK_MAJOR;
+        e->m.v1.version.minor = FERRY_DLPACK_MINOR;
+        e->m.v1.manager_ctx = e;
+        e->m.v1.deleter = dl_delete_v1;
+        e->m.v1.flags = FERRY_DLPACK_FLAG_READ_ONLY;
+        cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", dl_capsule_v1);
+    } else {
+        e->m.v0.manager_ctx = e;
+        e->m.v0.deleter = dl_delete_v0;
+        cap = PyCapsule_New(&e->m.v0, "dltensor", dl_capsule_v0);
+    }
+    if (cap == NULL) {
+        Py_DECREF(self);
+        free(e);
+        return NULL;
+    }
+    sm->exports++;
+    return cap;
+}
+
+static PyObject *sample_dlpack_device(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return Py_BuildValue("(ii)", FERRY_DL_CPU, 0);
+}
+
+enum { SG_SEQUENCE, SG_PUBLISH_TIME, SG_PUBLISHER_ID, SG_SIZE, SG_KIND, SG_RELEASED, SG_WIDTH,
+       SG_HEIGHT, SG_STEP, SG_ENCODING, SG_IS_BIGENDIAN, SG_FRAME_ID, SG_STAMP, SG_POINT_STEP,
+       SG_ROW_STEP, SG_IS_DENSE, SG_FIELDS, SG_SHAPE, SG_STRIDES, SG_DTYPE, SG_DEVICE,
+       SG_TOPIC, SG_NBYTES };
+
+static PyObject *int_tuple(const int64_t *v, uint32_t n)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    uint32_t i;
+
+    if (t == NULL) return NULL;
+    for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
+    return t;
+}
+
+static PyObject *sample_get(PyObject *self, void *closure)
+{
+    pyf_sample *sm = (pyf_sample *)self;
+    int what = (int)(intptr_t)closure;
+    const ferry_image_header *ih = &sm->v.img.header;
+    const ferry_pointcloud_header *ph = &sm->v.pc.header;
+    const ferry_tensor_header *th = &sm->v.t.header;
+
+    if (what == SG_RELEASED) return PyBool_FromLong(sm->state != SAMPLE_HELD);
+    if (what == SG_KIND) return PyUnicode_FromString(pyf_kind_name(sm->kind));
+    if (!sample_usable(sm, "attribute")) return NULL;
+    switch (what) {
+    case SG_SEQUENCE: return PyLong_FromUnsignedLongLong(sm->s.sequence);
+    case SG_PUBLISH_TIME: return PyLong_FromLongLong(sm->s.publish_time.ns);
+    case SG_PUBLISHER_ID: return PyLong_FromUnsignedLongLong(sm->s.publisher_id);
+    case SG_SIZE: return PyLong_FromSize_t(sm->s.size);
+    case SG_NBYTES: return PyLong_FromSsize_t(sm->geom.len);
+    case SG_TOPIC: return PyUnicode_FromString(sm->sub->topic);
+    }
+    if (sm->kind == PYF_IMAGE) {
+        switch (what) {
+        case SG_WIDTH: return PyLong_FromUnsignedLong(ih->width);
+        case SG_HEIGHT: return PyLong_FromUnsignedLong(ih->height);
+        case SG_STEP: return PyLong_FromUnsignedLong(ih->step);
+        case SG_ENCODING: return PyUnicode_FromString(ih->encoding);
+        case SG_IS_BIGENDIAN: return PyBool_FromLong(ih->is_bigendian);
+        case SG_FRAME_ID: return PyUnicode_FromString(ih->frame_id);
+        case SG_STAMP: return pyf_stamp_get(&ih->stamp);
+        }
+    } else if (sm->kind == PYF_CLOUD) {
+        switch (what) {
+        case SG_WIDTH: return PyLong_FromUnsignedLong(ph->width);
+        case SG_HEIGHT: return PyLong_FromUnsignedLong(ph->height);
+        case SG_POINT_STEP: return PyLong_FromUnsignedLong(ph->point_step);
+        case SG_ROW_STEP: return PyLong_FromUnsignedLong(ph->row_step);
+        case SG_IS_DENSE: return PyBool_FromLong(ph->is_dense);
+        case SG_IS_BIGENDIAN: return PyBool_FromLong(ph->is_bigendian);
+        case SG_FRAME_ID: return PyUnicode_FromString(ph->frame_id);
+        case SG_STAMP: return pyf_stamp_get(&ph->stamp);
+        case SG_FIELDS: return pyf_fields_get(ph->fields, ph->nfields);
+        }
+    } else if (sm->kind == PYF_TENSOR) {
+        switch (what) {
+        case SG_SHAPE: return int_tuple(th->shape, th->ndim);
+        case SG_STRIDES: return int_tuple(th->strides, th->ndim);
+        case SG_DTYPE: return PyUnicode_FromString(ferry_dtype_name(sm->v.t.dtype));
+        case SG_DEVICE:
+            return Py_BuildValue("(ii)", (int)sm->v.t.device.device_type,
+                                 (int)sm->v.t.device.device_id);
+        case SG_FRAME_ID: return PyUnicode_FromString(th->frame_id);
+        case SG_STAMP: return pyf_stamp_get(&th->stamp);
+        }
+    }
+    PyErr_Format(PyExc_AttributeError, "a %s sample has no such attribute",
+                 pyf_kind_name(sm->kind));
+    return NULL;
+}
+
+static PyObject *sample_repr(PyObject *self)
+{
+    pyf_sample *sm = (pyf_sample *)self;
+
+    if (sm->state != SAMPLE_HELD) return PyUnicode_FromString("<ferry.Sample released>");
+    if (sm->kind == PYF_IMAGE)
+        return PyUnicode_FromFormat("<ferry.Sample image %ux%u %s seq=%llu>",
+                                    (unsigned)sm->v.img.header.width,
+                                    (unsigned)sm->v.img.header.height, sm->v.img.header.encoding,
+                                    (unsigned long long)sm->s.sequence);
+    return PyUnicode_FromFormat("<ferry.Sample %s %zu bytes seq=%llu>", pyf_kind_name(sm->kind),
+                                sm->s.size, (unsigned long long)sm->s.sequence);
+}
+
+static PyMethodDef sample_methods[] = {
+    {"release", sample_release, METH_NOARGS,
+     "release()\n\nGives the sample back to its publisher. The memory goes back once the last\n"
+     "array, memoryview or DLPack tensor over it is gone too; from now on the sample's\n"
+     "attributes and buffer raise StateError. A second release raises StateError."},
+    {"__enter__", sample_enter, METH_NOARGS, "Returns the sample."},
+    {"__exit__", sample_exit, METH_VARARGS, "Releases the sample (release()), if not yet."},
+    {"__dlpack__", (PyCFunction)(void (*)(void))sample_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> capsule\n\n"
+     "A DLPack capsule over the sample's data (tensors, images, bytes), without a copy; a\n"
+     "versioned one (flagged read-only) when max_version >= (1, 0). The sample stays held\n"
+     "until the consumer's tensor is deleted."},
+    {"__dlpack_device__", sample_dlpack_device, METH_NOARGS,
+     "__dlpack_device__() -> (1, 0)\n\nThe CPU: host samples live in shared memory."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef sample_getset[] = {
+    {"sequence", sample_get, NULL, "The publisher's count: 1 for its first sample.",
+     (void *)SG_SEQUENCE},
+    {"publish_time", sample_get, NULL, "CLOCK_MONOTONIC nanoseconds of the publish (ferry.now()).",
+     (void *)SG_PUBLISH_TIME},
+    {"publisher_id", sample_get, NULL, "The publisher's id.", (void *)SG_PUBLISHER_ID},
+    {"size", sample_get, NULL, "Payload bytes, header included.", (void *)SG_SIZE},
+    {"nbytes", sample_get, NULL, "Bytes of the exported data (pixels, points, elements).",
+     (void *)SG_NBYTES},
+    {"topic", sample_get, NULL, "The subscriber's topic.", (void *)SG_TOPIC},
+    {"kind", sample_get, NULL, "\"image\", \"pointcloud\", \"tensor\" or \"bytes\".",
+     (void *)SG_KIND},
+    {"released", sample_get, NULL, "True once released.", (void *)SG_RELEASED},
+    {"width", sample_get, NULL, "Image or point cloud width.", (void *)SG_WIDTH},
+    {"height", sample_get, NULL, "Image or point cloud height.", (void *)SG_HEIGHT},
+    {"step", sample_get, NULL, "Image bytes per row.", (void *)SG_STEP},
+    {"encoding", sample_get, NULL, "Image encoding (\"rgb8\", ...).", (void *)SG_ENCODING},
+    {"is_bigendian", sample_get, NULL, "Byte order of multi-byte elements.",
+     (void *)SG_IS_BIGENDIAN},
+    {"frame_id", sample_get, NULL, "The header's frame_id.", (void *)SG_FRAME_ID},
+    {"stamp", sample_get, NULL, "The header's acquisition time, (sec, nanosec).",
+     (void *)SG_STAMP},
+    {"point_step", sample_get, NULL, "Point cloud bytes per point.", (void *)SG_POINT_STEP},
+    {"row_step", sample_get, NULL, "Point cloud bytes per row.", (void *)SG_ROW_STEP},
+    {"is_dense", sample_get, NULL, "Point cloud without invalid points.", (void *)SG_IS_DENSE},
+    {"fields", sample_get, NULL, "Point cloud fields: [(name, offset, datatype, count)].",
+     (void *)SG_FIELDS},
+    {"shape", sample_get, NULL, "Tensor shape.", (void *)SG_SHAPE},
+    {"strides", sample_get, NULL, "Tensor strides, in elements.", (void *)SG_STRIDES},
+    {"dtype", sample_get, NULL, "Tensor dtype name (\"float32\", ...).", (void *)SG_DTYPE},
+    {"device", sample_get, NULL, "Tensor device as DLPack's (type, id).", (void *)SG_DEVICE},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject *sample_spec_make(void)
+{
+    PyType_Slot slots[] = {
+        {Py_tp_dealloc, PYF_FN(sample_dealloc)},
+        {Py_tp_methods, sample_methods},
+        {Py_tp_getset, sample_getset},
+        {Py_tp_repr, PYF_FN(sample_repr)},
+        {Py_bf_getbuffer, PYF_FN(sample_getbuffer)},
+        {Py_bf_releasebuffer, PYF_FN(sample_releasebuffer)},
+        {Py_tp_doc, (void *)"A taken sample (Subscriber.take): a read-only buffer over the publisher's\n"
+                    "pages. np.asarray(sample) is (H, W, C) for images, a structured array for\n"
+                    "point clouds, the tensor for tensors and uint8 bytes otherwise. Release it\n"
+                    "with release(), a with-block or by dropping it."},
+        {0, NULL},
+    };
+    PyType_Spec spec = {"ferry.Sample", sizeof(pyf_sample), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
+
+    return (PyTypeObject *)PyType_FromSpec(&spec);
+}
+
+bool pyf_sub_types(PyObject *module)
+{
+    pyf.sub_type = (PyTypeObject *)sub_spec_make();
+    if (pyf.sub_type == NULL || PyModule_AddType(module, pyf.sub_type) < 0) return false;
+    pyf.sample_type = (PyTypeObject *)sample_spec_make();
+    return pyf.sample_type != NULL && PyModule_AddType(module, pyf.sample_type) == 0;
+}

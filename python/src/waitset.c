@@ -1,0 +1,273 @@
+/*
+ * ferry.WaitSet: one wait over many subscribers (ferry_waitset_*), with the GIL released.
+ */
+#include "pyferry.h"
+
+#include <unistd.h>
+
+#define WAITSET_MAX 256
+
+typedef struct pyf_waitset {
+    PyObject_HEAD
+    pyf_child link;
+    ferry_waitset *ws; /* NULL once closed */
+    PyThread_type_lock lock;
+    PyObject *members; /* list of Subscribers, each holding a reference */
+} pyf_waitset;
+
+static bool ws_open(pyf_waitset *w, const char *what)
+{
+    if (w->ws != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+PyObject *pyf_waitset_new(pyf_node *node)
+{
+    pyf_waitset *w;
+    ferry_err err;
+
+    if (!pyf_node_open(node, "Node.waitset")) return NULL;
+    w = (pyf_waitset *)pyf_alloc(pyf.waitset_type);
+    if (w == NULL) return NULL;
+    w->lock = PyThread_allocate_lock();
+    w->members = PyList_New(0);
+    if (w->lock == NULL || w->members == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        Py_DECREF(w);
+        return NULL;
+    }
+    pyf_child_link(&w->link, node, PYF_CHILD_WAITSET, (PyObject *)w);
+    err = ferry_waitset_create(&w->ws, node->node);
+    if (err != FERRY_OK) {
+        w->ws = NULL;
+        Py_DECREF(w);
+        return pyf_raise(err, "ferry_waitset_create");
+    }
+    return (PyObject *)w;
+}
+
+static Py_ssize_t member_index(pyf_waitset *w, pyf_sub *sub)
+{
+    Py_ssize_t i, n = PyList_Size(w->members);
+
+    for (i = 0; i < n; i++)
+        if (PyList_GetItem(w->members, i) == (PyObject *)sub) return i;
+    return -1;
+}
+
+int pyf_waitset_forget(PyObject *self, pyf_sub *sub)
+{
+    pyf_waitset *w = (pyf_waitset *)self;
+    Py_ssize_t i = member_index(w, sub);
+
+    if (w->ws != NULL && sub->sub != NULL) {
+        pyf_lock(w->lock);
+        ferry_waitset_remove(w->ws, sub->sub);
+        PyThread_release_lock(w->lock);
+    }
+    sub->waitset = NULL;
+    if (i >= 0 && PySequence_DelItem(w->members, i) < 0) return -1;
+    return 0;
+}
+
+int pyf_waitset_close(PyObject *self)
+{
+    pyf_waitset *w = (pyf_waitset *)self;
+
+    if (w->ws == NULL) return 0;
+    while (PyList_Size(w->members) > 0) {
+        pyf_sub *sub = (pyf_sub *)PyList_GetItem(w->members, 0);
+
+        if (pyf_waitset_forget(self, sub) < 0) return -1;
+    }
+    pyf_lock(w->lock);
+    if (w->link.node != NULL && w->link.node->pid == getpid()) ferry_waitset_destroy(w->ws);
+    w->ws = NULL;
+    PyThread_release_lock(w->lock);
+    pyf_child_unlink(&w->link);
+    return 0;
+}
+
+static void ws_dealloc(PyObject *self)
+{
+    pyf_waitset *w = (pyf_waitset *)self;
+
+    if (w->members != NULL) {
+        Py_ssize_t i, n = PyList_Size(w->members);
+
+        for (i = 0; i < n; i++) ((pyf_sub *)PyList_GetItem(w->members, i))->waitset = NULL;
+    }
+    if (w->ws != NULL && w->link.node != NULL && w->link.node->pid == getpid()) {
+        Py_ssize_t i, n = w->members != NULL ? PyList_Size(w->members) : 0;
+
+        for (i = 0; i < n; i++) {
+            pyf_sub *sub = (pyf_sub *)PyList_GetItem(w->members, i);
+
+            if (sub->sub != NULL) ferry_waitset_remove(w->ws, sub->sub);
+        }
+        ferry_waitset_destroy(w->ws);
+    }
+    Py_XDECREF(w->members);
+    pyf_child_unlink(&w->link);
+    if (w->lock != NULL) PyThread_free_lock(w->lock);
+    pyf_free(self);
+}
+
+static PyObject *ws_add(PyObject *self, PyObject *arg)
+{
+    pyf_waitset *w = (pyf_waitset *)self;
+    pyf_sub *sub;
+    ferry_err err;
+
+    if (!ws_open(w, "WaitSet.add")) return NULL;
+    if (!PyObject_TypeCheck(arg, pyf.sub_type)) {
+        PyErr_SetString(PyExc_TypeError, "WaitSet.add takes a Subscriber");
+        return NULL;
+    }
+    sub = (pyf_sub *)arg;
+    if (sub->sub == NULL) return pyf_raise_closed("WaitSet.add: the subscriber");
+    if (sub->link.node != w->link.node)
+        return pyf_raise(FERRY_EFOREIGN, "WaitSet.add('%s'): the subscriber is of another node",
+                         sub->topic);
+    pyf_lock(w->lock);
+    err = ferry_waitset_add(w->ws, sub->sub, sub);
+    PyThread_release_lock(w->lock);
+    if (err != FERRY_OK) return pyf_raise(err, "ferry_waitset_add('%s')", sub->topic);
+    if (PyList_Append(w->members, arg) < 0) {
+        ferry_waitset_remove(w->ws, sub->sub);
+        return NULL;
+    }
+    sub->waitset = self;
+    Py_RETURN_NONE;
+}
+
+static PyObject *ws_remove(PyObject *self, PyObject *arg)
+{
+    pyf_waitset *w = (pyf_waitset *)self;
+
+    if (!ws_open(w, "WaitSet.remove")) return NULL;
+    if (!PyObject_TypeCheck(arg, pyf.sub_type) || member_index(w, (pyf_sub *)arg) < 0)
+        return pyf_raise(FERRY_ESTATE, "WaitSet.remove: not a member");
+    if (pyf_waitset_forget(self, (pyf_sub *)arg) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *ws_wait(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    pyf_waitset *w = (pyf_waitset *)self;
+    PyObject *o_timeout = Py_None, *out;
+    void *ready[WAITSET_MAX];
+    size_t count = 0, i;
+    int64_t ns, deadline;
+    ferry_err err;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !ws_open(w, "WaitSet.wait")) return NULL;
+    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
+    pyf_lock(w->lock);
+    for (;;) {
+        int64_t slice = PYF_WAIT_SLICE_NS;
+
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left < 0) left = 0;
+            if (left < slice) slice = left;
+        }
+        if (w->ws == NULL) {
+            PyThread_release_lock(w->lock);
+            return pyf_raise_closed("WaitSet.wait");
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = ferry_waitset_wait(w->ws, slice, ready, WAITSET_MAX, &count);
+        Py_END_ALLOW_THREADS
+        if (err == FERRY_OK) break;
+        if (err != FERRY_ETIMEDOUT) {
+            PyThread_release_lock(w->lock);
+            return pyf_raise(err, "ferry_waitset_wait");
+        }
+        count = 0;
+        if (deadline >= 0 && ferry_now().ns >= deadline) break;
+        if (PyErr_CheckSignals() < 0) {
+            PyThread_release_lock(w->lock);
+            return NULL;
+        }
+    }
+    PyThread_release_lock(w->lock);
+    out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (i = 0; i < count; i++) {
+        /* Contexts are members, kept alive by the members list. */
+        if (member_index(w, ready[i]) >= 0 && PyList_Append(out, ready[i]) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static PyObject *ws_close_m(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (pyf_waitset_close(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *ws_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *ws_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    return ws_close_m(self, NULL);
+}
+
+static PyObject *ws_members(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyList_GetSlice(((pyf_waitset *)self)->members, 0, PY_SSIZE_T_MAX);
+}
+
+static PyMethodDef ws_methods[] = {
+    {"add", ws_add, METH_O,
+     "add(subscriber)\n\nAdds a subscriber of the same node (at most 256; a subscriber is in one\n"
+     "waitset at a time: BusyError otherwise)."},
+    {"remove", ws_remove, METH_O, "remove(subscriber)\n\nRemoves a member."},
+    {"wait", (PyCFunction)(void (*)(void))ws_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait(timeout=None) -> list[Subscriber]\n\nWaits, with the GIL released, until a member has\n"
+     "a queued sample; returns the members that have one, or [] after timeout seconds."},
+    {"close", ws_close_m, METH_NOARGS, "close()\n\nRemoves every member and destroys the waitset."},
+    {"__enter__", ws_enter, METH_NOARGS, "Returns the waitset."},
+    {"__exit__", ws_exit, METH_VARARGS, "Closes the waitset."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef ws_getset[] = {
+    {"members", ws_members, NULL, "The member subscribers.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject *ws_spec_make(void)
+{
+    PyType_Slot slots[] = {
+        {Py_tp_dealloc, PYF_FN(ws_dealloc)},
+        {Py_tp_methods, ws_methods},
+        {Py_tp_getset, ws_getset},
+        {Py_tp_doc, (void *)"Waits on many subscribers at once (Node.waitset())."},
+        {0, NULL},
+    };
+    PyType_Spec spec = {"ferry.WaitSet", sizeof(pyf_waitset), 0, Py_TPFLAGS_DEFAULT, slots};
+
+    return (PyTypeObject *)PyType_FromSpec(&spec);
+}
+
+bool pyf_waitset_types(PyObject *module)
+{
+    pyf.waitset_type = (PyTypeObject *)ws_spec_make();
+    return pyf.waitset_type != NULL && PyModule_AddType(module, pyf.waitset_type) == 0;
+}
