@@ -168,7 +168,14 @@ static void test_create_arguments(void)
     TU_ERR(ferry_subscriber_create(NULL, node, "/t", TYPE, h, NULL), FERRY_EINVAL);
     TU_ERR(ferry_subscriber_create(&sub, NULL, "/t", TYPE, h, NULL), FERRY_EINVAL);
     TU_ERR(ferry_subscriber_create(&sub, node, NULL, TYPE, h, NULL), FERRY_EINVAL);
-    TU_ERR(ferry_subscriber_create(&sub, node, "/t", NULL, h, NULL), FERRY_EINVAL);
+    /* No type: an untyped subscriber, which has none until it meets a publisher. */
+    TU_OK(ferry_subscriber_create(&sub, node, "/t", NULL, h, NULL));
+    const char *tn = NULL;
+    uint64_t th = 0;
+    TU_ERR(ferry_subscriber_type(sub, &tn, &th), FERRY_EAGAIN);
+    TU_ERR(ferry_subscriber_type(sub, NULL, &th), FERRY_EINVAL);
+    TU_OK(ferry_subscriber_destroy(sub));
+    sub = NULL;
 
     ferry_publisher_options po;
     static const size_t bad_align[] = {3, 32, 63, 65, 96, 8192, 100000};

@@ -296,13 +296,15 @@ typedef struct ferry_publisher_options {
 FERRY_API void ferry_publisher_options_init(ferry_publisher_options *o);
 
 /**
- * Creates a publisher on a topic of type (type_name, type_hash). Publishers and subscribers of a
- * topic must agree on both; several publishers may share a topic.
+ * Creates a publisher on a topic of type (type_name, type_hash). A topic's type is its
+ * publishers': several publishers may share a topic when they agree on both, and a publisher of
+ * another type is refused while one lives. Subscribers never claim a topic: one of another type
+ * does not keep a publisher from starting (it is refused at its handshake instead, on its side).
  *
  * @retval FERRY_OK       *out is a new publisher, destroyed with ferry_publisher_destroy
  * @retval FERRY_EINVAL   a pointer is NULL or an option is out of range
  * @retval FERRY_ENAME    the topic or type name is not valid
- * @retval FERRY_ETYPE    a live publisher or subscriber of the topic uses another type
+ * @retval FERRY_ETYPE    a live publisher of the topic uses another type
  * @retval FERRY_ECLOSED  node was destroyed
  * @retval FERRY_ENOMEM   out of memory (heap, segment or address space: errno ENOMEM), or the
  *                        domain directory's file system has no room for the status file (errno
@@ -505,10 +507,17 @@ FERRY_API void ferry_subscriber_options_init(ferry_subscriber_options *o);
 
 /**
  * Creates a subscriber and connects it to the topic's publishers, now and as they come.
+ *
+ * type_name NULL makes an untyped subscriber (type_hash is ignored): it takes the type of the
+ * first publisher it connects to (ferry_subscriber_type tells which) and from then on refuses
+ * publishers of another type, as a typed one does. A typed subscriber is refused here when a
+ * live publisher has another type; a publisher of another type that starts later refuses it at
+ * the handshake, which it logs, and ferry_subscriber_wait_publishers then says FERRY_ETYPE.
+ *
  * @retval FERRY_OK       *out is a new subscriber, destroyed with ferry_subscriber_destroy
- * @retval FERRY_EINVAL   a pointer is NULL or an option is out of range
+ * @retval FERRY_EINVAL   a pointer other than type_name is NULL, or an option is out of range
  * @retval FERRY_ENAME    the topic or type name is not valid
- * @retval FERRY_ETYPE    a live publisher or subscriber of the topic uses another type
+ * @retval FERRY_ETYPE    a live publisher of the topic uses another type
  * @retval FERRY_ECLOSED  node was destroyed
  * @retval FERRY_ENOMEM   out of memory, or the domain directory's file system has no room for
  *                        the status file (errno ENOSPC or EDQUOT)
@@ -566,9 +575,25 @@ FERRY_API ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample);
  */
 FERRY_API ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns);
 
-/** Waits, running housekeeping, until at least count publishers are connected. */
+/**
+ * Waits, running housekeeping, until at least count publishers are connected.
+ * @retval FERRY_OK         count publishers are connected
+ * @retval FERRY_ETYPE      fewer came within timeout_ns, and a publisher of another type
+ *                          refused this subscriber (or it that publisher)
+ * @retval FERRY_ETIMEDOUT  fewer came within timeout_ns
+ */
 FERRY_API ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint32_t count,
                                                      int64_t timeout_ns);
+
+/**
+ * The subscriber's type: the one it was created with, or for an untyped subscriber the one its
+ * first publisher gave it. *type_name stays valid while the subscriber lives.
+ * @retval FERRY_OK      *type_name and *type_hash are filled
+ * @retval FERRY_EAGAIN  an untyped subscriber that has met no publisher yet
+ * @retval FERRY_EINVAL  a pointer is NULL
+ */
+FERRY_API ferry_err ferry_subscriber_type(ferry_subscriber *sub, const char **type_name,
+                                          uint64_t *type_hash);
 
 /**
  * A descriptor that becomes readable when a sample may be queued or housekeeping is due. It is

@@ -24,19 +24,19 @@ ferry_err ferry__endpoint_open(ferry__endpoint *ep, ferry_node *node, const char
     ep->node = node;
     ep->dirfd = ep->epfd = -1;
     ep->status.fd = -1;
-    ferry_err err;
+    ferry_err err = FERRY_OK;
     if ((err = ferry__topic_normalize(topic, ep->topic, sizeof ep->topic, ep->dirname,
                                       sizeof ep->dirname)) ||
-        (err = ferry__type_name_validate(type_name)))
+        (type_name && (err = ferry__type_name_validate(type_name))))
         return err;
-    snprintf(ep->type_name, sizeof ep->type_name, "%s", type_name);
-    ep->type_hash = type_hash;
+    snprintf(ep->type_name, sizeof ep->type_name, "%s", type_name ? type_name : "");
+    ep->type_hash = type_name ? type_hash : 0;
     ep->id = ferry__random64();
 
     ep->dirfd = ferry__node_topic_dir(node, ep->dirname);
     if (ep->dirfd < 0)
         return errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
-    if ((err = ferry__status_check_type(ep->dirfd, type_name, type_hash)) == FERRY_OK) {
+    if (!type_name || (err = ferry__status_check_type(ep->dirfd, type_name, type_hash)) == FERRY_OK) {
         if ((ep->epfd = ferry__poller_create()) >= 0)
             return FERRY_OK;
         err = FERRY_ESYS;
@@ -68,6 +68,16 @@ ferry_err ferry__endpoint_publish_status(ferry__endpoint *ep, const char *prefix
 {
     return ferry__status_create(&ep->status, ep->dirfd, prefix, init,
                                 ferry__node_file_mode(ep->node, false));
+}
+
+void ferry__endpoint_adopt_type(ferry__endpoint *ep, const char *type_name, uint64_t type_hash)
+{
+    snprintf(ep->type_name, sizeof ep->type_name, "%s", type_name);
+    ep->type_hash = type_hash;
+    if (ep->status.map) {
+        memcpy(ep->status.map->type_name, ep->type_name, sizeof ep->status.map->type_name);
+        ep->status.map->type_hash = type_hash;
+    }
 }
 
 void ferry__endpoint_close(ferry__endpoint *ep)

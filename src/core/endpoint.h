@@ -38,9 +38,10 @@ typedef struct ferry__endpoint {
  * NULL or anything else. */
 ferry_err ferry__endpoint_check(const ferry__endpoint *ep, uint64_t magic);
 
-/* Checks the names, opens (creating when missing) the topic directory, refuses a topic claimed by
- * live endpoints of another type (FERRY_ETYPE) and makes the poller. On failure *ep holds nothing
- * open. */
+/* Checks the names, opens (creating when missing) the topic directory, refuses a topic whose
+ * live publishers have another type (FERRY_ETYPE) and makes the poller. type_name NULL makes an
+ * untyped endpoint (a subscriber that adopts its first publisher's type): no type is checked and
+ * its type stays "" until ferry__endpoint_adopt_type. On failure *ep holds nothing open. */
 ferry_err ferry__endpoint_open(ferry__endpoint *ep, ferry_node *node, const char *topic,
                                const char *type_name, uint64_t type_hash);
 
@@ -52,6 +53,9 @@ void ferry__endpoint_status_init(const ferry__endpoint *ep, ferry_endpoint_kind 
 /* Creates the status file ("<prefix>.<id>") from init, readable under the node's policy. */
 ferry_err ferry__endpoint_publish_status(ferry__endpoint *ep, const char *prefix,
                                          const ferry__status *init);
+
+/* An untyped endpoint takes a type (its status file shows it from now on). */
+void ferry__endpoint_adopt_type(ferry__endpoint *ep, const char *type_name, uint64_t type_hash);
 
 /* Removes the status file and closes the poller and the directory, whichever are there. */
 void ferry__endpoint_close(ferry__endpoint *ep);

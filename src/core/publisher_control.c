@@ -170,7 +170,9 @@ static void handshake(ferry_publisher *pub, pending *p)
         return;
     }
     char why[FERRY__REASON_MAX];
-    if (hello.type_hash != pub->ep.type_hash || strcmp(hello.type_name, pub->ep.type_name) != 0) {
+    /* An untyped subscriber (no type name) takes whatever this topic carries. */
+    if (hello.type_name[0] != '\0' &&
+        (hello.type_hash != pub->ep.type_hash || strcmp(hello.type_name, pub->ep.type_name) != 0)) {
         snprintf(why, sizeof why, "type mismatch (it has %.48s/%016llx, the topic has %.48s/%016llx)",
                  hello.type_name, (unsigned long long)hello.type_hash, pub->ep.type_name,
                  (unsigned long long)pub->ep.type_hash);

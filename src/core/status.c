@@ -120,6 +120,7 @@ static bool ends_with(const char *s, const char *suffix)
 
 ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash)
 {
+    /* The topic's type is its publishers': only they are compared. */
     int fd = dup(topic_dirfd);
     if (fd < 0)
         return FERRY_ESYS;
@@ -144,7 +145,8 @@ ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint6
             ferry__status_remove_dead(topic_dirfd, e->d_name);
             continue;
         }
-        if (st.type_hash != type_hash || strcmp(st.type_name, type_name) != 0) {
+        if (st.kind == FERRY_ENDPOINT_PUBLISHER &&
+            (st.type_hash != type_hash || strcmp(st.type_name, type_name) != 0)) {
             result = FERRY_ETYPE;
             break;
         }

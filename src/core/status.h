@@ -41,8 +41,8 @@ void ferry__status_remove(ferry__status_file *sf, int topic_dirfd);
 ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *out, bool *alive);
 /* Removes a dead endpoint's status file (and a publisher's socket). */
 void ferry__status_remove_dead(int topic_dirfd, const char *name);
-/* FERRY_ETYPE when a live endpoint of the topic directory has another type. Removes the files
- * of dead endpoints it meets. */
+/* FERRY_ETYPE when a live publisher of the topic directory has another type (subscribers do not
+ * claim a topic). Removes the files of dead endpoints it meets. */
 ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash);
 
 #endif

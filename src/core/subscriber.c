@@ -51,7 +51,7 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
                                   const char *type_name, uint64_t type_hash,
                                   const ferry_subscriber_options *options)
 {
-    if (!out || !topic || !type_name)
+    if (!out || !topic)
         return FERRY_EINVAL;
     ferry_err err = ferry__node_check(node);
     if (err)
@@ -69,6 +69,7 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     sub->opt = o;
     sub->cookie = ferry__random64();
     sub->watch_fd = -1;
+    sub->untyped = type_name == NULL;
     ferry__spin_init(&sub->spin, o.spin_ns);
     if ((err = ferry__endpoint_open(&sub->ep, node, topic, type_name, type_hash)))
         goto fail;
@@ -149,10 +150,25 @@ ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint32_t count
     while (sub->nactive < count) {
         int64_t left = ferry__remaining(deadline);
         if (left == 0)
-            return FERRY_ETIMEDOUT;
+            return sub->type_refused ? FERRY_ETYPE : FERRY_ETIMEDOUT;
         /* Short sleeps: a publisher answers during its own calls, which we cannot see. */
         ferry__sub_housekeep(sub, left < 0 || left > 5000000 ? 5000000 : left);
     }
+    return FERRY_OK;
+}
+
+ferry_err ferry_subscriber_type(ferry_subscriber *sub, const char **type_name,
+                                uint64_t *type_hash)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!type_name || !type_hash)
+        return FERRY_EINVAL;
+    if (sub->ep.type_name[0] == '\0')
+        return FERRY_EAGAIN;
+    *type_name = sub->ep.type_name;
+    *type_hash = sub->ep.type_hash;
     return FERRY_OK;
 }
 

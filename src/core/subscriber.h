@@ -40,6 +40,9 @@ typedef struct sconn {
     uint64_t *seen_bits; /* chunks whose pages are populated here (prefault), in held_bits' block */
     uint32_t held;
     uint32_t armed; /* doorbell value we last set, 0 when none */
+    /* Wake-ups the publisher may have sent: one per notifier doorbell we set (up to
+     * FERRY__WAKE_FLOOD), less those read. More than FERRY__WAKE_FLOOD beyond them is a flood. */
+    uint32_t wake_credit;
     struct attachment {
         uint64_t key;
         int fds[FERRY__ATTACH_FDS];
@@ -65,6 +68,8 @@ struct ferry_subscriber {
     uint32_t refused_next;
     bool rescan;
     bool no_futex; /* the kernel lacks futex_waitv: sleep on the notifier */
+    bool untyped;  /* created without a type: adopts the first publisher's (ep.type_name "") */
+    bool type_refused; /* a publisher of another type refused us, or we it */
     ferry__spin spin; /* ferry_wait's spin before it sleeps */
     bool paused;   /* lifecycle not active: publishers skip us, stragglers are given back */
     uint64_t discarded; /* queued samples given back unread while paused */

@@ -151,6 +151,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     }
     ferry__welcome w;
     const char *why = NULL;
+    char mismatch[224];
     ferry_err err = ferry__welcome_decode(buf.raw, (size_t)n, &w);
     uint64_t data_size = 0, conn_size = 0;
     if (err) {
@@ -161,6 +162,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
          * descriptors, or at its limit of subscribers, is tried again at the next scan. */
         if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO)
             remember_refused(sub, c->name);
+        sub->type_refused |= w.status == FERRY_ETYPE;
         ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
                         "%s: publisher pid %d refused us: %s (%s; it has type %s/%016llx)",
                         sub->ep.topic, (int)w.pid,
@@ -180,10 +182,21 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     } else if (!sealed_against_shrinking(fds[0]) || !sealed_against_shrinking(fds[1])) {
         /* A segment its owner could still truncate would turn our next read into SIGBUS. */
         why = "segments not sealed against shrinking";
+    } else if (sub->untyped && sub->ep.type_name[0] == '\0') {
+        /* The first publisher met gives an untyped subscriber its type. */
+        if (ferry__type_name_validate(w.type_name) != FERRY_OK)
+            why = "welcome with an invalid type name";
+        else
+            ferry__endpoint_adopt_type(&sub->ep, w.type_name, w.type_hash);
     } else if (w.type_hash != sub->ep.type_hash || strcmp(w.type_name, sub->ep.type_name) != 0) {
         sub->stats.rejected++;
+        sub->type_refused = true;
         remember_refused(sub, c->name);
-        why = "type mismatch";
+        snprintf(mismatch, sizeof mismatch,
+                 "type mismatch: it publishes %.48s/%016llx, we take %.48s/%016llx", w.type_name,
+                 (unsigned long long)w.type_hash, sub->ep.type_name,
+                 (unsigned long long)sub->ep.type_hash);
+        why = mismatch;
     }
     if (why) {
         if (err || nfds != 2)
@@ -406,7 +419,7 @@ static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds
  * ends it. */
 void ferry__sub_read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max)
 {
-    unsigned wakes = 0;
+    unsigned excess = 0;
     for (int k = 0; k < max; k++) {
         union {
             ferry__attach_msg m;
@@ -427,7 +440,11 @@ void ferry__sub_read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max
             return;
         }
         if (nfds == 0 && ferry__ctl_decode(buf.raw, (size_t)got) == FERRY__MSG_WAKE) {
-            if (++wakes > FERRY__WAKE_FLOOD) {
+            /* One per notifier doorbell we set is the publisher's due; beyond those, a few
+             * may be late, more are a flood. */
+            if (c->wake_credit > 0)
+                c->wake_credit--;
+            else if (++excess > FERRY__WAKE_FLOOD) {
                 ferry__sub_conn_fail(sub, c, "a flood of wake-ups");
                 return;
             }

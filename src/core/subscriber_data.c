@@ -211,12 +211,18 @@ static bool arm(ferry_subscriber *sub, uint32_t how)
          * the socket: read it, so that the descriptor does not stay readable. One message: an
          * honest publisher sends one wake-up per doorbell, and anything more keeps the socket
          * readable for housekeeping. */
-        if (c->armed == FERRY__DOORBELL_NOTIFIER &&
-            ferry__conn_doorbell_get(&c->ring.hdr->sub_waiting) == 0) {
+        uint32_t now = ferry__conn_doorbell_get(&c->ring.hdr->sub_waiting);
+        if (c->armed == FERRY__DOORBELL_NOTIFIER && now == 0) {
             ferry__sub_read_messages(sub, c, false, 1);
             if (c->state != SC_ACTIVE)
                 continue;
         }
+        /* A notifier doorbell set anew may bring one wake-up (the one for a doorbell that fired
+         * may still be on its way: it is read later, against this credit). */
+        if (how == FERRY__DOORBELL_NOTIFIER &&
+            (c->armed != FERRY__DOORBELL_NOTIFIER || now != FERRY__DOORBELL_NOTIFIER) &&
+            c->wake_credit < FERRY__WAKE_FLOOD)
+            c->wake_credit++;
         ferry__conn_doorbell_set(&c->ring.hdr->sub_waiting, how);
         c->armed = how;
     }
