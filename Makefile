@@ -9,12 +9,18 @@ DEB_PACKAGES := cmake make gcc libc6-dev pkg-config
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,
-# gnuplot the demo's plot.
-TEST_PACKAGES := python3 doxygen gnuplot-nox
+# gnuplot the demo's plot, dpkg-dev (dpkg-shlibdeps) the Debian packages' dependencies.
+TEST_PACKAGES := python3 doxygen gnuplot-nox dpkg-dev
+# make deb: CPack derives the packages' dependencies with dpkg-shlibdeps.
+DEB_BUILD_PACKAGES := dpkg-dev
+# make install: where to (PREFIX), and a staging root put before it (DESTDIR, as usual).
+PREFIX ?= /usr/local
+DESTDIR ?=
 # The API reference (make docs).
 DOCS_PACKAGES := doxygen
 
-.PHONY: all deps test-deps docs-deps demo-deps install-packages build demo test docs clean
+.PHONY: all deps test-deps docs-deps demo-deps deb-deps install-packages build demo test docs \
+	install uninstall deb clean
 
 all: build
 
@@ -33,7 +39,8 @@ install-packages:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" -ne 0 ]; then echo "run as root or install:$$missing" >&2; exit 1; fi; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
 build: deps
@@ -59,6 +66,24 @@ docs: docs-deps
 	@mkdir -p $(BUILD)/docs
 	FERRY_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
 	@echo "API reference: $(BUILD)/docs/html/index.html"
+
+# The libraries, headers, ferry.pc, the CMake package, the command, its man pages and the docs
+# under $(DESTDIR)$(PREFIX); `make uninstall` removes what the last install wrote (the build's
+# install_manifest.txt).
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+uninstall:
+	cmake -DMANIFEST=$(BUILD)/install_manifest.txt -P cmake/uninstall.cmake
+
+deb-deps:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_BUILD_PACKAGES)"
+
+# Debian packages in $(BUILD): libferry0, libferry-dev, ferry (and python3-ferry with the Python
+# module). Install them with: apt-get install ./$(BUILD)/*.deb
+deb: build deb-deps
+	cd $(BUILD) && cpack -G DEB
+	@ls -1 $(BUILD)/*.deb
 
 clean:
 	rm -rf $(BUILD)
