@@ -36,7 +36,7 @@ page() {
         print esc($0)
         next
     }
-    # Continuations are aligned under the first line's text, after "usage: ".
+    # Continuations are aligned under the text of the first line, after "usage: ".
     state == "usage" && /^ +[^ ]/ { sub(/^       /, ""); print esc($0); next }
     state == "usage" { print ".fi"; state = "text" }
     /^[a-z][a-z ]*:$/ {
