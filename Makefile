@@ -10,12 +10,19 @@ DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,
-# gnuplot the demo's plot, pytest and NumPy the Python package's tests.
-TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest
+# gnuplot the demo's plot, pytest and NumPy the Python package's tests, dpkg-dev (dpkg-shlibdeps)
+# the Debian packages' dependencies.
+TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest dpkg-dev
+# make deb: CPack derives the packages' dependencies with dpkg-shlibdeps.
+DEB_BUILD_PACKAGES := dpkg-dev
+# make install: where to (PREFIX), and a staging root put before it (DESTDIR, as usual).
+PREFIX ?= /usr/local
+DESTDIR ?=
 # The API reference (make docs).
 DOCS_PACKAGES := doxygen
 
-.PHONY: all deps test-deps docs-deps demo-deps install-packages build demo test docs clean
+.PHONY: all deps test-deps docs-deps demo-deps deb-deps install-packages build demo test docs \
+	install uninstall deb clean
 
 all: build
 
@@ -34,7 +41,8 @@ install-packages:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" -ne 0 ]; then echo "run as root or install:$$missing" >&2; exit 1; fi; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
 build: deps
@@ -60,6 +68,24 @@ docs: docs-deps
 	@mkdir -p $(BUILD)/docs
 	FERRY_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
 	@echo "API reference: $(BUILD)/docs/html/index.html"
+
+# The libraries, headers, ferry.pc, the CMake package, the command, its man pages and the docs
+# under $(DESTDIR)$(PREFIX); `make uninstall` removes what the last install wrote (the build's
+# install_manifest.txt).
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+uninstall:
+	cmake -DMANIFEST=$(BUILD)/install_manifest.txt -P cmake/uninstall.cmake
+
+deb-deps:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_BUILD_PACKAGES)"
+
+# Debian packages in $(BUILD): libferry0, libferry-dev, ferry (and python3-ferry with the Python
+# module). Install them with: apt-get install ./$(BUILD)/*.deb
+deb: build deb-deps
+	cd $(BUILD) && cpack -G DEB
+	@ls -1 $(BUILD)/*.deb
 
 clean:
 	rm -rf $(BUILD)

@@ -16,6 +16,8 @@ skip() {
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
 command -v ip >/dev/null 2>&1 || skip "needs ip (iproute2)"
 ip netns add "fbbt$$" 2>/dev/null || skip "cannot create network namespaces"
+# In a chroot (/ not a mount point) the namespace is made but `ip netns exec` cannot enter it.
+ip netns exec "fbbt$$" true 2>/dev/null || { ip netns del "fbbt$$"; skip "cannot enter network namespaces (ip netns exec)"; }
 ip netns del "fbbt$$"
 
 T=$(mktemp -d /tmp/ferry-bench-bridge-test.XXXXXX)

@@ -43,6 +43,8 @@ new_ns() {
     local ns="${TAG}$2"
     ip netns add "$ns" 2>/dev/null || skip "cannot create network namespaces"
     NSES+=("$ns")
+    # In a chroot (/ not a mount point) the namespace is made but `ip netns exec` cannot enter it.
+    ip netns exec "$ns" true 2>/dev/null || skip "cannot enter network namespaces (ip netns exec)"
     ip -n "$ns" link set lo up
     ip -n "$ns" link set lo multicast on
     printf -v "$1" '%s' "$ns"

@@ -1,0 +1,26 @@
+# make uninstall: removes every file an install listed in its manifest (paths with DESTDIR
+# already applied), then the directories of ferry's own (include/ferry, lib/cmake/ferry,
+# share/doc/ferry) once empty. Shared directories such as lib/ or share/man/man1 stay.
+# usage: cmake -DMANIFEST=build/install_manifest.txt -P cmake/uninstall.cmake
+if(NOT EXISTS "${MANIFEST}")
+  message(FATAL_ERROR "nothing to uninstall: ${MANIFEST} not found (install first)")
+endif()
+file(STRINGS "${MANIFEST}" _files)
+set(_dirs "")
+foreach(_f IN LISTS _files)
+  if(IS_SYMLINK "${_f}" OR EXISTS "${_f}")
+    message(STATUS "Removing ${_f}")
+    file(REMOVE "${_f}")
+  endif()
+  get_filename_component(_d "${_f}" DIRECTORY)
+  list(APPEND _dirs "${_d}")
+endforeach()
+list(REMOVE_DUPLICATES _dirs)
+foreach(_d IN LISTS _dirs)
+  get_filename_component(_name "${_d}" NAME)
+  file(GLOB _left "${_d}/*")
+  if(_name STREQUAL "ferry" AND IS_DIRECTORY "${_d}" AND NOT _left)
+    message(STATUS "Removing ${_d}/")
+    file(REMOVE_RECURSE "${_d}")
+  endif()
+endforeach()
