@@ -35,7 +35,9 @@ has() { # has PACKAGE PATH...: the package holds each path (a file or a link)
         grep -qE "^\./$f( -> .*)?\$" "$T/$p.contents" || fail "$p has no $f"
     done
 }
-for p in libferry0 libferry-dev ferry; do
+PACKAGES="libferry0 libferry-dev ferry"
+[ -e "$BUILD/python/ferry/_ferry.abi3.so" ] && PACKAGES="$PACKAGES python3-ferry"
+for p in $PACKAGES; do
     f=$(deb $p)
     [ -n "$f" ] || { ls "$T/pkg"; fail "no package $p"; }
     dpkg-deb --info "$f" >/dev/null || fail "dpkg-deb --info $f"
@@ -52,6 +54,12 @@ has libferry0 "$LIB/libferry.so.0" "$LIB/libferry.so.0\.[0-9.]+"
 has libferry-dev "usr/include/ferry/ferry.h" "$LIB/libferry.so" "$LIB/libferry.a" \
     "$LIB/pkgconfig/ferry.pc" "$LIB/cmake/ferry/ferry-config.cmake" "usr/share/doc/ferry/README.md"
 has ferry "usr/bin/ferry" "usr/share/man/man1/ferry.1.gz" "usr/share/man/man1/ferry-pub.1.gz"
+if [ -e "$BUILD/python/ferry/_ferry.abi3.so" ]; then
+    # Where Debian's python3 finds version-independent packages, and abi3 modules.
+    has python3-ferry "usr/lib/python3/dist-packages/ferry/__init__.py" \
+        "usr/lib/python3/dist-packages/ferry/_ferry\.abi3\.so"
+    python_pkg=1
+fi
 if [ -e "$BUILD/libferry_gpu.so" ]; then
     has libferry0 "$LIB/libferry_gpu.so.0"
     has libferry-dev "$LIB/pkgconfig/ferry-gpu.pc" "usr/include/ferry/gpu.h"
@@ -67,6 +75,7 @@ dep_has() { # dep_has PACKAGE TEXT: the package's Depends names TEXT
 }
 dep_has libferry-dev "libferry0 (= $V)"
 dep_has ferry "libferry0 (= $V)"
+[ -n "${python_pkg:-}" ] && dep_has python3-ferry "libferry0 (= $V)"
 field "$(deb libferry0)" Depends | grep -q 'libc6 (>= ' || fail "libferry0 does not depend on libc6"
 field "$(deb ferry)" Depends | grep -q 'libc6 (>= ' || fail "ferry does not depend on libc6"
 dpkg-deb --ctrl-tarfile "$(deb libferry0)" | tar -xO ./shlibs 2>/dev/null | grep -q "^libferry 0 libferry0" ||
