@@ -131,6 +131,44 @@ static int64_t nonneg(int64_t v)
     return v > 0 ? v : 0;
 }
 
+/* Forks a child joined to this process by a pipe: the child (0 returned) gets the pipe's write
+ * end in *fd and dies with us, the parent (the child's pid returned) its read end. -1 after a
+ * message. */
+static pid_t fork_piped(int *fd)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        fprintf(stderr, "ferry bench: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "ferry bench: fork: %s\n", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        cli_child_setup(parent);
+        close(fds[0]);
+        *fd = fds[1];
+        return 0;
+    }
+    close(fds[1]);
+    *fd = fds[0];
+    return pid;
+}
+
+static void reap(pid_t pid)
+{
+    int wstatus;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * One row: fork, the child subscribes, the parent publishes
  * ------------------------------------------------------------------------------------------- */
@@ -349,29 +387,14 @@ static void run_here(const bench_plan *plan, uint32_t entry, size_t payload, int
 
     if (t->prepare(&c.st, &p) != 0)
         return;
-    int fds[2];
-    if (pipe(fds) != 0) {
-        fprintf(stderr, "ferry bench: pipe: %s\n", strerror(errno));
-        t->release(c.st);
-        return;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    int fd;
+    pid_t pid = fork_piped(&fd);
     if (pid < 0) {
-        fprintf(stderr, "ferry bench: fork: %s\n", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
         t->release(c.st);
         return;
     }
-    if (pid == 0) {
-        cli_child_setup(parent);
-        close(fds[0]);
-        _exit(child_main(&c, fds[1]));
-    }
-    close(fds[1]);
+    if (pid == 0)
+        _exit(child_main(&c, fd));
 
     pin_to(plan, 0, e->name);
     bool ok = false;
@@ -380,10 +403,10 @@ static void run_here(const bench_plan *plan, uint32_t entry, size_t payload, int
     int64_t first_send = 0;
     child_result res = {0};
     if (opened &&
-        parent_wait(t, c.st, fds[0], &ready, 1, cli_now_ns() + 20 * NS_PER_S) == 0 &&
+        parent_wait(t, c.st, fd, &ready, 1, cli_now_ns() + 20 * NS_PER_S) == 0 &&
         ready == READY_OK && publish_all(&c, warmup, out, &first_send) == 0) {
         int64_t limit = 30 * NS_PER_S;
-        if (parent_wait(t, c.st, fds[0], &res, sizeof res, cli_now_ns() + limit) == 0 &&
+        if (parent_wait(t, c.st, fd, &res, sizeof res, cli_now_ns() + limit) == 0 &&
             res.status == 0)
             ok = true;
         else if (res.status == 0)
@@ -394,10 +417,8 @@ static void run_here(const bench_plan *plan, uint32_t entry, size_t payload, int
     }
     if (!ok)
         kill(pid, SIGKILL);
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    close(fds[0]);
+    reap(pid);
+    close(fd);
     t->pub_close(c.st);
     t->release(c.st);
     if (!ok)
@@ -436,41 +457,25 @@ typedef struct row_request {
  * process gave none. */
 static void run_forked(const bench_plan *plan, const row_request *q, bench_row *out)
 {
-    int fds[2];
-    if (pipe(fds) != 0) {
-        fprintf(stderr, "ferry bench: pipe: %s\n", strerror(errno));
+    int fd;
+    pid_t pid = fork_piped(&fd);
+    if (pid < 0)
         return;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "ferry bench: fork: %s\n", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        return;
-    }
     if (pid == 0) {
-        cli_child_setup(parent);
-        close(fds[0]);
         bench_row r = *out;
         run_here(plan, q->entry, q->payload, q->mode, q->touch, &r);
-        int rc = cli_write_full(fds[1], &r, sizeof r) == 0 ? 0 : 1;
+        int rc = cli_write_full(fd, &r, sizeof r) == 0 ? 0 : 1;
         fflush(stdout);
         fflush(stderr);
         _exit(rc);
     }
-    close(fds[1]);
     bench_row r;
-    if (cli_read_full(fds[0], &r, sizeof r, cli_now_ns() + 120 * NS_PER_S) == 0)
+    if (cli_read_full(fd, &r, sizeof r, cli_now_ns() + 120 * NS_PER_S) == 0)
         *out = r;
     else
         kill(pid, SIGKILL);
-    close(fds[0]);
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
+    close(fd);
+    reap(pid);
 }
 
 /* The host: a process in the private RouDi environment that runs the rows asked of it, each
@@ -502,33 +507,28 @@ static void host_main(const bench_plan *plan, int req, int res)
 
 static int host_start(const bench_plan *plan)
 {
-    int a[2], b[2];
-    if (pipe(a) != 0 || pipe(b) != 0) {
+    int req[2], res;
+    if (pipe(req) != 0) {
         fprintf(stderr, "ferry bench: pipe: %s\n", strerror(errno));
         return -1;
     }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = fork_piped(&res);
     if (pid < 0) {
-        fprintf(stderr, "ferry bench: fork: %s\n", strerror(errno));
+        close(req[0]);
+        close(req[1]);
         return -1;
     }
     if (pid == 0) {
-        cli_child_setup(parent);
-        close(a[1]);
-        close(b[0]);
-        host_main(plan, a[0], b[1]);
+        close(req[1]);
+        host_main(plan, req[0], res);
         fflush(stdout);
         fflush(stderr);
         _exit(0);
     }
-    close(a[0]);
-    close(b[1]);
+    close(req[0]);
     host.pid = pid;
-    host.req = a[1];
-    host.res = b[0];
+    host.req = req[1];
+    host.res = res;
     char ready = 0;
     if (cli_read_full(host.res, &ready, 1, cli_now_ns() + 30 * NS_PER_S) != 0 ||
         ready != READY_OK) {
@@ -547,9 +547,7 @@ void bench_run_finish(void)
     char c;
     cli_read_full(host.res, &c, 1, cli_now_ns() + 20 * NS_PER_S);
     close(host.res);
-    int wstatus;
-    while (waitpid(host.pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
+    reap(host.pid);
     host.pid = -1;
 }
 
