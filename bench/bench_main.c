@@ -1,451 +1,433 @@
 /*
  * `ferry bench <benchmark>`: the benchmark driver. `transport` measures one-way latency, CPU per
- * message and throughput between two processes for every transport behind bench_transport.
+ * message and throughput between two processes for every transport behind bench_transport:
+ * ferry, the copying baselines, the wake-up floor and, where built, iceoryx and Cyclone DDS.
  */
 #include "bench.h"
 #include "cli.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <signal.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define NS_PER_S ((int64_t)1000000000)
-#define NS_PER_MS ((int64_t)1000000)
 
-static const bench_transport *const transports[] = {
-    &bench_transport_ferry,
-    &bench_transport_shm_copy,
-    &bench_transport_uds,
-    &bench_transport_wakeup,
+/* Every kind of row. A ferry variant row goes next to ferry-zero-copy, e.g.
+ *   {"ferry-zero-copy+spin", &bench_transport_ferry, "spin", false},
+ * with transport_ferry.c reading the word in its prepare. */
+const bench_entry bench_entries[] = {
+    {"ferry-zero-copy", &bench_transport_ferry, "", false},
+#ifdef FERRY_BENCH_HAVE_ICEORYX
+    {"iceoryx", &bench_transport_iceoryx, "", true},
+#endif
+#ifdef FERRY_BENCH_HAVE_CYCLONE
+    {"cyclone-udp", &bench_transport_cyclone, "", true},
+    {"cyclone-shm", &bench_transport_cyclone_shm, "", true},
+#endif
+    {"shm-copy", &bench_transport_shm_copy, "", false},
+    {"uds-serialized", &bench_transport_uds, "", false},
+    {"wakeup-floor", &bench_transport_wakeup, "", false},
 };
-#define TRANSPORT_COUNT (sizeof transports / sizeof transports[0])
+const size_t bench_entry_count = sizeof bench_entries / sizeof bench_entries[0];
+
+/* Peers of this build and of other builds, for --help. */
+static const struct {
+    const char *name, *summary, *missing;
+    bool built;
+} peers[] = {
+#ifdef FERRY_BENCH_HAVE_ICEORYX
+    {"iceoryx", NULL, NULL, true},
+#else
+    {"iceoryx", "iceoryx 2.0 C binding", "libiceoryx-binding-c-dev", false},
+#endif
+#ifdef FERRY_BENCH_HAVE_CYCLONE
+    {"cyclone-udp", NULL, NULL, true},
+#else
+    {"cyclone-udp, cyclone-shm", "Cyclone DDS C API", "cyclonedds-dev, cyclonedds-tools", false},
+#endif
+};
 
 static const size_t payloads[] = {64, 1048576, 2764800, 6220800};
 #define PAYLOAD_COUNT (sizeof payloads / sizeof payloads[0])
+#define MAX_RUNS 9
+#define MAX_ENTRIES 16
+_Static_assert(sizeof bench_entries / sizeof bench_entries[0] <= MAX_ENTRIES,
+               "MAX_ENTRIES is too small for the entry table");
 
-enum { MODE_PACED, MODE_FLAT, MODE_COUNT };
-static const char *const mode_names[MODE_COUNT] = {"paced", "flat"};
+static const char *const mode_names[BENCH_MODE_COUNT] = {"paced", "flat", "flood"};
+static const char *const touch_names[BENCH_TOUCH_COUNT] = {"none", "page", "full"};
 
-#define PACED_HZ 30
-#define DEPTH 16
-#define DEPTH_FLAT_SMALL 1024 /* a deep queue lets the subscriber batch at 64 B flat out */
-#define FLAT_MAX_MESSAGES 4000000u
-#define WARMUP_MAX 32u
-#define WARMUP_GAP_NS (2 * NS_PER_MS)
-
-typedef struct run_plan {
-    uint32_t paced_count;  /* measured messages per paced row */
-    int64_t flat_ns;       /* duration of a flat-out row */
-} run_plan;
-
-typedef struct row {
-    const bench_transport *t;
-    size_t payload;
-    int mode;
-    bool ok;
-    uint64_t sent, messages, dropped;
-    double p50_us, p99_us, max_us, pub_cpu_us, sub_cpu_us, msgs_per_s;
-} row;
-
-/* What the subscriber process sends back through its pipe after its ready byte. */
-typedef struct child_result {
-    int32_t status;
-    uint32_t reserved;
-    uint64_t received;
-    uint64_t disorder; /* sequences that went backwards */
-    int64_t p50_ns, p99_ns, max_ns;
-    int64_t cpu_ns;
-    uint64_t cpu_msgs;
-    int64_t last_recv_ns;
-} child_result;
-
-#define READY_OK 'R'
-#define READY_FAIL 'F'
-
-/* ---------------------------------------------------------------------------------------------
- * One row: fork, the child subscribes, the parent publishes
- * ------------------------------------------------------------------------------------------- */
-
-static int child_main(const bench_transport *t, void *st, int mode, uint64_t capacity, int fd)
+static const char *entry_name(const bench_row *r)
 {
-    char ready = READY_OK;
-    child_result res = {0};
-    cli_lat lat;
-    if (!cli_lat_init(&lat, capacity) || t->sub_open(st) != 0) {
-        t->sub_close(st);
-        ready = READY_FAIL;
-        cli_write_full(fd, &ready, 1);
-        return 1;
-    }
-    if (cli_write_full(fd, &ready, 1) != 0)
-        return 1;
-
-    int64_t timeout = 15 * NS_PER_S;
-    uint64_t last_seq = 0;
-    int64_t cpu0 = 0;
-    for (;;) {
-        bench_msg m;
-        int rc = t->sub_recv(st, &m, timeout);
-        if (rc != 0) {
-            if (rc == 1)
-                fprintf(stderr, "ferry bench: %s %s: no message for %.0f s (%llu received)\n",
-                        t->name, mode_names[mode], (double)timeout / NS_PER_S,
-                        (unsigned long long)res.received);
-            res.status = -1;
-            break;
-        }
-        timeout = 3 * NS_PER_S;
-        if (m.seq <= last_seq)
-            res.disorder++;
-        last_seq = m.seq;
-        if (m.flags & BENCH_F_WARMUP)
-            continue;
-        cli_lat_add(&lat, m.recv_ns - m.send_ns);
-        res.received++;
-        res.last_recv_ns = m.recv_ns;
-        /* The CPU window opens after the first measured message, so warm-up is left out. */
-        if (res.received == 1)
-            cpu0 = cli_cpu_ns();
-        if (m.flags & BENCH_F_END) {
-            res.cpu_ns = cli_cpu_ns() - cpu0;
-            res.cpu_msgs = res.received - 1;
-            break;
-        }
-    }
-    t->sub_close(st);
-    res.p50_ns = cli_lat_pct(&lat, 50.0);
-    res.p99_ns = cli_lat_pct(&lat, 99.0);
-    res.max_ns = cli_lat_max(&lat);
-    cli_lat_free(&lat);
-    if (cli_write_full(fd, &res, sizeof res) != 0)
-        return 1;
-    return res.status == 0 ? 0 : 1;
+    return bench_entries[r->entry].name;
 }
 
-/* Waits for n bytes from the child, running the publisher's housekeeping meanwhile. */
-static int parent_wait(const bench_transport *t, void *st, int fd, void *buf, size_t n,
-                       int64_t deadline)
+static int entry_index(const char *name)
 {
-    for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, t->pub_idle ? 0 : 10);
-        if (r > 0)
-            return cli_read_full(fd, buf, n, deadline);
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (cli_now_ns() > deadline) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        if (t->pub_idle && t->pub_idle(st, NS_PER_MS) != 0)
-            return -1;
-    }
-}
-
-/* What two back-to-back reads of the CPU clock measure: the cost of the probe itself. */
-static int64_t cpu_probe_cost(void)
-{
-    int64_t best = INT64_MAX;
-    for (int i = 0; i < 64; i++) {
-        int64_t a = cli_cpu_ns();
-        int64_t d = cli_cpu_ns() - a;
-        if (d < best)
-            best = d;
-    }
-    return best;
-}
-
-static int publish_all(const bench_transport *t, void *st, int mode, uint32_t warmup,
-                       const run_plan *plan, row *out, int64_t *first_send)
-{
-    int64_t ts;
-    uint64_t seq = 0;
-    int64_t next = cli_now_ns();
-    for (uint32_t i = 0; i < warmup; i++) {
-        cli_sleep_until(next);
-        if (t->pub_send(st, ++seq, BENCH_F_WARMUP, &ts) != 0)
-            return -1;
-        next += WARMUP_GAP_NS;
-    }
-    /* Let the subscriber drain the warm-up and go to sleep before the measured part. */
-    next += 20 * NS_PER_MS;
-    if (mode == MODE_PACED)
-        cli_sleep_until(next);
-
-    /* Paced, the process mostly sleeps: only the send calls are counted, less what reading
-     * the CPU clock itself costs. Flat out, the whole process is counted over the run. */
-    const int64_t period = NS_PER_S / PACED_HZ;
-    int64_t probe = cpu_probe_cost();
-    int64_t cpu_sends = 0;
-    int64_t cpu0 = cli_cpu_ns();
-    int64_t start = cli_now_ns();
-    uint64_t sent = 0;
-    for (;;) {
-        bool last;
-        int64_t c0 = 0;
-        if (mode == MODE_PACED) {
-            cli_sleep_until(next + (int64_t)sent * period);
-            last = sent + 1 == plan->paced_count;
-            c0 = cli_cpu_ns();
-        } else {
-            last = sent + 1 == FLAT_MAX_MESSAGES ||
-                   ((sent & 63) == 0 && cli_now_ns() - start >= plan->flat_ns);
-        }
-        if (t->pub_send(st, ++seq, last ? BENCH_F_END : 0, &ts) != 0)
-            return -1;
-        if (mode == MODE_PACED) {
-            int64_t d = cli_cpu_ns() - c0 - probe;
-            cpu_sends += d > 0 ? d : 0;
-        }
-        if (sent == 0)
-            *first_send = ts;
-        sent++;
-        if (last)
-            break;
-    }
-    out->sent = sent;
-    int64_t cpu = mode == MODE_PACED ? cpu_sends : cli_cpu_ns() - cpu0;
-    out->pub_cpu_us = (double)cpu / 1000.0 / (double)sent;
-    return 0;
-}
-
-static void run_row(const bench_transport *t, size_t payload, int mode, const run_plan *plan,
-                    const char *dir, row *out)
-{
-    memset(out, 0, sizeof *out);
-    out->t = t;
-    out->payload = payload;
-    out->mode = mode;
-
-    bench_params p = {.payload = payload, .depth = DEPTH, .dir = dir, .domain = 0};
-    if (mode == MODE_FLAT && payload <= 4096)
-        p.depth = DEPTH_FLAT_SMALL;
-    uint32_t warmup = p.depth < WARMUP_MAX ? p.depth : WARMUP_MAX;
-    uint64_t capacity = mode == MODE_PACED ? plan->paced_count : FLAT_MAX_MESSAGES;
-
-    void *st = NULL;
-    if (t->prepare(&st, &p) != 0)
-        return;
-    int fds[2];
-    if (pipe(fds) != 0) {
-        fprintf(stderr, "ferry bench: pipe: %s\n", strerror(errno));
-        t->release(st);
-        return;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "ferry bench: fork: %s\n", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        t->release(st);
-        return;
-    }
-    if (pid == 0) {
-        cli_child_setup(parent);
-        close(fds[0]);
-        _exit(child_main(t, st, mode, capacity, fds[1]));
-    }
-    close(fds[1]);
-
-    bool ok = false;
-    bool opened = t->pub_open(st) == 0;
-    char ready = 0;
-    int64_t first_send = 0;
-    child_result res = {0};
-    if (opened &&
-        parent_wait(t, st, fds[0], &ready, 1, cli_now_ns() + 20 * NS_PER_S) == 0 &&
-        ready == READY_OK && publish_all(t, st, mode, warmup, plan, out, &first_send) == 0) {
-        int64_t limit = 30 * NS_PER_S;
-        if (parent_wait(t, st, fds[0], &res, sizeof res, cli_now_ns() + limit) == 0 &&
-            res.status == 0)
-            ok = true;
-        else if (res.status == 0)
-            fprintf(stderr, "ferry bench: %s: no result from the subscriber: %s\n", t->name,
-                    strerror(errno));
-    } else if (opened && ready != READY_FAIL) {
-        fprintf(stderr, "ferry bench: %s: the subscriber did not get ready\n", t->name);
-    }
-    if (!ok)
-        kill(pid, SIGKILL);
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    close(fds[0]);
-    t->pub_close(st);
-    t->release(st);
-    if (!ok)
-        return;
-
-    out->ok = true;
-    out->messages = res.received;
-    out->dropped = out->sent >= res.received ? out->sent - res.received : 0;
-    out->p50_us = (double)res.p50_ns / 1000.0;
-    out->p99_us = (double)res.p99_ns / 1000.0;
-    out->max_us = (double)res.max_ns / 1000.0;
-    out->sub_cpu_us = res.cpu_msgs ? (double)res.cpu_ns / 1000.0 / (double)res.cpu_msgs : 0.0;
-    int64_t span = res.last_recv_ns - first_send;
-    out->msgs_per_s = span > 0 ? (double)res.received * (double)NS_PER_S / (double)span : 0.0;
-    if (res.disorder)
-        fprintf(stderr, "ferry bench: %s: %llu messages out of order\n", t->name,
-                (unsigned long long)res.disorder);
+    for (size_t i = 0; i < bench_entry_count; i++)
+        if (strcmp(bench_entries[i].name, name) == 0)
+            return (int)i;
+    return -1;
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Output
  * ------------------------------------------------------------------------------------------- */
 
-static void print_header(void)
+static void print_header(bool runs)
 {
-    printf("%-16s %9s %-6s %8s %10s %10s %10s %10s %10s %12s %9s\n", "transport", "payload",
-           "mode", "messages", "p50 us", "p99 us", "max us", "pub cpu us", "sub cpu us",
-           "msgs/s", "dropped");
+    printf("%s%-15s %8s %-5s %-5s %3s %8s %8s %8s %8s %8s %8s %8s %8s %8s %11s %8s\n",
+           runs ? "run " : "", "transport", "payload", "mode", "touch", "pin", "messages",
+           "p50 us", "p99 us", "p99.9 us", "max us", "pub call", "pub cpu", "sub call",
+           "sub cpu", "msgs/s", "dropped");
 }
 
-static void print_row(const row *r)
+/* A call-CPU figure, "-" where it was not measured (flat out). */
+static void fmt_call(char *buf, size_t cap, double us)
 {
+    if (us < 0)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.2f", us);
+}
+
+static void print_row(const bench_row *r, bool runs)
+{
+    if (runs)
+        printf("%3u ", r->run + 1);
+    printf("%-15s %8zu %-5s %-5s %3s ", entry_name(r), r->payload, mode_names[r->mode],
+           touch_names[r->touch], r->pinned ? "yes" : "no");
     if (!r->ok) {
-        printf("%-16s %9zu %-6s %8s\n", r->t->name, r->payload, mode_names[r->mode], "error");
+        printf("%8s\n", "error");
         return;
     }
-    printf("%-16s %9zu %-6s %8llu %10.1f %10.1f %10.1f %10.2f %10.2f %12.0f %9llu\n",
-           r->t->name, r->payload, mode_names[r->mode], (unsigned long long)r->messages,
-           r->p50_us, r->p99_us, r->max_us, r->pub_cpu_us, r->sub_cpu_us, r->msgs_per_s,
-           (unsigned long long)r->dropped);
+    char pc[16], sc[16];
+    fmt_call(pc, sizeof pc, r->pub_call_us);
+    fmt_call(sc, sizeof sc, r->sub_call_us);
+    printf("%8llu %8.1f %8.1f %8.1f %8.1f %8s %8.2f %8s %8.2f %11.0f %8llu\n",
+           (unsigned long long)r->messages, r->p50_us, r->p99_us, r->p999_us, r->max_us, pc,
+           r->pub_cpu_us, sc, r->sub_cpu_us, r->msgs_per_s, (unsigned long long)r->dropped);
 }
 
-static int write_csv(const char *path, const row *rows, size_t n)
+static int write_csv(const char *path, const bench_row *rows, size_t n)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return cli_fail("bench", 1, "cannot write %s: %s", path, strerror(errno));
-    fputs("transport,payload_bytes,mode,messages,p50_us,p99_us,max_us,pub_cpu_us,sub_cpu_us,"
-          "msgs_per_s,dropped\n",
+    fputs("run,transport,payload_bytes,mode,touch,pinned,messages,p50_us,p99_us,p999_us,max_us,"
+          "pub_call_us,pub_cpu_us,sub_call_us,sub_cpu_us,msgs_per_s,dropped\n",
           f);
     for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
+        const bench_row *r = &rows[i];
         if (!r->ok)
             continue;
-        fprintf(f, "%s,%zu,%s,%llu,%.3f,%.3f,%.3f,%.3f,%.3f,%.0f,%llu\n", r->t->name, r->payload,
-                mode_names[r->mode], (unsigned long long)r->messages, r->p50_us, r->p99_us,
-                r->max_us, r->pub_cpu_us, r->sub_cpu_us, r->msgs_per_s,
-                (unsigned long long)r->dropped);
+        char pc[16] = "", sc[16] = "";
+        if (r->pub_call_us >= 0)
+            snprintf(pc, sizeof pc, "%.3f", r->pub_call_us);
+        if (r->sub_call_us >= 0)
+            snprintf(sc, sizeof sc, "%.3f", r->sub_call_us);
+        fprintf(f, "%u,%s,%zu,%s,%s,%d,%llu,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%s,%.3f,%.0f,%llu\n",
+                r->run + 1, entry_name(r), r->payload, mode_names[r->mode],
+                touch_names[r->touch], r->pinned ? 1 : 0, (unsigned long long)r->messages,
+                r->p50_us, r->p99_us, r->p999_us, r->max_us, pc, r->pub_cpu_us, sc,
+                r->sub_cpu_us, r->msgs_per_s, (unsigned long long)r->dropped);
     }
     if (fclose(f) != 0)
         return cli_fail("bench", 1, "cannot write %s: %s", path, strerror(errno));
     return 0;
 }
 
-static const row *find(const row *rows, size_t n, const bench_transport *t, size_t payload,
-                       int mode)
+/* ---------------------------------------------------------------------------------------------
+ * Medians over the runs of one cell (entry, payload, mode, touch)
+ * ------------------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
 {
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].t == t && rows[i].payload == payload && rows[i].mode == mode && rows[i].ok)
-            return &rows[i];
-    return NULL;
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+/* The cell's median row in *out; false when no run of it was measured. */
+static bool median_row(const bench_row *rows, size_t n, int entry, size_t payload, int mode,
+                       bench_touch touch, bench_row *out)
+{
+    const bench_row *got[MAX_RUNS];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < MAX_RUNS; i++) {
+        const bench_row *r = &rows[i];
+        if (r->ok && (int)r->entry == entry && r->payload == payload && r->mode == mode &&
+            r->touch == touch)
+            got[k++] = r;
+    }
+    if (k == 0)
+        return false;
+    *out = *got[0];
+    double v[MAX_RUNS];
+#define MEDIAN(field)                                                                          \
+    do {                                                                                       \
+        for (size_t j = 0; j < k; j++)                                                         \
+            v[j] = (double)got[j]->field;                                                      \
+        out->field = median_of(v, k);                                                          \
+    } while (0)
+    MEDIAN(p50_us);
+    MEDIAN(p99_us);
+    MEDIAN(p999_us);
+    MEDIAN(max_us);
+    MEDIAN(pub_call_us);
+    MEDIAN(sub_call_us);
+    MEDIAN(pub_cpu_us);
+    MEDIAN(sub_cpu_us);
+    MEDIAN(msgs_per_s);
+    /* Counts: the worst run, so that a lossless row that dropped once shows it. */
+    for (size_t j = 0; j < k; j++) {
+        if (got[j]->dropped > out->dropped)
+            out->dropped = got[j]->dropped;
+        if (got[j]->messages < out->messages)
+            out->messages = got[j]->messages;
+    }
+#undef MEDIAN
+    return true;
+}
+
+typedef struct summary {
+    const bench_row *rows;
+    size_t n;
+    bench_touch touch;
+} summary;
+
+static bool cell(const summary *s, const char *name, size_t payload, int mode, bench_row *out)
+{
+    int e = entry_index(name);
+    return e >= 0 && median_row(s->rows, s->n, e, payload, mode, s->touch, out);
+}
+
+static void fmt_ratio(char *buf, size_t cap, bool have, double a, double b)
+{
+    if (have && b > 0)
+        snprintf(buf, cap, "%.2fx", a / b);
+    else
+        snprintf(buf, cap, "-");
+}
+
+/* The comparison: per payload, every transport's paced latency and CPU, flat drop-oldest and
+ * lossless flood rates, then ferry over iceoryx. */
+static void print_summary(const summary *s, uint32_t runs)
+{
+    printf("\nsummary (touch %s; %s of %u run%s): paced 30 Hz latency us, CPU us per message "
+           "(call = the transport's calls, cpu = whole process), flat drop-oldest and lossless "
+           "flood msgs/s\n",
+           touch_names[s->touch], runs > 1 ? "medians" : "one", runs, runs > 1 ? "s" : "");
+    printf("%8s %-15s %8s %8s %8s %8s %8s %8s %8s %11s %8s %11s %8s\n", "payload", "transport",
+           "p50", "p99", "p99.9", "pub call", "pub cpu", "sub call", "sub cpu", "flat msgs/s",
+           "dropped", "flood msg/s", "dropped");
+    for (size_t pi = 0; pi < PAYLOAD_COUNT; pi++) {
+        bool any = false;
+        for (size_t e = 0; e < bench_entry_count; e++) {
+            bench_row pc, fl, fd;
+            bool hp = cell(s, bench_entries[e].name, payloads[pi], BENCH_MODE_PACED, &pc);
+            bool hf = cell(s, bench_entries[e].name, payloads[pi], BENCH_MODE_FLAT, &fl);
+            bool hd = cell(s, bench_entries[e].name, payloads[pi], BENCH_MODE_FLOOD, &fd);
+            if (!hp && !hf && !hd)
+                continue;
+            any = true;
+            printf("%8zu %-15s ", payloads[pi], bench_entries[e].name);
+            if (hp)
+                printf("%8.1f %8.1f %8.1f %8.2f %8.2f %8.2f %8.2f ", pc.p50_us, pc.p99_us,
+                       pc.p999_us, pc.pub_call_us, pc.pub_cpu_us, pc.sub_call_us,
+                       pc.sub_cpu_us);
+            else
+                printf("%8s %8s %8s %8s %8s %8s %8s ", "-", "-", "-", "-", "-", "-", "-");
+            if (hf)
+                printf("%11.0f %8llu ", fl.msgs_per_s, (unsigned long long)fl.dropped);
+            else
+                printf("%11s %8s ", "-", "-");
+            if (hd)
+                printf("%11.0f %8llu\n", fd.msgs_per_s, (unsigned long long)fd.dropped);
+            else
+                printf("%11s %8s\n", "-", "-");
+        }
+        bench_row a, b, fa, fb, da, db;
+        bool hp = cell(s, "ferry-zero-copy", payloads[pi], BENCH_MODE_PACED, &a) &&
+                  cell(s, "iceoryx", payloads[pi], BENCH_MODE_PACED, &b);
+        bool hf = cell(s, "ferry-zero-copy", payloads[pi], BENCH_MODE_FLAT, &fa) &&
+                  cell(s, "iceoryx", payloads[pi], BENCH_MODE_FLAT, &fb);
+        bool hd = cell(s, "ferry-zero-copy", payloads[pi], BENCH_MODE_FLOOD, &da) &&
+                  cell(s, "iceoryx", payloads[pi], BENCH_MODE_FLOOD, &db);
+        if (any && (hp || hf || hd)) {
+            char r[9][16];
+            fmt_ratio(r[0], sizeof r[0], hp, a.p50_us, b.p50_us);
+            fmt_ratio(r[1], sizeof r[1], hp, a.p99_us, b.p99_us);
+            fmt_ratio(r[2], sizeof r[2], hp, a.p999_us, b.p999_us);
+            fmt_ratio(r[3], sizeof r[3], hp, a.pub_call_us, b.pub_call_us);
+            fmt_ratio(r[4], sizeof r[4], hp, a.pub_cpu_us, b.pub_cpu_us);
+            fmt_ratio(r[5], sizeof r[5], hp, a.sub_call_us, b.sub_call_us);
+            fmt_ratio(r[6], sizeof r[6], hp, a.sub_cpu_us, b.sub_cpu_us);
+            fmt_ratio(r[7], sizeof r[7], hf, fa.msgs_per_s, fb.msgs_per_s);
+            fmt_ratio(r[8], sizeof r[8], hd, da.msgs_per_s, db.msgs_per_s);
+            printf("%8zu %-15s %8s %8s %8s %8s %8s %8s %8s %11s %8s %11s\n", payloads[pi],
+                   "ferry/iceoryx", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], "", r[8]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Target checks, on the medians of the summary's touch
+ * ------------------------------------------------------------------------------------------- */
 
 static void verdict(bool have, bool pass, const char *what)
 {
     printf("  [%s] %s\n", !have ? "n/a " : pass ? "pass" : "miss", what);
 }
 
-static void print_checks(const row *rows, size_t n)
+/* Worst ratio a/b over the payloads for field f of mode; text lists each. */
+static bool worst_ratio(const summary *s, const char *na, const char *nb, int mode,
+                        size_t offset, bool sum_sides, double *worst, char *text, size_t cap)
 {
-    const bench_transport *zc = &bench_transport_ferry;
-    char text[512];
-    printf("\ntarget checks (informational):\n");
-
-    /* Zero-copy p50 at 30 Hz within 1.5x of the wake-up floor, every payload. */
-    double worst = 0.0;
     bool have = true;
     int len = 0;
+    *worst = 0.0;
+    text[0] = '\0';
     for (size_t i = 0; i < PAYLOAD_COUNT; i++) {
-        const row *a = find(rows, n, zc, payloads[i], MODE_PACED);
-        const row *b = find(rows, n, &bench_transport_wakeup, payloads[i], MODE_PACED);
-        if (!a || !b || b->p50_us <= 0) {
+        bench_row a, b;
+        if (!cell(s, na, payloads[i], mode, &a) || !cell(s, nb, payloads[i], mode, &b)) {
             have = false;
             continue;
         }
-        double ratio = a->p50_us / b->p50_us;
-        if (ratio > worst)
-            worst = ratio;
-        len += snprintf(text + len, sizeof text - (size_t)len, "%s%zu B %.2fx", i ? ", " : "",
-                        payloads[i], ratio);
+        double va = *(const double *)((const char *)&a + offset);
+        double vb = *(const double *)((const char *)&b + offset);
+        if (sum_sides) {
+            va = a.pub_cpu_us + a.sub_cpu_us;
+            vb = b.pub_cpu_us + b.sub_cpu_us;
+        }
+        if (vb <= 0) {
+            have = false;
+            continue;
+        }
+        double ratio = va / vb;
+        if (ratio > *worst)
+            *worst = ratio;
+        if (len >= 0 && (size_t)len < cap)
+            len += snprintf(text + len, cap - (size_t)len, "%s%zu B %.2fx", len ? ", " : "",
+                            payloads[i], ratio);
     }
-    char line[700];
+    return have;
+}
+
+static void print_checks(const summary *s)
+{
+    char text[512], line[800];
+    double worst;
+    bench_row a, b;
+    printf("\ntarget checks (informational; touch %s, medians):\n", touch_names[s->touch]);
+
+    bool have = worst_ratio(s, "ferry-zero-copy", "wakeup-floor", BENCH_MODE_PACED,
+                            offsetof(bench_row, p50_us), false, &worst, text, sizeof text);
     snprintf(line, sizeof line,
              "zero-copy p50 at 30 Hz within 1.5x of wakeup-floor p50 (worst %.2fx: %s)", worst,
              text);
     verdict(have, worst <= 1.5, line);
 
-    /* p99 within 2x of p50 at 30 Hz. */
-    worst = 0.0;
     have = true;
-    len = 0;
+    worst = 0.0;
+    int len = 0;
     for (size_t i = 0; i < PAYLOAD_COUNT; i++) {
-        const row *a = find(rows, n, zc, payloads[i], MODE_PACED);
-        if (!a || a->p50_us <= 0) {
+        if (!cell(s, "ferry-zero-copy", payloads[i], BENCH_MODE_PACED, &a) || a.p50_us <= 0) {
             have = false;
             continue;
         }
-        double ratio = a->p99_us / a->p50_us;
+        double ratio = a.p99_us / a.p50_us;
         if (ratio > worst)
             worst = ratio;
-        len += snprintf(text + len, sizeof text - (size_t)len, "%s%zu B %.2fx", i ? ", " : "",
-                        payloads[i], ratio);
+        if (len >= 0 && (size_t)len < sizeof text)
+            len += snprintf(text + len, sizeof text - (size_t)len, "%s%zu B %.2fx",
+                            len ? ", " : "", payloads[i], ratio);
     }
     snprintf(line, sizeof line, "zero-copy p99 within 2x of its p50 at 30 Hz (worst %.2fx: %s)",
              worst, text);
     verdict(have, worst <= 2.0, line);
 
-    const row *small = find(rows, n, zc, 64, MODE_PACED);
-    const row *big = find(rows, n, zc, 6220800, MODE_PACED);
-    const row *uds = find(rows, n, &bench_transport_uds, 6220800, MODE_PACED);
-    const row *shm = find(rows, n, &bench_transport_shm_copy, 6220800, MODE_PACED);
-    bool ok2 = small && big && small->p50_us > 0;
+    bench_row small, big, uds, shm;
+    bool hs = cell(s, "ferry-zero-copy", 64, BENCH_MODE_PACED, &small);
+    bool hb = cell(s, "ferry-zero-copy", 6220800, BENCH_MODE_PACED, &big);
+    bool hu = cell(s, "uds-serialized", 6220800, BENCH_MODE_PACED, &uds);
+    bool hm = cell(s, "shm-copy", 6220800, BENCH_MODE_PACED, &shm);
+    bool ok2 = hs && hb && small.p50_us > 0;
     snprintf(line, sizeof line,
              "zero-copy p50 at 6,220,800 B within 1.5x of its p50 at 64 B (%.1f us vs %.1f us)",
-             big ? big->p50_us : 0.0, small ? small->p50_us : 0.0);
-    verdict(ok2, ok2 && big->p50_us <= 1.5 * small->p50_us, line);
+             hb ? big.p50_us : 0.0, hs ? small.p50_us : 0.0);
+    verdict(ok2, ok2 && big.p50_us <= 1.5 * small.p50_us, line);
 
-    ok2 = big && uds && big->p50_us > 0;
-    double f = ok2 ? uds->p50_us / big->p50_us : 0.0;
+    ok2 = hb && hu && big.p50_us > 0;
+    double f = ok2 ? uds.p50_us / big.p50_us : 0.0;
     snprintf(line, sizeof line,
              "at 6,220,800 B zero-copy p50 >= 100x below uds-serialized (%.0fx: %.1f us vs %.1f "
              "us)",
-             f, big ? big->p50_us : 0.0, uds ? uds->p50_us : 0.0);
+             f, hb ? big.p50_us : 0.0, hu ? uds.p50_us : 0.0);
     verdict(ok2, f >= 100.0, line);
 
-    ok2 = big && shm && big->p50_us > 0;
-    f = ok2 ? shm->p50_us / big->p50_us : 0.0;
+    ok2 = hb && hm && big.p50_us > 0;
+    f = ok2 ? shm.p50_us / big.p50_us : 0.0;
     snprintf(line, sizeof line,
              "at 6,220,800 B zero-copy p50 >= 20x below shm-copy (%.0fx: %.1f us vs %.1f us)", f,
-             big ? big->p50_us : 0.0, shm ? shm->p50_us : 0.0);
+             hb ? big.p50_us : 0.0, hm ? shm.p50_us : 0.0);
     verdict(ok2, f >= 20.0, line);
 
-    /* CPU of publish + take + release, from the flat-out 64 B run: whole-process CPU of both
-     * sides divided by messages, wake-ups included. */
-    const row *flat = find(rows, n, zc, 64, MODE_FLAT);
-    double cpu = flat ? flat->pub_cpu_us + flat->sub_cpu_us : 0.0;
+    /* Whole-process CPU of both sides divided by messages, flat out (nobody sleeps). */
+    bench_row flat;
+    bool hf = cell(s, "ferry-zero-copy", 64, BENCH_MODE_FLAT, &flat);
+    double cpu = hf ? flat.pub_cpu_us + flat.sub_cpu_us : 0.0;
     snprintf(line, sizeof line,
-             "publish+take+release CPU under 5 us per message (flat 64 B: %.2f + %.2f = %.2f us; "
-             "paced 64 B: %.2f + %.2f us)",
-             flat ? flat->pub_cpu_us : 0.0, flat ? flat->sub_cpu_us : 0.0, cpu,
-             small ? small->pub_cpu_us : 0.0, small ? small->sub_cpu_us : 0.0);
-    verdict(flat != NULL, cpu < 5.0, line);
+             "publish+take+release CPU under 5 us per message (flat 64 B, whole processes: %.2f "
+             "+ %.2f = %.2f us; paced 64 B: %.2f + %.2f us)",
+             hf ? flat.pub_cpu_us : 0.0, hf ? flat.sub_cpu_us : 0.0, cpu,
+             hs ? small.pub_cpu_us : 0.0, hs ? small.sub_cpu_us : 0.0);
+    verdict(hf, cpu < 5.0, line);
 
     snprintf(line, sizeof line, "flat out at 64 B >= 1,000,000 msgs/s (%.0f msgs/s, %llu dropped)",
-             flat ? flat->msgs_per_s : 0.0, flat ? (unsigned long long)flat->dropped : 0ULL);
-    verdict(flat != NULL, flat && flat->msgs_per_s >= 1e6, line);
+             hf ? flat.msgs_per_s : 0.0, hf ? (unsigned long long)flat.dropped : 0ULL);
+    verdict(hf, hf && flat.msgs_per_s >= 1e6, line);
+
+    /* Against iceoryx, in the same run. */
+    have = cell(s, "ferry-zero-copy", 64, BENCH_MODE_FLOOD, &a) &&
+           cell(s, "iceoryx", 64, BENCH_MODE_FLOOD, &b) && b.msgs_per_s > 0;
+    snprintf(line, sizeof line,
+             "lossless flood at 64 B, depth 8: >= 1.5x iceoryx's rate (%.2fx: %.0f vs %.0f "
+             "msgs/s, %llu dropped)",
+             have ? a.msgs_per_s / b.msgs_per_s : 0.0, have ? a.msgs_per_s : 0.0,
+             have ? b.msgs_per_s : 0.0, have ? (unsigned long long)a.dropped : 0ULL);
+    verdict(have, have && a.msgs_per_s >= 1.5 * b.msgs_per_s && a.dropped == 0, line);
+
+    have = worst_ratio(s, "ferry-zero-copy", "iceoryx", BENCH_MODE_PACED, 0, true, &worst,
+                       text, sizeof text);
+    snprintf(line, sizeof line,
+             "CPU per message (publisher + subscriber, whole processes, 30 Hz) <= iceoryx "
+             "(worst %.2fx: %s)",
+             worst, text);
+    verdict(have, worst <= 1.0, line);
+
+    bool h720 = cell(s, "ferry-zero-copy", 2764800, BENCH_MODE_PACED, &a) &&
+                cell(s, "iceoryx", 2764800, BENCH_MODE_PACED, &b) && b.p50_us > 0;
+    double r720 = h720 ? a.p50_us / b.p50_us : 0.0;
+    bench_row c, d;
+    bool h1080 = cell(s, "ferry-zero-copy", 6220800, BENCH_MODE_PACED, &c) &&
+                 cell(s, "iceoryx", 6220800, BENCH_MODE_PACED, &d) && d.p50_us > 0;
+    double r1080 = h1080 ? c.p50_us / d.p50_us : 0.0;
+    snprintf(line, sizeof line,
+             "paced p50 at 2,764,800 B and 6,220,800 B <= 0.8x iceoryx (%.2fx: %.1f vs %.1f us; "
+             "%.2fx: %.1f vs %.1f us)",
+             r720, h720 ? a.p50_us : 0.0, h720 ? b.p50_us : 0.0, r1080, h1080 ? c.p50_us : 0.0,
+             h1080 ? d.p50_us : 0.0);
+    verdict(h720 && h1080, r720 <= 0.8 && r1080 <= 0.8, line);
 }
 
 static void print_machine(void)
@@ -477,55 +459,135 @@ static void print_machine(void)
 static void transport_usage(FILE *to)
 {
     fputs("usage: ferry bench transport [--quick] [--csv FILE] [--transport NAME] [--mode M]\n"
+          "                             [--touch T] [--pin] [--peers | --no-peers] [--runs N]\n"
+          "                             [--messages N]\n"
           "\n"
           "One-way latency, CPU per message and throughput between two processes, for payloads\n"
-          "of 64 B, 1 MiB, 2,764,800 B and 6,220,800 B, paced at 30 Hz and flat out.\n"
-          "  --quick           fewer messages (whole run well under 30 s)\n"
+          "of 64 B, 1 MiB, 2,764,800 B and 6,220,800 B: paced at 30 Hz, flat out with\n"
+          "drop-oldest queues, and flooded losslessly at depth 8.\n"
+          "  --quick           fewer messages, no peers unless --peers (well under 30 s)\n"
           "  --csv FILE        also write the results as CSV\n"
           "  --transport NAME  only this transport (repeatable)\n"
-          "  --mode M          only paced or only flat\n"
+          "  --mode M          only paced, flat or flood (repeatable)\n"
+          "  --touch T         what of each frame is written and read: none (the header only),\n"
+          "                    page (a byte per 4 KiB page; the default) or full (every byte;\n"
+          "                    the subscriber sums it); repeatable\n"
+          "  --pin             publisher and subscriber on two different CPUs\n"
+          "  --peers           include iceoryx and Cyclone DDS (the default of a full run\n"
+          "                    without --transport); --no-peers leaves them out\n"
+          "  --runs N          every row N times, in alternating rounds; the summary and the\n"
+          "                    checks use the medians (1 to 9, default 1)\n"
+          "  --messages N      measured messages per paced row (default 300, --quick 20)\n"
           "transports:\n",
           to);
-    for (size_t i = 0; i < TRANSPORT_COUNT; i++)
-        fprintf(to, "  %-16s %s\n", transports[i]->name, transports[i]->summary);
+    for (size_t i = 0; i < bench_entry_count; i++) {
+        const bench_entry *e = &bench_entries[i];
+        const char *why = e->t->available ? e->t->available() : NULL;
+        fprintf(to, "  %-16s %s%s%s%s%s\n", e->name, e->t->summary, e->variant[0] ? " [" : "",
+                e->variant, e->variant[0] ? "]" : "", why ? " (cannot run here: " : "");
+        if (why)
+            fprintf(to, "  %-16s   %s)\n", "", why);
+    }
+    for (size_t i = 0; i < sizeof peers / sizeof peers[0]; i++)
+        if (!peers[i].built)
+            fprintf(to, "  %-16s %s: not built (needs %s when ferry is built)\n", peers[i].name,
+                    peers[i].summary, peers[i].missing);
+}
+
+static int parse_choice(const char *arg, const char *const *names, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(arg, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The first two CPUs this process may run on; false when there are fewer. */
+static bool two_cpus(int cpus[2])
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return false;
+    int k = 0;
+    for (int i = 0; i < CPU_SETSIZE && k < 2; i++)
+        if (CPU_ISSET(i, &set))
+            cpus[k++] = i;
+    return k == 2;
 }
 
 static int bench_transport_cmd(int argc, char **argv)
 {
-    enum { O_TRANSPORT = CLI_O_OWN, O_MODE };
+    enum { O_TRANSPORT = CLI_O_OWN, O_MODE, O_TOUCH, O_PIN, O_PEERS, O_NO_PEERS, O_RUNS,
+           O_MESSAGES };
     static const struct option options[] = {
         CLI_OPT_QUICK,
         CLI_OPT_CSV,
         {"transport", required_argument, NULL, O_TRANSPORT},
         {"mode", required_argument, NULL, O_MODE},
+        {"touch", required_argument, NULL, O_TOUCH},
+        {"pin", no_argument, NULL, O_PIN},
+        {"peers", no_argument, NULL, O_PEERS},
+        {"no-peers", no_argument, NULL, O_NO_PEERS},
+        {"runs", required_argument, NULL, O_RUNS},
+        {"messages", required_argument, NULL, O_MESSAGES},
         CLI_OPT_HELP,
         CLI_OPT_END,
     };
     cli_opts o;
     cli_parser p = {.cmd = "bench transport", .options = options, .usage = transport_usage,
                     .opts = &o};
-    bool want_t[TRANSPORT_COUNT] = {false};
-    bool any_t = false;
-    int only_mode = -1;
+    bool want_t[MAX_ENTRIES] = {false};
+    bool want_m[BENCH_MODE_COUNT] = {false};
+    bool want_touch[BENCH_TOUCH_COUNT] = {false};
+    bool any_t = false, any_m = false, any_touch = false, pin = false;
+    int peers_opt = -1; /* -1: the default, 0: --no-peers, 1: --peers */
+    long runs = 1, messages = 0;
     int c;
     cli_opts_init(&o);
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
+        char *end;
         switch (c) {
         case O_TRANSPORT: {
-            size_t k = 0;
-            while (k < TRANSPORT_COUNT && strcmp(transports[k]->name, optarg) != 0)
-                k++;
-            if (k == TRANSPORT_COUNT)
-                return cli_fail("bench", 2, "unknown transport '%s'", optarg);
+            int k = entry_index(optarg);
+            if (k < 0)
+                return cli_fail("bench", 2, "unknown transport '%s' (see 'ferry bench transport "
+                                "--help')", optarg);
             want_t[k] = any_t = true;
             break;
         }
-        case O_MODE:
-            only_mode = strcmp(optarg, "paced") == 0 ? MODE_PACED
-                        : strcmp(optarg, "flat") == 0 ? MODE_FLAT
-                                                      : -2;
-            if (only_mode == -2)
-                return cli_fail("bench", 2, "unknown mode '%s' (paced or flat)", optarg);
+        case O_MODE: {
+            int m = parse_choice(optarg, mode_names, BENCH_MODE_COUNT);
+            if (m < 0)
+                return cli_fail("bench", 2, "unknown mode '%s' (paced, flat or flood)", optarg);
+            want_m[m] = any_m = true;
+            break;
+        }
+        case O_TOUCH: {
+            int t = parse_choice(optarg, touch_names, BENCH_TOUCH_COUNT);
+            if (t < 0)
+                return cli_fail("bench", 2, "unknown touch '%s' (none, page or full)", optarg);
+            want_touch[t] = any_touch = true;
+            break;
+        }
+        case O_PIN:
+            pin = true;
+            break;
+        case O_PEERS:
+            peers_opt = 1;
+            break;
+        case O_NO_PEERS:
+            peers_opt = 0;
+            break;
+        case O_RUNS:
+            runs = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || runs < 1 || runs > MAX_RUNS)
+                return cli_fail("bench", 2, "--runs %s is out of range: 1..%d", optarg,
+                                MAX_RUNS);
+            break;
+        case O_MESSAGES:
+            messages = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || messages < 2 || messages > 100000)
+                return cli_fail("bench", 2, "--messages %s is out of range: 2..100000", optarg);
             break;
         }
     }
@@ -534,43 +596,96 @@ static int bench_transport_cmd(int argc, char **argv)
     if (optind < argc)
         return cli_fail("bench transport", 2, "unexpected argument '%s' (try 'ferry bench "
                         "transport --help')", argv[optind]);
+    if (!any_touch)
+        want_touch[BENCH_TOUCH_PAGE] = true;
+    bool with_peers = peers_opt == 1 || (peers_opt < 0 && !any_t && !o.quick);
 
-    run_plan plan = {.paced_count = o.quick ? 20 : 300,
-                     .flat_ns = o.quick ? NS_PER_S / 4 : 2 * NS_PER_S};
+    bench_plan plan = {.paced_count = messages ? (uint32_t)messages : o.quick ? 20 : 300,
+                       .flat_ns = o.quick ? NS_PER_S / 4 : 2 * NS_PER_S,
+                       .max_payload = payloads[PAYLOAD_COUNT - 1]};
+    if (pin && !two_cpus(plan.cpus))
+        fprintf(stderr, "ferry bench: --pin needs two CPUs this process may use; running "
+                        "unpinned\n");
+    else
+        plan.pin = pin;
+
+    /* Which entries run: the selection, and the peers that can run here. */
+    bool run_e[MAX_ENTRIES] = {false};
+    for (size_t i = 0; i < bench_entry_count && i < MAX_ENTRIES; i++) {
+        const bench_entry *e = &bench_entries[i];
+        run_e[i] = any_t ? want_t[i] : (!e->peer || with_peers);
+        const char *why = run_e[i] && e->t->available ? e->t->available() : NULL;
+        if (why) {
+            fprintf(stderr, "ferry bench: %s is left out: %s\n", e->name, why);
+            run_e[i] = false;
+        }
+    }
+
     char dir[256];
     if (!cli_private_dir("ferry-bench-", dir, sizeof dir))
         return 1;
+    plan.dir = dir;
 
     print_machine();
-    printf("paced: %d Hz, %u messages per row; flat: as fast as possible for %.2f s per row; "
-           "queue depth %d (%d for flat 64 B)\n\n",
-           PACED_HZ, plan.paced_count, (double)plan.flat_ns / NS_PER_S, DEPTH, DEPTH_FLAT_SMALL);
-    print_header();
+    printf("paced: %d Hz, %u messages per row, drop-oldest depth %u; flat: as fast as possible "
+           "for %.2f s per row, drop-oldest depth %u (%u at 64 B); flood: the same, lossless at "
+           "depth %u; %s\n",
+           BENCH_PACED_HZ, plan.paced_count, BENCH_DEPTH, (double)plan.flat_ns / NS_PER_S,
+           BENCH_DEPTH, BENCH_DEPTH_FLAT_SMALL, BENCH_DEPTH_FLOOD,
+           plan.pin ? "pinned to two CPUs" : "unpinned");
+    printf("call = CPU of the transport's calls per message; cpu = whole-process CPU "
+           "(getrusage) per message\n\n");
+    print_header(runs > 1);
     fflush(stdout);
 
-    row rows[MODE_COUNT * PAYLOAD_COUNT * TRANSPORT_COUNT];
+    size_t cap = (size_t)runs * BENCH_MODE_COUNT * BENCH_TOUCH_COUNT * PAYLOAD_COUNT *
+                 bench_entry_count;
+    bench_row *rows = calloc(cap, sizeof *rows);
+    if (!rows) {
+        cli_rmtree(dir);
+        return cli_fail("bench", 1, "out of memory");
+    }
     size_t n = 0;
     int status = 0;
-    for (int mode = 0; mode < MODE_COUNT; mode++) {
-        if (only_mode >= 0 && mode != only_mode)
-            continue;
-        for (size_t pi = 0; pi < PAYLOAD_COUNT; pi++)
-            for (size_t ti = 0; ti < TRANSPORT_COUNT; ti++) {
-                if (any_t && !want_t[ti])
+    for (long run = 0; run < runs; run++)
+        for (int mode = 0; mode < BENCH_MODE_COUNT; mode++) {
+            if (any_m && !want_m[mode])
+                continue;
+            for (int touch = 0; touch < BENCH_TOUCH_COUNT; touch++) {
+                if (!want_touch[touch])
                     continue;
-                row *r = &rows[n++];
-                run_row(transports[ti], payloads[pi], mode, &plan, dir, r);
-                if (!r->ok)
-                    status = 1;
-                print_row(r);
-                fflush(stdout);
+                for (size_t pi = 0; pi < PAYLOAD_COUNT; pi++)
+                    for (size_t e = 0; e < bench_entry_count; e++) {
+                        if (!run_e[e])
+                            continue;
+                        /* Flood is lossless: only transports that can be. */
+                        if (mode == BENCH_MODE_FLOOD &&
+                            !(bench_entries[e].t->caps & BENCH_CAP_LOSSLESS))
+                            continue;
+                        bench_row *r = &rows[n++];
+                        bench_run_row(&plan, (uint32_t)e, payloads[pi], mode,
+                                      (bench_touch)touch, r);
+                        r->run = (uint32_t)run;
+                        if (!r->ok)
+                            status = 1;
+                        print_row(r, runs > 1);
+                        fflush(stdout);
+                    }
             }
-    }
+        }
+    bench_run_finish();
     if (cli_rmtree(dir) != 0)
         fprintf(stderr, "ferry bench: could not remove %s\n", dir);
-    print_checks(rows, n);
+    /* The summary and the checks use the page-touched rows, else the first touch asked for. */
+    summary s = {.rows = rows, .n = n, .touch = BENCH_TOUCH_PAGE};
+    for (int t = BENCH_TOUCH_COUNT - 1; t >= 0 && !want_touch[BENCH_TOUCH_PAGE]; t--)
+        if (want_touch[t])
+            s.touch = (bench_touch)t;
+    print_summary(&s, (uint32_t)runs);
+    print_checks(&s);
     if (o.csv && write_csv(o.csv, rows, n) != 0)
         status = 1;
+    free(rows);
     return status;
 }
 
@@ -579,7 +694,7 @@ int ferry_cmd_bench(int argc, char **argv)
     static const char usage[] =
         "usage: ferry bench <benchmark> [options]\n"
         "benchmarks:\n"
-        "  transport   one-way latency, CPU and throughput: ferry vs copying transports\n"
+        "  transport   one-way latency, CPU and throughput: ferry vs iceoryx, Cyclone DDS, copies\n"
         "  gpu         device buffer cache vs CUDA allocators, host frames into the GPU\n"
         "  bridge      ferry frames through DDS bridges across a veth pair vs plain DDS\n";
     if (argc < 2) {

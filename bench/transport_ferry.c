@@ -1,26 +1,26 @@
 /*
  * ferry's zero-copy path through the real library: ferry_loan / ferry_publish on one side,
- * ferry_take / ferry_release on the other. The publisher writes only the small header into the
- * loaned payload and the subscriber reads only that header: the rest of the payload is never
- * touched, which is the point (latency independent of size).
+ * ferry_take / ferry_release on the other. The driver writes the frame into the loan and reads
+ * it in the taken sample, in place: no payload byte is copied by the transport.
  */
 #include "bench.h"
 
 #include <ferry/ferry.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define FB_TOPIC "/bench/transport"
 #define FB_TYPE "ferry/bench_message"
 #define FB_CONNECT_NS ((int64_t)10 * 1000000000)
 #define FB_POOL_WAIT_NS ((int64_t)2 * 1000000000)
+#define FB_BLOCK_NS ((int64_t)5 * 1000000000) /* lossless: a publish waits at most this long */
 
 typedef struct fb_state {
     bench_params p;
     ferry_node *node;
     ferry_publisher *pub;
     ferry_subscriber *sub;
+    ferry_sample sample; /* subscriber: the sample between sub_recv and sub_done */
 } fb_state;
 
 static int fail(const char *what, ferry_err err)
@@ -35,6 +35,13 @@ static int fb_prepare(void **state, const bench_params *p)
     if (!s)
         return -1;
     s->p = *p;
+    /* Options of variant rows (bench_entry.variant in bench_main.c) are read here, one word
+     * each, and applied in fb_pub_open / fb_sub_open. None is known yet. */
+    if (p->variant && p->variant[0]) {
+        fprintf(stderr, "ferry bench: ferry-zero-copy: unknown variant '%s'\n", p->variant);
+        free(s);
+        return -1;
+    }
     *state = s;
     return 0;
 }
@@ -70,10 +77,22 @@ static int fb_pub_open(void *state)
     if (bytes < o.pool_bytes)
         bytes = o.pool_bytes;
     o.pool_bytes = bytes;
+    if (s->p.lossless) {
+        /* Lossless: a full subscriber queue or an empty pool makes the publisher wait. */
+        o.admit_blocking = true;
+        o.on_pool_exhausted = FERRY_POOL_BLOCK;
+        o.block_timeout_ns = FB_BLOCK_NS;
+    }
     err = ferry_publisher_create(&s->pub, s->node, FB_TOPIC, FB_TYPE,
                                  ferry_hash(FB_TYPE), &o);
     if (err)
         return fail("publisher", err);
+    /* Carve and touch the chunks the stream will cycle through before it starts, as a camera
+     * driver would (iceoryx's mempools are made by RouDi before any publisher exists). */
+    uint32_t cycle = s->p.depth + 8 < o.max_chunks ? s->p.depth + 8 : o.max_chunks;
+    err = ferry_publisher_reserve(s->pub, s->p.payload, cycle);
+    if (err)
+        return fail("reserve", err);
     err = ferry_publisher_wait_subscribers(s->pub, 1, FB_CONNECT_NS);
     if (err)
         return fail("waiting for the subscriber", err);
@@ -87,28 +106,28 @@ static int fb_pub_idle(void *state, int64_t timeout_ns)
     return err ? fail("publisher poll", err) : 0;
 }
 
-static int fb_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *send_ns)
+static int fb_pub_loan(void *state, void **buf, size_t *size)
 {
     fb_state *s = state;
-    void *buf;
-    ferry_err err = ferry_loan(s->pub, s->p.payload, &buf);
+    ferry_err err = ferry_loan(s->pub, s->p.payload, buf);
     if (err == FERRY_EPOOL) {
         /* Chunks come back as the subscriber releases them; wait for returns. */
         int64_t deadline = ferry_now().ns + FB_POOL_WAIT_NS;
         while (err == FERRY_EPOOL && ferry_now().ns < deadline) {
             ferry_publisher_poll(s->pub, 100000);
-            err = ferry_loan(s->pub, s->p.payload, &buf);
+            err = ferry_loan(s->pub, s->p.payload, buf);
         }
     }
     if (err)
         return fail("loan", err);
-    /* The clock starts when the frame is ready in the sender's buffer, as for every transport:
-     * a loan is the buffer a camera fills, taken before the frame exists. */
-    int64_t t = ferry_now().ns;
-    *send_ns = t;
-    bench_wire w = {.seq = seq, .send_ns = t, .flags = flags};
-    memcpy(buf, &w, sizeof w);
-    err = ferry_publish(s->pub, buf, 0);
+    *size = s->p.payload;
+    return 0;
+}
+
+static int fb_pub_send(void *state, void *buf)
+{
+    fb_state *s = state;
+    ferry_err err = ferry_publish(s->pub, buf, 0);
     if (err) {
         ferry_loan_release(s->pub, buf);
         return fail("publish", err);
@@ -137,7 +156,7 @@ static int fb_sub_open(void *state)
     ferry_subscriber_options o;
     ferry_subscriber_options_init(&o);
     o.depth = s->p.depth;
-    o.overflow = FERRY_OVERFLOW_DROP_OLDEST;
+    o.overflow = s->p.lossless ? FERRY_OVERFLOW_BLOCK : FERRY_OVERFLOW_DROP_OLDEST;
     err = ferry_subscriber_create(&s->sub, s->node, FB_TOPIC, FB_TYPE,
                                   ferry_hash(FB_TYPE), &o);
     if (err)
@@ -148,27 +167,18 @@ static int fb_sub_open(void *state)
     return 0;
 }
 
-static int fb_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
+static int fb_sub_recv(void *state, const void **data, size_t *size, int64_t *recv_ns,
+                       int64_t timeout_ns)
 {
     fb_state *s = state;
     int64_t deadline = timeout_ns >= 0 ? ferry_now().ns + timeout_ns : -1;
     for (;;) {
-        ferry_sample sample;
-        ferry_err err = ferry_take(s->sub, &sample);
+        ferry_err err = ferry_take(s->sub, &s->sample);
         if (err == FERRY_OK) {
-            m->recv_ns = ferry_now().ns;
-            if (sample.size < sizeof(bench_wire)) {
-                ferry_release(s->sub, &sample);
-                fprintf(stderr, "ferry bench: sample of %zu bytes\n", sample.size);
-                return -1;
-            }
-            bench_wire w;
-            memcpy(&w, sample.data, sizeof w);
-            m->seq = w.seq;
-            m->send_ns = w.send_ns;
-            m->flags = w.flags;
-            err = ferry_release(s->sub, &sample);
-            return err ? fail("release", err) : 0;
+            *recv_ns = ferry_now().ns;
+            *data = s->sample.data;
+            *size = s->sample.size;
+            return 0;
         }
         if (err != FERRY_EAGAIN)
             return fail("take", err);
@@ -184,6 +194,13 @@ static int fb_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
         if (err)
             return fail("wait", err);
     }
+}
+
+static int fb_sub_done(void *state)
+{
+    fb_state *s = state;
+    ferry_err err = ferry_release(s->sub, &s->sample);
+    return err ? fail("release", err) : 0;
 }
 
 static void fb_sub_close(void *state)
@@ -206,13 +223,16 @@ static void fb_release(void *state)
 const bench_transport bench_transport_ferry = {
     .name = "ferry-zero-copy",
     .summary = "ferry_loan/ferry_publish, ferry_take/ferry_release: no payload byte copied",
+    .caps = BENCH_CAP_LOSSLESS,
     .prepare = fb_prepare,
     .pub_open = fb_pub_open,
     .pub_idle = fb_pub_idle,
+    .pub_loan = fb_pub_loan,
     .pub_send = fb_pub_send,
     .pub_close = fb_pub_close,
     .sub_open = fb_sub_open,
     .sub_recv = fb_sub_recv,
+    .sub_done = fb_sub_done,
     .sub_close = fb_sub_close,
     .release = fb_release,
 };

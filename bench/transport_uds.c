@@ -77,19 +77,27 @@ static void put64(char *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
-static int uds_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *send_ns)
+static int uds_pub_loan(void *state, void **buf, size_t *size)
 {
     uds_state *s = state;
-    int64_t t = cli_now_ns();
-    *send_ns = t;
+    *buf = s->own;
+    *size = s->p.payload;
+    return 0;
+}
+
+static int uds_pub_send(void *state, void *buf)
+{
+    uds_state *s = state;
+    bench_wire h;
+    memcpy(&h, buf, sizeof h);
     char *w = s->wire;
     put32(w, (uint32_t)(UDS_FIXED + s->p.payload));
     put32(w + 4, UDS_ENCAP);
-    put64(w + 8, seq);
-    put64(w + 16, (uint64_t)t);
-    put32(w + 24, flags);
+    put64(w + 8, h.seq);
+    put64(w + 16, (uint64_t)h.send_ns);
+    put32(w + 24, h.flags);
     put32(w + 28, (uint32_t)s->p.payload);
-    memcpy(w + 4 + UDS_FIXED, s->own, s->p.payload);
+    memcpy(w + 4 + UDS_FIXED, buf, s->p.payload);
     if (cli_write_full(s->fd[0], w, 4 + UDS_FIXED + s->p.payload) != 0) {
         fprintf(stderr, "ferry bench: uds write: %s\n", strerror(errno));
         return -1;
@@ -165,7 +173,8 @@ static uint64_t get64(const char *p)
     return v;
 }
 
-static int uds_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
+static int uds_sub_recv(void *state, const void **data, size_t *size, int64_t *recv_ns,
+                        int64_t timeout_ns)
 {
     uds_state *s = state;
     int64_t deadline = timeout_ns >= 0 ? cli_now_ns() + timeout_ns : -1;
@@ -187,12 +196,18 @@ static int uds_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
         fprintf(stderr, "ferry bench: uds: malformed message\n");
         return -1;
     }
-    m->seq = get64(w + 4);
-    m->send_ns = (int64_t)get64(w + 12);
-    m->flags = get32(w + 20);
+    /* Deserialized: the fields into their own header, the payload into the own buffer. */
+    bench_wire h = {.seq = get64(w + 4), .send_ns = (int64_t)get64(w + 12), .flags = get32(w + 20)};
     memcpy(s->own, w + UDS_FIXED, plen);
+    if (plen < sizeof h) {
+        fprintf(stderr, "ferry bench: uds: message of %zu bytes\n", plen);
+        return -1;
+    }
+    memcpy(s->own, &h, sizeof h);
     s->pos += 4 + len;
-    m->recv_ns = cli_now_ns();
+    *recv_ns = cli_now_ns();
+    *data = s->own;
+    *size = plen;
     return 0;
 }
 
@@ -210,9 +225,11 @@ static void uds_release(void *state)
 const bench_transport bench_transport_uds = {
     .name = "uds-serialized",
     .summary = "serialize, write to a Unix stream socket, read, deserialize (default path)",
+    .caps = BENCH_CAP_LOSSLESS,
     .prepare = uds_prepare,
     .pub_open = uds_pub_open,
     .pub_idle = NULL,
+    .pub_loan = uds_pub_loan,
     .pub_send = uds_pub_send,
     .pub_close = uds_close,
     .sub_open = uds_sub_open,

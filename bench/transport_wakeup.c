@@ -2,6 +2,7 @@
  * The floor: a bare futex wake of a blocked process, no payload. The publisher stores the send
  * time and a sequence in a shared page and wakes the subscriber; no transport that wakes a
  * sleeping reader can be faster. Flat out, stores coalesce: the subscriber sees the newest one.
+ * There is no frame: the buffer the driver fills is the header alone, whatever the payload.
  */
 #include "bench.h"
 
@@ -22,7 +23,8 @@ typedef struct wake_shared {
 
 typedef struct wake_state {
     wake_shared *sh;
-    uint64_t last; /* subscriber: the last sequence seen */
+    uint64_t last;  /* subscriber: the last sequence seen */
+    bench_wire own; /* the header the publisher fills, or the subscriber's copy of the fields */
 } wake_state;
 
 static int wake_prepare(void **state, const bench_params *p)
@@ -54,11 +56,21 @@ static int wake_open(void *state)
     return 0;
 }
 
-static int wake_pub_send(void *state, uint64_t seq, uint32_t flags, int64_t *send_ns)
+static int wake_pub_loan(void *state, void **buf, size_t *size)
+{
+    wake_state *s = state;
+    *buf = &s->own;
+    *size = sizeof s->own;
+    return 0;
+}
+
+static int wake_pub_send(void *state, void *buf)
 {
     wake_shared *sh = ((wake_state *)state)->sh;
-    int64_t t = cli_now_ns();
-    *send_ns = t;
+    const bench_wire *w = buf;
+    int64_t t = w->send_ns;
+    uint32_t flags = w->flags;
+    uint64_t seq = w->seq;
     uint64_t g = atomic_load_explicit(&sh->gen, memory_order_relaxed);
     atomic_store_explicit(&sh->gen, g + 1, memory_order_relaxed);
     /* Orders the odd generation before the field stores (seqlock writer). */
@@ -81,7 +93,7 @@ static void wake_close(void *state)
 }
 
 /* Reads a consistent snapshot of the fields. */
-static void wake_read(wake_shared *sh, bench_msg *m)
+static void wake_read(wake_shared *sh, bench_wire *m)
 {
     for (;;) {
         uint64_t g1 = atomic_load_explicit(&sh->gen, memory_order_acquire);
@@ -97,17 +109,20 @@ static void wake_read(wake_shared *sh, bench_msg *m)
     }
 }
 
-static int wake_sub_recv(void *state, bench_msg *m, int64_t timeout_ns)
+static int wake_sub_recv(void *state, const void **data, size_t *size, int64_t *recv_ns,
+                         int64_t timeout_ns)
 {
     wake_state *s = state;
     wake_shared *sh = s->sh;
     int64_t deadline = timeout_ns >= 0 ? cli_now_ns() + timeout_ns : -1;
     for (;;) {
         uint32_t bell = atomic_load_explicit(&sh->bell, memory_order_acquire);
-        wake_read(sh, m);
-        if (m->seq != s->last) {
-            m->recv_ns = cli_now_ns();
-            s->last = m->seq;
+        wake_read(sh, &s->own);
+        if (s->own.seq != s->last) {
+            *recv_ns = cli_now_ns();
+            s->last = s->own.seq;
+            *data = &s->own;
+            *size = sizeof s->own;
             return 0;
         }
         int64_t left = -1;
@@ -136,6 +151,7 @@ const bench_transport bench_transport_wakeup = {
     .prepare = wake_prepare,
     .pub_open = wake_open,
     .pub_idle = NULL,
+    .pub_loan = wake_pub_loan,
     .pub_send = wake_pub_send,
     .pub_close = wake_close,
     .sub_open = wake_open,
