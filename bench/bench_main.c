@@ -21,6 +21,11 @@
  * with transport_ferry.c reading the word in its prepare. */
 const bench_entry bench_entries[] = {
     {"ferry-zero-copy", &bench_transport_ferry, "", false},
+    /* Variants: sleeping at once (one CPU, FERRY_SPIN_OFF), a subscriber that polls (a core of
+     * its own: measure it with --pin), the pool on huge pages (where the machine offers them). */
+    {"ferry-no-spin", &bench_transport_ferry, "no-spin", false},
+    {"ferry-busy-poll", &bench_transport_ferry, "busy-poll", false},
+    {"ferry-huge-pages", &bench_transport_ferry, "huge", false},
 #ifdef FERRY_BENCH_HAVE_ICEORYX
     {"iceoryx", &bench_transport_iceoryx, "", true},
 #endif
@@ -465,7 +470,8 @@ static void transport_usage(FILE *to)
           "One-way latency, CPU per message and throughput between two processes, for payloads\n"
           "of 64 B, 1 MiB, 2,764,800 B and 6,220,800 B: paced at 30 Hz, flat out with\n"
           "drop-oldest queues, and flooded losslessly at depth 8.\n"
-          "  --quick           fewer messages, no peers unless --peers (well under 30 s)\n"
+          "  --quick           fewer messages, no peers unless --peers and no ferry variants\n"
+          "                    (well under 30 s)\n"
           "  --csv FILE        also write the results as CSV\n"
           "  --transport NAME  only this transport (repeatable)\n"
           "  --mode M          only paced, flat or flood (repeatable)\n"
@@ -613,7 +619,9 @@ static int bench_transport_cmd(int argc, char **argv)
     bool run_e[MAX_ENTRIES] = {false};
     for (size_t i = 0; i < bench_entry_count && i < MAX_ENTRIES; i++) {
         const bench_entry *e = &bench_entries[i];
-        run_e[i] = any_t ? want_t[i] : (!e->peer || with_peers);
+        /* Variant rows are for a full run, or asked for by name: --quick is a smoke test. */
+        run_e[i] = any_t ? want_t[i]
+                         : (!e->peer || with_peers) && !(o.quick && e->variant[0] != '\0');
         const char *why = run_e[i] && e->t->available ? e->t->available() : NULL;
         if (why) {
             fprintf(stderr, "ferry bench: %s is left out: %s\n", e->name, why);

@@ -8,6 +8,7 @@
 #include <ferry/ferry.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FB_TOPIC "/bench/transport"
 #define FB_TYPE "ferry/bench_message"
@@ -21,6 +22,10 @@ typedef struct fb_state {
     ferry_publisher *pub;
     ferry_subscriber *sub;
     ferry_sample sample; /* subscriber: the sample between sub_recv and sub_done */
+    /* Variant rows (bench_entry.variant): */
+    bool busy_poll;       /* "busy-poll": the subscriber polls instead of sleeping */
+    bool no_spin;         /* "no-spin": both sides sleep at once (FERRY_SPIN_OFF) */
+    bool huge;            /* "huge": the pool on huge pages where the machine offers them */
 } fb_state;
 
 static int fail(const char *what, ferry_err err)
@@ -35,10 +40,17 @@ static int fb_prepare(void **state, const bench_params *p)
     if (!s)
         return -1;
     s->p = *p;
-    /* Options of variant rows (bench_entry.variant in bench_main.c) are read here, one word
-     * each, and applied in fb_pub_open / fb_sub_open. None is known yet. */
-    if (p->variant && p->variant[0]) {
-        fprintf(stderr, "ferry bench: ferry-zero-copy: unknown variant '%s'\n", p->variant);
+    /* Options of variant rows (bench_entry.variant in bench_main.c), one word each, applied
+     * in fb_pub_open / fb_sub_open. */
+    const char *v = p->variant ? p->variant : "";
+    if (strcmp(v, "busy-poll") == 0) {
+        s->busy_poll = true;
+    } else if (strcmp(v, "no-spin") == 0) {
+        s->no_spin = true;
+    } else if (strcmp(v, "huge") == 0) {
+        s->huge = true;
+    } else if (v[0]) {
+        fprintf(stderr, "ferry bench: ferry-zero-copy: unknown variant '%s'\n", v);
         free(s);
         return -1;
     }
@@ -77,6 +89,10 @@ static int fb_pub_open(void *state)
     if (bytes < o.pool_bytes)
         bytes = o.pool_bytes;
     o.pool_bytes = bytes;
+    if (s->no_spin)
+        o.spin_ns = FERRY_SPIN_OFF;
+    if (s->huge)
+        o.huge_pages = FERRY_HUGE_PAGES_AUTO;
     if (s->p.lossless) {
         /* Lossless: a full subscriber queue or an empty pool makes the publisher wait. */
         o.admit_blocking = true;
@@ -157,6 +173,9 @@ static int fb_sub_open(void *state)
     ferry_subscriber_options_init(&o);
     o.depth = s->p.depth;
     o.overflow = s->p.lossless ? FERRY_OVERFLOW_BLOCK : FERRY_OVERFLOW_DROP_OLDEST;
+    o.busy_poll = s->busy_poll;
+    if (s->no_spin)
+        o.spin_ns = FERRY_SPIN_OFF;
     err = ferry_subscriber_create(&s->sub, s->node, FB_TOPIC, FB_TYPE,
                                   ferry_hash(FB_TYPE), &o);
     if (err)
