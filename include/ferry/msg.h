@@ -42,8 +42,8 @@ extern "C" {
 #define FERRY_IMU_TYPE_HASH UINT64_C(0xd4539f50b3cee860)        /**< type hash of IMU samples */
 
 /** Version of the sensor_msgs header layouts; a view refuses any other. Version 2 raised the
- *  frame id to 255 bytes and the fields of a point cloud to 64, and added the camera info, compressed image
- *  and IMU headers. */
+ *  frame id to 255 bytes and the fields of a point cloud to 64, and added the camera info,
+ *  compressed image and IMU headers. */
 #define FERRY_MSG_VERSION 2u
 /** Header magics: four letters as little-endian 32-bit words. */
 #define FERRY_IMAGE_MAGIC 0x474d4946u            /**< "FIMG", of ferry_image_header */
@@ -68,8 +68,8 @@ extern "C" {
 
 /** A time as builtin_interfaces/Time: seconds and nanoseconds (0..999999999) since the epoch
  *  of the sender's choice (ROS uses the system or simulation clock). ferry does not interpret it.
- *  With a frame_id of at most FERRY_MSG_FRAME_ID_MAX bytes it is the std_msgs/Header of every type:
- *  each header below holds the two as the fields stamp and frame_id. */
+ *  With a frame_id of at most FERRY_MSG_FRAME_ID_MAX bytes it is the std_msgs/Header of every
+ *  type: each header below holds the two as the fields stamp and frame_id. */
 typedef struct ferry_stamp {
     int32_t sec;      /**< seconds */
     uint32_t nanosec; /**< nanoseconds, 0..999999999 */
@@ -413,9 +413,9 @@ typedef struct ferry_compressed_image_header {
     uint16_t version;     /**< FERRY_MSG_VERSION */
     uint16_t header_size; /**< sizeof(ferry_compressed_image_header) */
     ferry_stamp stamp;    /**< acquisition time; the publisher sets it */
-    char frame_id[FERRY_MSG_FRAME_ID_MAX + 1];          /**< NUL-terminated; the publisher may set it */
-    char format[FERRY_COMPRESSED_FORMAT_MAX + 1];   /**< "jpeg", "png", ..., NUL-terminated */
-    uint64_t data_offset; /**< the compressed bytes, from the start of the payload; multiple of 64 */
+    char frame_id[FERRY_MSG_FRAME_ID_MAX + 1];    /**< NUL-terminated; the publisher may set it */
+    char format[FERRY_COMPRESSED_FORMAT_MAX + 1]; /**< "jpeg", "png", ..., NUL-terminated */
+    uint64_t data_offset; /**< the compressed bytes, from the payload's start; a multiple of 64 */
     uint64_t data_size;   /**< compressed bytes; the sample ends right after them */
 } ferry_compressed_image_header;
 

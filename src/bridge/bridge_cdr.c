@@ -12,9 +12,10 @@
 /* ---------------------------------------------------------------------------------------------
  * Plain CDR (XCDR1) of the sensor_msgs types (bridge_cdr.h)
  *
- * Primitives, doubles included, are aligned to their size relative to the start of the data after the 4-byte
- * encapsulation header; a string is a uint32 length counting its NUL, then the bytes and the
- * NUL; a sequence is a uint32 count, then its elements; booleans and octets are one byte.
+ * Primitives, doubles included, are aligned to their size relative to the start of the data
+ * after the 4-byte encapsulation header; a string is a uint32 length counting its NUL, then the
+ * bytes and the NUL; a sequence is a uint32 count, then its elements; booleans and octets are
+ * one byte.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct cdr_reader {

@@ -232,7 +232,8 @@ static carry carry_cloud(ferry_bridge *b, in_route *r, const ferry_bridge_cloud_
 static bool header_ok(int32_t sec, uint32_t nanosec, const char *frame_id, const char **why)
 {
     (void)sec;
-    if (!bounded_string(frame_id, FERRY_MSG_FRAME_ID_MAX)) return (*why = "frame_id too long", false);
+    if (!bounded_string(frame_id, FERRY_MSG_FRAME_ID_MAX))
+        return (*why = "frame_id too long", false);
     if (nanosec >= 1000000000u) return (*why = "stamp", false);
     return true;
 }
@@ -254,7 +255,8 @@ static carry carry_camera_info(in_route *r, const ferry_bridge_camera_info_msg *
     if (!header_ok(m->sec, m->nanosec, m->frame_id, why)) return CARRY_INVALID;
     if (!bounded_string(m->distortion_model, FERRY_DISTORTION_MODEL_MAX))
         return (*why = "distortion_model too long", CARRY_INVALID);
-    if (m->d_count > FERRY_CAMERA_INFO_D_MAX) return (*why = "too many coefficients in d", CARRY_INVALID);
+    if (m->d_count > FERRY_CAMERA_INFO_D_MAX)
+        return (*why = "too many coefficients in d", CARRY_INVALID);
     if (m->roi_do_rectify > 1) return (*why = "boolean neither 0 nor 1", CARRY_INVALID);
     err = ferry_camera_info_loan(r->pub, &ci);
     if (err != FERRY_OK) return loan_failed(err, why);

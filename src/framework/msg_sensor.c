@@ -49,8 +49,11 @@ static bool msg_camera_info_check(const ferry_camera_info_header *h, size_t size
     if (!ferry__msg_terminated(h->frame_id, sizeof h->frame_id) ||
         !ferry__msg_terminated(h->distortion_model, sizeof h->distortion_model))
         return false;
-    if (h->d_count > FERRY_CAMERA_INFO_D_MAX ||
-        !ferry__msg_zero(&h->d[h->d_count], (FERRY_CAMERA_INFO_D_MAX - h->d_count) * sizeof h->d[0]))
+    if (h->d_count > FERRY_CAMERA_INFO_D_MAX)
+        return false;
+    /* The coefficients past d_count are zero, so that equal calibrations are equal bytes. */
+    size_t unused = (FERRY_CAMERA_INFO_D_MAX - h->d_count) * sizeof(double);
+    if (!ferry__msg_zero(&h->d[h->d_count], unused))
         return false;
     return h->roi.do_rectify <= 1 && ferry__msg_zero(h->roi.reserved_, sizeof h->roi.reserved_);
 }
