@@ -191,9 +191,9 @@ bad_value pub_count '^ferry pub: --count -1 is not a whole number: 0\.\.18446744
     pub /t --count -1
 bad_value pub_count_over '^ferry pub: --count 18446744073709551616 is out of range: 0\.\.' \
     pub /t --count 18446744073709551616
-bad_value pub_image_small '^ferry pub: --image 63x1 is out of range: 256\.\.1024G bytes a frame' \
+bad_value pub_image_small '^ferry pub: --image 63x1 is out of range: [0-9]+\.\.1024G bytes a frame' \
     pub /t --image 63x1 --encoding mono8 --count 1
-bad_value pub_image_big '^ferry pub: --image 100000x10000000 is out of range: 256\.\.1024G' \
+bad_value pub_image_big '^ferry pub: --image 100000x10000000 is out of range: [0-9]+\.\.1024G' \
     pub /t --image 100000x10000000 --count 1
 bad_value pub_image_side '^ferry pub: --image 0x5 is out of range: 1\.\.4294967295 pixels a side$' \
     pub /t --image 0x5 --count 1

@@ -63,8 +63,9 @@ static void test_constants(void)
 {
     TU_EQ_U64(FERRY_IMAGE_TYPE_HASH, ferry_hash(FERRY_IMAGE_TYPE_NAME));
     TU_EQ_U64(FERRY_POINTCLOUD_TYPE_HASH, ferry_hash(FERRY_POINTCLOUD_TYPE_NAME));
-    TU_EQ_U64(sizeof(ferry_image_header), 144);
-    TU_EQ_U64(sizeof(ferry_pointcloud_header), 824);
+    TU_EQ_U64(sizeof(ferry_image_header), 336);
+    TU_EQ_U64(sizeof(ferry_pointcloud_header), 3128);
+    TU_EQ_U64(FERRY_MSG_VERSION, 2);
     static const uint32_t dt_size[] = {0, 1, 1, 2, 2, 4, 4, 4, 8, 0};
     for (uint32_t t = 0; t < 10; t++)
         TU_EQ_U64(ferry_point_datatype_size(t), dt_size[t]);
@@ -77,9 +78,19 @@ static void test_layouts(void)
         const char *enc;
         uint32_t bpp;
     } packed[] = {
-        {"rgb8", 3},  {"bgr8", 3},   {"rgba8", 4},  {"bgra8", 4},       {"mono8", 1},
-        {"mono16", 2}, {"16UC1", 2}, {"32FC1", 4},  {"yuv422", 2},      {"yuv422_yuy2", 2},
-        {"yuyv", 2},  {"uyvy", 2},
+        {"rgb8", 3},         {"bgr8", 3},         {"rgba8", 4},        {"bgra8", 4},
+        {"rgb16", 6},        {"bgr16", 6},        {"rgba16", 8},       {"bgra16", 8},
+        {"mono8", 1},        {"mono16", 2},       {"8UC1", 1},         {"8UC2", 2},
+        {"8UC3", 3},         {"8UC4", 4},         {"8SC1", 1},         {"8SC2", 2},
+        {"8SC3", 3},         {"8SC4", 4},         {"16UC1", 2},        {"16UC2", 4},
+        {"16UC3", 6},        {"16UC4", 8},        {"16SC1", 2},        {"16SC2", 4},
+        {"16SC3", 6},        {"16SC4", 8},        {"32SC1", 4},        {"32SC2", 8},
+        {"32SC3", 12},       {"32SC4", 16},       {"32FC1", 4},        {"32FC2", 8},
+        {"32FC3", 12},       {"32FC4", 16},       {"64FC1", 8},        {"64FC2", 16},
+        {"64FC3", 24},       {"64FC4", 32},       {"bayer_rggb8", 1},  {"bayer_bggr8", 1},
+        {"bayer_gbrg8", 1},  {"bayer_grbg8", 1},  {"bayer_rggb16", 2}, {"bayer_bggr16", 2},
+        {"bayer_gbrg16", 2}, {"bayer_grbg16", 2}, {"yuv422", 2},       {"yuv422_yuy2", 2},
+        {"yuyv", 2},         {"uyvy", 2},
     };
     for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++) {
         ferry_image_layout l;
@@ -107,6 +118,30 @@ static void test_layouts(void)
     TU_ERR(ferry_image_layout_get("nv12", 640, 480, 639, &l), FERRY_EINVAL);
     TU_ERR(ferry_image_layout_get("nv12", 641, 480, 0, &l), FERRY_EINVAL);
     TU_ERR(ferry_image_layout_get("nv12", 640, 481, 0, &l), FERRY_EINVAL);
+    /* nv21: nv12's planes with the chroma bytes swapped; nv24: full-resolution chroma. */
+    TU_OK(ferry_image_layout_get("nv21", 640, 480, 0, &l));
+    TU_EQ_U64(l.bytes_per_pixel, 1);
+    TU_EQ_U64(l.data_size, 640ull * 480 * 3 / 2);
+    TU_ERR(ferry_image_layout_get("nv21", 641, 480, 0, &l), FERRY_EINVAL);
+    TU_ERR(ferry_image_layout_get("nv21", 640, 481, 0, &l), FERRY_EINVAL);
+    TU_OK(ferry_image_layout_get("nv24", 641, 481, 0, &l));
+    TU_EQ_U64(l.bytes_per_pixel, 1);
+    TU_EQ_U64(l.min_step, 641);
+    TU_EQ_U64(l.data_size, 641ull * 481 * 3);
+    TU_OK(ferry_image_layout_get("nv24", 1920, 1080, 2048, &l));
+    TU_EQ_U64(l.data_size, 2048ull * 1080 * 3);
+    TU_ERR(ferry_image_layout_get("nv24", 640, 480, 639, &l), FERRY_EINVAL);
+    TU_ERR(ferry_image_layout_get("nv24", 0xfffffffeu, 0xfffffffeu, 0, &l), FERRY_EINVAL);
+    /* Every packed YUV 4:2:2 name needs an even width. */
+    static const char *const yuv422[] = {"yuv422", "yuv422_yuy2", "yuyv", "uyvy"};
+    for (size_t i = 0; i < 4; i++) {
+        TU_ERR(ferry_image_layout_get(yuv422[i], 641, 480, 0, &l), FERRY_EINVAL);
+        TU_OK(ferry_image_layout_get(yuv422[i], 2, 1, 0, &l));
+    }
+    /* Names close to known ones are not known. */
+    static const char *const near[] = {"8UC0", "8UC5", "16FC1", "64FC", "bayer_rggb", "nv", "NV12", "mono32"};
+    for (size_t i = 0; i < sizeof near / sizeof near[0]; i++)
+        TU_ERR(ferry_image_layout_get(near[i], 640, 480, 0, &l), FERRY_EINVAL);
     TU_ERR(ferry_image_layout_get("yuv422", 641, 480, 0, &l), FERRY_EINVAL);
     TU_OK(ferry_image_layout_get("yuv422", 640, 481, 0, &l));
     TU_OK(ferry_image_layout_get("rgb8", 641, 481, 0, &l));
@@ -144,8 +179,8 @@ static void image_round_trip(endpoints *e, uint32_t width, uint32_t height, cons
     TU_EQ_PTR(img.payload, img.header);
     TU_EQ_U64((uintptr_t)img.data % 64, 0);
     TU_EQ_U64(img.data_size, l.data_size);
-    TU_EQ_U64(img.header->data_offset, 192);
-    TU_EQ_U64(img.payload_size, 192 + l.data_size);
+    TU_EQ_U64(img.header->data_offset, 384);
+    TU_EQ_U64(img.payload_size, 384 + l.data_size);
     TU_EQ_U64(img.header->step, l.step);
     TU_EQ_STR(img.header->encoding, encoding);
     TU_EQ_STR(img.header->frame_id, "");
@@ -174,8 +209,8 @@ static void image_round_trip(endpoints *e, uint32_t width, uint32_t height, cons
     TU_EQ_U64(v.data_size, l.data_size);
     TU_EQ_U64(v.layout.data_size, l.data_size);
     TU_EQ_U64(v.layout.min_step, l.min_step);
-    /* Zero copy: the pixels are read in place, 192 bytes into the sample. */
-    TU_EQ_PTR(v.data, (const unsigned char *)s.data + 192);
+    /* Zero copy: the pixels are read in place, 384 bytes into the sample. */
+    TU_EQ_PTR(v.data, (const unsigned char *)s.data + 384);
     TU_EQ_U64(tu_verify(v.data, v.data_size, seed), SIZE_MAX);
     TU_OK(ferry_release(e->sub, &s));
 }
@@ -188,12 +223,24 @@ static void test_image_round_trip(void)
     image_round_trip(&e, 1920, 1080, "bgr8", 0, 2);
     image_round_trip(&e, 640, 480, "nv12", 0, 3);
     image_round_trip(&e, 641, 3, "mono8", 704, 4);
-    static const char *const all[] = {"rgb8",   "bgr8",        "rgba8", "bgra8", "mono8",
-                                      "mono16", "16UC1",       "32FC1", "yuv422",
-                                      "yuv422_yuy2", "yuyv",   "uyvy",  "nv12"};
+    /* Every encoding there is, through a loan, a publish and a view. */
+    static const char *const all[] = {
+        "rgb8",         "bgr8",         "rgba8",        "bgra8",        "rgb16",
+        "bgr16",        "rgba16",       "bgra16",       "mono8",        "mono16",
+        "8UC1",         "8UC2",         "8UC3",         "8UC4",         "8SC1",
+        "8SC2",         "8SC3",         "8SC4",         "16UC1",        "16UC2",
+        "16UC3",        "16UC4",        "16SC1",        "16SC2",        "16SC3",
+        "16SC4",        "32SC1",        "32SC2",        "32SC3",        "32SC4",
+        "32FC1",        "32FC2",        "32FC3",        "32FC4",        "64FC1",
+        "64FC2",        "64FC3",        "64FC4",        "bayer_rggb8",  "bayer_bggr8",
+        "bayer_gbrg8",  "bayer_grbg8",  "bayer_rggb16", "bayer_bggr16", "bayer_gbrg16",
+        "bayer_grbg16", "yuv422",       "yuv422_yuy2",  "yuyv",         "uyvy",
+        "nv12",         "nv21",         "nv24",
+    };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         image_round_trip(&e, 320, 240, all[i], 0, 10 + i);
-    image_round_trip(&e, 2, 2, "nv12", 64, 40);
+    image_round_trip(&e, 2, 2, "nv12", 64, 70);
+    image_round_trip(&e, 3, 5, "nv24", 64, 71);
     check_nothing_loaned(e.pub);
     close_endpoints(&e);
 }
@@ -247,7 +294,7 @@ static void test_image_invalid_arguments(void)
     TU_OK(ferry_image_loan(e.pub, 64, 48, "rgb8", 0, &img));
     memset(img.header->frame_id, 'x', sizeof img.header->frame_id);
     TU_ERR(ferry_image_publish(e.pub, &img), FERRY_EINVAL);
-    img.header->frame_id[FERRY_FRAME_ID_MAX] = '\0';
+    img.header->frame_id[FERRY_MSG_FRAME_ID_MAX] = '\0';
     img.header->width = 65;
     TU_ERR(ferry_image_publish(e.pub, &img), FERRY_EINVAL);
     img.header->width = 64;
@@ -279,7 +326,8 @@ static void test_image_invalid_arguments(void)
 typedef void (*image_corruption)(ferry_image_header *h, size_t *size);
 
 static void ci_magic(ferry_image_header *h, size_t *size) { (void)size; h->magic ^= 1; }
-static void ci_version(ferry_image_header *h, size_t *size) { (void)size; h->version = 2; }
+static void ci_version(ferry_image_header *h, size_t *size) { (void)size; h->version = 3; }
+static void ci_version1(ferry_image_header *h, size_t *size) { (void)size; h->version = 1; }
 static void ci_version0(ferry_image_header *h, size_t *size) { (void)size; h->version = 0; }
 static void ci_header_size(ferry_image_header *h, size_t *size) { (void)size; h->header_size = 128; }
 static void ci_header_big(ferry_image_header *h, size_t *size) { (void)size; h->header_size = 0xffff; }
@@ -312,8 +360,8 @@ static void ci_offset_max(ferry_image_header *h, size_t *size)
 }
 static void ci_offset_in_header(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 64; }
 static void ci_offset_zero(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 0; }
-static void ci_offset_unaligned(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 193; }
-static void ci_offset_shifted(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 256; }
+static void ci_offset_unaligned(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 385; }
+static void ci_offset_shifted(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 448; }
 static void ci_encoding_unterminated(ferry_image_header *h, size_t *size)
 {
     (void)size;
@@ -364,7 +412,7 @@ static void test_image_hostile(void)
 {
     endpoints e = open_endpoints(TOPIC_IMAGE, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH, 0);
     static const image_corruption rgb[] = {
-        ci_magic,          ci_version,         ci_version0,        ci_header_size,
+        ci_magic,          ci_version,         ci_version0,        ci_version1,        ci_header_size,
         ci_header_big,     ci_width0,          ci_height0,         ci_width_overflow,
         ci_step_overflow,  ci_height_big,      ci_step_small,      ci_step_zero,
         ci_step_bigger,    ci_data_size_plus,  ci_data_size_minus, ci_data_size_max,
@@ -444,8 +492,8 @@ static void cloud_round_trip(endpoints *e, uint32_t width, uint32_t height, uint
     TU_EQ_U64(pc.header->point_step, expected_step);
     TU_EQ_U64(pc.header->row_step, (uint64_t)width * expected_step);
     TU_EQ_U64(pc.data_size, (uint64_t)width * expected_step * height);
-    TU_EQ_U64(pc.header->data_offset, 832);
-    TU_EQ_U64(pc.payload_size, 832 + pc.data_size);
+    TU_EQ_U64(pc.header->data_offset, 3136);
+    TU_EQ_U64(pc.payload_size, 3136 + pc.data_size);
     tu_fill(pc.data, pc.data_size, seed);
     pc.header->is_dense = 1;
     pc.header->stamp.sec = 42;
@@ -474,7 +522,7 @@ static void cloud_round_trip(endpoints *e, uint32_t width, uint32_t height, uint
     TU_CMP_I64(v.header.stamp.sec, ==, 42);
     TU_EQ_U64(v.header.stamp.nanosec, 999999999);
     TU_EQ_STR(v.header.frame_id, "lidar");
-    TU_EQ_PTR(v.data, (const unsigned char *)s.data + 832);
+    TU_EQ_PTR(v.data, (const unsigned char *)s.data + 3136);
     TU_EQ_U64(v.data_size, (uint64_t)width * expected_step * height);
     TU_EQ_U64(tu_verify(v.data, v.data_size, seed), SIZE_MAX);
     TU_OK(ferry_release(e->sub, &s));
@@ -535,11 +583,20 @@ static void test_cloud_invalid_arguments(void)
     expect_cloud_loan_refused(&e, e.pub, 10, 1, f, FERRY_POINTCLOUD_FIELDS_MAX + 1, 0, true,
                               FERRY_EINVAL);
     expect_cloud_loan_refused(&e, e.pub, 10, 1, f, UINT32_MAX, 0, true, FERRY_EINVAL);
-    /* 16 fields are fine. */
+    /* FERRY_POINTCLOUD_FIELDS_MAX fields are fine, published and viewed. */
     ferry_pointcloud pc;
     TU_OK(ferry_pointcloud_loan(e.pub, 10, 1, f, FERRY_POINTCLOUD_FIELDS_MAX, 0, &pc));
-    TU_EQ_U64(pc.header->point_step, 16);
-    TU_OK(ferry_pointcloud_loan_release(e.pub, &pc));
+    TU_EQ_U64(pc.header->point_step, FERRY_POINTCLOUD_FIELDS_MAX);
+    TU_OK(ferry_pointcloud_publish(e.pub, &pc));
+    {
+        ferry_sample many;
+        TU_TAKE(e.sub, &many);
+        ferry_pointcloud_view mv;
+        TU_OK(ferry_pointcloud_view_get(&many, &mv));
+        TU_EQ_U64(mv.header.nfields, FERRY_POINTCLOUD_FIELDS_MAX);
+        TU_EQ_STR(mv.header.fields[FERRY_POINTCLOUD_FIELDS_MAX - 1].name, "f63");
+        TU_OK(ferry_release(e.sub, &many));
+    }
 
     ferry_point_field bad[2];
     bad[0] = field("x", 0, FERRY_POINT_FLOAT32, 1);
@@ -600,7 +657,7 @@ static void cc_magic(ferry_pointcloud_header *h, size_t *size) { (void)size; h->
 static void cc_version(ferry_pointcloud_header *h, size_t *size) { (void)size; h->version = 7; }
 static void cc_header_size(ferry_pointcloud_header *h, size_t *size) { (void)size; h->header_size = 144; }
 static void cc_nfields0(ferry_pointcloud_header *h, size_t *size) { (void)size; h->nfields = 0; }
-static void cc_nfields17(ferry_pointcloud_header *h, size_t *size) { (void)size; h->nfields = 17; }
+static void cc_nfields_over(ferry_pointcloud_header *h, size_t *size) { (void)size; h->nfields = FERRY_POINTCLOUD_FIELDS_MAX + 1; }
 static void cc_nfields_huge(ferry_pointcloud_header *h, size_t *size) { (void)size; h->nfields = UINT32_MAX; }
 static void cc_nfields_more(ferry_pointcloud_header *h, size_t *size)
 {
@@ -649,8 +706,8 @@ static void cc_data_size(ferry_pointcloud_header *h, size_t *size) { (void)size;
 static void cc_data_size_max(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_size = UINT64_MAX; }
 static void cc_offset_beyond(ferry_pointcloud_header *h, size_t *size) { h->data_offset = (*size + 63) / 64 * 64 + 64; }
 static void cc_offset_max(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = UINT64_MAX - 63; }
-static void cc_offset_in_header(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = 768; }
-static void cc_offset_unaligned(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = 833; }
+static void cc_offset_in_header(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = 3072; }
+static void cc_offset_unaligned(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = 3201; }
 static void cc_frame_unterminated(ferry_pointcloud_header *h, size_t *size)
 {
     (void)size;
@@ -659,7 +716,7 @@ static void cc_frame_unterminated(ferry_pointcloud_header *h, size_t *size)
 static void cc_bigendian(ferry_pointcloud_header *h, size_t *size) { (void)size; h->is_bigendian = 255; }
 static void cc_dense(ferry_pointcloud_header *h, size_t *size) { (void)size; h->is_dense = 2; }
 static void cc_truncated(ferry_pointcloud_header *h, size_t *size) { (void)h; *size -= 1; }
-static void cc_truncated_header(ferry_pointcloud_header *h, size_t *size) { (void)h; *size = 823; }
+static void cc_truncated_header(ferry_pointcloud_header *h, size_t *size) { (void)h; *size = sizeof *h - 1; }
 
 static void test_cloud_hostile(void)
 {
@@ -667,7 +724,7 @@ static void test_cloud_hostile(void)
                                  FERRY_POINTCLOUD_TYPE_HASH, 0);
     static const cloud_corruption list[] = {
         cc_magic,           cc_version,          cc_header_size,
-        cc_nfields0,        cc_nfields17,        cc_nfields_huge,
+        cc_nfields0,        cc_nfields_over,       cc_nfields_huge,
         cc_nfields_more,    cc_field_beyond,     cc_field_offset_huge,
         cc_field_count_huge, cc_field_count0,    cc_field_type0,
         cc_field_type9,     cc_field_type255,    cc_field_name_unterminated,

@@ -1,5 +1,5 @@
 /*
- * The CDR reader of bridge_cdr.h: Image_ and PointCloud2_ read straight from their plain-CDR
+ * The CDR reader of bridge_cdr.h: the sensor_msgs types read straight from their plain-CDR
  * (XCDR1) serialisation, every length checked against the bytes there are.
  */
 #include "bridge_cdr.h"
@@ -10,11 +10,12 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------
- * Plain CDR (XCDR1) of Image_ and PointCloud2_ (bridge_cdr.h)
+ * Plain CDR (XCDR1) of the sensor_msgs types (bridge_cdr.h)
  *
- * Primitives are aligned to their size relative to the start of the data after the 4-byte
- * encapsulation header; a string is a uint32 length counting its NUL, then the bytes and the
- * NUL; a sequence is a uint32 count, then its elements; booleans and octets are one byte.
+ * Primitives, doubles included, are aligned to their size relative to the start of the data
+ * after the 4-byte encapsulation header; a string is a uint32 length counting its NUL, then the
+ * bytes and the NUL; a sequence is a uint32 count, then its elements; booleans and octets are
+ * one byte.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct cdr_reader {
@@ -41,6 +42,29 @@ static bool cdr_u32(cdr_reader *c, uint32_t *v)
     memcpy(&x, c->p + c->pos, 4);
     c->pos += 4;
     *v = c->swap ? __builtin_bswap32(x) : x;
+    return true;
+}
+
+static bool cdr_f64(cdr_reader *c, double *v)
+{
+    size_t pad = (8u - (c->pos & 7u)) & 7u;
+    uint64_t x;
+
+    if (c->size - c->pos < pad || c->size - c->pos - pad < 8) return false;
+    c->pos += pad;
+    memcpy(&x, c->p + c->pos, 8);
+    c->pos += 8;
+    if (c->swap) x = __builtin_bswap64(x);
+    memcpy(v, &x, sizeof *v);
+    return true;
+}
+
+static bool cdr_f64s(cdr_reader *c, double *v, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (!cdr_f64(c, &v[i])) return false;
     return true;
 }
 
@@ -153,4 +177,93 @@ ferry_bridge_cdr_result ferry_bridge_cdr_cloud(const void *ser, size_t size,
 malformed:
     memset(out, 0, sizeof *out);
     return FERRY_BRIDGE_CDR_MALFORMED;
+}
+
+/* A sequence<double> of which the first max elements are kept; *count as sent. Each element
+ * takes 8 bytes, so a count that the data cannot hold fails within size / 8 rounds. */
+static bool cdr_f64_seq(cdr_reader *c, double *v, size_t max, uint32_t *count)
+{
+    uint32_t i;
+
+    if (!cdr_u32(c, count)) return false;
+    if (*count > (c->size - c->pos) / 8) return false;
+    for (i = 0; i < *count; i++) {
+        double x;
+
+        if (!cdr_f64(c, &x)) return false;
+        if (i < max) v[i] = x;
+    }
+    return true;
+}
+
+ferry_bridge_cdr_result ferry_bridge_cdr_camera_info(const void *ser, size_t size,
+                                                     ferry_bridge_camera_info_msg *out)
+{
+    ferry_bridge_cdr_result res;
+    cdr_reader c;
+
+    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_BRIDGE_CDR_OK) return res;
+    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
+        !cdr_string(&c, &out->distortion_model) ||
+        !cdr_f64_seq(&c, out->d, FERRY_CAMERA_INFO_D_MAX, &out->d_count) ||
+        !cdr_f64s(&c, out->k, 9) || !cdr_f64s(&c, out->r, 9) || !cdr_f64s(&c, out->p, 12) ||
+        !cdr_u32(&c, &out->binning_x) || !cdr_u32(&c, &out->binning_y) ||
+        !cdr_u32(&c, &out->roi_x_offset) || !cdr_u32(&c, &out->roi_y_offset) ||
+        !cdr_u32(&c, &out->roi_height) || !cdr_u32(&c, &out->roi_width) ||
+        !cdr_u8(&c, &out->roi_do_rectify)) {
+        memset(out, 0, sizeof *out);
+        return FERRY_BRIDGE_CDR_MALFORMED;
+    }
+    return FERRY_BRIDGE_CDR_OK;
+}
+
+ferry_bridge_cdr_result ferry_bridge_cdr_compressed(const void *ser, size_t size,
+                                                    ferry_bridge_compressed_msg *out)
+{
+    ferry_bridge_cdr_result res;
+    cdr_reader c;
+
+    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_BRIDGE_CDR_OK) return res;
+    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+        !cdr_string(&c, &out->format) || !cdr_octets(&c, &out->data, &out->data_size)) {
+        memset(out, 0, sizeof *out);
+        return FERRY_BRIDGE_CDR_MALFORMED;
+    }
+    return FERRY_BRIDGE_CDR_OK;
+}
+
+static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
+{
+    return cdr_f64(c, &v->x) && cdr_f64(c, &v->y) && cdr_f64(c, &v->z);
+}
+
+ferry_bridge_cdr_result ferry_bridge_cdr_imu(const void *ser, size_t size,
+                                             ferry_bridge_imu_msg *out)
+{
+    ferry_bridge_cdr_result res;
+    cdr_reader c;
+
+    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_BRIDGE_CDR_OK) return res;
+    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+        !cdr_f64(&c, &out->orientation.x) || !cdr_f64(&c, &out->orientation.y) ||
+        !cdr_f64(&c, &out->orientation.z) || !cdr_f64(&c, &out->orientation.w) ||
+        !cdr_f64s(&c, out->orientation_covariance, 9) ||
+        !cdr_vector3(&c, &out->angular_velocity) ||
+        !cdr_f64s(&c, out->angular_velocity_covariance, 9) ||
+        !cdr_vector3(&c, &out->linear_acceleration) ||
+        !cdr_f64s(&c, out->linear_acceleration_covariance, 9)) {
+        memset(out, 0, sizeof *out);
+        return FERRY_BRIDGE_CDR_MALFORMED;
+    }
+    return FERRY_BRIDGE_CDR_OK;
 }

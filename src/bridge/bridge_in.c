@@ -1,7 +1,8 @@
 /*
  * The DDS -> ferry direction. An in route reads a DDS topic and publishes each sample on the
  * ferry topic of the same name. A sample is read from the serialised bytes Cyclone received
- * (bridge_cdr.h), validated (it comes from the network) and its data copied once into a ferry
+ * (bridge_cdr.h), validated (it comes from the network) and its data (pixels, points,
+ * compressed bytes; the whole message for camera infos and IMU samples) copied once into a ferry
  * loan; an encapsulation the CDR reader does not take is deserialised by Cyclone first. Samples
  * of DDS writers of bridges of this ferry domain are dropped.
  */
@@ -144,7 +145,7 @@ static carry carry_image(ferry_bridge *b, in_route *r, const ferry_bridge_image_
     ferry_err err;
 
     if (!bounded_string(m->encoding, FERRY_ENCODING_MAX)) return (*why = "encoding", CARRY_INVALID);
-    if (!bounded_string(m->frame_id, FERRY_FRAME_ID_MAX))
+    if (!bounded_string(m->frame_id, FERRY_MSG_FRAME_ID_MAX))
         return (*why = "frame_id too long", CARRY_INVALID);
     if (m->is_bigendian > 1) return (*why = "is_bigendian", CARRY_INVALID);
     if (m->nanosec >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
@@ -183,7 +184,7 @@ static carry carry_cloud(ferry_bridge *b, in_route *r, const ferry_bridge_cloud_
         return (*why = "boolean neither 0 nor 1", CARRY_INVALID);
     if (m->nfields == 0 || m->nfields > FERRY_POINTCLOUD_FIELDS_MAX)
         return (*why = "number of fields", CARRY_INVALID);
-    if (!bounded_string(m->frame_id, FERRY_FRAME_ID_MAX))
+    if (!bounded_string(m->frame_id, FERRY_MSG_FRAME_ID_MAX))
         return (*why = "frame_id too long", CARRY_INVALID);
     if (m->nanosec >= 1000000000u) return (*why = "stamp", CARRY_INVALID);
     memset(fields, 0, sizeof fields);
@@ -227,6 +228,206 @@ static carry carry_cloud(ferry_bridge *b, in_route *r, const ferry_bridge_cloud_
     return CARRY_OK;
 }
 
+/* The checks every type's header gets: a frame_id that fits, a stamp in range. */
+static bool header_ok(int32_t sec, uint32_t nanosec, const char *frame_id, const char **why)
+{
+    (void)sec;
+    if (!bounded_string(frame_id, FERRY_MSG_FRAME_ID_MAX))
+        return (*why = "frame_id too long", false);
+    if (nanosec >= 1000000000u) return (*why = "stamp", false);
+    return true;
+}
+
+/* What a loan's error means for the sample: too big or refused is the sample's fault. */
+static carry loan_failed(ferry_err err, const char **why)
+{
+    *why = ferry_strerror(err);
+    return err == FERRY_EINVAL || err == FERRY_ETOOBIG ? CARRY_INVALID : CARRY_DROPPED;
+}
+
+static carry carry_camera_info(in_route *r, const ferry_bridge_camera_info_msg *m,
+                               const char **why)
+{
+    ferry_camera_info ci;
+    ferry_camera_info_header *h;
+    ferry_err err;
+
+    if (!header_ok(m->sec, m->nanosec, m->frame_id, why)) return CARRY_INVALID;
+    if (!bounded_string(m->distortion_model, FERRY_DISTORTION_MODEL_MAX))
+        return (*why = "distortion_model too long", CARRY_INVALID);
+    if (m->d_count > FERRY_CAMERA_INFO_D_MAX)
+        return (*why = "too many coefficients in d", CARRY_INVALID);
+    if (m->roi_do_rectify > 1) return (*why = "boolean neither 0 nor 1", CARRY_INVALID);
+    err = ferry_camera_info_loan(r->pub, &ci);
+    if (err != FERRY_OK) return loan_failed(err, why);
+    h = ci.header;
+    h->stamp.sec = m->sec;
+    h->stamp.nanosec = m->nanosec;
+    memcpy(h->frame_id, m->frame_id, strlen(m->frame_id) + 1);
+    h->height = m->height;
+    h->width = m->width;
+    memcpy(h->distortion_model, m->distortion_model, strlen(m->distortion_model) + 1);
+    h->d_count = m->d_count;
+    memcpy(h->d, m->d, m->d_count * sizeof h->d[0]);
+    memcpy(h->k, m->k, sizeof h->k);
+    memcpy(h->r, m->r, sizeof h->r);
+    memcpy(h->p, m->p, sizeof h->p);
+    h->binning_x = m->binning_x;
+    h->binning_y = m->binning_y;
+    h->roi.x_offset = m->roi_x_offset;
+    h->roi.y_offset = m->roi_y_offset;
+    h->roi.height = m->roi_height;
+    h->roi.width = m->roi_width;
+    h->roi.do_rectify = m->roi_do_rectify;
+    err = ferry_camera_info_publish(r->pub, &ci);
+    if (err != FERRY_OK) {
+        ferry_camera_info_loan_release(r->pub, &ci);
+        return (*why = ferry_strerror(err), CARRY_DROPPED);
+    }
+    return CARRY_OK;
+}
+
+static carry carry_compressed(in_route *r, const ferry_bridge_compressed_msg *m, const char **why)
+{
+    ferry_compressed_image ci;
+    ferry_err err;
+
+    if (!header_ok(m->sec, m->nanosec, m->frame_id, why)) return CARRY_INVALID;
+    if (!bounded_string(m->format, FERRY_COMPRESSED_FORMAT_MAX))
+        return (*why = "format too long", CARRY_INVALID);
+    if (m->data == NULL && m->data_size != 0) return (*why = "data size", CARRY_INVALID);
+    err = ferry_compressed_image_loan(r->pub, m->format, m->data_size, &ci);
+    if (err != FERRY_OK) return loan_failed(err, why);
+    if (m->data_size != 0) memcpy(ci.data, m->data, m->data_size);
+    ci.header->stamp.sec = m->sec;
+    ci.header->stamp.nanosec = m->nanosec;
+    memcpy(ci.header->frame_id, m->frame_id, strlen(m->frame_id) + 1);
+    err = ferry_compressed_image_publish(r->pub, &ci);
+    if (err != FERRY_OK) {
+        ferry_compressed_image_loan_release(r->pub, &ci);
+        return (*why = ferry_strerror(err), CARRY_DROPPED);
+    }
+    return CARRY_OK;
+}
+
+static carry carry_imu(in_route *r, const ferry_bridge_imu_msg *m, const char **why)
+{
+    ferry_imu imu;
+    ferry_imu_header *h;
+    ferry_err err;
+
+    if (!header_ok(m->sec, m->nanosec, m->frame_id, why)) return CARRY_INVALID;
+    err = ferry_imu_loan(r->pub, &imu);
+    if (err != FERRY_OK) return loan_failed(err, why);
+    h = imu.header;
+    h->stamp.sec = m->sec;
+    h->stamp.nanosec = m->nanosec;
+    memcpy(h->frame_id, m->frame_id, strlen(m->frame_id) + 1);
+    h->orientation = m->orientation;
+    memcpy(h->orientation_covariance, m->orientation_covariance, sizeof h->orientation_covariance);
+    h->angular_velocity = m->angular_velocity;
+    memcpy(h->angular_velocity_covariance, m->angular_velocity_covariance,
+           sizeof h->angular_velocity_covariance);
+    h->linear_acceleration = m->linear_acceleration;
+    memcpy(h->linear_acceleration_covariance, m->linear_acceleration_covariance,
+           sizeof h->linear_acceleration_covariance);
+    err = ferry_imu_publish(r->pub, &imu);
+    if (err != FERRY_OK) {
+        ferry_imu_loan_release(r->pub, &imu);
+        return (*why = ferry_strerror(err), CARRY_DROPPED);
+    }
+    return CARRY_OK;
+}
+
+static void vector3_of(ferry_vector3 *to, const geometry_msgs_msg_dds__Vector3_ *from)
+{
+    to->x = from->x_;
+    to->y = from->y_;
+    to->z = from->z_;
+}
+
+/* The slow path of the types without a bulk of data: deserialised by Cyclone, then carried as
+ * from the CDR reader. */
+static carry carry_deserialised_small(in_route *r, const struct ddsi_serdata *sd, size_t *bytes,
+                                      const char **why)
+{
+    carry c = (*why = "cannot deserialise", CARRY_INVALID);
+
+    if (r->kind == KIND_CAMERA_INFO) {
+        sensor_msgs_msg_dds__CameraInfo_ s;
+        ferry_bridge_camera_info_msg m;
+
+        memset(&s, 0, sizeof s);
+        memset(&m, 0, sizeof m);
+        if (ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
+            m.sec = s.header_.stamp_.sec_;
+            m.nanosec = s.header_.stamp_.nanosec_;
+            m.frame_id = s.header_.frame_id_;
+            m.height = s.height_;
+            m.width = s.width_;
+            m.distortion_model = s.distortion_model_;
+            m.d_count = s.d_._buffer != NULL ? s.d_._length : 0;
+            if (m.d_count <= FERRY_CAMERA_INFO_D_MAX)
+                memcpy(m.d, s.d_._buffer, m.d_count * sizeof m.d[0]);
+            memcpy(m.k, s.k_, sizeof m.k);
+            memcpy(m.r, s.r_, sizeof m.r);
+            memcpy(m.p, s.p_, sizeof m.p);
+            m.binning_x = s.binning_x_;
+            m.binning_y = s.binning_y_;
+            m.roi_x_offset = s.roi_.x_offset_;
+            m.roi_y_offset = s.roi_.y_offset_;
+            m.roi_height = s.roi_.height_;
+            m.roi_width = s.roi_.width_;
+            memcpy(&m.roi_do_rectify, &s.roi_.do_rectify_, 1);
+            *bytes = sizeof(ferry_camera_info_header);
+            c = carry_camera_info(r, &m, why);
+        }
+        dds_sample_free(&s, ferry__bridge_descriptor(r->kind), DDS_FREE_CONTENTS);
+    } else if (r->kind == KIND_COMPRESSED) {
+        sensor_msgs_msg_dds__CompressedImage_ s;
+        ferry_bridge_compressed_msg m;
+
+        memset(&s, 0, sizeof s);
+        if (ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
+            m.sec = s.header_.stamp_.sec_;
+            m.nanosec = s.header_.stamp_.nanosec_;
+            m.frame_id = s.header_.frame_id_;
+            m.format = s.format_;
+            m.data = s.data_._buffer;
+            m.data_size = s.data_._buffer != NULL ? s.data_._length : 0;
+            *bytes = m.data_size;
+            c = carry_compressed(r, &m, why);
+        }
+        dds_sample_free(&s, ferry__bridge_descriptor(r->kind), DDS_FREE_CONTENTS);
+    } else {
+        sensor_msgs_msg_dds__Imu_ s;
+        ferry_bridge_imu_msg m;
+
+        memset(&s, 0, sizeof s);
+        if (ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
+            m.sec = s.header_.stamp_.sec_;
+            m.nanosec = s.header_.stamp_.nanosec_;
+            m.frame_id = s.header_.frame_id_;
+            m.orientation.x = s.orientation_.x_;
+            m.orientation.y = s.orientation_.y_;
+            m.orientation.z = s.orientation_.z_;
+            m.orientation.w = s.orientation_.w_;
+            memcpy(m.orientation_covariance, s.orientation_covariance_,
+                   sizeof m.orientation_covariance);
+            vector3_of(&m.angular_velocity, &s.angular_velocity_);
+            memcpy(m.angular_velocity_covariance, s.angular_velocity_covariance_,
+                   sizeof m.angular_velocity_covariance);
+            vector3_of(&m.linear_acceleration, &s.linear_acceleration_);
+            memcpy(m.linear_acceleration_covariance, s.linear_acceleration_covariance_,
+                   sizeof m.linear_acceleration_covariance);
+            *bytes = sizeof(ferry_imu_header);
+            c = carry_imu(r, &m, why);
+        }
+        dds_sample_free(&s, ferry__bridge_descriptor(r->kind), DDS_FREE_CONTENTS);
+    }
+    return c;
+}
+
 /* The slow path, for encapsulations the CDR reader does not take (XCDR2): Cyclone deserialises
  * the sample onto the heap, and it is carried from there. */
 static carry carry_deserialised(ferry_bridge *b, in_route *r, const struct ddsi_serdata *sd,
@@ -234,6 +435,8 @@ static carry carry_deserialised(ferry_bridge *b, in_route *r, const struct ddsi_
 {
     carry c;
 
+    if (r->kind != KIND_IMAGE && r->kind != KIND_CLOUD)
+        return carry_deserialised_small(r, sd, bytes, why);
     if (r->kind == KIND_IMAGE) {
         sensor_msgs_msg_dds__Image_ s;
         ferry_bridge_image_msg m;
@@ -316,13 +519,37 @@ static carry carry_serdata(ferry_bridge *b, in_route *r, struct ddsi_serdata *sd
             *bytes = m.data_size;
             c = carry_image(b, r, &m, why);
         }
-    } else {
+    } else if (r->kind == KIND_CLOUD) {
         ferry_bridge_cloud_msg m;
 
         res = ferry_bridge_cdr_cloud(iov.iov_base, iov.iov_len, &m);
         if (res == FERRY_BRIDGE_CDR_OK) {
             *bytes = m.data_size;
             c = carry_cloud(b, r, &m, why);
+        }
+    } else if (r->kind == KIND_CAMERA_INFO) {
+        ferry_bridge_camera_info_msg m;
+
+        res = ferry_bridge_cdr_camera_info(iov.iov_base, iov.iov_len, &m);
+        if (res == FERRY_BRIDGE_CDR_OK) {
+            *bytes = sizeof(ferry_camera_info_header);
+            c = carry_camera_info(r, &m, why);
+        }
+    } else if (r->kind == KIND_COMPRESSED) {
+        ferry_bridge_compressed_msg m;
+
+        res = ferry_bridge_cdr_compressed(iov.iov_base, iov.iov_len, &m);
+        if (res == FERRY_BRIDGE_CDR_OK) {
+            *bytes = m.data_size;
+            c = carry_compressed(r, &m, why);
+        }
+    } else {
+        ferry_bridge_imu_msg m;
+
+        res = ferry_bridge_cdr_imu(iov.iov_base, iov.iov_len, &m);
+        if (res == FERRY_BRIDGE_CDR_OK) {
+            *bytes = sizeof(ferry_imu_header);
+            c = carry_imu(r, &m, why);
         }
     }
     if (res == FERRY_BRIDGE_CDR_UNSUPPORTED)

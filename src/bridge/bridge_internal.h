@@ -31,7 +31,14 @@
 
 _Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
 
-typedef enum msg_kind { KIND_NONE = 0, KIND_IMAGE, KIND_CLOUD } msg_kind;
+typedef enum msg_kind {
+    KIND_NONE = 0,
+    KIND_IMAGE,
+    KIND_CLOUD,
+    KIND_CAMERA_INFO,
+    KIND_COMPRESSED,
+    KIND_IMU,
+} msg_kind;
 
 typedef struct out_route {
     char topic[FERRY_TOPIC_MAX + 2];

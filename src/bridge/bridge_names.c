@@ -19,38 +19,65 @@
  * Names and kinds
  * ------------------------------------------------------------------------------------------- */
 
+/* Every kind the bridge carries: its ferry type and the DDS type ROS 2 gives it. */
+static const struct kind_names {
+    msg_kind kind;
+    const char *ferry_type;
+    uint64_t ferry_hash;
+    const dds_topic_descriptor_t *dds;
+} kinds[] = {
+    {KIND_IMAGE, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH, &sensor_msgs_msg_dds__Image__desc},
+    {KIND_CLOUD, FERRY_POINTCLOUD_TYPE_NAME, FERRY_POINTCLOUD_TYPE_HASH,
+     &sensor_msgs_msg_dds__PointCloud2__desc},
+    {KIND_CAMERA_INFO, FERRY_CAMERA_INFO_TYPE_NAME, FERRY_CAMERA_INFO_TYPE_HASH,
+     &sensor_msgs_msg_dds__CameraInfo__desc},
+    {KIND_COMPRESSED, FERRY_COMPRESSED_IMAGE_TYPE_NAME, FERRY_COMPRESSED_IMAGE_TYPE_HASH,
+     &sensor_msgs_msg_dds__CompressedImage__desc},
+    {KIND_IMU, FERRY_IMU_TYPE_NAME, FERRY_IMU_TYPE_HASH, &sensor_msgs_msg_dds__Imu__desc},
+};
+
+static const struct kind_names *kind_entry(msg_kind k)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i].kind == k) return &kinds[i];
+    return &kinds[0];
+}
+
 msg_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash)
 {
-    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0 && hash == FERRY_IMAGE_TYPE_HASH)
-        return KIND_IMAGE;
-    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0 && hash == FERRY_POINTCLOUD_TYPE_HASH)
-        return KIND_CLOUD;
+    size_t i;
+
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(type_name, kinds[i].ferry_type) == 0 && hash == kinds[i].ferry_hash)
+            return kinds[i].kind;
     return KIND_NONE;
 }
 
 msg_kind ferry__bridge_kind_of_dds(const char *type_name)
 {
+    size_t i;
+
     if (type_name == NULL) return KIND_NONE;
-    if (strcmp(type_name, sensor_msgs_msg_dds__Image__desc.m_typename) == 0) return KIND_IMAGE;
-    if (strcmp(type_name, sensor_msgs_msg_dds__PointCloud2__desc.m_typename) == 0)
-        return KIND_CLOUD;
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(type_name, kinds[i].dds->m_typename) == 0) return kinds[i].kind;
     return KIND_NONE;
 }
 
 const char *ferry__bridge_ferry_type(msg_kind k)
 {
-    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_NAME : FERRY_POINTCLOUD_TYPE_NAME;
+    return kind_entry(k)->ferry_type;
 }
 
 uint64_t ferry__bridge_ferry_hash_of(msg_kind k)
 {
-    return k == KIND_IMAGE ? FERRY_IMAGE_TYPE_HASH : FERRY_POINTCLOUD_TYPE_HASH;
+    return kind_entry(k)->ferry_hash;
 }
 
 const dds_topic_descriptor_t *ferry__bridge_descriptor(msg_kind k)
 {
-    return k == KIND_IMAGE ? &sensor_msgs_msg_dds__Image__desc
-                           : &sensor_msgs_msg_dds__PointCloud2__desc;
+    return kind_entry(k)->dds;
 }
 
 /* The ferry name with a leading '/', or false when it does not fit. */

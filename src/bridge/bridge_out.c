@@ -189,6 +189,132 @@ static dds_return_t write_cloud(out_route *r, const ferry_pointcloud_view *v)
     return dds_write(r->writer, &m);
 }
 
+static dds_return_t write_camera_info(out_route *r, const ferry_camera_info_view *v)
+{
+    const ferry_camera_info_header *h = &v->header;
+    sensor_msgs_msg_dds__CameraInfo_ m;
+
+    memset(&m, 0, sizeof m);
+    m.header_.stamp_.sec_ = h->stamp.sec;
+    m.header_.stamp_.nanosec_ = h->stamp.nanosec;
+    m.header_.frame_id_ = (char *)h->frame_id;
+    m.height_ = h->height;
+    m.width_ = h->width;
+    m.distortion_model_ = (char *)h->distortion_model;
+    m.d_._buffer = (double *)(uintptr_t)h->d;
+    m.d_._length = m.d_._maximum = h->d_count;
+    m.d_._release = false;
+    memcpy(m.k_, h->k, sizeof m.k_);
+    memcpy(m.r_, h->r, sizeof m.r_);
+    memcpy(m.p_, h->p, sizeof m.p_);
+    m.binning_x_ = h->binning_x;
+    m.binning_y_ = h->binning_y;
+    m.roi_.x_offset_ = h->roi.x_offset;
+    m.roi_.y_offset_ = h->roi.y_offset;
+    m.roi_.height_ = h->roi.height;
+    m.roi_.width_ = h->roi.width;
+    m.roi_.do_rectify_ = h->roi.do_rectify != 0;
+    return dds_write(r->writer, &m);
+}
+
+static dds_return_t write_compressed(out_route *r, const ferry_compressed_image_view *v)
+{
+    sensor_msgs_msg_dds__CompressedImage_ m;
+
+    memset(&m, 0, sizeof m);
+    m.header_.stamp_.sec_ = v->header.stamp.sec;
+    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
+    m.header_.frame_id_ = (char *)v->header.frame_id;
+    m.format_ = (char *)v->header.format;
+    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
+    m.data_._length = m.data_._maximum = (uint32_t)v->data_size;
+    m.data_._release = false;
+    return dds_write(r->writer, &m);
+}
+
+static void copy_vector3(geometry_msgs_msg_dds__Vector3_ *to, const ferry_vector3 *from)
+{
+    to->x_ = from->x;
+    to->y_ = from->y;
+    to->z_ = from->z;
+}
+
+static dds_return_t write_imu(out_route *r, const ferry_imu_view *v)
+{
+    const ferry_imu_header *h = &v->header;
+    sensor_msgs_msg_dds__Imu_ m;
+
+    memset(&m, 0, sizeof m);
+    m.header_.stamp_.sec_ = h->stamp.sec;
+    m.header_.stamp_.nanosec_ = h->stamp.nanosec;
+    m.header_.frame_id_ = (char *)h->frame_id;
+    m.orientation_.x_ = h->orientation.x;
+    m.orientation_.y_ = h->orientation.y;
+    m.orientation_.z_ = h->orientation.z;
+    m.orientation_.w_ = h->orientation.w;
+    memcpy(m.orientation_covariance_, h->orientation_covariance, sizeof m.orientation_covariance_);
+    copy_vector3(&m.angular_velocity_, &h->angular_velocity);
+    memcpy(m.angular_velocity_covariance_, h->angular_velocity_covariance,
+           sizeof m.angular_velocity_covariance_);
+    copy_vector3(&m.linear_acceleration_, &h->linear_acceleration);
+    memcpy(m.linear_acceleration_covariance_, h->linear_acceleration_covariance,
+           sizeof m.linear_acceleration_covariance_);
+    return dds_write(r->writer, &m);
+}
+
+/* Validates a taken sample as r's kind and writes it to DDS; false when it is not valid.
+ * *bytes: the data bytes carried (pixels, points, compressed bytes; the header for the rest). */
+static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, size_t *bytes)
+{
+    switch (r->kind) {
+    case KIND_IMAGE: {
+        ferry_image_view v;
+
+        if (ferry_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX) return false;
+        *rc = write_image(r, &v);
+        *bytes = v.data_size;
+        return true;
+    }
+    case KIND_CLOUD: {
+        ferry_pointcloud_view v;
+
+        if (ferry_pointcloud_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
+            return false;
+        *rc = write_cloud(r, &v);
+        *bytes = v.data_size;
+        return true;
+    }
+    case KIND_CAMERA_INFO: {
+        ferry_camera_info_view v;
+
+        if (ferry_camera_info_view_get(s, &v) != FERRY_OK) return false;
+        *rc = write_camera_info(r, &v);
+        *bytes = s->size;
+        return true;
+    }
+    case KIND_COMPRESSED: {
+        ferry_compressed_image_view v;
+
+        if (ferry_compressed_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
+            return false;
+        *rc = write_compressed(r, &v);
+        *bytes = v.data_size;
+        return true;
+    }
+    case KIND_IMU: {
+        ferry_imu_view v;
+
+        if (ferry_imu_view_get(s, &v) != FERRY_OK) return false;
+        *rc = write_imu(r, &v);
+        *bytes = s->size;
+        return true;
+    }
+    case KIND_NONE:
+        break;
+    }
+    return false;
+}
+
 /* True when the sample came from a bridge and must not go back to DDS. */
 static bool from_bridge(ferry_bridge *b, const out_route *r, uint64_t publisher_id)
 {
@@ -226,22 +352,8 @@ void ferry__bridge_out_pump(ferry_bridge *b, out_route *r)
         } else if (from_bridge(b, r, s.publisher_id)) {
             b->st.out_skipped++;
             skipped = true;
-        } else if (r->kind == KIND_IMAGE) {
-            ferry_image_view v;
-
-            valid = ferry_image_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
-            if (valid) {
-                rc = write_image(r, &v);
-                bytes = v.data_size;
-            }
         } else {
-            ferry_pointcloud_view v;
-
-            valid = ferry_pointcloud_view_get(&s, &v) == FERRY_OK && v.data_size <= UINT32_MAX;
-            if (valid) {
-                rc = write_cloud(r, &v);
-                bytes = v.data_size;
-            }
+            valid = write_sample(r, &s, &rc, &bytes);
         }
         if (skipped) {
             /* counted above */

@@ -1,37 +1,57 @@
 /*
- * Typed frames (include/ferry/msg.h): header layouts, size arithmetic and validation. Every
+ * Typed frames (include/ferry/msg.h): the checks all headers share, and images and point clouds:
+ * header layouts, size arithmetic and validation (msg_sensor.c has the other types). Every
  * header read from a sample is copied first and validated on the copy, because the publisher
  * still maps the memory writable.
  */
-#include <ferry/msg.h>
+#include "msg_internal.h"
 
 #include <limits.h>
 #include <string.h>
 
 _Static_assert(sizeof(ferry_stamp) == 8, "ferry_stamp layout");
-_Static_assert(sizeof(ferry_image_header) == 144, "ferry_image_header layout");
+_Static_assert(sizeof(ferry_image_header) == 336, "ferry_image_header layout");
 _Static_assert(offsetof(ferry_image_header, encoding) == 32, "ferry_image_header layout");
-_Static_assert(offsetof(ferry_image_header, data_offset) == 128, "ferry_image_header layout");
+_Static_assert(offsetof(ferry_image_header, frame_id) == 64, "ferry_image_header layout");
+_Static_assert(offsetof(ferry_image_header, data_offset) == 320, "ferry_image_header layout");
 _Static_assert(sizeof(ferry_point_field) == 44, "ferry_point_field layout");
-_Static_assert(offsetof(ferry_pointcloud_header, fields) == 104, "ferry_pointcloud_header layout");
-_Static_assert(sizeof(ferry_pointcloud_header) == 824, "ferry_pointcloud_header layout");
+_Static_assert(offsetof(ferry_pointcloud_header, fields) == 296, "ferry_pointcloud_header layout");
+_Static_assert(sizeof(ferry_pointcloud_header) == 3128, "ferry_pointcloud_header layout");
 
+/* rows_num / rows_den: rows of data per row of pixels (3/2 for nv12 and nv21: a chroma plane
+ * of half the rows; 3/1 for nv24: one of twice the luma plane's bytes). */
 typedef struct msg_encoding {
     const char *name;
     uint8_t bytes_per_pixel;
     bool even_width;
     bool even_height;
-    bool nv12;
+    uint8_t rows_num, rows_den;
 } msg_encoding;
 
+#define MSG_PACKED(name, bpp) {name, bpp, false, false, 1, 1}
+/* OpenCV's type names: DEPTH "C1" .. "C4", DEPTH bytes per channel. */
+#define MSG_CV(depth, bytes)                                                                       \
+    MSG_PACKED(depth "C1", bytes), MSG_PACKED(depth "C2", 2 * (bytes)),                           \
+        MSG_PACKED(depth "C3", 3 * (bytes)), MSG_PACKED(depth "C4", 4 * (bytes))
+
 static const msg_encoding msg_encodings[] = {
-    {"rgb8", 3, false, false, false},       {"bgr8", 3, false, false, false},
-    {"rgba8", 4, false, false, false},      {"bgra8", 4, false, false, false},
-    {"mono8", 1, false, false, false},      {"mono16", 2, false, false, false},
-    {"16UC1", 2, false, false, false},      {"32FC1", 4, false, false, false},
-    {"yuv422", 2, true, false, false},      {"yuv422_yuy2", 2, true, false, false},
-    {"yuyv", 2, true, false, false},        {"uyvy", 2, true, false, false},
-    {"nv12", 1, true, true, true},
+    MSG_PACKED("rgb8", 3),           MSG_PACKED("bgr8", 3),
+    MSG_PACKED("rgba8", 4),          MSG_PACKED("bgra8", 4),
+    MSG_PACKED("rgb16", 6),          MSG_PACKED("bgr16", 6),
+    MSG_PACKED("rgba16", 8),         MSG_PACKED("bgra16", 8),
+    MSG_PACKED("mono8", 1),          MSG_PACKED("mono16", 2),
+    MSG_CV("8U", 1),                 MSG_CV("8S", 1),
+    MSG_CV("16U", 2),                MSG_CV("16S", 2),
+    MSG_CV("32S", 4),                MSG_CV("32F", 4),
+    MSG_CV("64F", 8),
+    MSG_PACKED("bayer_rggb8", 1),    MSG_PACKED("bayer_bggr8", 1),
+    MSG_PACKED("bayer_gbrg8", 1),    MSG_PACKED("bayer_grbg8", 1),
+    MSG_PACKED("bayer_rggb16", 2),   MSG_PACKED("bayer_bggr16", 2),
+    MSG_PACKED("bayer_gbrg16", 2),   MSG_PACKED("bayer_grbg16", 2),
+    {"yuv422", 2, true, false, 1, 1}, {"yuv422_yuy2", 2, true, false, 1, 1},
+    {"yuyv", 2, true, false, 1, 1},   {"uyvy", 2, true, false, 1, 1},
+    {"nv12", 1, true, true, 3, 2},    {"nv21", 1, true, true, 3, 2},
+    {"nv24", 1, false, false, 3, 1},
 };
 
 static bool msg_host_bigendian(void)
@@ -51,14 +71,34 @@ static const msg_encoding *msg_encoding_find(const char *encoding)
     return NULL;
 }
 
-static uint64_t msg_align_up(uint64_t v)
+uint64_t ferry__msg_align_up(uint64_t v)
 {
     return (v + FERRY_MSG_DATA_ALIGN - 1) & ~(uint64_t)(FERRY_MSG_DATA_ALIGN - 1);
 }
 
-static bool msg_terminated(const char *s, size_t cap)
+bool ferry__msg_terminated(const char *s, size_t cap)
 {
     return memchr(s, '\0', cap) != NULL;
+}
+
+bool ferry__msg_zero(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != 0)
+            return false;
+    return true;
+}
+
+bool ferry__msg_prefix_ok(const void *header, uint32_t magic, size_t expected)
+{
+    struct {
+        uint32_t magic;
+        uint16_t version;
+        uint16_t header_size;
+    } p;
+    memcpy(&p, header, sizeof p);
+    return p.magic == magic && p.version == FERRY_MSG_VERSION && p.header_size == expected;
 }
 
 static ferry_err msg_layout(const msg_encoding *enc, uint32_t width, uint32_t height,
@@ -76,7 +116,7 @@ static ferry_err msg_layout(const msg_encoding *enc, uint32_t width, uint32_t he
     if (step < min_step)
         return FERRY_EINVAL;
     /* step < 2^32 and height < 2^32, so the products below need an explicit check. */
-    uint64_t rows = enc->nv12 ? (uint64_t)height / 2 * 3 : height;
+    uint64_t rows = (uint64_t)height / enc->rows_den * enc->rows_num;
     if (rows > UINT64_MAX / step)
         return FERRY_EINVAL;
     uint64_t size = rows * step;
@@ -104,8 +144,7 @@ ferry_err ferry_image_layout_get(const char *encoding, uint32_t width, uint32_t 
     return err;
 }
 
-/* Checks the placement of data_offset/data_size in a payload of size bytes. */
-static bool msg_data_inside(uint64_t header_size, uint64_t data_offset, uint64_t data_size,
+bool ferry__msg_data_inside(uint64_t header_size, uint64_t data_offset, uint64_t data_size,
                             size_t size)
 {
     return data_offset >= header_size && data_offset % FERRY_MSG_DATA_ALIGN == 0 &&
@@ -115,11 +154,10 @@ static bool msg_data_inside(uint64_t header_size, uint64_t data_offset, uint64_t
 /* Validates a copy of an image header for a payload of size bytes. */
 static bool msg_image_check(const ferry_image_header *h, size_t size, ferry_image_layout *layout)
 {
-    if (h->magic != FERRY_IMAGE_MAGIC || h->version != FERRY_MSG_VERSION ||
-        h->header_size != sizeof(ferry_image_header))
+    if (!ferry__msg_prefix_ok(h, FERRY_IMAGE_MAGIC, sizeof *h))
         return false;
-    if (h->is_bigendian > 1 || !msg_terminated(h->encoding, sizeof h->encoding) ||
-        !msg_terminated(h->frame_id, sizeof h->frame_id))
+    if (h->is_bigendian > 1 || !ferry__msg_terminated(h->encoding, sizeof h->encoding) ||
+        !ferry__msg_terminated(h->frame_id, sizeof h->frame_id))
         return false;
     const msg_encoding *enc = msg_encoding_find(h->encoding);
     if (!enc || h->step == 0)
@@ -127,10 +165,10 @@ static bool msg_image_check(const ferry_image_header *h, size_t size, ferry_imag
     if (msg_layout(enc, h->width, h->height, h->step, layout) != FERRY_OK)
         return false;
     return h->data_size == layout->data_size &&
-           msg_data_inside(h->header_size, h->data_offset, h->data_size, size);
+           ferry__msg_data_inside(h->header_size, h->data_offset, h->data_size, size);
 }
 
-static void msg_clear(void *out, size_t n)
+void ferry__msg_clear(void *out, size_t n)
 {
     if (out)
         memset(out, 0, n);
@@ -139,14 +177,14 @@ static void msg_clear(void *out, size_t n)
 ferry_err ferry_image_loan(ferry_publisher *pub, uint32_t width, uint32_t height,
                            const char *encoding, uint32_t step, ferry_image *out)
 {
-    msg_clear(out, sizeof *out);
+    ferry__msg_clear(out, sizeof *out);
     if (!pub || !out)
         return FERRY_EINVAL;
     ferry_image_layout l;
     ferry_err err = ferry_image_layout_get(encoding, width, height, step, &l);
     if (err != FERRY_OK)
         return err;
-    uint64_t offset = msg_align_up(sizeof(ferry_image_header));
+    uint64_t offset = ferry__msg_align_up(sizeof(ferry_image_header));
     if (l.data_size > SIZE_MAX - offset)
         return FERRY_EINVAL;
     size_t total = (size_t)(offset + l.data_size);
@@ -234,7 +272,7 @@ static bool msg_fields_check(const ferry_point_field *fields, uint32_t nfields,
     uint64_t last = 0;
     for (uint32_t i = 0; i < nfields; i++) {
         const ferry_point_field *f = &fields[i];
-        if (!msg_terminated(f->name, sizeof f->name) || f->name[0] == '\0')
+        if (!ferry__msg_terminated(f->name, sizeof f->name) || f->name[0] == '\0')
             return false;
         uint32_t size = ferry_point_datatype_size(f->datatype);
         if (size == 0 || f->count == 0)
@@ -270,11 +308,10 @@ static bool msg_cloud_sizes(uint32_t width, uint32_t height, uint32_t point_step
 
 static bool msg_cloud_check(const ferry_pointcloud_header *h, size_t size)
 {
-    if (h->magic != FERRY_POINTCLOUD_MAGIC || h->version != FERRY_MSG_VERSION ||
-        h->header_size != sizeof(ferry_pointcloud_header))
+    if (!ferry__msg_prefix_ok(h, FERRY_POINTCLOUD_MAGIC, sizeof *h))
         return false;
     if (h->is_bigendian > 1 || h->is_dense > 1 ||
-        !msg_terminated(h->frame_id, sizeof h->frame_id) || h->point_step == 0)
+        !ferry__msg_terminated(h->frame_id, sizeof h->frame_id) || h->point_step == 0)
         return false;
     uint64_t end;
     if (!msg_fields_check(h->fields, h->nfields, h->point_step, &end))
@@ -284,14 +321,14 @@ static bool msg_cloud_check(const ferry_pointcloud_header *h, size_t size)
     if (!msg_cloud_sizes(h->width, h->height, h->point_step, &row_step, &data_size))
         return false;
     return h->row_step == row_step && h->data_size == data_size &&
-           msg_data_inside(h->header_size, h->data_offset, h->data_size, size);
+           ferry__msg_data_inside(h->header_size, h->data_offset, h->data_size, size);
 }
 
 ferry_err ferry_pointcloud_loan(ferry_publisher *pub, uint32_t width, uint32_t height,
                                 const ferry_point_field *fields, uint32_t nfields,
                                 uint32_t point_step, ferry_pointcloud *out)
 {
-    msg_clear(out, sizeof *out);
+    ferry__msg_clear(out, sizeof *out);
     if (!pub || !fields || !out)
         return FERRY_EINVAL;
     uint64_t end;
@@ -306,7 +343,7 @@ ferry_err ferry_pointcloud_loan(ferry_publisher *pub, uint32_t width, uint32_t h
     uint64_t data_size;
     if (!msg_cloud_sizes(width, height, point_step, &row_step, &data_size))
         return FERRY_EINVAL;
-    uint64_t offset = msg_align_up(sizeof(ferry_pointcloud_header));
+    uint64_t offset = ferry__msg_align_up(sizeof(ferry_pointcloud_header));
     if (data_size > SIZE_MAX - offset)
         return FERRY_EINVAL;
     size_t total = (size_t)(offset + data_size);

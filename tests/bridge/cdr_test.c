@@ -1,6 +1,6 @@
 /*
- * The bridge's CDR reader (src/bridge/bridge_cdr.h): Image_ and PointCloud2_ serialisations
- * written here by hand in both byte orders, with the alignment rules of plain CDR, are read back
+ * The bridge's CDR reader (src/bridge/bridge_cdr.h): Image_, PointCloud2_, CameraInfo_,
+ * CompressedImage_ and Imu_ serialisations written here by hand in both byte orders, with the alignment rules of plain CDR, are read back
  * field by field; then every truncation of them, corrupted lengths and counts, strings without
  * their NUL, other encapsulations, and many randomly corrupted copies. Each input lies in a heap
  * block of exactly its size, so that a read past it shows under ASan. A result that is accepted
@@ -67,6 +67,16 @@ static size_t w_u32(writer *w, uint32_t v)
     return at;
 }
 
+static void w_f64(writer *w, double d)
+{
+    uint64_t v;
+    int i;
+
+    memcpy(&v, &d, sizeof v);
+    while ((w->n - 4) % 8 != 0) w->b[w->n++] = 0;
+    for (i = 0; i < 8; i++) w->b[w->n++] = (uint8_t)(v >> (w->be ? 56 - 8 * i : 8 * i));
+}
+
 static size_t w_str(writer *w, const char *s)
 {
     size_t len = strlen(s) + 1, at = w_u32(w, (uint32_t)len);
@@ -84,6 +94,8 @@ static size_t w_octets(writer *w, const uint8_t *d, uint32_t n)
     w->n += n;
     return at;
 }
+
+static void put_u32(writer *w, size_t at, uint32_t v);
 
 static uint8_t pixels[3 * 5 * 2];
 static uint8_t points[4 * 16];
@@ -135,6 +147,66 @@ static void write_cloud(writer *w, bool be, uint32_t nfields)
     w_u32(w, 64);               /* row_step */
     at_data = w_octets(w, points, sizeof points);
     w_u8(w, 1);                 /* is_dense */
+}
+
+/* The value of element i of a double array, distinct for every array (base) and element. */
+static double val(int base, int i)
+{
+    return base * 1000.0 + i + 0.125;
+}
+
+static size_t at_d;
+
+/* frame_id "cam" (4 bytes) leaves the doubles of d to be aligned to 8 after their count. */
+static void write_camera_info(writer *w, bool be, uint32_t d_count)
+{
+    uint32_t i;
+
+    w_init(w, be);
+    w_u32(w, 1700000000);
+    w_u32(w, 5);
+    at_frame_id = w_str(w, "cam");
+    w_u32(w, 480);              /* height */
+    w_u32(w, 640);              /* width */
+    at_encoding = w_str(w, "plumb_bob");
+    at_d = w_u32(w, d_count);
+    for (i = 0; i < d_count; i++) w_f64(w, val(1, (int)i));
+    for (i = 0; i < 9; i++) w_f64(w, val(2, (int)i));
+    for (i = 0; i < 9; i++) w_f64(w, val(3, (int)i));
+    for (i = 0; i < 12; i++) w_f64(w, val(4, (int)i));
+    w_u32(w, 2);                /* binning_x */
+    w_u32(w, 3);                /* binning_y */
+    w_u32(w, 10);               /* roi */
+    w_u32(w, 20);
+    w_u32(w, 30);
+    w_u32(w, 40);
+    w_u8(w, 1);                 /* do_rectify */
+}
+
+static void write_compressed(writer *w, bool be)
+{
+    w_init(w, be);
+    w_u32(w, 12);
+    w_u32(w, 34);
+    at_frame_id = w_str(w, "camera_optical");
+    at_encoding = w_str(w, "jpeg");
+    at_data = w_octets(w, pixels, sizeof pixels);
+}
+
+static void write_imu(writer *w, bool be)
+{
+    int i;
+
+    w_init(w, be);
+    w_u32(w, (uint32_t)-1);
+    w_u32(w, 999);
+    at_frame_id = w_str(w, "imu");
+    for (i = 0; i < 4; i++) w_f64(w, val(5, i));
+    for (i = 0; i < 9; i++) w_f64(w, val(6, i));
+    for (i = 0; i < 3; i++) w_f64(w, val(7, i));
+    for (i = 0; i < 9; i++) w_f64(w, val(8, i));
+    for (i = 0; i < 3; i++) w_f64(w, val(9, i));
+    for (i = 0; i < 9; i++) w_f64(w, val(10, i));
 }
 
 /* A heap copy of exactly n bytes (at least one, so that malloc gives a block). */
@@ -199,6 +271,164 @@ static ferry_bridge_cdr_result parse_cloud(const uint8_t *b, size_t n)
     return res;
 }
 
+static ferry_bridge_cdr_result parse_camera_info(const uint8_t *b, size_t n)
+{
+    uint8_t *p = exact(b, n);
+    ferry_bridge_camera_info_msg m;
+    ferry_bridge_cdr_result res = ferry_bridge_cdr_camera_info(p, n, &m);
+
+    if (res == FERRY_BRIDGE_CDR_OK) {
+        CHECK(string_inside(m.frame_id, p, n));
+        CHECK(string_inside(m.distortion_model, p, n));
+    }
+    free(p);
+    return res;
+}
+
+static ferry_bridge_cdr_result parse_compressed(const uint8_t *b, size_t n)
+{
+    uint8_t *p = exact(b, n);
+    ferry_bridge_compressed_msg m;
+    ferry_bridge_cdr_result res = ferry_bridge_cdr_compressed(p, n, &m);
+
+    if (res == FERRY_BRIDGE_CDR_OK) {
+        CHECK(string_inside(m.frame_id, p, n));
+        CHECK(string_inside(m.format, p, n));
+        CHECK(inside(m.data, m.data_size, p, n));
+    }
+    free(p);
+    return res;
+}
+
+static ferry_bridge_cdr_result parse_imu(const uint8_t *b, size_t n)
+{
+    uint8_t *p = exact(b, n);
+    ferry_bridge_imu_msg m;
+    ferry_bridge_cdr_result res = ferry_bridge_cdr_imu(p, n, &m);
+
+    if (res == FERRY_BRIDGE_CDR_OK) CHECK(string_inside(m.frame_id, p, n));
+    free(p);
+    return res;
+}
+
+static bool doubles_are(const double *v, int n, int base)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (v[i] != val(base, i)) return false;
+    return true;
+}
+
+static void test_sensor_fields(bool be)
+{
+    ferry_bridge_camera_info_msg ci;
+    ferry_bridge_compressed_msg cm;
+    ferry_bridge_imu_msg im;
+    writer w;
+    uint8_t *p;
+
+    write_camera_info(&w, be, 5);
+    p = exact(w.b, w.n);
+    CHECK(ferry_bridge_cdr_camera_info(p, w.n, &ci) == FERRY_BRIDGE_CDR_OK);
+    CHECK(ci.sec == 1700000000 && ci.nanosec == 5);
+    CHECK(strcmp(ci.frame_id, "cam") == 0);
+    CHECK(ci.height == 480 && ci.width == 640);
+    CHECK(strcmp(ci.distortion_model, "plumb_bob") == 0);
+    CHECK(ci.d_count == 5 && doubles_are(ci.d, 5, 1) && ci.d[5] == 0.0);
+    CHECK(doubles_are(ci.k, 9, 2) && doubles_are(ci.r, 9, 3) && doubles_are(ci.p, 12, 4));
+    CHECK(ci.binning_x == 2 && ci.binning_y == 3);
+    CHECK(ci.roi_x_offset == 10 && ci.roi_y_offset == 20 && ci.roi_height == 30 &&
+          ci.roi_width == 40 && ci.roi_do_rectify == 1);
+    free(p);
+    /* No coefficients; more than a ferry camera info holds (read, the first kept). */
+    write_camera_info(&w, be, 0);
+    CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+    write_camera_info(&w, be, FERRY_CAMERA_INFO_D_MAX + 3);
+    p = exact(w.b, w.n);
+    CHECK(ferry_bridge_cdr_camera_info(p, w.n, &ci) == FERRY_BRIDGE_CDR_OK);
+    CHECK(ci.d_count == FERRY_CAMERA_INFO_D_MAX + 3 && doubles_are(ci.d, 16, 1));
+    CHECK(doubles_are(ci.p, 12, 4) && ci.roi_width == 40);
+    free(p);
+
+    write_compressed(&w, be);
+    p = exact(w.b, w.n);
+    CHECK(ferry_bridge_cdr_compressed(p, w.n, &cm) == FERRY_BRIDGE_CDR_OK);
+    CHECK(cm.sec == 12 && cm.nanosec == 34);
+    CHECK(strcmp(cm.frame_id, "camera_optical") == 0 && strcmp(cm.format, "jpeg") == 0);
+    CHECK(cm.data_size == sizeof pixels && memcmp(cm.data, pixels, sizeof pixels) == 0);
+    free(p);
+
+    write_imu(&w, be);
+    p = exact(w.b, w.n);
+    CHECK(ferry_bridge_cdr_imu(p, w.n, &im) == FERRY_BRIDGE_CDR_OK);
+    CHECK(im.sec == -1 && im.nanosec == 999 && strcmp(im.frame_id, "imu") == 0);
+    CHECK(im.orientation.x == val(5, 0) && im.orientation.y == val(5, 1) &&
+          im.orientation.z == val(5, 2) && im.orientation.w == val(5, 3));
+    CHECK(doubles_are(im.orientation_covariance, 9, 6));
+    CHECK(im.angular_velocity.x == val(7, 0) && im.angular_velocity.z == val(7, 2));
+    CHECK(doubles_are(im.angular_velocity_covariance, 9, 8));
+    CHECK(im.linear_acceleration.y == val(9, 1));
+    CHECK(doubles_are(im.linear_acceleration_covariance, 9, 10));
+    free(p);
+}
+
+/* Every proper prefix refused; lengths and counts the data cannot hold refused; strings without
+ * their NUL refused. */
+static void test_sensor_hostile(void)
+{
+    static const uint32_t bad[] = {0, 0xffffffffu, 0xfffffffcu, 0x80000000u, 0x20000000u, 4096};
+    writer w;
+    size_t n, i;
+    int be;
+
+    for (be = 0; be < 2; be++) {
+        write_camera_info(&w, be != 0, 5);
+        for (n = 0; n < w.n; n++) CHECK(parse_camera_info(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        write_compressed(&w, be != 0);
+        for (n = 0; n < w.n; n++) CHECK(parse_compressed(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        write_imu(&w, be != 0);
+        for (n = 0; n < w.n; n++) CHECK(parse_imu(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+    }
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_camera_info(&w, false, 5);
+        put_u32(&w, at_frame_id, bad[i]);
+        CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        write_camera_info(&w, true, 5);
+        put_u32(&w, at_encoding, bad[i]);
+        CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        if (bad[i] != 0) {
+            write_camera_info(&w, false, 5);
+            put_u32(&w, at_d, bad[i]);
+            CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            write_compressed(&w, true);
+            put_u32(&w, at_data, bad[i]);
+            CHECK(parse_compressed(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        }
+        write_compressed(&w, false);
+        put_u32(&w, at_encoding, bad[i]);
+        CHECK(parse_compressed(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        write_imu(&w, false);
+        put_u32(&w, at_frame_id, bad[i]);
+        CHECK(parse_imu(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    }
+    write_camera_info(&w, false, 5);
+    w.b[at_encoding + 4 + 9] = 'x';
+    CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    write_compressed(&w, false);
+    w.b[at_encoding + 4 + 4] = 'x';
+    CHECK(parse_compressed(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    write_imu(&w, true);
+    w.b[at_frame_id + 4 + 3] = 'x';
+    CHECK(parse_imu(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    /* XCDR2 goes to Cyclone's deserialiser. */
+    write_imu(&w, false);
+    w.b[1] = 0x07;
+    CHECK(parse_imu(w.b, w.n) == FERRY_BRIDGE_CDR_UNSUPPORTED);
+    CHECK(ferry_bridge_cdr_camera_info(w.b, w.n, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(ferry_bridge_cdr_compressed(NULL, 10, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
+}
+
 static void test_image_fields(bool be)
 {
     writer w;
@@ -247,10 +477,11 @@ static void test_cloud_fields(bool be)
 
     /* More fields than a ferry cloud holds: all are read, the first ones kept, the count
      * reported as sent (the bridge refuses it). */
-    write_cloud(&w, be, 17);
+    write_cloud(&w, be, FERRY_POINTCLOUD_FIELDS_MAX + 1);
     p = exact(w.b, w.n);
     CHECK(ferry_bridge_cdr_cloud(p, w.n, &m) == FERRY_BRIDGE_CDR_OK);
-    CHECK(m.nfields == 17 && strcmp(m.fields[15].name, "intensity") == 0);
+    CHECK(m.nfields == FERRY_POINTCLOUD_FIELDS_MAX + 1 &&
+          strcmp(m.fields[FERRY_POINTCLOUD_FIELDS_MAX - 1].name, "intensity") == 0);
     CHECK(m.is_dense == 1 && m.data_size == sizeof points);
     free(p);
 
@@ -368,13 +599,21 @@ static void test_random(void)
     int iter, ok = 0;
 
     for (iter = 0; iter < 200000; iter++) {
-        bool cloud = (iter & 1) != 0;
+        int kind = iter % 5;
+        bool be = (iter / 5) % 2 != 0;
         int k, flips = 1 + (int)(rnd() % 4);
+        ferry_bridge_cdr_result res;
 
-        if (cloud)
-            write_cloud(&w, (iter & 2) != 0, 1 + rnd() % 5);
+        if (kind == 0)
+            write_image(&w, be);
+        else if (kind == 1)
+            write_cloud(&w, be, 1 + rnd() % 5);
+        else if (kind == 2)
+            write_camera_info(&w, be, rnd() % 20);
+        else if (kind == 3)
+            write_compressed(&w, be);
         else
-            write_image(&w, (iter & 2) != 0);
+            write_imu(&w, be);
         c = w;
         for (k = 0; k < flips; k++) {
             size_t at = 4 + rnd() % (c.n - 4);
@@ -382,7 +621,17 @@ static void test_random(void)
             c.b[at] = (rnd() & 1) ? values[rnd() % sizeof values] : (uint8_t)rnd();
         }
         if (rnd() % 8 == 0) c.n = rnd() % (c.n + 1);
-        if ((cloud ? parse_cloud(c.b, c.n) : parse_image(c.b, c.n)) == FERRY_BRIDGE_CDR_OK) ok++;
+        if (kind == 0)
+            res = parse_image(c.b, c.n);
+        else if (kind == 1)
+            res = parse_cloud(c.b, c.n);
+        else if (kind == 2)
+            res = parse_camera_info(c.b, c.n);
+        else if (kind == 3)
+            res = parse_compressed(c.b, c.n);
+        else
+            res = parse_imu(c.b, c.n);
+        if (res == FERRY_BRIDGE_CDR_OK) ok++;
     }
     printf("cdr_test: %d of 200000 corrupted inputs parsed (and lay inside their buffer)\n", ok);
 }
@@ -393,8 +642,11 @@ int main(void)
     test_image_fields(true);
     test_cloud_fields(false);
     test_cloud_fields(true);
+    test_sensor_fields(false);
+    test_sensor_fields(true);
     test_truncations();
     test_lengths();
+    test_sensor_hostile();
     test_encapsulations();
     test_random();
     if (failures != 0) {

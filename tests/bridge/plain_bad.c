@@ -40,7 +40,7 @@ typedef sensor_msgs_msg_dds__PointField_ field_msg;
 
 static unsigned char pixels[IMG_BYTES + 64];
 static unsigned char points[CLOUD_BYTES + 64];
-static field_msg fields[17];
+static field_msg fields[65]; /* FERRY_POINTCLOUD_FIELDS_MAX + 1 */
 static int written, failed;
 
 /* A string of n bytes as it goes on the wire: with its NUL when terminated is true. */
@@ -99,7 +99,7 @@ static void good_cloud(cloud_msg *m, uint64_t seq)
 
     memset(m, 0, sizeof *m);
     memset(fields, 0, sizeof fields);
-    for (i = 0; i < 17; i++) {
+    for (i = 0; i < 65; i++) {
         set_str(&fields[i].name_, names[i % 4], strlen(names[i % 4]), true);
         fields[i].offset_ = 4 * (i % 4);
         fields[i].datatype_ = 7;
@@ -142,8 +142,8 @@ static bool bad_image(image_msg *m, int i, const char **name, const char **fate)
         break;
     case 7: *name = "huge height"; m->height_ = 0xffffffffu; break;
     case 8:
-        *name = "frame_id of 64 bytes";
-        set_str(&m->header_.frame_id_, long_str(64), 64, true);
+        *name = "frame_id of 256 bytes";
+        set_str(&m->header_.frame_id_, long_str(256), 256, true);
         break;
     case 9:
         *name = "frame_id of 99999 bytes";
@@ -184,7 +184,7 @@ static bool bad_cloud(cloud_msg *m, int i, const char **name, const char **fate)
         break;
     case 3: *name = "point_step 0"; m->point_step_ = 0; m->row_step_ = 0; break;
     case 4: *name = "no field"; m->fields_._length = 0; break;
-    case 5: *name = "17 fields"; m->fields_._length = 17; break;
+    case 5: *name = "65 fields"; m->fields_._length = 65; break;
     case 6: *name = "empty field name"; set_str(&fields[1].name_, "", 0, true); break;
     case 7: *name = "unknown datatype 9"; fields[2].datatype_ = 9; break;
     case 8: *name = "datatype 0"; fields[2].datatype_ = 0; break;
@@ -197,8 +197,8 @@ static bool bad_cloud(cloud_msg *m, int i, const char **name, const char **fate)
         set_str(&fields[0].name_, long_str(32), 32, true);
         break;
     case 14:
-        *name = "frame_id of 64 bytes";
-        set_str(&m->header_.frame_id_, long_str(64), 64, true);
+        *name = "frame_id of 256 bytes";
+        set_str(&m->header_.frame_id_, long_str(256), 256, true);
         break;
     case 15:
         *name = "width * point_step overflows 32 bits";
