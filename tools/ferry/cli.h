@@ -20,6 +20,7 @@
 int ferry_cmd_pub(int argc, char **argv);
 int ferry_cmd_echo(int argc, char **argv);
 int ferry_cmd_hz(int argc, char **argv);
+int ferry_cmd_delay(int argc, char **argv);
 int ferry_cmd_topics(int argc, char **argv);
 int ferry_cmd_info(int argc, char **argv);
 int ferry_cmd_clean(int argc, char **argv);
@@ -80,6 +81,7 @@ typedef enum cli_range_id {
     CLI_R_SUB_DEPTH,
     CLI_R_SUB_HISTORY,
     CLI_R_HZ_WINDOW,
+    CLI_R_DELAY_WINDOW,
     CLI_R_BRIDGE_DDS_DOMAIN,
     CLI_R_BRIDGE_SECONDS,
     CLI_R_DEMO_SECONDS,

@@ -67,6 +67,7 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_SUB_DEPTH] = {.name = "--depth", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_DEPTH_MAX},
     [CLI_R_SUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX},
     [CLI_R_HZ_WINDOW] = {.name = "--window", .kind = CLI_WHOLE, .lo = 2, .hi = 1000000},
+    [CLI_R_DELAY_WINDOW] = {.name = "--window", .kind = CLI_WHOLE, .lo = 1, .hi = 1000000},
     /* The highest domain id whose ports the DDS default port mapping can still give. */
     [CLI_R_BRIDGE_DDS_DOMAIN] = {.name = "--dds-domain", .kind = CLI_WHOLE, .hi = 232},
     [CLI_R_BRIDGE_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
