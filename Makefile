@@ -5,13 +5,15 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # Extra ctest arguments, e.g. CTEST_ARGS='-R bridge' or '-E bench'.
 CTEST_ARGS ?=
-# g++: the C++ layer's tests and example; python3-dev: the headers of the Python package (python/).
-DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev
+# g++: the C++ layer's tests and example; python3-dev: the headers of the Python package (python/);
+# libpng-dev and libturbojpeg0-dev: PNG and JPEG files for `ferry pub --from`.
+DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev libpng-dev libturbojpeg0-dev
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,
-# gnuplot the demo's plot, pytest and NumPy the Python package's tests.
-TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest
+# gnuplot the demo's plot, pytest and NumPy the Python package's tests, cjpeg and djpeg
+# (libjpeg-turbo-progs) the JPEG files of the CLI's tests.
+TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest libjpeg-turbo-progs
 # The API reference (make docs).
 DOCS_PACKAGES := doxygen
 

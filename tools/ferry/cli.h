@@ -226,6 +226,19 @@ int cli_fail(const char *cmd, int status, const char *fmt, ...) __attribute__((f
 /* Creates a node for w with a node name; prints and returns the error on failure. */
 ferry_err cli_node(const cli_where *w, const char *name, ferry_node **out);
 
+/* An image file decoded for `ferry pub --from` (imgfile.c): packed rows of 8-bit pixels. */
+typedef struct cli_image_file {
+    uint32_t width, height;
+    const char *encoding;  /* "mono8", "rgb8" or "rgba8", as the file has it */
+    unsigned char *pixels; /* width * height pixels, rows without padding */
+    size_t size;
+} cli_image_file;
+
+/* Decodes a PNG, JPEG, PPM (P6) or PGM (P5) file, told by its first bytes: 0, or the exit
+ * status after a one-line message naming --from and path (2 for a format this build lacks). */
+int cli_image_load(const char *cmd, const char *path, cli_image_file *img);
+void cli_image_file_free(cli_image_file *img);
+
 /* Synthetic frames: a header, then a pattern derived from the sequence number.
  * The type name and hash commands use for them. */
 #define CLI_FRAME_TYPE "ferry/synthetic_frame"

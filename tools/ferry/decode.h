@@ -23,7 +23,13 @@
  * outlive the tree (string literals). String values are copied.
  * ------------------------------------------------------------------------------------------- */
 
-typedef enum cli_jkind { CLI_J_OBJECT, CLI_J_ARRAY, CLI_J_STRING, CLI_J_NUMBER, CLI_J_BOOL } cli_jkind;
+typedef enum cli_jkind {
+    CLI_J_OBJECT,
+    CLI_J_ARRAY,
+    CLI_J_STRING,
+    CLI_J_NUMBER,
+    CLI_J_BOOL
+} cli_jkind;
 
 typedef struct cli_jnode {
     const char *key; /* NULL for array elements and the root */

@@ -132,8 +132,8 @@ static void delays_add(delays *d, int64_t ns)
 
 static void print_stats(const char *label, cli_lat *l, double mean, int64_t min, int64_t max)
 {
-    printf("%s mean %.3f ms  min %.3f ms  p50 %.3f ms  p99 %.3f ms  max %.3f ms", label,
-           mean / 1e6, (double)min / 1e6, (double)cli_lat_pct(l, 50.0) / 1e6,
+    printf("%s mean %.3f ms  min %.3f ms  p50 %.3f ms  p99 %.3f ms  max %.3f ms", label, mean / 1e6,
+           (double)min / 1e6, (double)cli_lat_pct(l, 50.0) / 1e6,
            (double)cli_lat_pct(l, 99.0) / 1e6, (double)max / 1e6);
 }
 
