@@ -695,6 +695,14 @@ int cli_getopt(cli_parser *p, int argc, char **argv)
         optind = 1;
     }
     while ((c = getopt_long(argc, argv, ":h", p->options, NULL)) != -1) {
+        /* `--domain --count 5` would take "--count" as the domain: a value given as its own
+         * word that looks like a long option is a forgotten value (--opt=--x still passes). */
+        if (optarg != NULL && optind >= 2 && optarg == argv[optind - 1] &&
+            strncmp(optarg, "--", 2) == 0 && optarg[2] != '\0') {
+            cli_fail(p->cmd, 2, "option '%s' needs a value, not the option '%s' (try 'ferry %s "
+                                "--help')", argv[optind - 2], optarg, p->cmd);
+            return CLI_OPTS_EXIT;
+        }
         if (c >= CLI_O_OWN) return c;
         if (c == CLI_O_HELP) {
             p->usage(stdout);

@@ -336,6 +336,7 @@ int ferry_cmd_echo(int argc, char **argv)
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
 
+    status = 0;
     ferry_subscriber_options_init(&o);
     if (a.o.depth != 0) o.depth = (uint32_t)a.o.depth;
     o.history = (uint32_t)a.history;
