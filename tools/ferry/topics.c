@@ -17,7 +17,8 @@ static void usage(FILE *to)
 {
     fputs("usage: ferry topics [options]\n"
           "Lists the topics that have a live publisher or subscriber: name, type, publishers,\n"
-          "subscribers (live ones only), sorted by name. Prints nothing for an empty domain.\n"
+          "subscribers (live ones only), sorted by name. Prints nothing for an empty domain;\n"
+          "exits 1 when the directory does not exist or holds no domain.\n"
           "\n"
           "options:\n"
           "  --json           print a JSON array of\n"
