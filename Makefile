@@ -5,14 +5,16 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # Extra ctest arguments, e.g. CTEST_ARGS='-R bridge' or '-E bench'.
 CTEST_ARGS ?=
-# g++: the C++ layer's tests and example; python3-dev: the headers of the Python package (python/).
-DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev
+# g++: the C++ layer's tests and example; python3-dev: the headers of the Python package (python/);
+# libpng-dev and libturbojpeg0-dev: PNG and JPEG files for `ferry pub --from`.
+DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev libpng-dev libturbojpeg0-dev
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,
 # gnuplot the demo's plot, pytest and NumPy the Python package's tests, dpkg-dev (dpkg-shlibdeps)
-# the Debian packages' dependencies.
-TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest dpkg-dev
+# the Debian packages' dependencies, cjpeg and djpeg (libjpeg-turbo-progs) the JPEG files of the
+# CLI's tests.
+TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest dpkg-dev libjpeg-turbo-progs
 # make deb: CPack derives the packages' dependencies with dpkg-shlibdeps.
 DEB_BUILD_PACKAGES := dpkg-dev
 # make install: where to (PREFIX), and a staging root put before it (DESTDIR, as usual).

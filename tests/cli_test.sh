@@ -67,7 +67,10 @@ wait_topic() {
         if timeout 10 "$FERRY" topics --json 2>/dev/null | "$PYTHON" -c '
 import json, sys
 t, p, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rows = [r for r in json.load(sys.stdin) if r["topic"] in (t, t.lstrip("/"))]
+try:
+    rows = [r for r in json.load(sys.stdin) if r["topic"] in (t, t.lstrip("/"))]
+except ValueError:  # no domain directory yet: topics prints nothing and exits 1
+    sys.exit(1)
 sys.exit(0 if rows and rows[0]["publishers"] >= p and rows[0]["subscribers"] >= s else 1)
 ' "$topic" "$pubs" "$subs"; then
             return 0
@@ -85,7 +88,7 @@ endpoint_files() {
 run help --help
 [ "$RC" -eq 0 ] || fail "ferry --help exited $RC"
 grep -q '^usage: ferry' "$OUT/help.out" || fail "ferry --help printed no usage"
-for cmd in pub echo hz topics info clean demo bench; do
+for cmd in pub echo hz delay topics info clean demo bench; do
     run "help_$cmd" "$cmd" --help
     [ "$RC" -eq 0 ] || fail "ferry $cmd --help exited $RC"
     grep -q "^usage: ferry $cmd" "$OUT/help_$cmd.out" || fail "ferry $cmd --help printed no usage"
@@ -302,12 +305,12 @@ run topics_empty_json topics --json
     <"$OUT/topics_empty_json.out" || fail "ferry topics --json is not [] for an empty domain"
 
 # --- pub + echo --verify -----------------------------------------------------------------------
+# echo starts first and, without --type, waits for the publisher to learn the topic's type.
 timeout 30 "$FERRY" echo /t --count 10 --verify >"$OUT/echo.out" 2>"$OUT/echo.err" &
 ECHO=$!
 BG+=("$ECHO")
 BGOUT=("$OUT/echo.out" "$OUT/echo.err")
-wait_topic /t 0 1
-run pub pub /t --size 4096 --rate 200 --count 50
+run pub pub /t --size 4096 --rate 200 --count 50 --wait-subscribers 1
 [ "$RC" -eq 0 ] || fail "ferry pub exited $RC"
 wait "$ECHO"
 RC=$?

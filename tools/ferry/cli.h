@@ -20,6 +20,7 @@
 int ferry_cmd_pub(int argc, char **argv);
 int ferry_cmd_echo(int argc, char **argv);
 int ferry_cmd_hz(int argc, char **argv);
+int ferry_cmd_delay(int argc, char **argv);
 int ferry_cmd_topics(int argc, char **argv);
 int ferry_cmd_info(int argc, char **argv);
 int ferry_cmd_clean(int argc, char **argv);
@@ -80,6 +81,7 @@ typedef enum cli_range_id {
     CLI_R_SUB_DEPTH,
     CLI_R_SUB_HISTORY,
     CLI_R_HZ_WINDOW,
+    CLI_R_DELAY_WINDOW,
     CLI_R_BRIDGE_DDS_DOMAIN,
     CLI_R_BRIDGE_SECONDS,
     CLI_R_DEMO_SECONDS,
@@ -192,19 +194,50 @@ extern volatile sig_atomic_t cli_stop_requested;
  * sees the flag promptly. */
 void cli_stop_on_signals(void);
 
-/* The type a subscriber of topic uses: given when not NULL, else the type its live endpoints
- * declare (a publisher's first), else the synthetic frame type. */
+/* The type a subscriber of topic uses: given when not NULL, else the type its live publishers
+ * declare. Subscribing with a type of the command's own choosing would claim the topic for that
+ * type and lock out the publisher that comes later, so with no publisher yet cli_topic_type
+ * waits for one, polling the domain every 100 ms, until deadline_ns (ferry_now; negative for
+ * never) or cli_stop_requested. */
 typedef struct cli_type {
     char name[FERRY_TYPE_NAME_MAX + 1];
     uint64_t hash;
 } cli_type;
-void cli_topic_type(const cli_where *w, const char *topic, const char *given, cli_type *out);
+typedef enum cli_type_found {
+    CLI_TYPE_FOUND,   /* *out is set */
+    CLI_TYPE_TIMEOUT, /* no publisher came before the deadline */
+    CLI_TYPE_STOPPED, /* cli_stop_requested was set while waiting */
+} cli_type_found;
+cli_type_found cli_topic_type(const cli_where *w, const char *topic, const char *given,
+                              int64_t deadline_ns, cli_type *out);
+
+/* Creates a node named cmd and a subscriber of topic with type and options o; on failure prints
+ * one line naming the topic and the type, destroys what it made and returns 1, else 0. */
+int cli_subscribe(const char *cmd, const cli_where *w, const char *topic, const cli_type *type,
+                  const ferry_subscriber_options *o, ferry_node **node, ferry_subscriber **sub);
+
+/* For commands that read a domain (topics, info): 0 when the root directory of w exists and
+ * holds at least one domain directory, else 1 after a message naming the path. */
+int cli_check_root(const char *cmd, const cli_where *w);
 
 /* Prints "ferry CMD: message" to stderr; returns the exit status given. */
 int cli_fail(const char *cmd, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Creates a node for w with a node name; prints and returns the error on failure. */
 ferry_err cli_node(const cli_where *w, const char *name, ferry_node **out);
+
+/* An image file decoded for `ferry pub --from` (imgfile.c): packed rows of 8-bit pixels. */
+typedef struct cli_image_file {
+    uint32_t width, height;
+    const char *encoding;  /* "mono8", "rgb8" or "rgba8", as the file has it */
+    unsigned char *pixels; /* width * height pixels, rows without padding */
+    size_t size;
+} cli_image_file;
+
+/* Decodes a PNG, JPEG, PPM (P6) or PGM (P5) file, told by its first bytes: 0, or the exit
+ * status after a one-line message naming --from and path (2 for a format this build lacks). */
+int cli_image_load(const char *cmd, const char *path, cli_image_file *img);
+void cli_image_file_free(cli_image_file *img);
 
 /* Synthetic frames: a header, then a pattern derived from the sequence number.
  * The type name and hash commands use for them. */

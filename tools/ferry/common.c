@@ -5,7 +5,10 @@
 #include "cli.h"
 #include "demo.h"
 
+#include <dirent.h>
 #include <getopt.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -64,6 +67,7 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_SUB_DEPTH] = {.name = "--depth", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_DEPTH_MAX},
     [CLI_R_SUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX},
     [CLI_R_HZ_WINDOW] = {.name = "--window", .kind = CLI_WHOLE, .lo = 2, .hi = 1000000},
+    [CLI_R_DELAY_WINDOW] = {.name = "--window", .kind = CLI_WHOLE, .lo = 1, .hi = 1000000},
     /* The highest domain id whose ports the DDS default port mapping can still give. */
     [CLI_R_BRIDGE_DDS_DOMAIN] = {.name = "--dds-domain", .kind = CLI_WHOLE, .hi = 232},
     [CLI_R_BRIDGE_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
@@ -691,6 +695,14 @@ int cli_getopt(cli_parser *p, int argc, char **argv)
         optind = 1;
     }
     while ((c = getopt_long(argc, argv, ":h", p->options, NULL)) != -1) {
+        /* `--domain --count 5` would take "--count" as the domain: a value given as its own
+         * word that looks like a long option is a forgotten value (--opt=--x still passes). */
+        if (optarg != NULL && optind >= 2 && optarg == argv[optind - 1] &&
+            strncmp(optarg, "--", 2) == 0 && optarg[2] != '\0') {
+            cli_fail(p->cmd, 2, "option '%s' needs a value, not the option '%s' (try 'ferry %s "
+                                "--help')", argv[optind - 2], optarg, p->cmd);
+            return CLI_OPTS_EXIT;
+        }
         if (c >= CLI_O_OWN) return c;
         if (c == CLI_O_HELP) {
             p->usage(stdout);
@@ -740,29 +752,108 @@ void cli_stop_on_signals(void)
 
 typedef struct found_type {
     cli_type *out;
-    bool from_publisher;
     bool found;
 } found_type;
 
-static bool note_type(void *arg, const ferry_endpoint_info *info)
+static bool note_publisher_type(void *arg, const ferry_endpoint_info *info)
 {
     found_type *t = arg;
-    if (!info->alive || (t->found && t->from_publisher)) return true;
-    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+
+    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
     snprintf(t->out->name, sizeof t->out->name, "%s", info->type_name);
     t->out->hash = info->type_hash;
-    t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
     t->found = true;
-    return !t->from_publisher;
+    return false;
 }
 
-void cli_topic_type(const cli_where *w, const char *topic, const char *given, cli_type *out)
+#define TYPE_POLL_NS 100000000LL
+
+cli_type_found cli_topic_type(const cli_where *w, const char *topic, const char *given,
+                              int64_t deadline_ns, cli_type *out)
 {
-    found_type t = {out, false, false};
+    found_type t = {out, false};
+    bool said = false;
+
     memset(out, 0, sizeof *out);
-    if (given == NULL) ferry_inspect(w->dir, w->domain, topic, note_type, &t);
-    if (!t.found) {
-        snprintf(out->name, sizeof out->name, "%s", given ? given : CLI_FRAME_TYPE);
+    if (given != NULL) {
+        snprintf(out->name, sizeof out->name, "%s", given);
         out->hash = ferry_hash(out->name);
+        return CLI_TYPE_FOUND;
     }
+    for (;;) {
+        int64_t now, next;
+
+        /* A domain nobody has used yet (ENOENT) is one without a publisher so far. */
+        ferry_inspect(w->dir, w->domain, topic, note_publisher_type, &t);
+        if (t.found) return CLI_TYPE_FOUND;
+        if (cli_stop_requested) return CLI_TYPE_STOPPED;
+        now = ferry_now().ns;
+        if (deadline_ns >= 0 && now >= deadline_ns) return CLI_TYPE_TIMEOUT;
+        if (!said && isatty(STDERR_FILENO)) {
+            fprintf(stderr, "ferry: waiting for a publisher on %s (--type NAME subscribes at "
+                            "once)\n", topic);
+            said = true;
+        }
+        next = now + TYPE_POLL_NS;
+        if (deadline_ns >= 0 && deadline_ns < next) next = deadline_ns;
+        cli_sleep_until(next);
+    }
+}
+
+int cli_subscribe(const char *cmd, const cli_where *w, const char *topic, const cli_type *type,
+                  const ferry_subscriber_options *o, ferry_node **node, ferry_subscriber **sub)
+{
+    ferry_err err;
+    int saved;
+
+    *sub = NULL;
+    if (cli_node(w, cmd, node) != FERRY_OK) return 1;
+    err = ferry_subscriber_create(sub, *node, topic, type->name, type->hash, o);
+    if (err == FERRY_OK) return 0;
+    saved = errno;
+    cli_fail(cmd, 1, "cannot subscribe to '%s' (type %s): %s%s%s", topic, type->name,
+             ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
+             err == FERRY_ESYS ? strerror(saved) : "");
+    ferry_node_destroy(*node);
+    *node = NULL;
+    return 1;
+}
+
+/* A domain directory is named by its number, 0..FERRY_DOMAIN_MAX. */
+static bool is_domain_dir(const char *root, const struct dirent *e)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    uint64_t v;
+
+    if (parse_whole(e->d_name, false, &v) != PARSED || v > FERRY_DOMAIN_MAX) return false;
+    if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) return false;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cli_check_root(const char *cmd, const cli_where *w)
+{
+    char root[PATH_MAX];
+    const struct dirent *e;
+    bool found = false;
+    DIR *d;
+
+    if (w->dir != NULL)
+        snprintf(root, sizeof root, "%s", w->dir);
+    else
+        snprintf(root, sizeof root, "/dev/shm/ferry-%u", (unsigned)geteuid());
+    d = opendir(root);
+    if (d == NULL) {
+        if (errno == ENOENT)
+            return cli_fail(cmd, 1, "%s does not exist: no ferry process has used it (--dir or "
+                                    "FERRY_DIR names the directory the others use)", root);
+        return cli_fail(cmd, 1, "cannot read %s: %s", root, strerror(errno));
+    }
+    while (!found && (e = readdir(d)) != NULL)
+        found = is_domain_dir(root, e);
+    closedir(d);
+    if (!found)
+        return cli_fail(cmd, 1, "%s holds no ferry domain (no directory 0..%u in it)", root,
+                        (unsigned)FERRY_DOMAIN_MAX);
+    return 0;
 }

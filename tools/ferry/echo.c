@@ -1,8 +1,10 @@
 /*
  * ferry echo: subscribes to a topic and prints one line per sample: its sequence, size, one-way
- * latency and publisher, and with --verify whether a synthetic frame arrived intact.
+ * latency and publisher, and with --verify whether a synthetic frame arrived intact; with
+ * --json, one JSON object per sample with the message's decoded fields (decode.h).
  */
 #include "cli.h"
+#include "decode.h"
 
 #include <ferry/msg.h>
 
@@ -15,6 +17,8 @@
 #define CMD "echo"
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
+#define FIELDS_MAX 32
+#define SUMMARY_BYTES 16 /* of the data's head and tail in a JSON line */
 
 static void usage(FILE *to)
 {
@@ -23,16 +27,24 @@ static void usage(FILE *to)
           "  seq=N size=N latency_us=X.X publisher=HEX [ok|CORRUPT]\n"
           "latency_us is the time from ferry_publish to the take. A summary goes to stderr at\n"
           "the end. Exits 1 when a frame failed --verify, or when --timeout expired before\n"
-          "--count samples came.\n"
+          "--count samples came. Without --type, echo waits for a publisher and subscribes\n"
+          "with its type.\n"
           "\n"
           "options:\n"
+          "  --json           print one JSON object a line per sample instead: topic, type,\n"
+          "                   sequence, publisher, publish_time_ns, size, latency_us,\n"
+          "                   latency_from (\"stamp\" or \"publish\"), the message's fields as\n"
+          "                   ROS 2 names them, and data {bytes, crc32, head, tail}\n"
+          "  --data           with --json, add the data itself as data.base64\n"
+          "  --field NAME     print only field NAME, a dotted path (header.stamp,\n"
+          "                   fields.0.name); repeatable; implies --json\n"
           "  --count N        stop after N samples; 0 runs until a signal (default 0)\n"
           "  --verify         check each synthetic frame's header and checksum (ok / CORRUPT);\n"
           "                   on sensor_msgs/Image and PointCloud2 topics, the sample must be\n"
           "                   a valid image or cloud whose data is a synthetic frame\n"
           "  --quiet          print no line per sample, only the summary\n"
-          "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
-          "                   live endpoints, else " CLI_FRAME_TYPE ")\n"
+          "  --type NAME      type name to subscribe with at once (default: the type of the\n"
+          "                   topic's publishers; with none yet, it waits for one)\n"
           "  --depth N        queue depth per publisher, 1..4096 (default: the library's, 2)\n"
           "  --history N      ask each publisher for its last N samples on joining, 0..4096\n"
           "                   (default 0)\n"
@@ -49,13 +61,21 @@ typedef struct echo_args {
     const char *topic;
     uint64_t history;
     bool verify;
+    bool data; /* --data */
+    const char *fields[FIELDS_MAX];
+    size_t nfields;
     int kind; /* 0 synthetic frames, 1 images, 2 point clouds: what --verify checks */
+    cli_type type;
+    const cli_msg_type *decoder;
 } echo_args;
 
 static int parse_args(int argc, char **argv, echo_args *a)
 {
-    enum { O_VERIFY = CLI_O_OWN, O_HISTORY };
+    enum { O_VERIFY = CLI_O_OWN, O_HISTORY, O_DATA, O_FIELD };
     static const struct option options[] = {
+        CLI_OPT_JSON,
+        {"data", no_argument, NULL, O_DATA},
+        {"field", required_argument, NULL, O_FIELD},
         CLI_OPT_COUNT,
         {"verify", no_argument, NULL, O_VERIFY},
         CLI_OPT_QUIET,
@@ -82,9 +102,25 @@ static int parse_args(int argc, char **argv, echo_args *a)
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_HISTORY], optarg, &a->history))
                 return 2;
             break;
+        case O_DATA:
+            a->data = true;
+            break;
+        case O_FIELD:
+            if (optarg[0] == '\0' || optarg[0] == '.' || strstr(optarg, "..") != NULL ||
+                optarg[strlen(optarg) - 1] == '.')
+                return cli_fail(CMD, 2, "invalid --field '%s' (a dotted path: header.stamp)",
+                                optarg);
+            if (a->nfields == FIELDS_MAX)
+                return cli_fail(CMD, 2, "--field %s: at most %d --field options", optarg,
+                                FIELDS_MAX);
+            a->fields[a->nfields++] = optarg;
+            a->o.json = true;
+            break;
         }
     }
     if (c == CLI_OPTS_EXIT) return p.status;
+    if (a->data && !a->o.json)
+        return cli_fail(CMD, 2, "--data needs --json (or --field)");
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     return -1;
@@ -112,27 +148,132 @@ static bool sample_intact(const echo_args *a, const ferry_sample *s)
     return cli_frame_verify(s->data, s->size);
 }
 
-static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot, bool *timed_out)
+static void hex_bytes(char *out, const unsigned char *p, size_t n)
 {
-    int64_t deadline =
-        a->o.timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a->o.timeout_s * 1e9) : -1;
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
 
+    for (i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* The data as a summary: its size, its CRC-32, its first and last bytes, and with --data the
+ * bytes themselves. */
+static void add_data(cli_json *j, const echo_args *a, const cli_msg *m)
+{
+    const unsigned char *p = m->data;
+    size_t n = m->data_size < SUMMARY_BYTES ? m->data_size : SUMMARY_BYTES;
+    char hex[2 * SUMMARY_BYTES + 1];
+    int d = cli_json_object(j, 0, "data");
+
+    cli_json_u64(j, d, "bytes", m->data_size);
+    cli_json_u64(j, d, "crc32", cli_crc32(p, m->data_size));
+    hex_bytes(hex, p, n);
+    cli_json_str(j, d, "head", hex);
+    hex_bytes(hex, p + m->data_size - n, n);
+    cli_json_str(j, d, "tail", hex);
+    if (a->data) cli_json_str_owned(j, d, "base64", cli_base64(p, m->data_size));
+}
+
+/* One sample as a JSON tree: what ferry knows of it, then the message's fields. Latency runs
+ * from the header stamp (CLOCK_REALTIME, as ROS stamps are) when the message has one, so a
+ * sample that crossed the bridge shows its time on the network too; else from ferry_publish. */
+static void sample_json(cli_json *j, const echo_args *a, const char *topic, const ferry_sample *s,
+                        bool intact)
+{
+    int64_t now_mono = ferry_now().ns, now_real = cli_realtime_ns();
+    cli_msg m;
+    char id[17];
+    bool from_stamp;
+
+    memset(&m, 0, sizeof m);
+    a->decoder->decode(s, &m, NULL, 0);
+    from_stamp = m.has_stamp && cli_stamp_ns(m.stamp) != 0;
+    cli_json_reset(j);
+    cli_json_str(j, 0, "topic", topic);
+    cli_json_str(j, 0, "type", a->type.name);
+    cli_json_u64(j, 0, "sequence", s->sequence);
+    snprintf(id, sizeof id, "%" PRIx64, s->publisher_id);
+    cli_json_str(j, 0, "publisher", id);
+    cli_json_i64(j, 0, "publish_time_ns", s->publish_time.ns);
+    cli_json_u64(j, 0, "size", s->size);
+    cli_json_real(j, 0, "latency_us",
+                  (double)(from_stamp ? now_real - cli_stamp_ns(m.stamp)
+                                      : now_mono - s->publish_time.ns) / 1e3);
+    cli_json_str(j, 0, "latency_from", from_stamp ? "stamp" : "publish");
+    if (a->verify) cli_json_bool(j, 0, "intact", intact);
+    if (m.valid) {
+        a->decoder->decode(s, &m, j, 0);
+    } else {
+        cli_json_str(j, 0, "invalid", "the sample is not a valid message of its type");
+        m.data = s->data;
+        m.data_size = s->size;
+    }
+    add_data(j, a, &m);
+}
+
+/* Prints the tree, or with --field the fields asked for as one object keyed by their paths.
+ * Returns 0, or 1 after a message when a field is not in the sample. */
+static int print_json(const cli_json *j, const echo_args *a)
+{
+    size_t i;
+
+    if (j->failed) return cli_fail(CMD, 1, "out of memory");
+    if (a->nfields == 0) {
+        cli_json_write(j, 0, stdout);
+        fputc('\n', stdout);
+        return 0;
+    }
+    for (i = 0; i < a->nfields; i++)
+        if (cli_json_find(j, 0, a->fields[i]) < 0)
+            return cli_fail(CMD, 1, "--field %s: no such field in this %s sample (try --json "
+                                    "without --field to see them)", a->fields[i], a->type.name);
+    fputc('{', stdout);
+    for (i = 0; i < a->nfields; i++) {
+        if (i != 0) fputs(", ", stdout);
+        cli_json_string(stdout, a->fields[i]);
+        fputs(": ", stdout);
+        cli_json_write(j, cli_json_find(j, 0, a->fields[i]), stdout);
+    }
+    fputs("}\n", stdout);
+    return 0;
+}
+
+static int print_sample(cli_json *j, const echo_args *a, const char *topic, const ferry_sample *s,
+                        bool intact)
+{
+    if (a->o.json) {
+        sample_json(j, a, topic, s, intact);
+        return print_json(j, a);
+    }
+    printf("seq=%" PRIu64 " size=%zu latency_us=%.1f publisher=%" PRIx64 "%s\n", s->sequence,
+           s->size, (double)(ferry_now().ns - s->publish_time.ns) / 1e3, s->publisher_id,
+           !a->verify ? ""
+           : intact   ? " ok"
+                      : " CORRUPT");
+    return 0;
+}
+
+static int echo_samples(ferry_subscriber *sub, const echo_args *a, const char *topic,
+                        int64_t deadline, cli_json *j, echo_totals *tot, bool *timed_out)
+{
     while (!cli_stop_requested && (a->o.count == 0 || tot->received < a->o.count)) {
         ferry_sample s;
         ferry_err err = ferry_take(sub, &s);
 
         if (err == FERRY_OK) {
-            int64_t latency = ferry_now().ns - s.publish_time.ns;
             bool intact = !a->verify || sample_intact(a, &s);
 
             tot->received++;
             if (!intact) tot->corrupt++;
             if (!a->o.quiet) {
-                printf("seq=%" PRIu64 " size=%zu latency_us=%.1f publisher=%" PRIx64 "%s\n",
-                       s.sequence, s.size, (double)latency / 1e3, s.publisher_id,
-                       !a->verify ? ""
-                       : intact   ? " ok"
-                                  : " CORRUPT");
+                if (print_sample(j, a, topic, &s, intact) != 0) {
+                    ferry_release(sub, &s);
+                    return 1;
+                }
                 if (ferror(stdout)) {
                     /* A reader that left (EPIPE) ends the command like a signal does. */
                     tot->output_failed = errno != EPIPE;
@@ -161,6 +302,21 @@ static int echo_loop(ferry_subscriber *sub, const echo_args *a, echo_totals *tot
     return 0;
 }
 
+static int echo_loop(ferry_subscriber *sub, const echo_args *a, int64_t deadline, echo_totals *tot,
+                     bool *timed_out)
+{
+    char topic[FERRY_TOPIC_MAX + 2];
+    cli_json j;
+    int status = 0;
+
+    snprintf(topic, sizeof topic, "%s%s", a->topic[0] == '/' ? "" : "/", a->topic);
+    cli_json_init(&j);
+    status = echo_samples(sub, a, topic, deadline, &j, tot, timed_out);
+    cli_json_free(&j);
+    return status;
+}
+
+
 int ferry_cmd_echo(int argc, char **argv)
 {
     ferry_subscriber_options o;
@@ -169,7 +325,8 @@ int ferry_cmd_echo(int argc, char **argv)
     ferry_node *node = NULL;
     echo_totals tot = {0, 0, false};
     bool timed_out = false;
-    cli_type type;
+    cli_type_found found;
+    int64_t deadline;
     ferry_err err;
     echo_args a;
     int status;
@@ -178,12 +335,8 @@ int ferry_cmd_echo(int argc, char **argv)
     if (status >= 0) return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
-    cli_topic_type(&a.o.where, a.topic, a.o.type, &type);
-    if (strcmp(type.name, FERRY_IMAGE_TYPE_NAME) == 0)
-        a.kind = 1;
-    else if (strcmp(type.name, FERRY_POINTCLOUD_TYPE_NAME) == 0)
-        a.kind = 2;
 
+    status = 0;
     ferry_subscriber_options_init(&o);
     if (a.o.depth != 0) o.depth = (uint32_t)a.o.depth;
     o.history = (uint32_t)a.history;
@@ -191,22 +344,22 @@ int ferry_cmd_echo(int argc, char **argv)
     /* Lines go out as they come, also into a pipe, so a reader sees samples live. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
-    if (cli_node(&a.o.where, CMD, &node) != FERRY_OK) return 1;
-    err = ferry_subscriber_create(&sub, node, a.topic, type.name, type.hash, &o);
-    if (err != FERRY_OK) {
-        int saved = errno;
-
-        status = cli_fail(CMD, 1, "cannot subscribe to '%s' (type %s): %s%s%s", a.topic, type.name,
-                          ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
-                          err == FERRY_ESYS ? strerror(saved) : "");
-        ferry_node_destroy(node);
-        return status;
+    deadline = a.o.timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a.o.timeout_s * 1e9) : -1;
+    found = cli_topic_type(&a.o.where, a.topic, a.o.type, deadline, &a.type);
+    if (found == CLI_TYPE_FOUND) {
+        if (strcmp(a.type.name, FERRY_IMAGE_TYPE_NAME) == 0)
+            a.kind = 1;
+        else if (strcmp(a.type.name, FERRY_POINTCLOUD_TYPE_NAME) == 0)
+            a.kind = 2;
+        a.decoder = cli_msg_type_find(a.type.name);
+        if (cli_subscribe(CMD, &a.o.where, a.topic, &a.type, &o, &node, &sub) != 0) return 1;
+        status = echo_loop(sub, &a, deadline, &tot, &timed_out);
+    } else {
+        timed_out = found == CLI_TYPE_TIMEOUT;
     }
 
-    status = echo_loop(sub, &a, &tot, &timed_out);
-
     memset(&st, 0, sizeof st);
-    err = ferry_subscriber_stats_get(sub, &st);
+    err = sub != NULL ? ferry_subscriber_stats_get(sub, &st) : FERRY_OK;
     if (err != FERRY_OK && status == 0)
         status = cli_fail(CMD, 1, "ferry_subscriber_stats_get: %s", ferry_strerror(err));
     fprintf(stderr, "ferry echo: %s: received %" PRIu64 ", dropped %" PRIu64, a.topic, tot.received,
@@ -215,16 +368,19 @@ int ferry_cmd_echo(int argc, char **argv)
     fprintf(stderr, ", publishers %" PRIu32 "\n", st.publishers);
     /* With no --count, --timeout is simply how long to listen. */
     if (timed_out && a.o.count != 0 && status == 0)
-        status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples",
-                          a.o.timeout_s, tot.received, a.o.count);
+        status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples%s",
+                          a.o.timeout_s, tot.received, a.o.count,
+                          sub == NULL ? " (no publisher came)" : "");
     if (tot.corrupt != 0 && status == 0) status = 1;
 
-    err = ferry_subscriber_destroy(sub);
-    if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_subscriber_destroy: %s", ferry_strerror(err));
-    err = ferry_node_destroy(node);
-    if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+    if (sub != NULL) {
+        err = ferry_subscriber_destroy(sub);
+        if (err != FERRY_OK && status == 0)
+            status = cli_fail(CMD, 1, "ferry_subscriber_destroy: %s", ferry_strerror(err));
+        err = ferry_node_destroy(node);
+        if (err != FERRY_OK && status == 0)
+            status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+    }
     if (tot.output_failed && status == 0) status = 1;
     return status;
 }

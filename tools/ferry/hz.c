@@ -30,7 +30,7 @@ static void usage(FILE *to)
           "  --window N       samples the statistics cover, 2..1000000 (default 100)\n"
           "  --count N        stop after N rate reports; 0 runs until a signal (default 0)\n"
           "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
-          "                   live endpoints, else " CLI_FRAME_TYPE ")\n"
+          "                   publishers; with none yet, it waits for one)\n"
           "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if --count\n"
           "                   reports were not printed by then (default: never)\n"
           "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
@@ -142,11 +142,10 @@ static bool window_report(const window *w)
     return true;
 }
 
-static int hz_loop(ferry_subscriber *sub, const hz_args *a, window *w, uint64_t *reports,
-                   bool *timed_out)
+static int hz_loop(ferry_subscriber *sub, const hz_args *a, int64_t deadline, window *w,
+                   uint64_t *reports, bool *timed_out)
 {
     int64_t now = ferry_now().ns;
-    int64_t deadline = a->o.timeout_s >= 0.0 ? now + (int64_t)(a->o.timeout_s * 1e9) : -1;
     int64_t next_report = now + NS_PER_S;
 
     while (!cli_stop_requested && (a->o.count == 0 || *reports < a->o.count)) {
@@ -196,6 +195,8 @@ int ferry_cmd_hz(int argc, char **argv)
     ferry_node *node = NULL;
     bool timed_out = false;
     uint64_t reports = 0;
+    cli_type_found found;
+    int64_t deadline;
     cli_type type;
     ferry_err err;
     hz_args a;
@@ -206,7 +207,6 @@ int ferry_cmd_hz(int argc, char **argv)
     if (status >= 0) return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
-    cli_topic_type(&a.o.where, a.topic, a.o.type, &type);
     if (!window_init(&w, (size_t)a.window)) {
         window_free(&w);
         return cli_fail(CMD, 1, "out of memory");
@@ -218,23 +218,21 @@ int ferry_cmd_hz(int argc, char **argv)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
-    if (cli_node(&a.o.where, CMD, &node) != FERRY_OK) {
+    deadline = a.o.timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a.o.timeout_s * 1e9) : -1;
+    found = cli_topic_type(&a.o.where, a.topic, a.o.type, deadline, &type);
+    if (found != CLI_TYPE_FOUND) {
+        window_free(&w);
+        if (found == CLI_TYPE_TIMEOUT && a.o.count != 0)
+            return cli_fail(CMD, 1, "timed out after %g s: no publisher on %s", a.o.timeout_s,
+                            a.topic);
+        return 0;
+    }
+    if (cli_subscribe(CMD, &a.o.where, a.topic, &type, &o, &node, &sub) != 0) {
         window_free(&w);
         return 1;
     }
-    err = ferry_subscriber_create(&sub, node, a.topic, type.name, type.hash, &o);
-    if (err != FERRY_OK) {
-        int saved = errno;
 
-        status = cli_fail(CMD, 1, "cannot subscribe to '%s' (type %s): %s%s%s", a.topic, type.name,
-                          ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
-                          err == FERRY_ESYS ? strerror(saved) : "");
-        ferry_node_destroy(node);
-        window_free(&w);
-        return status;
-    }
-
-    status = hz_loop(sub, &a, &w, &reports, &timed_out);
+    status = hz_loop(sub, &a, deadline, &w, &reports, &timed_out);
     if (timed_out && a.o.count != 0 && status == 0)
         status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " reports",
                           a.o.timeout_s, reports, a.o.count);

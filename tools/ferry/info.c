@@ -4,6 +4,7 @@
  * behind it), for subscribers what they received, dropped and hold.
  */
 #include "cli.h"
+#include "decode.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -88,22 +89,6 @@ static size_t count_kind(const endpoint_list *l, ferry_endpoint_kind kind)
     return n;
 }
 
-static void json_string(FILE *to, const char *s)
-{
-    fputc('"', to);
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\')
-            fprintf(to, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(to, "\\u%04x", c);
-        else
-            fputc(c, to);
-    }
-    fputc('"', to);
-}
-
 static const char *huge_pages_name(ferry_huge_pages h)
 {
     switch (h) {
@@ -120,9 +105,9 @@ static void json_endpoint_common(const ferry_endpoint_info *e)
 {
     printf("{\"id\": \"%" PRIx64 "\", \"pid\": %" PRId32 ", \"alive\": %s, \"node\": ", e->id,
            e->pid, e->alive ? "true" : "false");
-    json_string(stdout, e->node_name);
+    cli_json_string(stdout, e->node_name);
     fputs(", \"type\": ", stdout);
-    json_string(stdout, e->type_name);
+    cli_json_string(stdout, e->type_name);
     printf(", \"type_hash\": \"%016" PRIx64 "\"", e->type_hash);
 }
 
@@ -132,9 +117,9 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
     size_t i;
 
     fputs("{\n  \"topic\": ", stdout);
-    json_string(stdout, t->topic);
+    cli_json_string(stdout, t->topic);
     fputs(",\n  \"type\": ", stdout);
-    json_string(stdout, t->type_name);
+    cli_json_string(stdout, t->type_name);
     printf(",\n  \"type_hash\": \"%016" PRIx64 "\",\n  \"publishers\": [", t->type_hash);
     for (i = 0; i < l->count; i++) {
         const ferry_endpoint_info *e = &l->e[i];
@@ -260,6 +245,7 @@ int ferry_cmd_info(int argc, char **argv)
         return 2;
     if (ferry_topic_validate(topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", topic);
+    if (cli_check_root(CMD, &o.where) != 0) return 1;
 
     err = ferry_inspect(o.where.dir, o.where.domain, topic, add_endpoint, &l);
     /* A domain nobody has used yet has no directory: the topic is unknown there. */

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"pub", ferry_cmd_pub, "publish synthetic frames at a rate"},
     {"echo", ferry_cmd_echo, "print the samples of a topic (sequence, size, latency)"},
     {"hz", ferry_cmd_hz, "print the rate, period and bandwidth of a topic once a second"},
+    {"delay", ferry_cmd_delay, "print how old a topic's samples are on arrival (header stamp)"},
     {"topics", ferry_cmd_topics, "list the topics of a domain that have live endpoints"},
     {"info", ferry_cmd_info, "show a topic's publishers and subscribers and their counters"},
     {"clean", ferry_cmd_clean, "remove what dead processes left in a domain directory"},

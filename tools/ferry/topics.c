@@ -3,6 +3,7 @@
  * type and how many live publishers and subscribers each has.
  */
 #include "cli.h"
+#include "decode.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -16,7 +17,8 @@ static void usage(FILE *to)
 {
     fputs("usage: ferry topics [options]\n"
           "Lists the topics that have a live publisher or subscriber: name, type, publishers,\n"
-          "subscribers (live ones only), sorted by name. Prints nothing for an empty domain.\n"
+          "subscribers (live ones only), sorted by name. Prints nothing for an empty domain;\n"
+          "exits 1 when the directory does not exist or holds no domain.\n"
           "\n"
           "options:\n"
           "  --json           print a JSON array of\n"
@@ -89,22 +91,6 @@ static int by_topic(const void *a, const void *b)
     return strcmp(((const topic_row *)a)->topic, ((const topic_row *)b)->topic);
 }
 
-static void json_string(FILE *to, const char *s)
-{
-    fputc('"', to);
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\')
-            fprintf(to, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(to, "\\u%04x", c);
-        else
-            fputc(c, to);
-    }
-    fputc('"', to);
-}
-
 static void print_json(const topic_list *l)
 {
     size_t i;
@@ -114,9 +100,9 @@ static void print_json(const topic_list *l)
         const topic_row *r = &l->rows[i];
 
         fputs(i == 0 ? "\n  {\"topic\": " : ",\n  {\"topic\": ", stdout);
-        json_string(stdout, r->topic);
+        cli_json_string(stdout, r->topic);
         fputs(", \"type\": ", stdout);
-        json_string(stdout, r->type);
+        cli_json_string(stdout, r->type);
         printf(", \"publishers\": %" PRIu32 ", \"subscribers\": %" PRIu32 "}", r->publishers,
                r->subscribers);
     }
@@ -159,6 +145,7 @@ int ferry_cmd_topics(int argc, char **argv)
     cli_opts_init(&o);
     if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
     if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
+    if (cli_check_root(CMD, &o.where) != 0) return 1;
 
     err = ferry_inspect(o.where.dir, o.where.domain, NULL, add_endpoint, &l);
     /* A domain nobody has used yet has no directory: it is simply empty. */

@@ -1,0 +1,438 @@
+/*
+ * Message decoders for `ferry echo --json` and `ferry delay`, and the JSON tree they fill.
+ * A new message type is one decode function and one row of msg_types.
+ */
+#include "decode.h"
+
+#include <ferry/tensor.h>
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * JSON trees
+ * ------------------------------------------------------------------------------------------- */
+
+void cli_json_init(cli_json *j)
+{
+    memset(j, 0, sizeof *j);
+}
+
+static void drop_nodes(cli_json *j)
+{
+    size_t i;
+
+    for (i = 0; i < j->count; i++)
+        free(j->n[i].text);
+    j->count = 0;
+}
+
+void cli_json_free(cli_json *j)
+{
+    drop_nodes(j);
+    free(j->n);
+    cli_json_init(j);
+}
+
+static int add_node(cli_json *j, int parent, const char *key, cli_jkind kind, char *text)
+{
+    cli_jnode *n;
+    int id;
+
+    if (j->failed || (parent < 0 && j->count != 0) || j->count >= (size_t)INT32_MAX) {
+        j->failed = true;
+        free(text);
+        return -1;
+    }
+    if (j->count == j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 64;
+        cli_jnode *grown = realloc(j->n, cap * sizeof *grown);
+
+        if (grown == NULL) {
+            j->failed = true;
+            free(text);
+            return -1;
+        }
+        j->n = grown;
+        j->cap = cap;
+    }
+    id = (int)j->count++;
+    n = &j->n[id];
+    n->key = key;
+    n->kind = kind;
+    n->text = text;
+    n->first = n->last = n->next = -1;
+    if (parent >= 0) {
+        cli_jnode *p = &j->n[parent];
+
+        if (p->last >= 0)
+            j->n[p->last].next = id;
+        else
+            p->first = id;
+        p->last = id;
+    }
+    return id;
+}
+
+void cli_json_reset(cli_json *j)
+{
+    drop_nodes(j);
+    j->failed = false;
+    add_node(j, -1, NULL, CLI_J_OBJECT, NULL);
+}
+
+int cli_json_object(cli_json *j, int parent, const char *key)
+{
+    return add_node(j, parent, key, CLI_J_OBJECT, NULL);
+}
+
+int cli_json_array(cli_json *j, int parent, const char *key)
+{
+    return add_node(j, parent, key, CLI_J_ARRAY, NULL);
+}
+
+static char *copy(cli_json *j, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *c = malloc(n);
+
+    if (c == NULL)
+        j->failed = true;
+    else
+        memcpy(c, s, n);
+    return c;
+}
+
+void cli_json_str_owned(cli_json *j, int parent, const char *key, char *value)
+{
+    if (value == NULL) {
+        j->failed = true;
+        return;
+    }
+    add_node(j, parent, key, CLI_J_STRING, value);
+}
+
+void cli_json_str(cli_json *j, int parent, const char *key, const char *value)
+{
+    cli_json_str_owned(j, parent, key, copy(j, value));
+}
+
+static void number(cli_json *j, int parent, const char *key, cli_jkind kind, const char *text)
+{
+    char *c = copy(j, text);
+
+    if (c != NULL) add_node(j, parent, key, kind, c);
+}
+
+void cli_json_u64(cli_json *j, int parent, const char *key, uint64_t value)
+{
+    char t[32];
+
+    snprintf(t, sizeof t, "%" PRIu64, value);
+    number(j, parent, key, CLI_J_NUMBER, t);
+}
+
+void cli_json_i64(cli_json *j, int parent, const char *key, int64_t value)
+{
+    char t[32];
+
+    snprintf(t, sizeof t, "%" PRId64, value);
+    number(j, parent, key, CLI_J_NUMBER, t);
+}
+
+void cli_json_real(cli_json *j, int parent, const char *key, double value)
+{
+    char t[48];
+
+    /* JSON has no nan or inf; such a value is reported as null rather than breaking the line. */
+    if (value != value || value > 1e300 || value < -1e300)
+        snprintf(t, sizeof t, "null");
+    else
+        snprintf(t, sizeof t, "%.3f", value);
+    number(j, parent, key, CLI_J_NUMBER, t);
+}
+
+void cli_json_bool(cli_json *j, int parent, const char *key, bool value)
+{
+    number(j, parent, key, CLI_J_BOOL, value ? "true" : "false");
+}
+
+int cli_json_find(const cli_json *j, int from, const char *path)
+{
+    const char *seg = path;
+
+    while (from >= 0 && from < (int)j->count) {
+        const char *dot = strchr(seg, '.');
+        size_t len = dot ? (size_t)(dot - seg) : strlen(seg);
+        const cli_jnode *n = &j->n[from];
+        int c, index = 0;
+
+        if (n->kind != CLI_J_OBJECT && n->kind != CLI_J_ARRAY) return -1;
+        for (c = n->first; c >= 0; c = j->n[c].next, index++) {
+            const cli_jnode *child = &j->n[c];
+            char want[16];
+
+            if (n->kind == CLI_J_OBJECT) {
+                if (strlen(child->key) == len && strncmp(child->key, seg, len) == 0) break;
+            } else if (len > 0 && len < sizeof want) {
+                snprintf(want, sizeof want, "%d", index);
+                if (strlen(want) == len && strncmp(want, seg, len) == 0) break;
+            }
+        }
+        if (c < 0) return -1;
+        if (dot == NULL) return c;
+        from = c;
+        seg = dot + 1;
+    }
+    return -1;
+}
+
+void cli_json_string(FILE *to, const char *s)
+{
+    fputc('"', to);
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            fprintf(to, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(to, "\\u%04x", c);
+        else
+            fputc(c, to);
+    }
+    fputc('"', to);
+}
+
+void cli_json_write(const cli_json *j, int node, FILE *to)
+{
+    const cli_jnode *n = &j->n[node];
+    int c;
+
+    switch (n->kind) {
+    case CLI_J_STRING:
+        cli_json_string(to, n->text);
+        return;
+    case CLI_J_NUMBER:
+    case CLI_J_BOOL:
+        fputs(n->text, to);
+        return;
+    case CLI_J_OBJECT:
+    case CLI_J_ARRAY:
+        fputc(n->kind == CLI_J_OBJECT ? '{' : '[', to);
+        for (c = n->first; c >= 0; c = j->n[c].next) {
+            if (c != n->first) fputs(", ", to);
+            if (n->kind == CLI_J_OBJECT) {
+                cli_json_string(to, j->n[c].key);
+                fputs(": ", to);
+            }
+            cli_json_write(j, c, to);
+        }
+        fputc(n->kind == CLI_J_OBJECT ? '}' : ']', to);
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Decoders
+ *
+ * Each adds the fields of its ROS 2 message in the message's order, under the names ROS 2 gives
+ * them, so that `--field header.stamp` means what it means to `ros2 topic echo`.
+ * ------------------------------------------------------------------------------------------- */
+
+static void add_header(cli_json *j, int obj, ferry_stamp stamp, const char *frame_id)
+{
+    int h = cli_json_object(j, obj, "header");
+    int s = cli_json_object(j, h, "stamp");
+
+    cli_json_i64(j, s, "sec", stamp.sec);
+    cli_json_u64(j, s, "nanosec", stamp.nanosec);
+    cli_json_str(j, h, "frame_id", frame_id);
+}
+
+static void decode_image(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+{
+    ferry_image_view v;
+
+    if (ferry_image_view_get(s, &v) != FERRY_OK) return;
+    m->valid = m->has_stamp = true;
+    m->stamp = v.header.stamp;
+    m->data = v.data;
+    m->data_size = v.data_size;
+    if (j == NULL) return;
+    add_header(j, obj, v.header.stamp, v.header.frame_id);
+    cli_json_u64(j, obj, "height", v.header.height);
+    cli_json_u64(j, obj, "width", v.header.width);
+    cli_json_str(j, obj, "encoding", v.header.encoding);
+    cli_json_u64(j, obj, "is_bigendian", v.header.is_bigendian);
+    cli_json_u64(j, obj, "step", v.header.step);
+}
+
+static void decode_pointcloud(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+{
+    ferry_pointcloud_view v;
+    uint32_t i;
+    int fields;
+
+    if (ferry_pointcloud_view_get(s, &v) != FERRY_OK) return;
+    m->valid = m->has_stamp = true;
+    m->stamp = v.header.stamp;
+    m->data = v.data;
+    m->data_size = v.data_size;
+    if (j == NULL) return;
+    add_header(j, obj, v.header.stamp, v.header.frame_id);
+    cli_json_u64(j, obj, "height", v.header.height);
+    cli_json_u64(j, obj, "width", v.header.width);
+    fields = cli_json_array(j, obj, "fields");
+    for (i = 0; i < v.header.nfields; i++) {
+        const ferry_point_field *f = &v.header.fields[i];
+        int o = cli_json_object(j, fields, NULL);
+
+        cli_json_str(j, o, "name", f->name);
+        cli_json_u64(j, o, "offset", f->offset);
+        cli_json_u64(j, o, "datatype", f->datatype);
+        cli_json_u64(j, o, "count", f->count);
+    }
+    cli_json_u64(j, obj, "is_bigendian", v.header.is_bigendian);
+    cli_json_u64(j, obj, "point_step", v.header.point_step);
+    cli_json_u64(j, obj, "row_step", v.header.row_step);
+    cli_json_bool(j, obj, "is_dense", v.header.is_dense != 0);
+}
+
+static void decode_tensor(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+{
+    ferry_tensor_view v;
+    int shape, strides;
+    uint32_t i;
+
+    if (ferry_tensor_view_get(s, &v) != FERRY_OK) return;
+    m->valid = m->has_stamp = true;
+    m->stamp = v.header.stamp;
+    m->data = v.data;
+    m->data_size = v.data_size;
+    if (j == NULL) return;
+    add_header(j, obj, v.header.stamp, v.header.frame_id);
+    cli_json_str(j, obj, "dtype", ferry_dtype_name(v.dtype));
+    shape = cli_json_array(j, obj, "shape");
+    strides = cli_json_array(j, obj, "strides");
+    for (i = 0; i < v.header.ndim; i++) {
+        cli_json_i64(j, shape, NULL, v.header.shape[i]);
+        cli_json_i64(j, strides, NULL, v.header.strides[i]);
+    }
+}
+
+/* Any other type: the payload as it is. */
+static void decode_opaque(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+{
+    (void)j;
+    (void)obj;
+    m->valid = true;
+    m->data = s->data;
+    m->data_size = s->size;
+}
+
+static const cli_msg_type msg_types[] = {
+    {FERRY_IMAGE_TYPE_NAME, true, decode_image},
+    {FERRY_POINTCLOUD_TYPE_NAME, true, decode_pointcloud},
+    {FERRY_TENSOR_TYPE_NAME, true, decode_tensor},
+};
+
+static const cli_msg_type opaque_type = {NULL, false, decode_opaque};
+
+const cli_msg_type *cli_msg_type_find(const char *type_name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof msg_types / sizeof msg_types[0]; i++)
+        if (type_name != NULL && strcmp(type_name, msg_types[i].name) == 0) return &msg_types[i];
+    return &opaque_type;
+}
+
+void cli_msg_stamped_names(char *buf, size_t cap)
+{
+    size_t i, used = 0;
+
+    if (cap == 0) return;
+    buf[0] = '\0';
+    for (i = 0; i < sizeof msg_types / sizeof msg_types[0]; i++) {
+        int n;
+
+        if (!msg_types[i].stamped) continue;
+        n = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", msg_types[i].name);
+        if (n < 0 || (size_t)n >= cap - used) return;
+        used += (size_t)n;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Clocks, checksums, encodings
+ * ------------------------------------------------------------------------------------------- */
+
+int64_t cli_stamp_ns(ferry_stamp stamp)
+{
+    return (int64_t)stamp.sec * 1000000000 + (int64_t)stamp.nanosec;
+}
+
+int64_t cli_realtime_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+uint32_t cli_crc32(const void *p, size_t n)
+{
+    static uint32_t table[256];
+    const unsigned char *b = p;
+    uint32_t c = 0xffffffffu;
+    size_t i;
+
+    if (table[1] == 0) {
+        uint32_t k;
+
+        for (k = 0; k < 256; k++) {
+            uint32_t v = k;
+            int bit;
+
+            for (bit = 0; bit < 8; bit++)
+                v = (v & 1u) ? 0xedb88320u ^ (v >> 1) : v >> 1;
+            table[k] = v;
+        }
+    }
+    for (i = 0; i < n; i++)
+        c = table[(c ^ b[i]) & 0xffu] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+char *cli_base64(const void *p, size_t n)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *b = p;
+    size_t i, o = 0;
+    char *out;
+
+    if (n / 3 >= (SIZE_MAX - 5) / 4) return NULL;
+    out = malloc((n + 2) / 3 * 4 + 1);
+    if (out == NULL) return NULL;
+    for (i = 0; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (uint32_t)b[i + 1] << 8 | b[i + 2];
+
+        out[o++] = alphabet[v >> 18];
+        out[o++] = alphabet[(v >> 12) & 63];
+        out[o++] = alphabet[(v >> 6) & 63];
+        out[o++] = alphabet[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0);
+
+        out[o++] = alphabet[v >> 18];
+        out[o++] = alphabet[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+    return out;
+}
