@@ -65,7 +65,8 @@ echo_pub() {
     BG+=("$e")
     sleep 0.2
     # shellcheck disable=SC2086
-    timeout 20 "$FERRY" pub $pub_args --wait-subscribers 1 >/dev/null 2>"$OUT/$name.pub.err" ||
+    timeout 20 "$FERRY" pub $pub_args --wait-subscribers 1 >"$OUT/$name.pub.out" \
+        2>"$OUT/$name.pub.err" ||
         fail "ferry pub $pub_args exited $? (after ferry echo $echo_args started first)"
     wait "$e" || fail "ferry echo $echo_args exited $?"
 }
@@ -118,9 +119,12 @@ usage_error pub_from_image '^ferry pub: --from and --image cannot be used togeth
     pub /t --from x.png --image 4x4
 usage_error pub_from_encoding '^ferry pub: --from and --encoding cannot be used together' \
     pub /t --from x.png --encoding mono8
-usage_error pub_camera_info '^ferry pub: --camera-info needs --from' pub /t --camera-info
-usage_error pub_camera_info_na '^ferry pub: --camera-info is not available' \
-    pub /t --from x.png --camera-info
+usage_error pub_camera_info '^ferry pub: --camera-info needs --image or --from' \
+    pub /t --camera-info
+usage_error pub_camera_info_cloud '^ferry pub: --camera-info needs --image or --from' \
+    pub /t --cloud 8x2 --camera-info
+usage_error pub_camera_info_self "^ferry pub: --camera-info: the image topic '/cam/camera_info'" \
+    pub /cam/camera_info --image 8x8 --camera-info
 run pub_from_missing pub /t --from "$IMG/none.png" --count 1
 [ "$RC" -eq 1 ] || fail "ferry pub --from a missing file exited $RC, expected 1"
 grep -q "^ferry pub: --from $IMG/none.png: No such file" "$OUT/pub_from_missing.err" ||
@@ -146,6 +150,54 @@ for d in lines:
 assert [d["sequence"] for d in lines] == [1, 2, 3], lines
 '
 grep -q 'received 3' "$OUT/image.err" || fail "ferry echo did not receive the 3 images"
+
+# --- pub --camera-info: a matching sensor_msgs/CameraInfo next to each image ------------------
+# Both echoes start first; pub waits for the image's. The camera info echo takes one of the
+# 20 infos (it may join after the first), which must match one of the images.
+LAST=camera_info
+timeout 20 "$FERRY" echo /cam/camera_info --json --count 1 >"$OUT/camera_info.out" \
+    2>"$OUT/camera_info.err" &
+e=$!
+BG+=("$e")
+echo_pub camera_image "/cam/image_raw --json --count 20" \
+    "/cam/image_raw --image 64x48 --camera-info --count 20 --rate 20"
+LAST=camera_info
+wait "$e" || fail "ferry echo /cam/camera_info exited $?"
+grep -q '^ferry pub: /cam/camera_info: published 20 camera infos' "$OUT/camera_image.pub.out" ||
+    fail "ferry pub did not report 20 camera infos"
+cp "$OUT/camera_image.out" "$IMG/camera_image.json"
+check camera_info '
+assert len(lines) == 1, lines
+d = lines[0]
+images = [json.loads(l) for l in open(os.path.join(IMG, "camera_image.json"))]
+assert len(images) == 20, len(images)
+want = ["topic", "type", "sequence", "publisher", "publish_time_ns", "size", "latency_us",
+        "latency_from", "header", "height", "width", "distortion_model", "d", "k", "r", "p",
+        "binning_x", "binning_y", "roi", "data"]
+assert list(d) == want, list(d)
+assert d["topic"] == "/cam/camera_info" and d["type"] == "sensor_msgs/CameraInfo", d
+assert d["latency_from"] == "stamp" and d["size"] == 744 and d["data"]["bytes"] == 744, d
+assert (d["width"], d["height"], d["distortion_model"]) == (64, 48, "plumb_bob"), d
+assert d["d"] == [0] * 5 and d["k"][0] == 64, d
+assert d["k"] == [64, 0, 32, 0, 64, 24, 0, 0, 1], d
+assert d["r"] == [1, 0, 0, 0, 1, 0, 0, 0, 1], d
+assert d["p"] == [64, 0, 32, 0, 0, 64, 24, 0, 0, 0, 1, 0], d
+assert (d["binning_x"], d["binning_y"]) == (0, 0), d
+assert d["roi"] == {"x_offset": 0, "y_offset": 0, "height": 0, "width": 0, "do_rectify": False}, d
+assert d["header"]["frame_id"] == images[0]["header"]["frame_id"] == "image_raw", d
+assert d["header"]["stamp"] in [i["header"]["stamp"] for i in images], d
+'
+LAST=camera_delay
+timeout 20 "$FERRY" delay /cam/camera_info --count 5 --window 5 >"$OUT/camera_delay.out" \
+    2>"$OUT/camera_delay.err" &
+e=$!
+BG+=("$e")
+sleep 0.2
+timeout 20 "$FERRY" pub /cam/image_raw --image 64x48 --camera-info --count 40 --rate 20 \
+    >/dev/null 2>"$OUT/camera_delay.pub.err" || fail "ferry pub --camera-info for delay exited $?"
+wait "$e" || fail "ferry delay /cam/camera_info exited $?"
+grep -qE "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 5  unstamped 0  invalid 0$" \
+    "$OUT/camera_delay.out" || fail "ferry delay on camera infos printed no summary of 5 samples"
 
 # --- point clouds, --field ----------------------------------------------------------------------
 echo_pub cloud "/lidar --json --count 2" "/lidar --cloud 8x2 --count 2 --rate 50"
