@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The commands a ROS 2 user reaches for, end to end in a private domain directory: echo --json
 # (its schema, --field, --data), echo before any publisher, delay, pub --from with PPM, PNG and
-# JPEG files checked pixel for pixel, and topics / info on a directory without a domain.
-# usage: cli_ros_test.sh PATH_TO_FERRY
+# JPEG files checked pixel for pixel, pub --camera-info, the CompressedImage and Imu decoders
+# (with cli_types_peer, which publishes them), and topics / info on a directory without a domain.
+# usage: cli_ros_test.sh PATH_TO_FERRY [PATH_TO_CLI_TYPES_PEER]
 # Exit status: 0 passed, 1 failed, 77 skipped (no ferry binary or no python3).
 set -u
 
 FERRY=${1:-}
+PEER=${2:-}
 if [ -z "$FERRY" ] || [ ! -x "$FERRY" ]; then
     echo "cli_ros_test: skipped, no ferry executable at '$FERRY'"
     exit 77
@@ -198,6 +200,71 @@ timeout 20 "$FERRY" pub /cam/image_raw --image 64x48 --camera-info --count 40 --
 wait "$e" || fail "ferry delay /cam/camera_info exited $?"
 grep -qE "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 5  unstamped 0  invalid 0$" \
     "$OUT/camera_delay.out" || fail "ferry delay on camera infos printed no summary of 5 samples"
+
+# --- CompressedImage and Imu, published by cli_types_peer with known values -------------------
+# peer_echo NAME KIND TOPIC COUNT "COMMAND ARGS": runs `ferry COMMAND ARGS` first, then the peer.
+peer_echo() {
+    local name=$1 kind=$2 topic=$3 count=$4 args=$5 e
+    LAST=$name
+    # shellcheck disable=SC2086 # the argument list is split on purpose
+    timeout 20 "$FERRY" $args >"$OUT/$name.out" 2>"$OUT/$name.err" &
+    e=$!
+    BG+=("$e")
+    sleep 0.2
+    timeout 20 "$PEER" "$FERRY_DIR" "$FERRY_DOMAIN" "$kind" "$topic" "$count" \
+        2>"$OUT/$name.pub.err" || fail "cli_types_peer $kind $topic exited $?"
+    wait "$e" || fail "ferry $args exited $?"
+}
+if [ -n "$PEER" ] && [ -x "$PEER" ]; then
+    peer_echo compressed compressed /cam/image_raw/compressed 1 \
+        "echo /cam/image_raw/compressed --json --data --count 1"
+    check compressed '
+assert len(lines) == 1, lines
+d = lines[0]
+assert list(d)[8:] == ["header", "format", "data"], list(d)
+assert d["type"] == "sensor_msgs/CompressedImage" and d["latency_from"] == "stamp", d
+assert d["header"] == {"stamp": {"sec": 1700000000, "nanosec": 123456789},
+                       "frame_id": "cam_optical"}, d
+want = bytes((7 * i) & 255 for i in range(37))
+assert d["format"] == "jpeg" and d["data"]["bytes"] == 37, d
+assert base64.b64decode(d["data"]["base64"]) == want and d["data"]["crc32"] == zlib.crc32(want), d
+'
+    peer_echo imu imu /imu 1 "echo /imu --json --count 1"
+    check imu '
+assert len(lines) == 1, lines
+d = lines[0]
+assert list(d)[8:] == ["header", "orientation", "orientation_covariance", "angular_velocity",
+                       "angular_velocity_covariance", "linear_acceleration",
+                       "linear_acceleration_covariance", "data"], list(d)
+assert d["type"] == "sensor_msgs/Imu" and d["size"] == 568 and d["data"]["bytes"] == 568, d
+assert d["header"] == {"stamp": {"sec": 1700000001, "nanosec": 5}, "frame_id": "imu_link"}, d
+assert d["orientation"] == {"x": 0.5, "y": -0.5, "z": 0.5, "w": 0.5}, d
+assert d["orientation_covariance"] == [i * 0.1 for i in range(9)], d
+assert d["angular_velocity"] == {"x": 1e-3, "y": -2.5, "z": 1e10}, d
+assert d["angular_velocity_covariance"] == [-1] + [0] * 8, d
+assert d["linear_acceleration"] == {"x": 0, "y": 0, "z": 9.80665}, d
+assert d["linear_acceleration_covariance"] == [0.01, None, 0, 0, 0.01, 0, 0, 0, 0.01], d
+'
+    peer_echo imu_field imu /imu 1 \
+        "echo /imu --field angular_velocity.z --field linear_acceleration_covariance.4 --count 1"
+    check imu_field '
+assert lines == [{"angular_velocity.z": 1e10, "linear_acceleration_covariance.4": 0.01}], lines
+'
+    for kind in bad-compressed bad-imu; do
+        peer_echo "$kind" "$kind" "/${kind//-/_}" 1 "echo /${kind//-/_} --json --count 1"
+        check "$kind" '
+d = lines[0]
+assert len(lines) == 1 and d["type"] in ("sensor_msgs/CompressedImage", "sensor_msgs/Imu"), lines
+assert d["invalid"] == "the sample is not a valid message of its type", d
+assert "header" not in d and d["data"]["bytes"] == 128 and d["data"]["head"] == "ab" * 16, d
+'
+    done
+    peer_echo imu_delay imu /imu 3 "delay /imu --count 3"
+    grep -qE "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 3  unstamped 0  invalid 0$" \
+        "$OUT/imu_delay.out" || fail "ferry delay on IMU samples printed no summary of 3 samples"
+else
+    echo "cli_ros_test: CompressedImage and Imu not checked: no cli_types_peer given"
+fi
 
 # --- point clouds, --field ----------------------------------------------------------------------
 echo_pub cloud "/lidar --json --count 2" "/lidar --cloud 8x2 --count 2 --rate 50"

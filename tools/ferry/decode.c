@@ -157,15 +157,17 @@ void cli_json_real(cli_json *j, int parent, const char *key, double value)
 void cli_json_f64(cli_json *j, int parent, const char *key, double value)
 {
     char t[48];
+    int digits = 15;
 
-    /* The shortest of 15 and 17 digits that reads back as the same double, so calibrations
-     * and covariances keep every bit and 64.0 prints as 64. value - value is not 0 for nan and
-     * inf, which JSON lacks: null. */
+    /* The fewest digits, 15 to 17, that read back as the same double, so calibrations and
+     * covariances keep every bit and 64.0 prints as 64. value - value is not 0 for nan and inf,
+     * which JSON lacks: null. */
     if (value - value != 0.0) {
         snprintf(t, sizeof t, "null");
     } else {
-        snprintf(t, sizeof t, "%.15g", value);
-        if (strtod(t, NULL) != value) snprintf(t, sizeof t, "%.17g", value);
+        do
+            snprintf(t, sizeof t, "%.*g", digits, value);
+        while (strtod(t, NULL) != value && ++digits <= 17);
     }
     number(j, parent, key, CLI_J_NUMBER, t);
 }
