@@ -92,7 +92,8 @@ typedef struct pub_args {
     const char *from;        /* --from FILE */
     cli_image_file file;     /* its pixels, once loaded */
     bool camera_info;        /* --camera-info */
-    char info_topic[FERRY_TOPIC_MAX + 2]; /* where its camera infos go */
+    /* Where the camera infos go: "<parent of topic>/camera_info". */
+    char info_topic[FERRY_TOPIC_MAX + 2];
     const char *size_option; /* the first of --size, --image, --cloud given, for --from */
 } pub_args;
 
@@ -502,7 +503,8 @@ static ferry_err idle_until(ferry_publisher *pub, ferry_publisher *info, int64_t
 /* What publish_loop counts. */
 typedef struct pub_counts {
     uint64_t published, infos; /* images or frames; camera infos */
-    complaint pool_full, blocked;
+    complaint pool_full, blocked;           /* of the images or frames */
+    complaint info_pool_full, info_blocked; /* of the camera infos */
     int64_t elapsed_ns;
 } pub_counts;
 
@@ -518,9 +520,9 @@ static int follow_image(ferry_publisher *info, const pub_args *a, ferry_stamp st
     if (err == FERRY_OK)
         c->infos++;
     else if (err == FERRY_EPOOL)
-        complain(&c->pool_full, "no chunk to loan for a camera info", err);
+        complain(&c->info_pool_full, "no chunk to loan for a camera info", err);
     else if (err == FERRY_ETIMEDOUT)
-        complain(&c->blocked, "a blocking camera info subscriber stayed full", err);
+        complain(&c->info_blocked, "a blocking camera info subscriber stayed full", err);
     else
         return cli_fail(CMD, 1, "publishing a camera info: %s", ferry_strerror(err));
     return 0;
@@ -720,8 +722,9 @@ static int run(pub_args *ap)
         if (err != FERRY_OK && status == 0)
             status = cli_fail(CMD, 1, "ferry_publisher_stats_get: %s", ferry_strerror(err));
         printf("ferry pub: %s: published %" PRIu64 " camera infos, dropped %" PRIu64
-               ", subscribers %" PRIu32 "\n",
-               a.info_topic, c.infos, st.dropped, st.subscribers);
+               ", pool exhausted %" PRIu64 ", blocked %" PRIu64 ", subscribers %" PRIu32 "\n",
+               a.info_topic, c.infos, st.dropped, c.info_pool_full.count, c.info_blocked.count,
+               st.subscribers);
     }
     fflush(stdout);
 
