@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The commands a ROS 2 user reaches for, end to end in a private domain directory: echo --json
 # (its schema, --field, --data), echo before any publisher, delay, pub --from with PPM, PNG and
-# JPEG files checked pixel for pixel, and topics / info on a directory without a domain.
-# usage: cli_ros_test.sh PATH_TO_FERRY
+# JPEG files checked pixel for pixel, pub --camera-info, the CompressedImage and Imu decoders
+# (with cli_types_peer, which publishes them), and topics / info on a directory without a domain.
+# usage: cli_ros_test.sh PATH_TO_FERRY [PATH_TO_CLI_TYPES_PEER]
 # Exit status: 0 passed, 1 failed, 77 skipped (no ferry binary or no python3).
 set -u
 
 FERRY=${1:-}
+PEER=${2:-}
 if [ -z "$FERRY" ] || [ ! -x "$FERRY" ]; then
     echo "cli_ros_test: skipped, no ferry executable at '$FERRY'"
     exit 77
@@ -65,7 +67,8 @@ echo_pub() {
     BG+=("$e")
     sleep 0.2
     # shellcheck disable=SC2086
-    timeout 20 "$FERRY" pub $pub_args --wait-subscribers 1 >/dev/null 2>"$OUT/$name.pub.err" ||
+    timeout 20 "$FERRY" pub $pub_args --wait-subscribers 1 >"$OUT/$name.pub.out" \
+        2>"$OUT/$name.pub.err" ||
         fail "ferry pub $pub_args exited $? (after ferry echo $echo_args started first)"
     wait "$e" || fail "ferry echo $echo_args exited $?"
 }
@@ -118,9 +121,12 @@ usage_error pub_from_image '^ferry pub: --from and --image cannot be used togeth
     pub /t --from x.png --image 4x4
 usage_error pub_from_encoding '^ferry pub: --from and --encoding cannot be used together' \
     pub /t --from x.png --encoding mono8
-usage_error pub_camera_info '^ferry pub: --camera-info needs --from' pub /t --camera-info
-usage_error pub_camera_info_na '^ferry pub: --camera-info is not available' \
-    pub /t --from x.png --camera-info
+usage_error pub_camera_info '^ferry pub: --camera-info needs --image or --from' \
+    pub /t --camera-info
+usage_error pub_camera_info_cloud '^ferry pub: --camera-info needs --image or --from' \
+    pub /t --cloud 8x2 --camera-info
+usage_error pub_camera_info_self "^ferry pub: --camera-info: the image topic '/cam/camera_info'" \
+    pub /cam/camera_info --image 8x8 --camera-info
 run pub_from_missing pub /t --from "$IMG/none.png" --count 1
 [ "$RC" -eq 1 ] || fail "ferry pub --from a missing file exited $RC, expected 1"
 grep -q "^ferry pub: --from $IMG/none.png: No such file" "$OUT/pub_from_missing.err" ||
@@ -146,6 +152,119 @@ for d in lines:
 assert [d["sequence"] for d in lines] == [1, 2, 3], lines
 '
 grep -q 'received 3' "$OUT/image.err" || fail "ferry echo did not receive the 3 images"
+
+# --- pub --camera-info: a matching sensor_msgs/CameraInfo next to each image ------------------
+# Both echoes start first; pub waits for the image's. The camera info echo takes one of the
+# 20 infos (it may join after the first), which must match one of the images.
+LAST=camera_info
+timeout 20 "$FERRY" echo /cam/camera_info --json --count 1 >"$OUT/camera_info.out" \
+    2>"$OUT/camera_info.err" &
+e=$!
+BG+=("$e")
+echo_pub camera_image "/cam/image_raw --json --count 20" \
+    "/cam/image_raw --image 64x48 --camera-info --count 20 --rate 20"
+LAST=camera_info
+wait "$e" || fail "ferry echo /cam/camera_info exited $?"
+grep -q '^ferry pub: /cam/camera_info: published 20 camera infos' "$OUT/camera_image.pub.out" ||
+    fail "ferry pub did not report 20 camera infos"
+cp "$OUT/camera_image.out" "$IMG/camera_image.json"
+check camera_info '
+assert len(lines) == 1, lines
+d = lines[0]
+images = [json.loads(l) for l in open(os.path.join(IMG, "camera_image.json"))]
+assert len(images) == 20, len(images)
+want = ["topic", "type", "sequence", "publisher", "publish_time_ns", "size", "latency_us",
+        "latency_from", "header", "height", "width", "distortion_model", "d", "k", "r", "p",
+        "binning_x", "binning_y", "roi", "data"]
+assert list(d) == want, list(d)
+assert d["topic"] == "/cam/camera_info" and d["type"] == "sensor_msgs/CameraInfo", d
+assert d["latency_from"] == "stamp" and d["size"] == 744 and d["data"]["bytes"] == 744, d
+assert (d["width"], d["height"], d["distortion_model"]) == (64, 48, "plumb_bob"), d
+assert d["d"] == [0] * 5 and d["k"][0] == 64, d
+assert d["k"] == [64, 0, 32, 0, 64, 24, 0, 0, 1], d
+assert d["r"] == [1, 0, 0, 0, 1, 0, 0, 0, 1], d
+assert d["p"] == [64, 0, 32, 0, 0, 64, 24, 0, 0, 0, 1, 0], d
+assert (d["binning_x"], d["binning_y"]) == (0, 0), d
+assert d["roi"] == {"x_offset": 0, "y_offset": 0, "height": 0, "width": 0, "do_rectify": False}, d
+assert d["header"]["frame_id"] == images[0]["header"]["frame_id"] == "image_raw", d
+assert d["header"]["stamp"] in [i["header"]["stamp"] for i in images], d
+'
+LAST=camera_delay
+timeout 20 "$FERRY" delay /cam/camera_info --count 5 --window 5 >"$OUT/camera_delay.out" \
+    2>"$OUT/camera_delay.err" &
+e=$!
+BG+=("$e")
+sleep 0.2
+timeout 20 "$FERRY" pub /cam/image_raw --image 64x48 --camera-info --count 40 --rate 20 \
+    >/dev/null 2>"$OUT/camera_delay.pub.err" || fail "ferry pub --camera-info for delay exited $?"
+wait "$e" || fail "ferry delay /cam/camera_info exited $?"
+grep -qE "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 5  unstamped 0  invalid 0$" \
+    "$OUT/camera_delay.out" || fail "ferry delay on camera infos printed no summary of 5 samples"
+
+# --- CompressedImage and Imu, published by cli_types_peer with known values -------------------
+# peer_echo NAME KIND TOPIC COUNT "COMMAND ARGS": runs `ferry COMMAND ARGS` first, then the peer.
+peer_echo() {
+    local name=$1 kind=$2 topic=$3 count=$4 args=$5 e
+    LAST=$name
+    # shellcheck disable=SC2086 # the argument list is split on purpose
+    timeout 20 "$FERRY" $args >"$OUT/$name.out" 2>"$OUT/$name.err" &
+    e=$!
+    BG+=("$e")
+    sleep 0.2
+    timeout 20 "$PEER" "$FERRY_DIR" "$FERRY_DOMAIN" "$kind" "$topic" "$count" \
+        2>"$OUT/$name.pub.err" || fail "cli_types_peer $kind $topic exited $?"
+    wait "$e" || fail "ferry $args exited $?"
+}
+if [ -n "$PEER" ] && [ -x "$PEER" ]; then
+    peer_echo compressed compressed /cam/image_raw/compressed 1 \
+        "echo /cam/image_raw/compressed --json --data --count 1"
+    check compressed '
+assert len(lines) == 1, lines
+d = lines[0]
+assert list(d)[8:] == ["header", "format", "data"], list(d)
+assert d["type"] == "sensor_msgs/CompressedImage" and d["latency_from"] == "stamp", d
+assert d["header"] == {"stamp": {"sec": 1700000000, "nanosec": 123456789},
+                       "frame_id": "cam_optical"}, d
+want = bytes((7 * i) & 255 for i in range(37))
+assert d["format"] == "jpeg" and d["data"]["bytes"] == 37, d
+assert base64.b64decode(d["data"]["base64"]) == want and d["data"]["crc32"] == zlib.crc32(want), d
+'
+    peer_echo imu imu /imu 1 "echo /imu --json --count 1"
+    check imu '
+assert len(lines) == 1, lines
+d = lines[0]
+assert list(d)[8:] == ["header", "orientation", "orientation_covariance", "angular_velocity",
+                       "angular_velocity_covariance", "linear_acceleration",
+                       "linear_acceleration_covariance", "data"], list(d)
+assert d["type"] == "sensor_msgs/Imu" and d["size"] == 568 and d["data"]["bytes"] == 568, d
+assert d["header"] == {"stamp": {"sec": 1700000001, "nanosec": 5}, "frame_id": "imu_link"}, d
+assert d["orientation"] == {"x": 0.5, "y": -0.5, "z": 0.5, "w": 0.5}, d
+assert d["orientation_covariance"] == [i * 0.1 for i in range(9)], d
+assert d["angular_velocity"] == {"x": 1e-3, "y": -2.5, "z": 1e10}, d
+assert d["angular_velocity_covariance"] == [-1] + [0] * 8, d
+assert d["linear_acceleration"] == {"x": 0, "y": 0, "z": 9.80665}, d
+assert d["linear_acceleration_covariance"] == [0.01, None, 0, 0, 0.01, 0, 0, 0, 0.01], d
+'
+    peer_echo imu_field imu /imu 1 \
+        "echo /imu --field angular_velocity.z --field linear_acceleration_covariance.4 --count 1"
+    check imu_field '
+assert lines == [{"angular_velocity.z": 1e10, "linear_acceleration_covariance.4": 0.01}], lines
+'
+    for kind in bad-compressed bad-imu; do
+        peer_echo "$kind" "$kind" "/${kind//-/_}" 1 "echo /${kind//-/_} --json --count 1"
+        check "$kind" '
+d = lines[0]
+assert len(lines) == 1 and d["type"] in ("sensor_msgs/CompressedImage", "sensor_msgs/Imu"), lines
+assert d["invalid"] == "the sample is not a valid message of its type", d
+assert "header" not in d and d["data"]["bytes"] == 128 and d["data"]["head"] == "ab" * 16, d
+'
+    done
+    peer_echo imu_delay imu /imu 3 "delay /imu --count 3"
+    grep -qE "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 3  unstamped 0  invalid 0$" \
+        "$OUT/imu_delay.out" || fail "ferry delay on IMU samples printed no summary of 3 samples"
+else
+    echo "cli_ros_test: CompressedImage and Imu not checked: no cli_types_peer given"
+fi
 
 # --- point clouds, --field ----------------------------------------------------------------------
 echo_pub cloud "/lidar --json --count 2" "/lidar --cloud 8x2 --count 2 --rate 50"

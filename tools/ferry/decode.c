@@ -154,6 +154,24 @@ void cli_json_real(cli_json *j, int parent, const char *key, double value)
     number(j, parent, key, CLI_J_NUMBER, t);
 }
 
+void cli_json_f64(cli_json *j, int parent, const char *key, double value)
+{
+    char t[48];
+    int digits = 15;
+
+    /* The fewest digits, 15 to 17, that read back as the same double, so calibrations and
+     * covariances keep every bit and 64.0 prints as 64. value - value is not 0 for nan and inf,
+     * which JSON lacks: null. */
+    if (value - value != 0.0) {
+        snprintf(t, sizeof t, "null");
+    } else {
+        do
+            snprintf(t, sizeof t, "%.*g", digits, value);
+        while (strtod(t, NULL) != value && ++digits <= 17);
+    }
+    number(j, parent, key, CLI_J_NUMBER, t);
+}
+
 void cli_json_bool(cli_json *j, int parent, const char *key, bool value)
 {
     number(j, parent, key, CLI_J_BOOL, value ? "true" : "false");
@@ -322,6 +340,95 @@ static void decode_tensor(const ferry_sample *s, cli_msg *m, cli_json *j, int ob
     }
 }
 
+static void add_reals(cli_json *j, int obj, const char *key, const double *v, size_t n)
+{
+    int a = cli_json_array(j, obj, key);
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        cli_json_f64(j, a, NULL, v[i]);
+}
+
+static void add_vector3(cli_json *j, int obj, const char *key, const ferry_vector3 *v)
+{
+    int o = cli_json_object(j, obj, key);
+
+    cli_json_f64(j, o, "x", v->x);
+    cli_json_f64(j, o, "y", v->y);
+    cli_json_f64(j, o, "z", v->z);
+}
+
+/* A camera info has no data of its own: data covers the whole sample. */
+static void decode_camera_info(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+{
+    ferry_camera_info_view v;
+    const ferry_camera_info_header *h = &v.header;
+    int roi;
+
+    if (ferry_camera_info_view_get(s, &v) != FERRY_OK) return;
+    m->valid = m->has_stamp = true;
+    m->stamp = h->stamp;
+    m->data = s->data;
+    m->data_size = s->size;
+    if (j == NULL) return;
+    add_header(j, obj, h->stamp, h->frame_id);
+    cli_json_u64(j, obj, "height", h->height);
+    cli_json_u64(j, obj, "width", h->width);
+    cli_json_str(j, obj, "distortion_model", h->distortion_model);
+    add_reals(j, obj, "d", h->d, h->d_count);
+    add_reals(j, obj, "k", h->k, 9);
+    add_reals(j, obj, "r", h->r, 9);
+    add_reals(j, obj, "p", h->p, 12);
+    cli_json_u64(j, obj, "binning_x", h->binning_x);
+    cli_json_u64(j, obj, "binning_y", h->binning_y);
+    roi = cli_json_object(j, obj, "roi");
+    cli_json_u64(j, roi, "x_offset", h->roi.x_offset);
+    cli_json_u64(j, roi, "y_offset", h->roi.y_offset);
+    cli_json_u64(j, roi, "height", h->roi.height);
+    cli_json_u64(j, roi, "width", h->roi.width);
+    cli_json_bool(j, roi, "do_rectify", h->roi.do_rectify != 0);
+}
+
+static void decode_compressed_image(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+{
+    ferry_compressed_image_view v;
+
+    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK) return;
+    m->valid = m->has_stamp = true;
+    m->stamp = v.header.stamp;
+    m->data = v.data;
+    m->data_size = v.data_size;
+    if (j == NULL) return;
+    add_header(j, obj, v.header.stamp, v.header.frame_id);
+    cli_json_str(j, obj, "format", v.header.format);
+}
+
+/* An IMU sample has no data of its own: data covers the whole sample. */
+static void decode_imu(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+{
+    ferry_imu_view v;
+    const ferry_imu_header *h = &v.header;
+    int o;
+
+    if (ferry_imu_view_get(s, &v) != FERRY_OK) return;
+    m->valid = m->has_stamp = true;
+    m->stamp = h->stamp;
+    m->data = s->data;
+    m->data_size = s->size;
+    if (j == NULL) return;
+    add_header(j, obj, h->stamp, h->frame_id);
+    o = cli_json_object(j, obj, "orientation");
+    cli_json_f64(j, o, "x", h->orientation.x);
+    cli_json_f64(j, o, "y", h->orientation.y);
+    cli_json_f64(j, o, "z", h->orientation.z);
+    cli_json_f64(j, o, "w", h->orientation.w);
+    add_reals(j, obj, "orientation_covariance", h->orientation_covariance, 9);
+    add_vector3(j, obj, "angular_velocity", &h->angular_velocity);
+    add_reals(j, obj, "angular_velocity_covariance", h->angular_velocity_covariance, 9);
+    add_vector3(j, obj, "linear_acceleration", &h->linear_acceleration);
+    add_reals(j, obj, "linear_acceleration_covariance", h->linear_acceleration_covariance, 9);
+}
+
 /* Any other type: the payload as it is. */
 static void decode_opaque(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
 {
@@ -335,6 +442,9 @@ static void decode_opaque(const ferry_sample *s, cli_msg *m, cli_json *j, int ob
 static const cli_msg_type msg_types[] = {
     {FERRY_IMAGE_TYPE_NAME, true, decode_image},
     {FERRY_POINTCLOUD_TYPE_NAME, true, decode_pointcloud},
+    {FERRY_CAMERA_INFO_TYPE_NAME, true, decode_camera_info},
+    {FERRY_COMPRESSED_IMAGE_TYPE_NAME, true, decode_compressed_image},
+    {FERRY_IMU_TYPE_NAME, true, decode_imu},
     {FERRY_TENSOR_TYPE_NAME, true, decode_tensor},
 };
 

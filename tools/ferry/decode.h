@@ -57,6 +57,8 @@ void cli_json_str_owned(cli_json *j, int parent, const char *key, char *value);
 void cli_json_u64(cli_json *j, int parent, const char *key, uint64_t value);
 void cli_json_i64(cli_json *j, int parent, const char *key, int64_t value);
 void cli_json_real(cli_json *j, int parent, const char *key, double value);
+/* A double at full precision (it reads back as the same value); nan and inf as null. */
+void cli_json_f64(cli_json *j, int parent, const char *key, double value);
 void cli_json_bool(cli_json *j, int parent, const char *key, bool value);
 
 /* The node at a dotted path from node from ("header.stamp.sec"; array elements by index,

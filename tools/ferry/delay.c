@@ -235,7 +235,7 @@ int ferry_cmd_delay(int argc, char **argv)
     const cli_msg_type *decoder;
     bool timed_out = false;
     cli_type_found found;
-    char names[160];
+    char names[256];
     int64_t deadline;
     cli_type type;
     ferry_err err;

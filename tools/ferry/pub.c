@@ -1,7 +1,8 @@
 /*
  * ferry pub: publishes synthetic frames (cli_frame_fill), or an image file decoded once, on a
  * topic at a fixed rate, through the zero-copy path (ferry_loan + ferry_publish), until a count
- * is reached or a signal arrives.
+ * is reached or a signal arrives. With --camera-info, each image is followed by a matching
+ * sensor_msgs/CameraInfo on a second publisher.
  */
 #include "cli.h"
 
@@ -55,8 +56,12 @@ static void usage(FILE *to)
           "  --from FILE             publish the image in FILE as sensor_msgs/Image instead,\n"
           "                          again at every frame: PNG, JPEG, PPM (P6) or PGM (P5),\n"
           "                          8-bit; mono8, rgb8 or rgba8 as the file has it\n"
-          "  --camera-info           with --from, also publish a sensor_msgs/CameraInfo on\n"
-          "                          <parent of TOPIC>/camera_info (not available yet)\n"
+          "  --camera-info           with --image or --from, also publish a matching\n"
+          "                          sensor_msgs/CameraInfo on <parent of TOPIC>/camera_info\n"
+          "                          (/camera_info for a topic without a parent), one per\n"
+          "                          image: same size, stamp and frame_id, plumb_bob with\n"
+          "                          zero distortion, a pinhole with fx = fy = width at the\n"
+          "                          image centre\n"
           "  --frame-id ID           image or cloud frame_id (default: the topic's last\n"
           "                          segment)\n"
           "  --domain N              domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
@@ -87,6 +92,8 @@ typedef struct pub_args {
     const char *from;        /* --from FILE */
     cli_image_file file;     /* its pixels, once loaded */
     bool camera_info;        /* --camera-info */
+    /* Where the camera infos go: "<parent of topic>/camera_info". */
+    char info_topic[FERRY_TOPIC_MAX + 2];
     const char *size_option; /* the first of --size, --image, --cloud given, for --from */
 } pub_args;
 
@@ -156,6 +163,31 @@ static bool image_size(pub_args *a)
         return false;
     }
     a->size = (size_t)frame;
+    return true;
+}
+
+/* The topic of --camera-info: the image topic's parent, then "/camera_info". False after a
+ * message when that is no valid topic, or is the image topic itself. */
+static bool info_topic(pub_args *a)
+{
+    const char *slash = strrchr(a->topic, '/');
+    int parent = slash != NULL ? (int)(slash - a->topic) : 0;
+    int n;
+
+    /* run() names an invalid image topic as such. */
+    if (ferry_topic_validate(a->topic) != FERRY_OK) return true;
+    n = snprintf(a->info_topic, sizeof a->info_topic, "%s%.*s/camera_info",
+                 a->topic[0] == '/' || parent == 0 ? "" : "/", parent, a->topic);
+    if (n < 0 || (size_t)n >= sizeof a->info_topic ||
+        ferry_topic_validate(a->info_topic) != FERRY_OK) {
+        cli_fail(CMD, 2, "--camera-info: '%s' has no valid camera_info topic next to it (at most "
+                 "%u bytes)", a->topic, FERRY_TOPIC_MAX);
+        return false;
+    }
+    if (strcmp(a->info_topic + 1, a->topic + (a->topic[0] == '/')) == 0) {
+        cli_fail(CMD, 2, "--camera-info: the image topic '%s' is its camera_info topic", a->topic);
+        return false;
+    }
     return true;
 }
 
@@ -276,9 +308,9 @@ static int parse_args(int argc, char **argv, pub_args *a)
             a->camera_info = true;
             break;
         case O_FRAME_ID:
-            if (strlen(optarg) > FERRY_FRAME_ID_MAX)
+            if (strlen(optarg) > FERRY_MSG_FRAME_ID_MAX)
                 return cli_fail(CMD, 2, "invalid --frame-id '%s' (at most %u bytes)", optarg,
-                                FERRY_FRAME_ID_MAX);
+                                FERRY_MSG_FRAME_ID_MAX);
             a->frame_id = optarg;
             break;
         case O_HUGE_PAGES: {
@@ -304,21 +336,13 @@ static int parse_args(int argc, char **argv, pub_args *a)
     if (a->from != NULL && a->encoding_given)
         return cli_fail(CMD, 2, "--from and --encoding cannot be used together (the file gives "
                                 "the encoding)");
-    if (a->camera_info && a->from == NULL)
-        return cli_fail(CMD, 2, "--camera-info needs --from");
-    /*
-     * CAMERA_INFO: --camera-info is to publish a sensor_msgs/CameraInfo matching the image (width,
-     * height, frame_id and stamp of each frame) on "<parent of TOPIC>/camera_info", through a
-     * second publisher made next to the image's in ferry_cmd_pub and filled in publish_image.
-     * It waits for that message type in include/ferry/msg.h; until then the option is refused.
-     */
-    if (a->camera_info)
-        return cli_fail(CMD, 2, "--camera-info is not available: this build has no "
-                                "sensor_msgs/CameraInfo message type");
+    if (a->camera_info && a->from == NULL && (a->sides_arg == NULL || a->cloud))
+        return cli_fail(CMD, 2, "--camera-info needs --image or --from");
     ferry_publisher_options_init(&d);
     if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks)) return 2;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
+    if (a->camera_info && !info_topic(a)) return 2;
     if (a->from != NULL) {
         int status = file_size(a);
 
@@ -330,13 +354,15 @@ static int parse_args(int argc, char **argv, pub_args *a)
         const char *slash = strrchr(a->topic, '/');
 
         a->frame_id = slash != NULL ? slash + 1 : a->topic;
-        if (strlen(a->frame_id) > FERRY_FRAME_ID_MAX) a->frame_id = "";
+        if (strlen(a->frame_id) > FERRY_MSG_FRAME_ID_MAX) a->frame_id = "";
     }
     return -1;
 }
 
-/* An image whose pixel bytes are a synthetic frame, stamped with the wall clock. */
-static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t sequence)
+/* An image whose pixel bytes are a synthetic frame (or the file's), stamped with the wall clock;
+ * *stamp receives the stamp. */
+static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t sequence,
+                               ferry_stamp *stamp)
 {
     struct timespec now;
     ferry_image img;
@@ -352,10 +378,49 @@ static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t
     clock_gettime(CLOCK_REALTIME, &now);
     img.header->stamp.sec = (int32_t)now.tv_sec;
     img.header->stamp.nanosec = (uint32_t)now.tv_nsec;
+    *stamp = img.header->stamp;
     snprintf(img.header->frame_id, sizeof img.header->frame_id, "%s", a->frame_id);
     err = ferry_image_publish(pub, &img);
     if (err != FERRY_OK) {
         ferry_err rel = ferry_image_loan_release(pub, &img);
+
+        if (rel != FERRY_OK) return rel;
+    }
+    return err;
+}
+
+/* The calibration of an image of a->width x a->height just published with stamp: an ideal
+ * pinhole (fx = fy = width, principal point at the centre), plumb_bob without distortion. */
+static ferry_err publish_camera_info(ferry_publisher *pub, const pub_args *a, ferry_stamp stamp)
+{
+    double w = (double)a->width, cx = w / 2.0, cy = (double)a->height / 2.0;
+    ferry_camera_info_header *h;
+    ferry_camera_info ci;
+    ferry_err err;
+
+    err = ferry_camera_info_loan(pub, &ci);
+    if (err != FERRY_OK) return err;
+    h = ci.header;
+    h->width = a->width;
+    h->height = a->height;
+    h->stamp = stamp;
+    snprintf(h->frame_id, sizeof h->frame_id, "%s", a->frame_id);
+    snprintf(h->distortion_model, sizeof h->distortion_model, "plumb_bob");
+    h->d_count = 5;
+    h->k[0] = w;
+    h->k[2] = cx;
+    h->k[4] = w;
+    h->k[5] = cy;
+    h->k[8] = 1.0;
+    h->r[0] = h->r[4] = h->r[8] = 1.0;
+    h->p[0] = w;
+    h->p[2] = cx;
+    h->p[5] = w;
+    h->p[6] = cy;
+    h->p[10] = 1.0;
+    err = ferry_camera_info_publish(pub, &ci);
+    if (err != FERRY_OK) {
+        ferry_err rel = ferry_camera_info_loan_release(pub, &ci);
 
         if (rel != FERRY_OK) return rel;
     }
@@ -416,22 +481,59 @@ static void complain(complaint *c, const char *what, ferry_err err)
     }
 }
 
-/* Runs housekeeping until the absolute time t_ns, so subscribers can connect meanwhile. */
-static ferry_err idle_until(ferry_publisher *pub, int64_t t_ns)
+/* Runs housekeeping until the absolute time t_ns, so subscribers can connect meanwhile. With a
+ * camera info publisher (info), both are served, in slices so neither waits for long. */
+static ferry_err idle_until(ferry_publisher *pub, ferry_publisher *info, int64_t t_ns)
 {
     for (;;) {
         int64_t left = t_ns - ferry_now().ns;
         ferry_err err;
 
         if (left <= 0 || cli_stop_requested) return FERRY_OK;
+        if (info != NULL) {
+            if (left > WAIT_SLICE_NS / 10) left = WAIT_SLICE_NS / 10;
+            err = ferry_publisher_poll(info, 0);
+            if (err != FERRY_OK) return err;
+        }
         err = ferry_publisher_poll(pub, left);
         if (err != FERRY_OK) return err;
     }
 }
 
-static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *published,
-                        complaint *pool_full, complaint *blocked, int64_t *elapsed_ns)
+/* What publish_loop counts. */
+typedef struct pub_counts {
+    uint64_t published, infos; /* images or frames; camera infos */
+    complaint pool_full, blocked;           /* of the images or frames */
+    complaint info_pool_full, info_blocked; /* of the camera infos */
+    int64_t elapsed_ns;
+} pub_counts;
+
+/* A published image's camera info on info (NULL without --camera-info): 0, or the exit status
+ * after a message. A full pool or a blocked subscriber there skips this one only. */
+static int follow_image(ferry_publisher *info, const pub_args *a, ferry_stamp stamp,
+                        pub_counts *c)
 {
+    ferry_err err;
+
+    if (info == NULL) return 0;
+    err = publish_camera_info(info, a, stamp);
+    if (err == FERRY_OK)
+        c->infos++;
+    else if (err == FERRY_EPOOL)
+        complain(&c->info_pool_full, "no chunk to loan for a camera info", err);
+    else if (err == FERRY_ETIMEDOUT)
+        complain(&c->info_blocked, "a blocking camera info subscriber stayed full", err);
+    else
+        return cli_fail(CMD, 1, "publishing a camera info: %s", ferry_strerror(err));
+    return 0;
+}
+
+static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_args *a,
+                        pub_counts *c)
+{
+    uint64_t *published = &c->published;
+    complaint *pool_full = &c->pool_full, *blocked = &c->blocked;
+    int64_t *elapsed_ns = &c->elapsed_ns;
     int64_t period = a->rate > 0.0 ? (int64_t)((double)NS_PER_S / a->rate) : 0;
     int64_t start = ferry_now().ns, next = start;
     uint64_t frames = 0;
@@ -441,6 +543,7 @@ static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *publi
      * holding every chunk) cannot keep the command running for ever. */
     while (!cli_stop_requested && (a->o.count == 0 || frames < a->o.count)) {
         void *payload = NULL;
+        ferry_stamp stamp = {0, 0};
 
         frames++;
 
@@ -448,9 +551,13 @@ static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *publi
             /* An image or a cloud: ETIMEDOUT comes from a blocking subscriber (the pool errors
              * at once). */
             err = a->cloud ? publish_cloud(pub, a, *published + 1)
-                           : publish_image(pub, a, *published + 1);
+                           : publish_image(pub, a, *published + 1, &stamp);
             if (err == FERRY_OK) {
                 (*published)++;
+                if (follow_image(info, a, stamp, c) != 0) {
+                    *elapsed_ns = ferry_now().ns - start;
+                    return 1;
+                }
             } else if (err == FERRY_EPOOL) {
                 complain(pool_full, "no chunk to loan", err);
             } else if (err == FERRY_ETIMEDOUT) {
@@ -494,7 +601,7 @@ static int publish_loop(ferry_publisher *pub, const pub_args *a, uint64_t *publi
             next += period;
             /* After a stall, keep the rate rather than bursting to catch up. */
             if (now - next > period) next = now;
-            err = idle_until(pub, next);
+            err = idle_until(pub, info, next);
             if (err != FERRY_OK) {
                 *elapsed_ns = ferry_now().ns - start;
                 return cli_fail(CMD, 1, "ferry_publisher_poll: %s", ferry_strerror(err));
@@ -524,11 +631,9 @@ static int run(pub_args *ap)
 {
     ferry_publisher_options o;
     ferry_publisher_stats st;
-    ferry_publisher *pub = NULL;
+    ferry_publisher *pub = NULL, *info = NULL;
     ferry_node *node = NULL;
-    complaint pool_full = {0, 0}, blocked = {0, 0};
-    uint64_t published = 0;
-    int64_t elapsed = 0;
+    pub_counts c;
     ferry_err err;
     pub_args a = *ap;
     int status;
@@ -568,12 +673,36 @@ static int run(pub_args *ap)
         ferry_node_destroy(node);
         return status;
     }
+    if (a.camera_info) {
+        ferry_publisher_options io;
+
+        /* Small samples; the image's history and subscriber room, so late joiners and every
+         * subscriber waited for get both. */
+        ferry_publisher_options_init(&io);
+        io.history = o.history;
+        if (a.chunks != 0) io.max_chunks = o.max_chunks;
+        io.admit_blocking = o.admit_blocking;
+        if (io.max_subscribers < o.max_subscribers) io.max_subscribers = o.max_subscribers;
+        err = ferry_publisher_create(&info, node, a.info_topic, FERRY_CAMERA_INFO_TYPE_NAME,
+                                     FERRY_CAMERA_INFO_TYPE_HASH, &io);
+        if (err != FERRY_OK) {
+            int saved = errno;
+
+            status = cli_fail(CMD, 1, "cannot publish camera infos on '%s': %s%s%s",
+                              a.info_topic, ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
+                              err == FERRY_ESYS ? strerror(saved) : "");
+            ferry_publisher_destroy(pub);
+            ferry_node_destroy(node);
+            return status;
+        }
+    }
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "ferry pub: %zu-byte frames on %s at %g Hz; Ctrl-C stops\n", a.size,
                 a.topic, a.rate);
 
+    memset(&c, 0, sizeof c);
     status = wait_subscribers(pub, (uint32_t)a.wait_subscribers);
-    if (status == 0) status = publish_loop(pub, &a, &published, &pool_full, &blocked, &elapsed);
+    if (status == 0) status = publish_loop(pub, info, &a, &c);
 
     memset(&st, 0, sizeof st);
     err = ferry_publisher_stats_get(pub, &st);
@@ -582,10 +711,28 @@ static int run(pub_args *ap)
     printf("ferry pub: %s: published %" PRIu64 " frames of %zu bytes in %.3f s (%.2f Hz), "
            "dropped %" PRIu64 ", pool exhausted %" PRIu64 ", blocked %" PRIu64
            ", subscribers %" PRIu32 "\n",
-           a.topic, published, a.size, (double)elapsed / 1e9,
-           elapsed > 0 && published > 1 ? (double)(published - 1) * 1e9 / (double)elapsed : 0.0,
-           st.dropped, pool_full.count, blocked.count, st.subscribers);
+           a.topic, c.published, a.size, (double)c.elapsed_ns / 1e9,
+           c.elapsed_ns > 0 && c.published > 1
+               ? (double)(c.published - 1) * 1e9 / (double)c.elapsed_ns
+               : 0.0,
+           st.dropped, c.pool_full.count, c.blocked.count, st.subscribers);
+    if (info != NULL) {
+        memset(&st, 0, sizeof st);
+        err = ferry_publisher_stats_get(info, &st);
+        if (err != FERRY_OK && status == 0)
+            status = cli_fail(CMD, 1, "ferry_publisher_stats_get: %s", ferry_strerror(err));
+        printf("ferry pub: %s: published %" PRIu64 " camera infos, dropped %" PRIu64
+               ", pool exhausted %" PRIu64 ", blocked %" PRIu64 ", subscribers %" PRIu32 "\n",
+               a.info_topic, c.infos, st.dropped, c.info_pool_full.count, c.info_blocked.count,
+               st.subscribers);
+    }
     fflush(stdout);
+
+    if (info != NULL) {
+        err = ferry_publisher_destroy(info);
+        if (err != FERRY_OK && status == 0)
+            status = cli_fail(CMD, 1, "ferry_publisher_destroy: %s", ferry_strerror(err));
+    }
 
     err = ferry_publisher_destroy(pub);
     if (err != FERRY_OK && status == 0)
