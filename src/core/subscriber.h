@@ -20,6 +20,12 @@
 
 enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3 };
 #define REFUSED_MAX 16 /* refused publishers remembered, so they are not tried again */
+/* Wake-ups a subscriber may owe its publisher at once. A fast stream sets and fires its doorbell
+ * thousands of times between two housekeeping passes, and a wake-up that was still on its way
+ * when the doorbell was set again is read only there: the bound must allow them all. It bounds
+ * only how long a peer may send wake-ups nobody asked for before it counts as a flood; each
+ * costs the subscriber one read. */
+#define WAKE_CREDIT_MAX 65536u
 
 typedef struct sconn {
     int state;
@@ -41,7 +47,7 @@ typedef struct sconn {
     uint32_t held;
     uint32_t armed; /* doorbell value we last set, 0 when none */
     /* Wake-ups the publisher may have sent: one per notifier doorbell we set (up to
-     * FERRY__WAKE_FLOOD), less those read. More than FERRY__WAKE_FLOOD beyond them is a flood. */
+     * WAKE_CREDIT_MAX), less those read. More than FERRY__WAKE_FLOOD beyond them is a flood. */
     uint32_t wake_credit;
     struct attachment {
         uint64_t key;

@@ -221,7 +221,7 @@ static bool arm(ferry_subscriber *sub, uint32_t how)
          * may still be on its way: it is read later, against this credit). */
         if (how == FERRY__DOORBELL_NOTIFIER &&
             (c->armed != FERRY__DOORBELL_NOTIFIER || now != FERRY__DOORBELL_NOTIFIER) &&
-            c->wake_credit < FERRY__WAKE_FLOOD)
+            c->wake_credit < WAKE_CREDIT_MAX)
             c->wake_credit++;
         ferry__conn_doorbell_set(&c->ring.hdr->sub_waiting, how);
         c->armed = how;
