@@ -174,6 +174,17 @@ void ferry__msg_clear(void *out, size_t n)
         memset(out, 0, n);
 }
 
+ferry_err ferry__msg_loan_release(ferry_publisher *pub, void *loan, size_t loan_size,
+                                  void *payload)
+{
+    if (!pub || !payload)
+        return FERRY_EINVAL;
+    ferry_err err = ferry_loan_release(pub, payload);
+    if (err == FERRY_OK)
+        memset(loan, 0, loan_size);
+    return err;
+}
+
 ferry_err ferry_image_loan(ferry_publisher *pub, uint32_t width, uint32_t height,
                            const char *encoding, uint32_t step, ferry_image *out)
 {
@@ -229,12 +240,9 @@ ferry_err ferry_image_publish(ferry_publisher *pub, ferry_image *img)
 
 ferry_err ferry_image_loan_release(ferry_publisher *pub, ferry_image *img)
 {
-    if (!pub || !img || !img->payload)
+    if (!img)
         return FERRY_EINVAL;
-    ferry_err err = ferry_loan_release(pub, img->payload);
-    if (err == FERRY_OK)
-        memset(img, 0, sizeof *img);
-    return err;
+    return ferry__msg_loan_release(pub, img, sizeof *img, img->payload);
 }
 
 ferry_err ferry_image_view_get(const ferry_sample *s, ferry_image_view *out)
@@ -395,12 +403,9 @@ ferry_err ferry_pointcloud_publish(ferry_publisher *pub, ferry_pointcloud *pc)
 
 ferry_err ferry_pointcloud_loan_release(ferry_publisher *pub, ferry_pointcloud *pc)
 {
-    if (!pub || !pc || !pc->payload)
+    if (!pc)
         return FERRY_EINVAL;
-    ferry_err err = ferry_loan_release(pub, pc->payload);
-    if (err == FERRY_OK)
-        memset(pc, 0, sizeof *pc);
-    return err;
+    return ferry__msg_loan_release(pub, pc, sizeof *pc, pc->payload);
 }
 
 ferry_err ferry_pointcloud_view_get(const ferry_sample *s, ferry_pointcloud_view *out)

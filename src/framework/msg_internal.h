@@ -25,5 +25,9 @@ bool ferry__msg_data_inside(uint64_t header_size, uint64_t data_offset, uint64_t
 bool ferry__msg_prefix_ok(const void *header, uint32_t magic, size_t expected);
 /* Clears n bytes of out unless out is NULL. */
 void ferry__msg_clear(void *out, size_t n);
+/* Gives back an unpublished loan of any typed frame: loan points at its struct (loan_size
+ * bytes, cleared on success), payload at the loaned chunk (NULL: FERRY_EINVAL). */
+ferry_err ferry__msg_loan_release(ferry_publisher *pub, void *loan, size_t loan_size,
+                                  void *payload);
 
 #endif

@@ -91,12 +91,9 @@ ferry_err ferry_camera_info_publish(ferry_publisher *pub, ferry_camera_info *ci)
 
 ferry_err ferry_camera_info_loan_release(ferry_publisher *pub, ferry_camera_info *ci)
 {
-    if (!pub || !ci || !ci->payload)
+    if (!ci)
         return FERRY_EINVAL;
-    ferry_err err = ferry_loan_release(pub, ci->payload);
-    if (err == FERRY_OK)
-        memset(ci, 0, sizeof *ci);
-    return err;
+    return ferry__msg_loan_release(pub, ci, sizeof *ci, ci->payload);
 }
 
 ferry_err ferry_camera_info_view_get(const ferry_sample *s, ferry_camera_info_view *out)
@@ -178,12 +175,9 @@ ferry_err ferry_compressed_image_publish(ferry_publisher *pub, ferry_compressed_
 
 ferry_err ferry_compressed_image_loan_release(ferry_publisher *pub, ferry_compressed_image *ci)
 {
-    if (!pub || !ci || !ci->payload)
+    if (!ci)
         return FERRY_EINVAL;
-    ferry_err err = ferry_loan_release(pub, ci->payload);
-    if (err == FERRY_OK)
-        memset(ci, 0, sizeof *ci);
-    return err;
+    return ferry__msg_loan_release(pub, ci, sizeof *ci, ci->payload);
 }
 
 ferry_err ferry_compressed_image_view_get(const ferry_sample *s, ferry_compressed_image_view *out)
@@ -245,12 +239,9 @@ ferry_err ferry_imu_publish(ferry_publisher *pub, ferry_imu *imu)
 
 ferry_err ferry_imu_loan_release(ferry_publisher *pub, ferry_imu *imu)
 {
-    if (!pub || !imu || !imu->payload)
+    if (!imu)
         return FERRY_EINVAL;
-    ferry_err err = ferry_loan_release(pub, imu->payload);
-    if (err == FERRY_OK)
-        memset(imu, 0, sizeof *imu);
-    return err;
+    return ferry__msg_loan_release(pub, imu, sizeof *imu, imu->payload);
 }
 
 ferry_err ferry_imu_view_get(const ferry_sample *s, ferry_imu_view *out)
