@@ -26,6 +26,9 @@ int ferry_cmd_info(int argc, char **argv);
 int ferry_cmd_clean(int argc, char **argv);
 int ferry_cmd_demo(int argc, char **argv);
 int ferry_cmd_bench(int argc, char **argv);
+int ferry_cmd_record(int argc, char **argv);
+int ferry_cmd_play(int argc, char **argv);
+int ferry_cmd_bag(int argc, char **argv);
 /* Built without Cyclone DDS, it says so and returns 2. */
 int ferry_cmd_bridge(int argc, char **argv);
 
@@ -88,6 +91,12 @@ typedef enum cli_range_id {
     CLI_R_DEMO_CAMERAS,
     CLI_R_DEMO_CONSUMERS,
     CLI_R_GPU_DEVICE,
+    CLI_R_RECORD_SECONDS,
+    CLI_R_RECORD_MAX_SIZE,
+    CLI_R_RECORD_SPLIT_SIZE,
+    CLI_R_RECORD_CHUNK_SIZE,
+    CLI_R_PLAY_RATE,
+    CLI_R_PLAY_TIME,
     CLI_R_END
 } cli_range_id;
 

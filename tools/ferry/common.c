@@ -77,6 +77,17 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_DEMO_CONSUMERS] = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
                               .hi = DEMO_MAX_CONSUMERS},
     [CLI_R_GPU_DEVICE] = {.name = "--device", .kind = CLI_WHOLE, .hi = 1024},
+    [CLI_R_RECORD_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s",
+                              .zero = "until a signal"},
+    [CLI_R_RECORD_MAX_SIZE] = {.name = "--max-size", .kind = CLI_BYTES, .lo = 1 << 20,
+                               .hi = UINT64_MAX, .unit = "bytes", .zero = "no limit"},
+    [CLI_R_RECORD_SPLIT_SIZE] = {.name = "--split-size", .kind = CLI_BYTES, .lo = 1 << 20,
+                                 .hi = UINT64_MAX, .unit = "bytes"},
+    [CLI_R_RECORD_CHUNK_SIZE] = {.name = "--chunk-size", .kind = CLI_BYTES, .lo = 4096,
+                                 .hi = 1 << 30, .unit = "bytes"},
+    [CLI_R_PLAY_RATE] = {.name = "--rate", .kind = CLI_REAL, .real_lo = 0.001, .real_hi = 1000,
+                         .zero = "as fast as possible"},
+    [CLI_R_PLAY_TIME] = {.name = "--start/--end", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
 };
 
 typedef enum parsed {

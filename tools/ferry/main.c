@@ -23,6 +23,9 @@ static const command commands[] = {
     {"clean", ferry_cmd_clean, "remove what dead processes left in a domain directory"},
     {"demo", ferry_cmd_demo, "run a self-contained demonstration"},
     {"bench", ferry_cmd_bench, "run the benchmarks"},
+    {"record", ferry_cmd_record, "record topics into an MCAP file (ROS 2 bag format)"},
+    {"play", ferry_cmd_play, "publish the messages of an MCAP file at their recorded pace"},
+    {"bag", ferry_cmd_bag, "show what an MCAP file holds (bag info)"},
     {"bridge", ferry_cmd_bridge, "carry image and point-cloud topics to and from DDS (ROS 2)"},
 };
 
