@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# ferry record, play and bag info end to end, in a private domain directory:
+#   - for each compression (none, lz4, zstd): `ferry pub` images, point clouds and synthetic
+#     frames (a type without a ROS 2 kind: recorded raw) -> `ferry record` (SIGINT) -> `ferry bag
+#     info --json` (counts, no drop) -> `ferry play` -> `ferry echo --verify`: every frame intact
+#     and every image's header stamp the one it was published with;
+#   - a recorder killed with SIGKILL: its file reads up to its last complete chunk, bag info says
+#     truncated, play plays what it holds;
+#   - hostile files (not MCAP, empty, cut short, a bad Header length, a flipped byte in a chunk,
+#     a corrupted summary): a clear message and exit status, never a crash.
+# With --independent MODULES_DIR it checks the files with Foxglove's @mcap/core instead
+# (tests/record/mcap_check.mjs, npm packages installed under MODULES_DIR), and exits 77 when
+# node, npm or the registry is not there.
+#
+#   record_test.sh FERRY [--independent MODULES_DIR]
+set -uo pipefail
+ferry=$1
+independent=${3:-}
+[ "${2:-}" = "--independent" ] || independent=""
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/ferry-record-test.XXXXXX)
+export FERRY_DIR=$work/d
+N=20
+
+cleanup() {
+  local p
+  for p in $(jobs -p); do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "record_test: $*" >&2
+  exit 1
+}
+
+if [ -n "$independent" ]; then
+  command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || {
+    echo "record_test: node or npm not found; skipped" >&2
+    exit 77
+  }
+  mkdir -p "$independent"
+  if [ ! -d "$independent/node_modules/@mcap/core" ] || [ ! -d "$independent/node_modules/fzstd" ]; then
+    timeout 120 npm install --no-save --no-audit --no-fund --prefix "$independent" \
+      @mcap/core lz4js fzstd >"$work/npm.log" 2>&1 || {
+      tail -5 "$work/npm.log" >&2
+      echo "record_test: npm could not install @mcap/core (no registry?); skipped" >&2
+      exit 77
+    }
+  fi
+fi
+
+# bag info --json of $1 as python sees it: prints the value of the expression $2 (d is the
+# object, t the topics by name).
+bag_json() {
+  "$ferry" bag info --json "$1" >"$work/info.json" || fail "bag info $1 failed"
+  python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = {x["topic"]: x for x in d["topics"]}
+print(eval(sys.argv[2]))' "$work/info.json" "$2"
+}
+
+# Publishes N images, clouds and synthetic frames, each publisher waiting for its subscribers:
+# the recorder, plus the stamp echo on the images.
+publish() {
+  "$ferry" pub /cam/image --image 160x120 --rate 50 --count $N --wait-subscribers 2 >/dev/null 2>&1 &
+  local p1=$!
+  "$ferry" pub /lidar/points --cloud 400x2 --rate 50 --count $N --wait-subscribers 1 >/dev/null 2>&1 &
+  local p2=$!
+  "$ferry" pub /raw --size 32k --rate 50 --count $N --wait-subscribers 1 >/dev/null 2>&1 &
+  local p3=$!
+  wait $p1 $p2 $p3
+}
+
+stamps() { # the echo that prints each image's stamp and whether it is intact
+  "$ferry" echo /cam/image --verify --field header.stamp --field intact --count $N --timeout 30 \
+    >"$1" 2>"$1.err" &
+}
+
+roundtrip() {
+  local comp=$1 file=$work/$1.mcap rec e
+  rm -f "$work"/live "$work"/played*
+  "$ferry" record -o "$file" --compression "$comp" --chunk-size 256k --quiet &
+  rec=$!
+  stamps "$work/live"
+  e=$!
+  publish
+  wait $e || fail "$comp: the live echo did not get $N images: $(cat "$work/live.err")"
+  sleep 0.3
+  kill -INT $rec
+  wait $rec || fail "$comp: ferry record exited $?"
+
+  [ "$(bag_json "$file" 'd["messages"], d["truncated"], d["compression"]')" = "($((3 * N)), False, '${comp}')" ] ||
+    fail "$comp: bag info: $(cat "$work/info.json")"
+  for t in /cam/image /lidar/points /raw; do
+    [ "$(bag_json "$file" "t['$t']['count'], t['$t']['dropped']")" = "($N, 0)" ] ||
+      fail "$comp: $t: $(cat "$work/info.json")"
+  done
+  [ "$(bag_json "$file" "t['/cam/image']['type'], t['/cam/image']['serialization'], t['/raw']['serialization']")" = \
+    "('sensor_msgs/msg/Image', 'cdr', 'ferry-raw')" ] || fail "$comp: types: $(cat "$work/info.json")"
+
+  if [ -n "$independent" ]; then
+    node "$here/mcap_check.mjs" "$independent" "$file" --compression "$comp" \
+      --count /cam/image=$N --count /lidar/points=$N --count /raw=$N || fail "$comp: @mcap/core"
+    return
+  fi
+
+  stamps "$work/played"
+  local e1=$!
+  "$ferry" echo /lidar/points --verify --quiet --count $N --timeout 30 2>"$work/played.cloud" &
+  local e2=$!
+  "$ferry" echo /raw --verify --quiet --count $N --timeout 30 2>"$work/played.raw" &
+  local e3=$!
+  "$ferry" play "$file" --rate 4 --wait-subscribers 1 --quiet || fail "$comp: ferry play exited $?"
+  wait $e1 || fail "$comp: played images: $(cat "$work/played.err")"
+  wait $e2 || fail "$comp: played clouds: $(cat "$work/played.cloud")"
+  wait $e3 || fail "$comp: played raw frames: $(cat "$work/played.raw")"
+  grep -q '"intact": false' "$work/played" && fail "$comp: a played image is corrupt"
+  cmp -s "$work/live" "$work/played" || {
+    diff "$work/live" "$work/played" | head -5 >&2
+    fail "$comp: the played images' stamps are not the recorded ones"
+  }
+  echo "record_test: $comp: $N images, clouds and raw frames recorded, played and verified"
+}
+
+for comp in none lz4 zstd; do roundtrip $comp; done
+[ -n "$independent" ] && { echo "record_test: @mcap/core read every file"; exit 0; }
+
+# --- SIGKILL: the file reads up to its last complete chunk ---------------------------------------
+"$ferry" record -o "$work/killed.mcap" --chunk-size 64k --quiet &
+rec=$!
+"$ferry" pub /cam/image --image 160x120 --rate 100 --count 400 --wait-subscribers 1 >/dev/null 2>&1 &
+pub=$!
+sleep 1.5
+kill -KILL $rec
+wait $rec 2>/dev/null
+kill -INT $pub
+wait $pub 2>/dev/null
+"$ferry" bag info "$work/killed.mcap" >"$work/killed.txt" || fail "bag info of the killed file failed"
+grep -q "truncated" "$work/killed.txt" || fail "the killed file is not reported truncated"
+m=$(bag_json "$work/killed.mcap" 'd["messages"]')
+[ "$(bag_json "$work/killed.mcap" 'd["truncated"]')" = True ] && [ "$m" -gt 10 ] ||
+  fail "the killed file: $(cat "$work/info.json")"
+"$ferry" echo /cam/image --verify --quiet --count "$m" --timeout 30 2>"$work/killed.echo" &
+e=$!
+"$ferry" play "$work/killed.mcap" --wait-subscribers 1 --quiet 2>"$work/killed.play" ||
+  fail "play of the killed file: $(cat "$work/killed.play")"
+wait $e || fail "the killed file's $m images: $(cat "$work/killed.echo")"
+echo "record_test: SIGKILL: $m images read back from the cut file"
+
+# --- hostile files ---------------------------------------------------------------------------------
+good=$work/none.mcap
+size=$(stat -c %s "$good")
+expect_fail() { # expect_fail NAME FILE MESSAGE COMMAND...
+  local name=$1 f=$2 msg=$3
+  shift 3
+  "$@" "$f" >"$work/out" 2>&1
+  local rc=$?
+  [ $rc -eq 1 ] || fail "$name: exit $rc, expected 1: $(cat "$work/out")"
+  grep -q "$msg" "$work/out" || fail "$name: no '$msg' in: $(cat "$work/out")"
+}
+echo "hello, not mcap" >"$work/text.mcap"
+expect_fail "not mcap" "$work/text.mcap" "not an MCAP file" "$ferry" bag info
+expect_fail "not mcap (play)" "$work/text.mcap" "not an MCAP file" "$ferry" play --quiet
+: >"$work/empty.mcap"
+expect_fail "empty" "$work/empty.mcap" "not an MCAP file" "$ferry" bag info
+expect_fail "missing" "$work/missing.mcap" "No such file" "$ferry" bag info
+head -c $((size / 2)) "$good" >"$work/half.mcap"
+"$ferry" bag info "$work/half.mcap" | grep -q truncated || fail "a half file is not truncated"
+"$ferry" play "$work/half.mcap" --rate 100 --quiet || fail "a half file does not play"
+python3 - "$good" "$work" <<'EOF'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+work = sys.argv[2]
+# The Header's length, made huge.
+bad = bytearray(data); bad[9:17] = struct.pack("<Q", 1 << 62)
+open(work + "/badlen.mcap", "wb").write(bad)
+# A byte of the first chunk's records (inside the first image), flipped.
+bad = bytearray(data); bad[3000] ^= 0x40
+open(work + "/badcrc.mcap", "wb").write(bad)
+# A byte of the summary, flipped: its CRC fails and the reader scans the file instead.
+summary_start = struct.unpack_from("<Q", data, len(data) - 8 - 29 + 9)[0]
+bad = bytearray(data); bad[summary_start + 20] ^= 0x01
+open(work + "/badsummary.mcap", "wb").write(bad)
+# A chunk length that points past the end, in a file without its footer.
+cut = bytearray(data[: len(data) // 2]); cut[38 + 1 : 38 + 9] = struct.pack("<Q", (1 << 64) - 2)
+open(work + "/badchunk.mcap", "wb").write(cut)
+EOF
+expect_fail "bad header length" "$work/badlen.mcap" "Header" "$ferry" bag info
+expect_fail "bad chunk CRC" "$work/badcrc.mcap" "CRC mismatch" "$ferry" play --rate 0 --quiet
+"$ferry" bag info "$work/badsummary.mcap" >"$work/out" 2>&1 || fail "bad summary: $(cat "$work/out")"
+grep -q "scanned" "$work/out" || fail "bad summary: not scanned: $(cat "$work/out")"
+[ "$(bag_json "$work/badsummary.mcap" 'd["messages"]')" = $((3 * N)) ] || fail "bad summary: count"
+"$ferry" bag info "$work/badchunk.mcap" >"$work/out" 2>&1 || fail "bad chunk length: $(cat "$work/out")"
+grep -q "truncated" "$work/out" || fail "bad chunk length: not truncated"
+echo "record_test: hostile files refused or read as far as they go"
+echo "record_test: ok"
