@@ -78,6 +78,10 @@ dep_has ferry "libferry0 (= $V)"
 [ -n "${python_pkg:-}" ] && dep_has python3-ferry "libferry0 (= $V)"
 field "$(deb libferry0)" Depends | grep -q 'libc6 (>= ' || fail "libferry0 does not depend on libc6"
 field "$(deb ferry)" Depends | grep -q 'libc6 (>= ' || fail "ferry does not depend on libc6"
+# `ferry record` and `ferry play`: MCAP chunks' CRCs and compression.
+for lib in zlib1g liblz4-1 libzstd1; do
+    field "$(deb ferry)" Depends | grep -q "$lib" || fail "ferry does not depend on $lib"
+done
 dpkg-deb --ctrl-tarfile "$(deb libferry0)" | tar -xO ./shlibs 2>/dev/null | grep -q "^libferry 0 libferry0" ||
     fail "libferry0 has no shlibs entry for libferry.so.0"
 echo "ok: contents and Depends"
