@@ -303,7 +303,11 @@ static ferry_err chunk_load(ferry_mcap_reader *r, chunk_view *v, uint64_t off, c
     const uint8_t *src = v->records;
     size_t n;
 
-    if (v->compression[0] == '\0') {
+    if (v->compression[0] != '\0' && v->usize == 0) {
+        /* Nothing to decompress (and no buffer to decompress into). */
+        v->records = (const uint8_t *)"";
+        v->records_size = 0;
+    } else if (v->compression[0] == '\0') {
         if (v->usize != v->records_size)
             return say(why, why_size, FERRY_EPROTO,
                        "chunk at offset %" PRIu64 ": uncompressed size %" PRIu64
