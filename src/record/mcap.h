@@ -93,6 +93,10 @@ typedef struct ferry_mcap_writer_options {
     const char *library; /**< the Header's library; default "ferry <version>" */
     /** Leave the CRCs out (0 in the file: "not computed"). Default false. */
     bool no_crc;
+    /** Leave the page cache alone. By default every 8 MiB written start their writeback
+     *  (sync_file_range) and what was written back before leaves the cache (posix_fadvise), so
+     *  that a long recording never meets a dirty-page stall. */
+    bool no_write_behind;
 } ferry_mcap_writer_options;
 
 /**

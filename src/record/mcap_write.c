@@ -9,6 +9,7 @@
 #include "mcap_codec.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <lz4frame.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #define CHUNK_SIZE_DEFAULT (4u * 1024u * 1024u)
 #define ZSTD_LEVEL 1
 #define IOV_PIECES 8u
+#define WRITE_BEHIND (8u << 20) /* bytes written between two sync_file_range calls */
 /* The reserved header of an uncompressed chunk: opcode, length, start, end, uncompressed size,
  * CRC, compression "" and the records' length. */
 #define CHUNK_HEAD_NONE (1u + 8u + 8u + 8u + 8u + 4u + 4u + 8u)
@@ -42,6 +44,7 @@ struct ferry_mcap_writer {
     ferry_err err; /* the first failure; every later call returns it */
     int err_errno;
     uint64_t off; /* file offset of the next byte, staged ones counted */
+    uint64_t written, synced; /* bytes handed to the kernel; of those, sent to the disk */
     uint32_t data_crc;
     uint8_t *stage;
     size_t staged;
@@ -122,6 +125,25 @@ static ferry_err write_all(ferry_mcap_writer *w, struct iovec *iov, int n)
     return FERRY_OK;
 }
 
+/* Keeps dirty pages from piling up: once WRITE_BEHIND bytes were written since the last call,
+ * starts their writeback (sync_file_range does not wait for it), and drops from the page cache
+ * what an earlier call sent, up to the open chunk, whose reserved header is rewritten later. A
+ * recorder that let the kernel collect gigabytes of dirty pages would meet them again as one
+ * long stall in a write (dirty throttling) or at close. */
+static void write_behind(ferry_mcap_writer *w)
+{
+    uint64_t keep;
+
+    if (w->o.no_write_behind || w->written - w->synced < WRITE_BEHIND) return;
+    sync_file_range(w->fd, (off64_t)w->synced, (off64_t)(w->written - w->synced),
+                    SYNC_FILE_RANGE_WRITE);
+    keep = w->in_chunk && w->chunk_start < w->synced ? w->chunk_start : w->synced;
+    if (keep > WRITE_BEHIND)
+        posix_fadvise(w->fd, 0, (off_t)((keep - WRITE_BEHIND) & ~(uint64_t)4095),
+                      POSIX_FADV_DONTNEED);
+    w->synced = w->written;
+}
+
 /* Writes the staged bytes, then pieces (none: just the staged bytes). */
 static ferry_err flush_with(ferry_mcap_writer *w, const struct iovec *pieces, unsigned n)
 {
@@ -133,7 +155,10 @@ static ferry_err flush_with(ferry_mcap_writer *w, const struct iovec *pieces, un
     for (unsigned i = 0; i < n; i++)
         if (pieces[i].iov_len > 0) iov[k++] = pieces[i];
     w->staged = 0;
-    return write_all(w, iov, k);
+    if (write_all(w, iov, k) != FERRY_OK) return w->err;
+    w->written = w->off;
+    write_behind(w);
+    return FERRY_OK;
 }
 
 /* Bytes in file order, straight to the file (staged or written). */
@@ -146,7 +171,6 @@ static ferry_err out_raw(ferry_mcap_writer *w, const struct iovec *iov, unsigned
     for (unsigned i = 0; i < n; i++) {
         small += iov[i].iov_len;
         if (iov[i].iov_len >= COPY_BELOW) big = true;
-        w->off += iov[i].iov_len;
     }
     if (!big && small <= STAGE_CAP) {
         if (w->staged + small > STAGE_CAP && flush_with(w, NULL, 0) != FERRY_OK) return w->err;
@@ -154,8 +178,10 @@ static ferry_err out_raw(ferry_mcap_writer *w, const struct iovec *iov, unsigned
             memcpy(w->stage + w->staged, iov[i].iov_base, iov[i].iov_len);
             w->staged += iov[i].iov_len;
         }
+        w->off += small;
         return FERRY_OK;
     }
+    w->off += small;
     return flush_with(w, iov, n);
 }
 

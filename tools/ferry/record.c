@@ -198,6 +198,7 @@ typedef struct recorder {
     bool full_warned;
     ferry_ros2_cdr *cdr;
     int64_t realtime_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the start */
+    int64_t start_ns;
 
     /* The current file. */
     int fd;
@@ -515,20 +516,34 @@ static int drain(recorder *R, rtopic *t)
     return 0;
 }
 
+/* Once a second: each topic's counts and what the last second added; at the end, the totals
+ * ("total TOPIC: ...") and one line for the whole recording. */
 static void print_stats(recorder *R, bool final)
 {
     for (size_t i = 0; i < R->ntopics; i++) {
         rtopic *t = &R->topics[i];
 
-        printf("%s%s: recorded %" PRIu64 " (%+" PRId64 ") dropped %" PRIu64 " bytes %" PRIu64,
-               final ? "total " : "", t->topic, t->recorded,
-               (int64_t)(t->recorded - t->last_recorded), t->dropped, t->bytes);
+        printf("%s%s: recorded %" PRIu64, final ? "total " : "", t->topic, t->recorded);
+        if (!final) printf(" (%+" PRId64 ")", (int64_t)(t->recorded - t->last_recorded));
+        printf(" dropped %" PRIu64 " bytes %" PRIu64, t->dropped, t->bytes);
         if (t->invalid != 0) printf(" invalid %" PRIu64, t->invalid);
         if (t->skipped != 0) printf(" skipped %" PRIu64 " (device tensors)", t->skipped);
         putchar('\n');
         t->last_recorded = t->recorded;
     }
-    if (R->ntopics == 0) printf("no topic yet\n");
+    if (R->ntopics == 0 && !final) printf("no topic yet\n");
+    if (final) {
+        double secs = (double)(ferry_now().ns - R->start_ns) / 1e9;
+        uint64_t messages = 0;
+
+        for (size_t i = 0; i < R->ntopics; i++) messages += R->topics[i].recorded;
+        printf("recorded %" PRIu64 " messages into %u file%s (%s%s), %" PRIu64
+               " bytes in %.3f s (%.1f MB/s), cpu %.3f s\n",
+               messages, R->file_index, R->file_index == 1 ? "" : "s", R->a->output,
+               R->file_index > 1 ? " split" : "", R->bytes_before, secs,
+               secs > 0 ? (double)R->bytes_before / 1e6 / secs : 0.0,
+               (double)cli_cpu_ns() / 1e9);
+    }
     fflush(stdout);
 }
 
@@ -595,7 +610,8 @@ int ferry_cmd_record(int argc, char **argv)
         free(R);
         return cli_fail(CMD, 1, "out of memory");
     }
-    R->realtime_offset = cli_realtime_ns() - ferry_now().ns;
+    R->start_ns = ferry_now().ns;
+    R->realtime_offset = cli_realtime_ns() - R->start_ns;
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
     status = 1;
