@@ -31,7 +31,9 @@ run() {
   done
   if [ "$mode" != "baseline" ]; then
     subs=2
-    "$ferry" record '/cam*/image' -o "$file" --compression "$mode" >"$work/rec.out" \
+    # MODE is a compression, with "+nocrc" for --no-crc.
+    "$ferry" record '/cam*/image' -o "$file" --compression "${mode%+nocrc}" \
+      $([ "${mode%+nocrc}" != "$mode" ] && echo --no-crc) ${RECORD_ARGS:-} >"$work/rec.out" \
       2>"$work/rec.err" &
     rec=$!
   fi
@@ -65,6 +67,7 @@ run() {
     size=$(stat -c %s "$file")
     cpu=$(sed -n 's/.*, cpu \([0-9.]*\) s$/\1/p' "$work/rec.out")
     rm -f "$file"
+    [ -n "${KEEP_LOGS:-}" ] && cp "$work/rec.out" "$KEEP_LOGS/rec-$mode.out"
   fi
   local span write r50 r99
   span=$(echo "$t1 - $t0" | bc -l)
@@ -79,5 +82,6 @@ run() {
   return 0
 }
 
-# MODES="baseline none baseline none ..." repeats runs to see the noise; ratios are to the last baseline.
+# MODES="baseline none baseline none ..." repeats runs to see the noise; ratios are to the last
+# baseline. RECORD_ARGS adds options to ferry record; KEEP_LOGS=DIR keeps its output there.
 for mode in ${MODES:-baseline none lz4 zstd}; do run $mode; done

@@ -45,6 +45,7 @@ struct ferry_mcap_writer {
     int err_errno;
     uint64_t off; /* file offset of the next byte, staged ones counted */
     uint64_t written, synced; /* bytes handed to the kernel; of those, sent to the disk */
+    uint64_t dropped;         /* bytes before this offset were dropped from the page cache */
     uint32_t data_crc;
     uint8_t *stage;
     size_t staged;
@@ -138,9 +139,11 @@ static void write_behind(ferry_mcap_writer *w)
     sync_file_range(w->fd, (off64_t)w->synced, (off64_t)(w->written - w->synced),
                     SYNC_FILE_RANGE_WRITE);
     keep = w->in_chunk && w->chunk_start < w->synced ? w->chunk_start : w->synced;
-    if (keep > WRITE_BEHIND)
-        posix_fadvise(w->fd, 0, (off_t)((keep - WRITE_BEHIND) & ~(uint64_t)4095),
-                      POSIX_FADV_DONTNEED);
+    keep = keep > WRITE_BEHIND ? (keep - WRITE_BEHIND) & ~(uint64_t)4095 : 0;
+    if (keep > w->dropped) {
+        posix_fadvise(w->fd, (off_t)w->dropped, (off_t)(keep - w->dropped), POSIX_FADV_DONTNEED);
+        w->dropped = keep;
+    }
     w->synced = w->written;
 }
 

@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FZ_ASSERT(in->file_size == size && in->profile != NULL && in->library != NULL);
     for (size_t i = 0; i < in->nchannels; i++) FZ_ASSERT(in->channels[i].topic != NULL);
     for (size_t i = 0; i < in->nchunks; i++)
-        FZ_ASSERT(in->chunks[i].offset <= size && in->chunks[i].length <= size - in->chunks[i].offset);
+        FZ_ASSERT(in->chunks[i].offset <= size &&
+                  in->chunks[i].length <= size - in->chunks[i].offset);
     w.r = r;
     why[0] = '\0';
     if (ferry_mcap_reader_messages(r, 0, UINT64_MAX, on_message, &w, why, sizeof why) != FERRY_OK)

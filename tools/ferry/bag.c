@@ -50,7 +50,8 @@ static void when(char *out, size_t cap, uint64_t ns)
     struct tm tm;
     char date[64];
 
-    if (localtime_r(&sec, &tm) == NULL || strftime(date, sizeof date, "%b %e %Y %H:%M:%S", &tm) == 0)
+    if (localtime_r(&sec, &tm) == NULL ||
+        strftime(date, sizeof date, "%b %e %Y %H:%M:%S", &tm) == 0)
         snprintf(date, sizeof date, "?");
     snprintf(out, cap, "%s.%09" PRIu64 " (%" PRIu64 ".%09" PRIu64 ")", date, ns % 1000000000u,
              ns / 1000000000u, ns % 1000000000u);
