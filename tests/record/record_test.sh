@@ -74,7 +74,7 @@ publish() {
 }
 
 stamps() { # the echo that prints each image's stamp and whether it is intact
-  "$ferry" echo /cam/image --verify --field header.stamp --field intact --count $N --timeout 30 \
+  "$ferry" echo /cam/image --verify --field header.stamp --field intact --count $N --depth 64 --timeout 30 \
     >"$1" 2>"$1.err" &
 }
 
@@ -108,9 +108,9 @@ roundtrip() {
 
   stamps "$work/played"
   local e1=$!
-  "$ferry" echo /lidar/points --verify --quiet --count $N --timeout 30 2>"$work/played.cloud" &
+  "$ferry" echo /lidar/points --verify --quiet --count $N --depth 64 --timeout 30 2>"$work/played.cloud" &
   local e2=$!
-  "$ferry" echo /raw --verify --quiet --count $N --timeout 30 2>"$work/played.raw" &
+  "$ferry" echo /raw --verify --quiet --count $N --depth 64 --timeout 30 2>"$work/played.raw" &
   local e3=$!
   "$ferry" play "$file" --rate 4 --wait-subscribers 1 --quiet || fail "$comp: ferry play exited $?"
   wait $e1 || fail "$comp: played images: $(cat "$work/played.err")"
@@ -142,7 +142,7 @@ grep -q "truncated" "$work/killed.txt" || fail "the killed file is not reported 
 m=$(bag_json "$work/killed.mcap" 'd["messages"]')
 [ "$(bag_json "$work/killed.mcap" 'd["truncated"]')" = True ] && [ "$m" -gt 10 ] ||
   fail "the killed file: $(cat "$work/info.json")"
-"$ferry" echo /cam/image --verify --quiet --count "$m" --timeout 30 2>"$work/killed.echo" &
+"$ferry" echo /cam/image --verify --quiet --count "$m" --depth 256 --timeout 30 2>"$work/killed.echo" &
 e=$!
 "$ferry" play "$work/killed.mcap" --wait-subscribers 1 --quiet 2>"$work/killed.play" ||
   fail "play of the killed file: $(cat "$work/killed.play")"
