@@ -39,7 +39,7 @@ run() {
   fi
   t0=$(date +%s.%N)
   for c in $(seq 0 $((cams - 1))); do
-    "$ferry" pub /cam$c/image --image 1280x720 --rate 30 --count $frames --wait-subscribers $subs \
+    "$ferry" pub /cam$c/image ${IMAGE_ARGS:---image 1280x720} --rate 30 --count $frames --wait-subscribers $subs \
       >"$work/pub$c.out" 2>&1 &
   done
   # The publishers end after their frames; the consumers after theirs (or their timeout).
@@ -83,5 +83,6 @@ run() {
 }
 
 # MODES="baseline none baseline none ..." repeats runs to see the noise; ratios are to the last
-# baseline. RECORD_ARGS adds options to ferry record; KEEP_LOGS=DIR keeps its output there.
+# baseline. RECORD_ARGS adds options to ferry record; KEEP_LOGS=DIR keeps its output there;
+# IMAGE_ARGS="--from FILE" publishes an image file instead of the synthetic (incompressible) frames.
 for mode in ${MODES:-baseline none lz4 zstd}; do run $mode; done
