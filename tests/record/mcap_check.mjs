@@ -160,5 +160,5 @@ for (const [id, ch] of reader.channelsById) {
               `Count: ${counts.get(id) ?? 0n} | Serialization Format: ${ch.messageEncoding}`);
   lead = "                   ";
 }
-console.log(`(checked: summary CRC, ${reader.chunkIndexes.length} chunk CRCs, data section CRC, ` +
+console.log(`(checked: summary CRC, CRCs of ${reader.chunkIndexes.length} chunks, data section CRC, ` +
             `${total} messages read twice)`);
