@@ -6,6 +6,7 @@
  * decompressed into. Messages of a ROS 2 channel also go through the CDR parser, as the player
  * sends them.
  */
+#include "fuzz_util.h"
 #include "mcap.h"
 #include "ros2/ros2.h"
 
@@ -14,14 +15,6 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FZ_ASSERT(cond)                                                                        \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);       \
-            abort();                                                                           \
-        }                                                                                      \
-    } while (0)
 
 typedef struct fz_walk {
     const ferry_mcap_reader *r;
