@@ -127,6 +127,36 @@ roundtrip() {
 for comp in none lz4 zstd; do roundtrip $comp; done
 [ -n "$independent" ] && { echo "record_test: @mcap/core read every file"; exit 0; }
 
+# --- split files, --max-size, play's --topic, --remap, --start and --end ------------------------
+"$ferry" record /cam/image -o "$work/split.mcap" --split-size 1M --chunk-size 256k --quiet &
+rec=$!
+"$ferry" pub /cam/image --image 320x240 --rate 50 --count $N --wait-subscribers 1 >/dev/null 2>&1
+sleep 0.3
+kill -INT $rec
+wait $rec || fail "split: ferry record exited $?"
+total=0
+for f in "$work"/split_*.mcap; do
+  total=$((total + $(bag_json "$f" 'd["messages"]')))
+done
+[ -f "$work/split_0.mcap" ] && [ -f "$work/split_3.mcap" ] && [ $total -eq $N ] ||
+  fail "split: $(ls "$work") with $total messages"
+"$ferry" record -o "$work/max.mcap" --max-size 1M --chunk-size 64k --quiet 2>"$work/max.err" &
+rec=$!
+"$ferry" pub /cam/image --image 320x240 --rate 50 --count $N --wait-subscribers 1 >/dev/null 2>&1
+wait $rec || fail "max-size: ferry record exited $?: $(cat "$work/max.err")"
+m=$(bag_json "$work/max.mcap" 'd["messages"]')
+[ "$m" -ge 2 ] && [ "$m" -lt $N ] && [ "$(stat -c %s "$work/max.mcap")" -lt $((1024 * 1024 + 65536)) ] ||
+  fail "max-size: $m messages, $(stat -c %s "$work/max.mcap") bytes"
+# The first 20 images were recorded at 50 Hz, over 0.38 s: --start 0.1 --end 0.3 keeps about 10.
+"$ferry" echo /replay/image --verify --quiet --depth 64 --timeout 4 2>"$work/remap.err" &
+e=$!
+"$ferry" play "$work/none.mcap" --topic /cam/image --remap /cam/image:/replay/image --start 0.1 \
+  --end 0.3 --wait-subscribers 1 --quiet || fail "remap: ferry play exited $?"
+wait $e
+got=$(sed -n 's/.*received \([0-9]*\),.*/\1/p' "$work/remap.err")
+[ "$got" -ge 6 ] && [ "$got" -le 14 ] || fail "--start/--end/--remap: $(cat "$work/remap.err")"
+echo "record_test: split into $(ls "$work"/split_*.mcap | wc -l) files, --max-size, play --remap --start --end ($got of $N)"
+
 # --- SIGKILL: the file reads up to its last complete chunk ---------------------------------------
 "$ferry" record -o "$work/killed.mcap" --chunk-size 64k --quiet &
 rec=$!
