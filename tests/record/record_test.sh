@@ -6,17 +6,26 @@
 #     and every image's header stamp the one it was published with;
 #   - a recorder killed with SIGKILL: its file reads up to its last complete chunk, bag info says
 #     truncated, play plays what it holds;
+#   - CompressedImage and Imu samples recorded and played, an invalid Imu counted and left out;
 #   - hostile files (not MCAP, empty, cut short, a bad Header length, a flipped byte in a chunk,
 #     a corrupted summary): a clear message and exit status, never a crash.
 # With --independent MODULES_DIR it checks the files with Foxglove's @mcap/core instead
 # (tests/record/mcap_check.mjs, npm packages installed under MODULES_DIR), and exits 77 when
 # node, npm or the registry is not there.
 #
-#   record_test.sh FERRY [--independent MODULES_DIR]
+# PEER (tests/cli_types_peer) adds CompressedImage and Imu topics, and an invalid Imu.
+#
+#   record_test.sh FERRY [PEER] [--independent MODULES_DIR]
 set -uo pipefail
 ferry=$1
-independent=${3:-}
-[ "${2:-}" = "--independent" ] || independent=""
+shift
+peer=""
+if [ $# -gt 0 ] && [ "$1" != "--independent" ]; then
+  peer=$1
+  shift
+fi
+independent=""
+[ "${1:-}" = "--independent" ] && independent=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/ferry-record-test.XXXXXX)
 export FERRY_DIR=$work/d
@@ -130,10 +139,13 @@ for comp in none lz4 zstd; do roundtrip $comp; done
 # --- split files, --max-size, play's --topic, --remap, --start and --end ------------------------
 "$ferry" record /cam/image -o "$work/split.mcap" --split-size 1M --chunk-size 256k --quiet &
 rec=$!
-"$ferry" pub /cam/image --image 320x240 --rate 50 --count $N --wait-subscribers 1 >/dev/null 2>&1
+"$ferry" record /cam/image -o "$work/cam.mcap" --quiet &
+rec2=$!
+"$ferry" pub /cam/image --image 320x240 --rate 50 --count $N --wait-subscribers 2 >/dev/null 2>&1
 sleep 0.3
-kill -INT $rec
+kill -INT $rec $rec2
 wait $rec || fail "split: ferry record exited $?"
+wait $rec2 || fail "ferry record of cam.mcap exited $?"
 total=0
 for f in "$work"/split_*.mcap; do
   total=$((total + $(bag_json "$f" 'd["messages"]')))
@@ -147,15 +159,51 @@ wait $rec || fail "max-size: ferry record exited $?: $(cat "$work/max.err")"
 m=$(bag_json "$work/max.mcap" 'd["messages"]')
 [ "$m" -ge 2 ] && [ "$m" -lt $N ] && [ "$(stat -c %s "$work/max.mcap")" -lt $((1024 * 1024 + 65536)) ] ||
   fail "max-size: $m messages, $(stat -c %s "$work/max.mcap") bytes"
-# The first 20 images were recorded at 50 Hz, over 0.38 s: --start 0.1 --end 0.3 keeps about 10.
+# 20 images at 50 Hz, over 0.38 s: --start 0.1 --end 0.3 keeps about 10.
 "$ferry" echo /replay/image --verify --quiet --depth 64 --timeout 4 2>"$work/remap.err" &
 e=$!
-"$ferry" play "$work/none.mcap" --topic /cam/image --remap /cam/image:/replay/image --start 0.1 \
+"$ferry" play "$work/cam.mcap" --topic /cam/image --remap /cam/image:/replay/image --start 0.1 \
   --end 0.3 --wait-subscribers 1 --quiet || fail "remap: ferry play exited $?"
 wait $e
 got=$(sed -n 's/.*received \([0-9]*\),.*/\1/p' "$work/remap.err")
 [ "$got" -ge 6 ] && [ "$got" -le 14 ] || fail "--start/--end/--remap: $(cat "$work/remap.err")"
 echo "record_test: split into $(ls "$work"/split_*.mcap | wc -l) files, --max-size, play --remap --start --end ($got of $N)"
+
+# --- CompressedImage, Imu, and an invalid Imu ---------------------------------------------------
+if [ -n "$peer" ]; then
+  "$ferry" record /compressed /imu /bad_imu -o "$work/types.mcap" --quiet &
+  rec=$!
+  "$peer" "$FERRY_DIR" 0 compressed /compressed 5 >/dev/null 2>&1 &
+  p1=$!
+  "$peer" "$FERRY_DIR" 0 imu /imu 5 >/dev/null 2>&1 &
+  p2=$!
+  "$peer" "$FERRY_DIR" 0 bad-imu /bad_imu 3 >/dev/null 2>&1 &
+  p3=$!
+  sleep 2.5
+  kill -INT $rec
+  wait $rec || fail "types: ferry record exited $?"
+  kill $p1 $p2 $p3 2>/dev/null
+  wait $p1 $p2 $p3 2>/dev/null
+  # The invalid samples make no message, so no channel: only the recorder's counts name them.
+  [ "$(bag_json "$work/types.mcap" "t['/compressed']['count'], t['/imu']['count'], t['/imu']['type'], '/bad_imu' in t")" = \
+    "(5, 5, 'sensor_msgs/msg/Imu', False)" ] || fail "types: $(cat "$work/info.json")"
+  "$ferry" bag info "$work/types.mcap" >/dev/null || fail "types: bag info"
+  python3 - "$work/types.mcap" <<'PY' || fail "types: the invalid Imu samples are not counted"
+import re, sys
+data = open(sys.argv[1], "rb").read()
+assert b"/bad_imu.invalid" in data and re.search(rb"/bad_imu\.invalid\x01\x00\x00\x003", data)
+PY
+  "$ferry" echo /imu --json --count 5 --depth 64 --timeout 10 >"$work/imu.json" 2>"$work/imu.err" &
+  e1=$!
+  "$ferry" echo /compressed --json --count 5 --depth 64 --timeout 10 >"$work/comp.json" 2>&1 &
+  e2=$!
+  "$ferry" play "$work/types.mcap" --topic /imu --topic /compressed --wait-subscribers 1 --quiet ||
+    fail "types: ferry play exited $?"
+  wait $e1 || fail "types: played Imu: $(cat "$work/imu.err")"
+  wait $e2 || fail "types: played CompressedImage: $(cat "$work/comp.json")"
+  grep -q '"invalid"' "$work/imu.json" "$work/comp.json" && fail "types: a played sample is invalid"
+  echo "record_test: CompressedImage and Imu recorded and played, the invalid Imu counted"
+fi
 
 # --- SIGKILL: the file reads up to its last complete chunk ---------------------------------------
 "$ferry" record -o "$work/killed.mcap" --chunk-size 64k --quiet &
