@@ -525,6 +525,7 @@ static bool read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, char 
 {
     uint64_t at = from;
     bool have_stats = false;
+    ferry__mcap_cur counts = ferry__mcap_cur_make(NULL, 0);
 
     while (at < to) {
         ferry__mcap_cur h = ferry__mcap_cur_make(r->base + at, (size_t)(to - at));
@@ -558,15 +559,9 @@ static bool read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, char 
             r->info.start_time = ferry__mcap_get_u64(&c);
             r->info.end_time = ferry__mcap_get_u64(&c);
             m = ferry__mcap_get_len32(&c);
-            while (!m.failed && m.left > 0) {
-                uint16_t id = ferry__mcap_get_u16(&m);
-                uint64_t count = ferry__mcap_get_u64(&m);
-                ferry_mcap_channel *ch = find_channel(r, id);
-
-                if (!m.failed && ch != NULL) ch->messages = count;
-            }
-            ok = !c.failed && !m.failed;
+            ok = !c.failed && !m.failed && m.left % 10 == 0;
             have_stats = ok;
+            counts = m; /* applied once every channel of the summary is known */
             break;
         }
         case FERRY_MCAP_OP_CHUNK_INDEX: {
@@ -618,8 +613,18 @@ static bool read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, char 
         }
         at += RECORD_HEAD + len;
     }
-    if (!have_stats) say(why, why_size, FERRY_EPROTO, "the summary has no statistics");
-    return have_stats;
+    if (!have_stats) {
+        say(why, why_size, FERRY_EPROTO, "the summary has no statistics");
+        return false;
+    }
+    while (counts.left > 0) {
+        uint16_t id = ferry__mcap_get_u16(&counts);
+        uint64_t count = ferry__mcap_get_u64(&counts);
+        ferry_mcap_channel *ch = find_channel(r, id);
+
+        if (ch != NULL) ch->messages = count;
+    }
+    return true;
 }
 
 static void info_reset(ferry_mcap_reader *r)

@@ -187,7 +187,9 @@ if [ -n "$peer" ]; then
   # The invalid samples make no message, so no channel: only the recorder's counts name them.
   [ "$(bag_json "$work/types.mcap" "t['/compressed']['count'], t['/imu']['count'], t['/imu']['type'], '/bad_imu' in t")" = \
     "(5, 5, 'sensor_msgs/msg/Imu', False)" ] || fail "types: $(cat "$work/info.json")"
-  "$ferry" bag info "$work/types.mcap" >/dev/null || fail "types: bag info"
+  "$ferry" bag info "$work/types.mcap" >"$work/out" || fail "types: bag info"
+  grep -q "Not stored: *\/bad_imu  recorder dropped 0  invalid 3" "$work/out" ||
+    fail "types: bag info does not report the invalid samples: $(cat "$work/out")"
   python3 - "$work/types.mcap" <<'PY' || fail "types: the invalid Imu samples are not counted"
 import re, sys
 data = open(sys.argv[1], "rb").read()

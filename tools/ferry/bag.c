@@ -92,6 +92,40 @@ static void compression_of(const ferry_mcap_info *in, char *out, size_t cap)
     if (out[0] == '\0') snprintf(out, cap, "none");
 }
 
+/* The samples the recorder took but could not store: invalid ones, device tensors. */
+static void print_losses(const ferry_mcap_info *in, const char *topic)
+{
+    int64_t invalid = stat_of(in, topic, "invalid"), skipped = stat_of(in, topic, "skipped");
+
+    if (invalid > 0) printf("  invalid %" PRId64, invalid);
+    if (skipped > 0) printf("  skipped %" PRId64 " (device tensors)", skipped);
+}
+
+/* Topics the recorder subscribed to that have no channel: none of their samples was stored. */
+static void print_unrecorded(const ferry_mcap_info *in)
+{
+    for (size_t i = 0; i < in->nmetadata; i++) {
+        if (strcmp(in->metadata[i].name, STATS_NAME) != 0) continue;
+        for (size_t k = 0; k < in->metadata[i].n; k++) {
+            const char *key = in->metadata[i].kv[k].key, *dot = strrchr(key, '.');
+            char topic[FERRY_TOPIC_MAX + 2];
+            bool known = false;
+
+            if (dot == NULL || strcmp(dot, ".recorded") != 0 ||
+                (size_t)(dot - key) >= sizeof topic)
+                continue;
+            snprintf(topic, sizeof topic, "%.*s", (int)(dot - key), key);
+            for (size_t c = 0; c < in->nchannels && !known; c++)
+                known = strcmp(in->channels[c].topic, topic) == 0;
+            if (known) continue;
+            printf("Not stored:        %s  recorder dropped %" PRId64, topic,
+                   stat_of(in, topic, "dropped"));
+            print_losses(in, topic);
+            putchar('\n');
+        }
+    }
+}
+
 static void print_text(const char *file, const ferry_mcap_reader *r)
 {
     const ferry_mcap_info *in = ferry_mcap_reader_info(r);
@@ -148,8 +182,10 @@ static void print_text(const char *file, const ferry_mcap_reader *r)
         printf("%s %-*s  size %s", i == 0 ? "Per topic:        " : "                  ", wt,
                c->topic, bytes >= 0 ? a : "?");
         if (dropped >= 0) printf("  recorder dropped %" PRId64, dropped);
+        print_losses(in, c->topic);
         putchar('\n');
     }
+    print_unrecorded(in);
 }
 
 static void print_json(const char *file, const ferry_mcap_reader *r)
