@@ -13,16 +13,18 @@
 # (tests/record/mcap_check.mjs, npm packages installed under MODULES_DIR), and exits 77 when
 # node, npm or the registry is not there.
 #
-# PEER (tests/cli_types_peer) adds CompressedImage and Imu topics, and an invalid Imu.
+# PEER (tests/cli_types_peer) and TENSOR_PEER (tests/record/tensor_peer.c) add CompressedImage,
+# Imu and host tensor topics, and an invalid Imu.
 #
-#   record_test.sh FERRY [PEER] [--independent MODULES_DIR]
+#   record_test.sh FERRY [PEER TENSOR_PEER] [--independent MODULES_DIR]
 set -uo pipefail
 ferry=$1
 shift
-peer=""
-if [ $# -gt 0 ] && [ "$1" != "--independent" ]; then
+peer="" tensor_peer=""
+if [ $# -gt 1 ] && [ "$1" != "--independent" ]; then
   peer=$1
-  shift
+  tensor_peer=$2
+  shift 2
 fi
 independent=""
 [ "${1:-}" = "--independent" ] && independent=${2:-}
@@ -171,19 +173,29 @@ echo "record_test: split into $(ls "$work"/split_*.mcap | wc -l) files, --max-si
 
 # --- CompressedImage, Imu, and an invalid Imu ---------------------------------------------------
 if [ -n "$peer" ]; then
-  "$ferry" record /compressed /imu /bad_imu -o "$work/types.mcap" --quiet &
+  "$ferry" record /compressed /imu /bad_imu /tensor -o "$work/types.mcap" --quiet &
   rec=$!
+  # The tensors' stamps and elements as the live subscriber sees them, and later the player's.
+  tensors() {
+    "$ferry" echo /tensor --field header.stamp --field shape --field data.crc32 --count 5 \
+      --depth 64 --timeout 10 >"$1" 2>"$1.err" &
+  }
+  tensors "$work/tensor.live"
+  e=$!
+  "$tensor_peer" "$FERRY_DIR" /tensor 5 2 >/dev/null 2>&1 &
+  p4=$!
   "$peer" "$FERRY_DIR" 0 compressed /compressed 5 >/dev/null 2>&1 &
   p1=$!
   "$peer" "$FERRY_DIR" 0 imu /imu 5 >/dev/null 2>&1 &
   p2=$!
   "$peer" "$FERRY_DIR" 0 bad-imu /bad_imu 3 >/dev/null 2>&1 &
   p3=$!
-  sleep 2.5
+  wait $e || fail "types: live tensors: $(cat "$work/tensor.live.err")"
+  sleep 1
   kill -INT $rec
   wait $rec || fail "types: ferry record exited $?"
-  kill $p1 $p2 $p3 2>/dev/null
-  wait $p1 $p2 $p3 2>/dev/null
+  kill $p1 $p2 $p3 $p4 2>/dev/null
+  wait $p1 $p2 $p3 $p4 2>/dev/null
   # The invalid samples make no message, so no channel: only the recorder's counts name them.
   [ "$(bag_json "$work/types.mcap" "t['/compressed']['count'], t['/imu']['count'], t['/imu']['type'], '/bad_imu' in t")" = \
     "(5, 5, 'sensor_msgs/msg/Imu', False)" ] || fail "types: $(cat "$work/info.json")"
@@ -199,12 +211,21 @@ PY
   e1=$!
   "$ferry" echo /compressed --json --count 5 --depth 64 --timeout 10 >"$work/comp.json" 2>&1 &
   e2=$!
-  "$ferry" play "$work/types.mcap" --topic /imu --topic /compressed --wait-subscribers 1 --quiet ||
-    fail "types: ferry play exited $?"
+  tensors "$work/tensor.played"
+  e3=$!
+  "$ferry" play "$work/types.mcap" --topic /imu --topic /compressed --topic /tensor \
+    --wait-subscribers 1 --quiet || fail "types: ferry play exited $?"
   wait $e1 || fail "types: played Imu: $(cat "$work/imu.err")"
   wait $e2 || fail "types: played CompressedImage: $(cat "$work/comp.json")"
+  wait $e3 || fail "types: played tensors: $(cat "$work/tensor.played.err")"
   grep -q '"invalid"' "$work/imu.json" "$work/comp.json" && fail "types: a played sample is invalid"
-  echo "record_test: CompressedImage and Imu recorded and played, the invalid Imu counted"
+  [ "$(bag_json "$work/types.mcap" "t['/tensor']['type'], t['/tensor']['count']")" = \
+    "('ferry_msgs/msg/Tensor', 5)" ] || fail "types: tensors: $(cat "$work/info.json")"
+  cmp -s "$work/tensor.live" "$work/tensor.played" || {
+    diff "$work/tensor.live" "$work/tensor.played" | head -4 >&2
+    fail "types: the played tensors are not the recorded ones"
+  }
+  echo "record_test: CompressedImage, Imu and tensors recorded and played, the invalid Imu counted"
 fi
 
 # --- SIGKILL: the file reads up to its last complete chunk ---------------------------------------
