@@ -776,15 +776,19 @@ ferry_err ferry_mcap_reader_open(ferry_mcap_reader **out, const char *path, char
     ferry_err err;
 
     if (out == NULL || path == NULL) return say(why, why_size, FERRY_EINVAL, "invalid argument");
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return say(why, why_size, FERRY_ESYS, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    /* O_NONBLOCK: a FIFO named as the file must not block the open. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return say(why, why_size, FERRY_ESYS, "%s", strerror(errno));
+    if (fstat(fd, &st) != 0) {
         int e = errno;
 
         close(fd);
-        if (!S_ISREG(st.st_mode)) return say(why, why_size, FERRY_EPROTO, "%s: not a file", path);
         errno = e;
-        return say(why, why_size, FERRY_ESYS, "%s: %s", path, strerror(e));
+        return say(why, why_size, FERRY_ESYS, "%s", strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return say(why, why_size, FERRY_EPROTO, "not a regular file");
     }
     if (st.st_size > 0) {
         map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -793,7 +797,7 @@ ferry_err ferry_mcap_reader_open(ferry_mcap_reader **out, const char *path, char
 
             close(fd);
             errno = e;
-            return say(why, why_size, FERRY_ESYS, "%s: mmap: %s", path, strerror(e));
+            return say(why, why_size, FERRY_ESYS, "mmap: %s", strerror(e));
         }
         madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
     }
