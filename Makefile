@@ -7,9 +7,10 @@ CMAKE_FLAGS ?=
 CTEST_ARGS ?=
 # g++: the C++ layer's tests and example; python3-dev: the headers of the Python package (python/);
 # libpng-dev and libturbojpeg0-dev: PNG and JPEG files for `ferry pub --from`; zlib1g-dev,
-# liblz4-dev and libzstd-dev: the CRCs and chunk compression of `ferry record`'s MCAP files.
+# liblz4-dev, libzstd-dev and libisal-dev: the CRCs and chunk compression of `ferry record`'s
+# MCAP files (ISA-L's CRC-32 is 12 times zlib's; without it zlib's is used).
 DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev libpng-dev libturbojpeg0-dev \
-	zlib1g-dev liblz4-dev libzstd-dev
+	zlib1g-dev liblz4-dev libzstd-dev libisal-dev
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,

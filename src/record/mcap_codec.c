@@ -1,9 +1,34 @@
 /*
- * The serialising half of mcap_codec.h: a growing byte buffer of little-endian fields.
+ * The serialising half of mcap_codec.h (a growing byte buffer of little-endian fields) and the
+ * CRC both halves check.
  */
 #include "mcap_codec.h"
 
 #include <stdlib.h>
+#ifdef FERRY_HAVE_ISAL
+#include <isa-l/crc.h>
+#else
+#include <zlib.h>
+#endif
+
+uint32_t ferry__mcap_crc32(uint32_t crc, const void *p, size_t n)
+{
+#ifdef FERRY_HAVE_ISAL
+    return crc32_gzip_refl(crc, p, (uint64_t)n);
+#else
+    const uint8_t *b = p;
+
+    /* zlib takes uInt lengths. */
+    while (n > 0) {
+        uInt step = n > (1u << 30) ? (1u << 30) : (uInt)n;
+
+        crc = (uint32_t)crc32(crc, b, step);
+        b += step;
+        n -= step;
+    }
+    return crc;
+#endif
+}
 
 void ferry__mcap_buf_free(ferry__mcap_buf *b)
 {

@@ -16,7 +16,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #define RECORD_HEAD 9u /* opcode and length */
@@ -373,17 +372,8 @@ static ferry_err chunk_load(ferry_mcap_reader *r, chunk_view *v, uint64_t off, c
         v->records_size = v->usize;
     }
     if (v->crc != 0) {
-        uint32_t crc = 0;
-        const uint8_t *p = v->records;
-        uint64_t left = v->records_size;
+        uint32_t crc = ferry__mcap_crc32(0, v->records, (size_t)v->records_size);
 
-        while (left > 0) {
-            uInt step = left > (1u << 30) ? (1u << 30) : (uInt)left;
-
-            crc = (uint32_t)crc32(crc, p, step);
-            p += step;
-            left -= step;
-        }
         if (crc != v->crc)
             return say(why, why_size, FERRY_EPROTO,
                        "chunk at offset %" PRIu64 ": CRC mismatch (0x%08" PRIx32
@@ -710,8 +700,8 @@ static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
                 uint32_t got = 0;
 
                 if (crc != 0) {
-                    got = (uint32_t)crc32(0, r->base + summary_start,
-                                          (uInt)(footer_at + RECORD_HEAD + 16 - summary_start));
+                    got = ferry__mcap_crc32(0, r->base + summary_start,
+                                            (size_t)(footer_at + RECORD_HEAD + 16 - summary_start));
                 }
                 r->data_end = summary_start;
                 if (crc != 0 && got != crc)

@@ -89,18 +89,7 @@ static ferry_err fail(ferry_mcap_writer *w, ferry_err err)
 
 static uint32_t crc_update(const ferry_mcap_writer *w, uint32_t crc, const void *p, size_t n)
 {
-    const uint8_t *b = p;
-
-    if (w->o.no_crc) return 0;
-    /* zlib takes uInt lengths. */
-    while (n > 0) {
-        uInt step = n > (1u << 30) ? (1u << 30) : (uInt)n;
-
-        crc = (uint32_t)crc32(crc, b, step);
-        b += step;
-        n -= step;
-    }
-    return crc;
+    return w->o.no_crc ? 0 : ferry__mcap_crc32(crc, p, n);
 }
 
 /* Writes all of iov (which it may modify). */
