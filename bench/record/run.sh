@@ -32,7 +32,7 @@ run() {
   if [ "$mode" != "baseline" ]; then
     subs=2
     # MODE is a compression, with "+nocrc" for --no-crc.
-    "$ferry" record '/cam*/image' -o "$file" --compression "${mode%+nocrc}" \
+    ${RECORD_WRAP:-} "$ferry" record '/cam*/image' -o "$file" --compression "${mode%+nocrc}" \
       $([ "${mode%+nocrc}" != "$mode" ] && echo --no-crc) ${RECORD_ARGS:-} >"$work/rec.out" \
       2>"$work/rec.err" &
     rec=$!
@@ -84,5 +84,6 @@ run() {
 
 # MODES="baseline none baseline none ..." repeats runs to see the noise; ratios are to the last
 # baseline. RECORD_ARGS adds options to ferry record; KEEP_LOGS=DIR keeps its output there;
-# IMAGE_ARGS="--from FILE" publishes an image file instead of the synthetic (incompressible) frames.
+# IMAGE_ARGS="--from FILE" publishes an image file instead of the synthetic (incompressible) frames;
+# RECORD_WRAP="nice -n 10" runs the recorder under a command.
 for mode in ${MODES:-baseline none lz4 zstd}; do run $mode; done

@@ -95,6 +95,7 @@ typedef enum cli_range_id {
     CLI_R_RECORD_MAX_SIZE,
     CLI_R_RECORD_SPLIT_SIZE,
     CLI_R_RECORD_CHUNK_SIZE,
+    CLI_R_RECORD_NICE,
     CLI_R_PLAY_RATE,
     CLI_R_PLAY_TIME,
     CLI_R_END

@@ -85,6 +85,7 @@ const cli_range cli_ranges[CLI_R_END] = {
                                  .hi = UINT64_MAX, .unit = "bytes"},
     [CLI_R_RECORD_CHUNK_SIZE] = {.name = "--chunk-size", .kind = CLI_BYTES, .lo = 4096,
                                  .hi = 1 << 30, .unit = "bytes"},
+    [CLI_R_RECORD_NICE] = {.name = "--nice", .kind = CLI_WHOLE, .hi = 19},
     [CLI_R_PLAY_RATE] = {.name = "--rate", .kind = CLI_REAL, .real_lo = 0.001, .real_hi = 1000,
                          .zero = "as fast as possible"},
     [CLI_R_PLAY_TIME] = {.name = "--start/--end", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
