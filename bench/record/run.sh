@@ -19,7 +19,7 @@ export FERRY_DIR=$work/d
 trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"; rm -f "$dir"/ferry-record-bench-*.mcap' EXIT
 
 base_p50="" base_p99=""
-[ -n "$csv" ] && echo "mode,seconds,cameras,published,recorded,recorder_dropped,publisher_dropped,file_bytes,write_MBps,recorder_cpu_s,delay_p50_ms,delay_p99_ms,p50_ratio,p99_ratio" >"$csv"
+[ -n "$csv" ] && echo "mode,seconds,cameras,published,recorded,recorder_dropped,publisher_dropped,file_bytes,write_MBps,recorder_cpu_s,delay_p50_ms,delay_p99_ms,p50_ratio,p99_ratio,pool_exhausted,blocked" >"$csv"
 printf "%-9s %9s %9s %8s %9s %10s %8s %9s %9s %6s %6s\n" mode published recorded rec_lost \
   file_MB write_MB/s cpu_s p50_ms p99_ms p50x p99x
 
@@ -50,10 +50,15 @@ run() {
     kill -INT $rec
     wait $rec
   fi
-  local published=0 pub_lost=0 recorded=0 rec_lost=0 size=0 cpu=0 p50 p99
+  # publisher_dropped is the publishers' count of samples dropped from full subscriber queues (the
+  # recorder's and the consumers' losses seen from the publisher); pool_exhausted and blocked
+  # count frames a publisher could not loan or had to wait for: what a recorder must never cause.
+  local published=0 pub_lost=0 exhausted=0 blocked=0 recorded=0 rec_lost=0 size=0 cpu=0 p50 p99
   for c in $(seq 0 $((cams - 1))); do
     published=$((published + $(sed -n 's/.*published \([0-9]*\) frames.*/\1/p' "$work/pub$c.out")))
     pub_lost=$((pub_lost + $(sed -n 's/.*), dropped \([0-9]*\),.*/\1/p' "$work/pub$c.out")))
+    exhausted=$((exhausted + $(sed -n 's/.*pool exhausted \([0-9]*\),.*/\1/p' "$work/pub$c.out")))
+    blocked=$((blocked + $(sed -n 's/.*, blocked \([0-9]*\),.*/\1/p' "$work/pub$c.out")))
   done
   # The consumers' delay: the median over the cameras of each one's total p50 and p99.
   p50=$(sed -n 's/^total .* p50 \([0-9.]*\) ms.*/\1/p' "$work"/delay*.out | sort -n | sed -n 2p)
@@ -76,9 +81,9 @@ run() {
   r99=$(echo "$p99 / $base_p99" | bc -l)
   printf "%-9s %9d %9d %8d %9.0f %10.0f %8.1f %9.3f %9.3f %6.2f %6.2f\n" "$mode" "$published" \
     "$recorded" "$rec_lost" "$(echo "$size / 1000000" | bc -l)" "$write" "$cpu" "$p50" "$p99" "$r50" "$r99"
-  [ -n "$csv" ] && printf "%s,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,%.3f,%.3f\n" "$mode" "$seconds" \
-    "$cams" "$published" "$recorded" "$rec_lost" "$pub_lost" "$size" "$write" "$cpu" "$p50" "$p99" \
-    "$r50" "$r99" >>"$csv"
+  [ -n "$csv" ] && printf "%s,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d\n" "$mode" \
+    "$seconds" "$cams" "$published" "$recorded" "$rec_lost" "$pub_lost" "$size" "$write" "$cpu" \
+    "$p50" "$p99" "$r50" "$r99" "$exhausted" "$blocked" >>"$csv"
   return 0
 }
 
