@@ -799,12 +799,23 @@ static bool json_u32(struct lejp_ctx *ctx, char reason, uint32_t *out)
     return true;
 }
 
+/* lejp's own path matching misses array elements, so the path is compared here. */
+static int op_path(const struct lejp_ctx *ctx)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof op_paths / sizeof *op_paths; i++)
+        if (strcmp(ctx->path, op_paths[i]) == 0) return (int)i;
+    return -1;
+}
+
 static signed char op_cb(struct lejp_ctx *ctx, char reason)
 {
     view_op *o = ctx->user;
+    int path = op_path(ctx);
 
-    if (o->bad || ctx->path_match == 0) return 0;
-    switch (ctx->path_match - 1) {
+    if (o->bad || path < 0) return 0;
+    switch (path) {
     case 0: /* op */
         if (reason == LEJPCB_VAL_STR_CHUNK) {
             o->bad = true;
@@ -835,13 +846,13 @@ static signed char op_cb(struct lejp_ctx *ctx, char reason)
             o->bad = true;
             break;
         }
-        if (!json_u32(ctx, reason, ctx->path_match - 1 == 2 ? &o->items[o->nitems - 1].id
+        if (!json_u32(ctx, reason, path == 2 ? &o->items[o->nitems - 1].id
                                                             : &o->items[o->nitems - 1].chan)) {
             o->bad = true;
             o->why = "ids must be whole numbers 0..4294967295";
             break;
         }
-        if (ctx->path_match - 1 == 2)
+        if (path == 2)
             o->items[o->nitems - 1].has_id = true;
         else
             o->items[o->nitems - 1].has_chan = true;
@@ -872,7 +883,7 @@ static void client_text(view_client *c, const unsigned char *text, size_t len)
     r = lejp_parse(&ctx, text, (int)len);
     lejp_destruct(&ctx);
     if (r < 0 && r != LEJP_CONTINUE) {
-        client_queue(c, status_msg(2, "invalid JSON (%d at byte %u)", r, (unsigned)ctx.line));
+        client_queue(c, status_msg(2, "invalid JSON (parser error %d)", r));
     } else if (r == LEJP_CONTINUE) {
         client_queue(c, status_msg(2, "incomplete JSON"));
     } else if (o->bad) {

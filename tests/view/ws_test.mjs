@@ -1,0 +1,133 @@
+// ferry view through the official Foxglove client (@foxglove/ws-protocol): serverInfo, the
+// channels of an image topic (schema name, encoding, schema text), CDR decoded independently
+// with the advertised schema (@foxglove/rosmsg + @foxglove/rosmsg2-serialization), the JPEG
+// channel, unsubscribe, errors for hostile messages, and a topic that comes and goes
+// (advertise, then unadvertise). Run by run.sh with a 320x240 rgb8 camera on /cam/image.
+import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import assert from "node:assert/strict";
+
+const require = createRequire(process.env.NODE_PATH + "/");
+const { FoxgloveClient } = require("@foxglove/ws-protocol");
+const WebSocket = require("ws");
+const { parse } = require("@foxglove/rosmsg");
+const { MessageReader } = require("@foxglove/rosmsg2-serialization");
+
+const url = `ws://127.0.0.1:${process.env.VIEW_PORT}`;
+const timer = setTimeout(() => { console.error("FAIL: timed out"); process.exit(1); }, 40000);
+const ws = new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
+const client = new FoxgloveClient({ ws });
+const channels = new Map();
+const waiters = [];
+const statuses = [];
+let serverInfo = null;
+const received = new Map(); // subscription id -> messages
+
+function until(what, test, ms = 10000) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+    const w = () => { const v = test(); if (v) { clearTimeout(t); resolve(v); return true; } return false; };
+    if (!w()) waiters.push(w);
+  });
+}
+function poke() { for (let i = waiters.length - 1; i >= 0; i--) if (waiters[i]()) waiters.splice(i, 1); }
+const byTopic = (topic) => [...channels.values()].find((c) => c.topic === topic);
+
+client.on("error", (e) => { console.error("client error:", e); process.exit(1); });
+client.on("serverInfo", (info) => { serverInfo = info; poke(); });
+client.on("status", (s) => { statuses.push(s); poke(); });
+client.on("advertise", (chs) => { for (const c of chs) channels.set(c.id, c); poke(); });
+client.on("unadvertise", (ids) => { for (const id of ids) channels.delete(id); poke(); });
+client.on("message", (m) => {
+  if (!received.has(m.subscriptionId)) received.set(m.subscriptionId, []);
+  const list = received.get(m.subscriptionId);
+  if (list.length < 20) list.push(m);
+  else list.count = (list.count || 20) + 1;
+  poke();
+});
+
+await until("serverInfo", () => serverInfo);
+assert.equal(serverInfo.name, "ferry view");
+assert.ok(Array.isArray(serverInfo.capabilities));
+
+const raw = await until("the /cam/image channel", () => byTopic("/cam/image"));
+const jpeg = await until("the /cam/image/compressed channel", () => byTopic("/cam/image/compressed"));
+assert.equal(raw.encoding, "cdr");
+assert.equal(raw.schemaName, "sensor_msgs/msg/Image");
+assert.equal(raw.schemaEncoding, "ros2msg");
+assert.ok(raw.schema.length > 0, "Image schema text is empty");
+assert.equal(jpeg.encoding, "cdr");
+assert.equal(jpeg.schemaName, "sensor_msgs/msg/CompressedImage");
+assert.equal(jpeg.schemaEncoding, "ros2msg");
+assert.ok(jpeg.schema.length > 0, "CompressedImage schema text is empty");
+
+const rawSub = client.subscribe(raw.id);
+const jpegSub = client.subscribe(jpeg.id);
+await until("3 Image messages", () => (received.get(rawSub) || []).length >= 3);
+await until("3 CompressedImage messages", () => (received.get(jpegSub) || []).length >= 3);
+
+// The independent check: decode with the schema the server advertised.
+const imageReader = new MessageReader(parse(raw.schema, { ros2: true }));
+for (const m of received.get(rawSub)) {
+  const img = imageReader.readMessage(m.data);
+  assert.equal(img.width, 320);
+  assert.equal(img.height, 240);
+  assert.equal(img.encoding, "rgb8");
+  assert.equal(img.step, 320 * 3);
+  assert.equal(img.data.length, 320 * 240 * 3);
+  assert.equal(img.header.frame_id, "image");
+  const ageMs = Date.now() - (img.header.stamp.sec * 1e3 + img.header.stamp.nanosec / 1e6);
+  assert.ok(ageMs > -1000 && ageMs < 5000, `header stamp ${ageMs} ms away from now`);
+  assert.equal(typeof m.timestamp, "bigint");
+}
+const compressedReader = new MessageReader(parse(jpeg.schema, { ros2: true }));
+for (const m of received.get(jpegSub)) {
+  const c = compressedReader.readMessage(m.data);
+  assert.equal(c.format, "jpeg");
+  assert.equal(c.header.frame_id, "image");
+  assert.ok(c.data.length > 100 && c.data.length < 320 * 240 * 3, `JPEG of ${c.data.length} bytes`);
+  assert.equal(c.data[0], 0xff);
+  assert.equal(c.data[1], 0xd8);
+  assert.equal(c.data[c.data.length - 2], 0xff);
+  assert.equal(c.data[c.data.length - 1], 0xd9);
+}
+console.log(`ok: ${received.get(rawSub).length} Image and ${received.get(jpegSub).length} CompressedImage messages decoded`);
+
+// Unsubscribed: nothing more comes for it (after what was in flight).
+client.unsubscribe(rawSub);
+await new Promise((r) => setTimeout(r, 300));
+const before = received.get(rawSub).count || received.get(rawSub).length;
+await new Promise((r) => setTimeout(r, 500));
+assert.equal(received.get(rawSub).count || received.get(rawSub).length, before, "messages after unsubscribe");
+
+// Hostile or wrong messages get an error status; the connection stays.
+const errors = () => statuses.filter((s) => s.level === 2).length;
+const sendRaw = (text) => ws.send(text);
+sendRaw("{not json");
+await until("an error for invalid JSON", () => errors() >= 1);
+sendRaw(JSON.stringify({ op: "subscribe", subscriptions: [{ id: 99, channelId: 424242 }] }));
+await until("an error for an unknown channel", () => errors() >= 2);
+sendRaw(JSON.stringify({ op: "subscribe", subscriptions: [{ id: jpegSub, channelId: raw.id }] }));
+await until("an error for a reused subscription id", () => errors() >= 3);
+sendRaw(JSON.stringify({ op: "subscribe", subscriptions: [{ id: -1, channelId: 1.5 }] }));
+await until("an error for bad ids", () => errors() >= 4);
+sendRaw(JSON.stringify({ op: "fly" }));
+await until("an error for an unknown op", () => errors() >= 5);
+sendRaw("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+await until("an error for deep nesting", () => errors() >= 6);
+const n = (received.get(jpegSub).count || received.get(jpegSub).length);
+await until("JPEG messages still coming", () => (received.get(jpegSub).count || received.get(jpegSub).length) > n + 2);
+console.log(`ok: ${errors()} error statuses for bad messages, the stream goes on`);
+
+// A topic that comes and goes: advertised within the rescan, unadvertised when it is gone.
+const pub = spawn(process.env.FERRY_BIN, ["pub", "/cam/brief", "--image", "64x48", "--rate", "30", "--count", "60"],
+                  { stdio: "ignore" });
+const brief = await until("the /cam/brief channel", () => byTopic("/cam/brief"), 5000);
+assert.equal(brief.schemaName, "sensor_msgs/msg/Image");
+await new Promise((r) => pub.on("exit", r));
+await until("/cam/brief unadvertised", () => !channels.has(brief.id), 5000);
+console.log("ok: /cam/brief advertised, then unadvertised");
+
+clearTimeout(timer);
+client.close();
+process.exit(0);
