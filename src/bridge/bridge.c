@@ -258,7 +258,7 @@ ferry_err ferry_bridge_stats_get(const ferry_bridge *b, ferry_bridge_stats *out)
     return FERRY_OK;
 }
 
-static void route_info(ferry_bridge_route_info *out, const char *topic, msg_kind kind,
+static void route_info(ferry_bridge_route_info *out, const char *topic, ferry_ros2_kind kind,
                        ferry_bridge_direction direction, uint64_t samples, uint64_t bytes,
                        bool reliable)
 {

@@ -9,8 +9,8 @@
  * sequence points into the taken sample (DDS serialises from it: the only copy), written and
  * released. In: DDS writers of supported types on "rt/..." topics found through the
  * DCPSPublication built-in topic get a reader each; each DDS sample is read from the serialised
- * bytes Cyclone received (bridge_cdr.h, no deserialised copy), validated (it comes from the
- * network), its data copied once into a ferry loan, then published.
+ * bytes Cyclone received (the reader of src/ros2/ros2.h, no deserialised copy), validated (it
+ * comes from the network), its data copied once into a ferry loan, then published.
  *
  * Loops: samples whose ferry publisher belongs to a bridge node (FERRY_BRIDGE_NODE_NAME) are not
  * sent out, DDS writers of the bridge's own participant are ignored, and so are DDS writers of

@@ -4,7 +4,7 @@
  * options, the life cycle and the loop that waits on epoll; bridge_log.c the diagnostics;
  * bridge_names.c names, message kinds and the mark of a ferry domain's bridges; bridge_scan.c
  * the scans that find topics on both sides; bridge_out.c the ferry -> DDS direction; bridge_in.c
- * the DDS -> ferry direction, which reads samples with the CDR reader of bridge_cdr.c.
+ * the DDS -> ferry direction, which reads samples with the CDR reader of src/ros2/ros2.h.
  *
  * Concurrency: the bridge's, one thread at a time. Only the data-available listener (bridge.c)
  * runs on Cyclone's threads, and it touches nothing but the eventfd.
@@ -13,6 +13,7 @@
 #define FERRY_BRIDGE_INTERNAL_H
 
 #include "bridge.h"
+#include "ros2.h"
 
 #include <dds/dds.h>
 
@@ -31,18 +32,9 @@
 
 _Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
 
-typedef enum msg_kind {
-    KIND_NONE = 0,
-    KIND_IMAGE,
-    KIND_CLOUD,
-    KIND_CAMERA_INFO,
-    KIND_COMPRESSED,
-    KIND_IMU,
-} msg_kind;
-
 typedef struct out_route {
     char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
+    ferry_ros2_kind kind;
     ferry_subscriber *sub;
     dds_entity_t dtopic, writer;
     unsigned missing;
@@ -59,7 +51,7 @@ typedef struct writer_verdict {
 
 typedef struct in_route {
     char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
+    ferry_ros2_kind kind;
     dds_entity_t dtopic, reader;
     ferry_publisher *pub;
     uint64_t pub_id;
@@ -78,7 +70,7 @@ typedef struct known_publisher {
 
 typedef struct scan_topic {
     char topic[FERRY_TOPIC_MAX + 2];
-    msg_kind kind;
+    ferry_ros2_kind kind;
     bool plain_publisher;   /* a live publisher that is not a bridge */
     bool other_bridge;      /* a bridge of a lower pid sends it out already */
     bool reliable;          /* in: some DDS writer is reliable */
@@ -122,11 +114,11 @@ bool ferry__bridge_rate_ok_n(rate_log *r, unsigned per_second);
 bool ferry__bridge_rate_ok(rate_log *r);
 
 /* bridge_names.c */
-msg_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash);
-msg_kind ferry__bridge_kind_of_dds(const char *type_name);
-const char *ferry__bridge_ferry_type(msg_kind k);
-uint64_t ferry__bridge_ferry_hash_of(msg_kind k);
-const dds_topic_descriptor_t *ferry__bridge_descriptor(msg_kind k);
+ferry_ros2_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash);
+ferry_ros2_kind ferry__bridge_kind_of_dds(const char *type_name);
+const char *ferry__bridge_ferry_type(ferry_ros2_kind k);
+uint64_t ferry__bridge_ferry_hash_of(ferry_ros2_kind k);
+const dds_topic_descriptor_t *ferry__bridge_descriptor(ferry_ros2_kind k);
 bool ferry__bridge_normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2]);
 bool ferry__bridge_pattern_match(const ferry_bridge *b, const char *topic);
 bool ferry__bridge_is_bridge_node(const char *name);

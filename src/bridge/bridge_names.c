@@ -19,24 +19,19 @@
  * Names and kinds
  * ------------------------------------------------------------------------------------------- */
 
-/* Every kind the bridge carries: its ferry type and the DDS type ROS 2 gives it. */
+/* Every kind the bridge carries and the DDS type ROS 2 gives it; the ferry types are ros2.h's. */
 static const struct kind_names {
-    msg_kind kind;
-    const char *ferry_type;
-    uint64_t ferry_hash;
+    ferry_ros2_kind kind;
     const dds_topic_descriptor_t *dds;
 } kinds[] = {
-    {KIND_IMAGE, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH, &sensor_msgs_msg_dds__Image__desc},
-    {KIND_CLOUD, FERRY_POINTCLOUD_TYPE_NAME, FERRY_POINTCLOUD_TYPE_HASH,
-     &sensor_msgs_msg_dds__PointCloud2__desc},
-    {KIND_CAMERA_INFO, FERRY_CAMERA_INFO_TYPE_NAME, FERRY_CAMERA_INFO_TYPE_HASH,
-     &sensor_msgs_msg_dds__CameraInfo__desc},
-    {KIND_COMPRESSED, FERRY_COMPRESSED_IMAGE_TYPE_NAME, FERRY_COMPRESSED_IMAGE_TYPE_HASH,
-     &sensor_msgs_msg_dds__CompressedImage__desc},
-    {KIND_IMU, FERRY_IMU_TYPE_NAME, FERRY_IMU_TYPE_HASH, &sensor_msgs_msg_dds__Imu__desc},
+    {FERRY_ROS2_IMAGE, &sensor_msgs_msg_dds__Image__desc},
+    {FERRY_ROS2_CLOUD, &sensor_msgs_msg_dds__PointCloud2__desc},
+    {FERRY_ROS2_CAMERA_INFO, &sensor_msgs_msg_dds__CameraInfo__desc},
+    {FERRY_ROS2_COMPRESSED, &sensor_msgs_msg_dds__CompressedImage__desc},
+    {FERRY_ROS2_IMU, &sensor_msgs_msg_dds__Imu__desc},
 };
 
-static const struct kind_names *kind_entry(msg_kind k)
+static const struct kind_names *kind_entry(ferry_ros2_kind k)
 {
     size_t i;
 
@@ -45,37 +40,37 @@ static const struct kind_names *kind_entry(msg_kind k)
     return &kinds[0];
 }
 
-msg_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash)
+ferry_ros2_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash)
 {
+    ferry_ros2_kind k = ferry_ros2_kind_of_ferry(type_name, hash);
     size_t i;
 
     for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(type_name, kinds[i].ferry_type) == 0 && hash == kinds[i].ferry_hash)
-            return kinds[i].kind;
-    return KIND_NONE;
+        if (kinds[i].kind == k) return k;
+    return FERRY_ROS2_NONE; /* a kind without a DDS type (tensors) is not carried */
 }
 
-msg_kind ferry__bridge_kind_of_dds(const char *type_name)
+ferry_ros2_kind ferry__bridge_kind_of_dds(const char *type_name)
 {
     size_t i;
 
-    if (type_name == NULL) return KIND_NONE;
+    if (type_name == NULL) return FERRY_ROS2_NONE;
     for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(type_name, kinds[i].dds->m_typename) == 0) return kinds[i].kind;
-    return KIND_NONE;
+    return FERRY_ROS2_NONE;
 }
 
-const char *ferry__bridge_ferry_type(msg_kind k)
+const char *ferry__bridge_ferry_type(ferry_ros2_kind k)
 {
-    return kind_entry(k)->ferry_type;
+    return ferry_ros2_ferry_type(kind_entry(k)->kind);
 }
 
-uint64_t ferry__bridge_ferry_hash_of(msg_kind k)
+uint64_t ferry__bridge_ferry_hash_of(ferry_ros2_kind k)
 {
-    return kind_entry(k)->ferry_hash;
+    return ferry_ros2_ferry_hash(kind_entry(k)->kind);
 }
 
-const dds_topic_descriptor_t *ferry__bridge_descriptor(msg_kind k)
+const dds_topic_descriptor_t *ferry__bridge_descriptor(ferry_ros2_kind k)
 {
     return kind_entry(k)->dds;
 }

@@ -267,7 +267,7 @@ static dds_return_t write_imu(out_route *r, const ferry_imu_view *v)
 static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, size_t *bytes)
 {
     switch (r->kind) {
-    case KIND_IMAGE: {
+    case FERRY_ROS2_IMAGE: {
         ferry_image_view v;
 
         if (ferry_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX) return false;
@@ -275,7 +275,7 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
         *bytes = v.data_size;
         return true;
     }
-    case KIND_CLOUD: {
+    case FERRY_ROS2_CLOUD: {
         ferry_pointcloud_view v;
 
         if (ferry_pointcloud_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
@@ -284,7 +284,7 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
         *bytes = v.data_size;
         return true;
     }
-    case KIND_CAMERA_INFO: {
+    case FERRY_ROS2_CAMERA_INFO: {
         ferry_camera_info_view v;
 
         if (ferry_camera_info_view_get(s, &v) != FERRY_OK) return false;
@@ -292,7 +292,7 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
         *bytes = s->size;
         return true;
     }
-    case KIND_COMPRESSED: {
+    case FERRY_ROS2_COMPRESSED: {
         ferry_compressed_image_view v;
 
         if (ferry_compressed_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
@@ -301,7 +301,7 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
         *bytes = v.data_size;
         return true;
     }
-    case KIND_IMU: {
+    case FERRY_ROS2_IMU: {
         ferry_imu_view v;
 
         if (ferry_imu_view_get(s, &v) != FERRY_OK) return false;
@@ -309,7 +309,7 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
         *bytes = s->size;
         return true;
     }
-    case KIND_NONE:
+    default: /* FERRY_ROS2_NONE; tensors have no DDS type and get no route */
         break;
     }
     return false;

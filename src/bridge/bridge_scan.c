@@ -20,7 +20,7 @@
  * Scans
  * ------------------------------------------------------------------------------------------- */
 
-static scan_topic *scan_entry(ferry_bridge *b, const char *topic, msg_kind kind)
+static scan_topic *scan_entry(ferry_bridge *b, const char *topic, ferry_ros2_kind kind)
 {
     char name[FERRY_TOPIC_MAX + 2];
     size_t i;
@@ -39,13 +39,13 @@ static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
 {
     ferry_bridge *b = arg;
     bool bridge = ferry__bridge_is_bridge_node(info->node_name);
-    msg_kind kind;
+    ferry_ros2_kind kind;
     scan_topic *t;
 
     if (!info->alive) return true;
     if (info->kind == FERRY_ENDPOINT_PUBLISHER) ferry__bridge_note_publisher(b, info->id, bridge);
     kind = ferry__bridge_kind_of_ferry(info->type_name, info->type_hash);
-    if (kind == KIND_NONE) return true;
+    if (kind == FERRY_ROS2_NONE) return true;
     t = scan_entry(b, info->topic, kind);
     if (t == NULL) return true;
     if (info->kind == FERRY_ENDPOINT_PUBLISHER && !bridge) t->plain_publisher = true;
@@ -133,13 +133,13 @@ void ferry__bridge_scan_in(ferry_bridge *b)
     b->nscan = 0;
     for (k = 0; k < n; k++) {
         const dds_builtintopic_endpoint_t *ep = buf[k];
-        msg_kind kind;
+        ferry_ros2_kind kind;
         scan_topic *t;
 
         if (!info[k].valid_data || ep->topic_name == NULL) continue;
         if (strncmp(ep->topic_name, "rt/", 3) != 0) continue;
         kind = ferry__bridge_kind_of_dds(ep->type_name);
-        if (kind == KIND_NONE) continue;
+        if (kind == FERRY_ROS2_NONE) continue;
         if (memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0)
             continue;
         if (ferry__bridge_has_mark(b, ep->qos)) continue;

@@ -82,7 +82,7 @@ typedef struct ferry_ros2_cdr {
     struct iovec iov[3];
     unsigned niov;  /**< pieces in use, 1..3 */
     size_t size;    /**< the serialisation's bytes: the sum of the pieces */
-    ferry_time stamp; /**< the message's header stamp (0 when it has none) */
+    int64_t stamp_ns; /**< the message's header stamp in nanoseconds (sec * 10^9 + nanosec) */
     uint8_t head[FERRY_ROS2_CDR_HEAD_MAX];
     uint8_t tail[16];
 } ferry_ros2_cdr;

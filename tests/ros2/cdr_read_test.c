@@ -1,12 +1,12 @@
 /*
- * The bridge's CDR reader (src/bridge/bridge_cdr.h): Image_, PointCloud2_, CameraInfo_,
- * CompressedImage_ and Imu_ serialisations written here by hand in both byte orders, with the alignment rules of plain CDR, are read back
+ * The CDR reader of src/ros2/ros2.h: Image, PointCloud2, CameraInfo, CompressedImage, Imu and
+ * Tensor serialisations written here by hand in both byte orders, with the alignment rules of plain CDR, are read back
  * field by field; then every truncation of them, corrupted lengths and counts, strings without
  * their NUL, other encapsulations, and many randomly corrupted copies. Each input lies in a heap
  * block of exactly its size, so that a read past it shows under ASan. A result that is accepted
  * must point inside its input.
  */
-#include "bridge_cdr.h"
+#include "ros2.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,6 +15,22 @@
 #include <string.h>
 
 #define BUF_MAX 4096
+
+/* The reader of one kind, as the tests below call it. */
+#define PARSER(name, kind, member)                                                             \
+    static ferry_ros2_cdr_result cdr_##name(const void *p, size_t n, ferry_ros2_##name##_msg *out) \
+    {                                                                                          \
+        ferry_ros2_msg msg;                                                                    \
+        ferry_ros2_cdr_result r = ferry_ros2_cdr_parse(kind, p, n, out != NULL ? &msg : NULL); \
+                                                                                               \
+        if (out != NULL) *out = msg.u.member;                                                  \
+        return r;                                                                              \
+    }
+PARSER(image, FERRY_ROS2_IMAGE, image)
+PARSER(cloud, FERRY_ROS2_CLOUD, cloud)
+PARSER(camera_info, FERRY_ROS2_CAMERA_INFO, camera_info)
+PARSER(compressed, FERRY_ROS2_COMPRESSED, compressed)
+PARSER(imu, FERRY_ROS2_IMU, imu)
 
 static int failures;
 
@@ -239,14 +255,14 @@ static bool string_inside(const char *s, const uint8_t *buf, size_t size)
 }
 
 /* Parses b[0..n) as an image and, when accepted, checks that the result lies inside it. */
-static ferry_bridge_cdr_result parse_image(const uint8_t *b, size_t n)
+static ferry_ros2_cdr_result parse_image(const uint8_t *b, size_t n)
 {
     uint8_t *p = exact(b, n);
-    ferry_bridge_image_msg m;
-    ferry_bridge_cdr_result res = ferry_bridge_cdr_image(p, n, &m);
+    ferry_ros2_image_msg m;
+    ferry_ros2_cdr_result res = cdr_image(p, n, &m);
 
-    if (res == FERRY_BRIDGE_CDR_OK) {
-        CHECK(string_inside(m.frame_id, p, n));
+    if (res == FERRY_ROS2_CDR_OK) {
+        CHECK(string_inside(m.header.frame_id, p, n));
         CHECK(string_inside(m.encoding, p, n));
         CHECK(inside(m.data, m.data_size, p, n));
     }
@@ -254,15 +270,15 @@ static ferry_bridge_cdr_result parse_image(const uint8_t *b, size_t n)
     return res;
 }
 
-static ferry_bridge_cdr_result parse_cloud(const uint8_t *b, size_t n)
+static ferry_ros2_cdr_result parse_cloud(const uint8_t *b, size_t n)
 {
     uint8_t *p = exact(b, n);
-    ferry_bridge_cloud_msg m;
-    ferry_bridge_cdr_result res = ferry_bridge_cdr_cloud(p, n, &m);
+    ferry_ros2_cloud_msg m;
+    ferry_ros2_cdr_result res = cdr_cloud(p, n, &m);
     uint32_t i;
 
-    if (res == FERRY_BRIDGE_CDR_OK) {
-        CHECK(string_inside(m.frame_id, p, n));
+    if (res == FERRY_ROS2_CDR_OK) {
+        CHECK(string_inside(m.header.frame_id, p, n));
         for (i = 0; i < m.nfields && i < FERRY_POINTCLOUD_FIELDS_MAX; i++)
             CHECK(string_inside(m.fields[i].name, p, n));
         CHECK(inside(m.data, m.data_size, p, n));
@@ -271,28 +287,28 @@ static ferry_bridge_cdr_result parse_cloud(const uint8_t *b, size_t n)
     return res;
 }
 
-static ferry_bridge_cdr_result parse_camera_info(const uint8_t *b, size_t n)
+static ferry_ros2_cdr_result parse_camera_info(const uint8_t *b, size_t n)
 {
     uint8_t *p = exact(b, n);
-    ferry_bridge_camera_info_msg m;
-    ferry_bridge_cdr_result res = ferry_bridge_cdr_camera_info(p, n, &m);
+    ferry_ros2_camera_info_msg m;
+    ferry_ros2_cdr_result res = cdr_camera_info(p, n, &m);
 
-    if (res == FERRY_BRIDGE_CDR_OK) {
-        CHECK(string_inside(m.frame_id, p, n));
+    if (res == FERRY_ROS2_CDR_OK) {
+        CHECK(string_inside(m.header.frame_id, p, n));
         CHECK(string_inside(m.distortion_model, p, n));
     }
     free(p);
     return res;
 }
 
-static ferry_bridge_cdr_result parse_compressed(const uint8_t *b, size_t n)
+static ferry_ros2_cdr_result parse_compressed(const uint8_t *b, size_t n)
 {
     uint8_t *p = exact(b, n);
-    ferry_bridge_compressed_msg m;
-    ferry_bridge_cdr_result res = ferry_bridge_cdr_compressed(p, n, &m);
+    ferry_ros2_compressed_msg m;
+    ferry_ros2_cdr_result res = cdr_compressed(p, n, &m);
 
-    if (res == FERRY_BRIDGE_CDR_OK) {
-        CHECK(string_inside(m.frame_id, p, n));
+    if (res == FERRY_ROS2_CDR_OK) {
+        CHECK(string_inside(m.header.frame_id, p, n));
         CHECK(string_inside(m.format, p, n));
         CHECK(inside(m.data, m.data_size, p, n));
     }
@@ -300,13 +316,13 @@ static ferry_bridge_cdr_result parse_compressed(const uint8_t *b, size_t n)
     return res;
 }
 
-static ferry_bridge_cdr_result parse_imu(const uint8_t *b, size_t n)
+static ferry_ros2_cdr_result parse_imu(const uint8_t *b, size_t n)
 {
     uint8_t *p = exact(b, n);
-    ferry_bridge_imu_msg m;
-    ferry_bridge_cdr_result res = ferry_bridge_cdr_imu(p, n, &m);
+    ferry_ros2_imu_msg m;
+    ferry_ros2_cdr_result res = cdr_imu(p, n, &m);
 
-    if (res == FERRY_BRIDGE_CDR_OK) CHECK(string_inside(m.frame_id, p, n));
+    if (res == FERRY_ROS2_CDR_OK) CHECK(string_inside(m.header.frame_id, p, n));
     free(p);
     return res;
 }
@@ -322,17 +338,17 @@ static bool doubles_are(const double *v, int n, int base)
 
 static void test_sensor_fields(bool be)
 {
-    ferry_bridge_camera_info_msg ci;
-    ferry_bridge_compressed_msg cm;
-    ferry_bridge_imu_msg im;
+    ferry_ros2_camera_info_msg ci;
+    ferry_ros2_compressed_msg cm;
+    ferry_ros2_imu_msg im;
     writer w;
     uint8_t *p;
 
     write_camera_info(&w, be, 5);
     p = exact(w.b, w.n);
-    CHECK(ferry_bridge_cdr_camera_info(p, w.n, &ci) == FERRY_BRIDGE_CDR_OK);
-    CHECK(ci.sec == 1700000000 && ci.nanosec == 5);
-    CHECK(strcmp(ci.frame_id, "cam") == 0);
+    CHECK(cdr_camera_info(p, w.n, &ci) == FERRY_ROS2_CDR_OK);
+    CHECK(ci.header.sec == 1700000000 && ci.header.nanosec == 5);
+    CHECK(strcmp(ci.header.frame_id, "cam") == 0);
     CHECK(ci.height == 480 && ci.width == 640);
     CHECK(strcmp(ci.distortion_model, "plumb_bob") == 0);
     CHECK(ci.d_count == 5 && doubles_are(ci.d, 5, 1) && ci.d[5] == 0.0);
@@ -343,26 +359,26 @@ static void test_sensor_fields(bool be)
     free(p);
     /* No coefficients; more than a ferry camera info holds (read, the first kept). */
     write_camera_info(&w, be, 0);
-    CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+    CHECK(parse_camera_info(w.b, w.n) == FERRY_ROS2_CDR_OK);
     write_camera_info(&w, be, FERRY_CAMERA_INFO_D_MAX + 3);
     p = exact(w.b, w.n);
-    CHECK(ferry_bridge_cdr_camera_info(p, w.n, &ci) == FERRY_BRIDGE_CDR_OK);
+    CHECK(cdr_camera_info(p, w.n, &ci) == FERRY_ROS2_CDR_OK);
     CHECK(ci.d_count == FERRY_CAMERA_INFO_D_MAX + 3 && doubles_are(ci.d, 16, 1));
     CHECK(doubles_are(ci.p, 12, 4) && ci.roi_width == 40);
     free(p);
 
     write_compressed(&w, be);
     p = exact(w.b, w.n);
-    CHECK(ferry_bridge_cdr_compressed(p, w.n, &cm) == FERRY_BRIDGE_CDR_OK);
-    CHECK(cm.sec == 12 && cm.nanosec == 34);
-    CHECK(strcmp(cm.frame_id, "camera_optical") == 0 && strcmp(cm.format, "jpeg") == 0);
+    CHECK(cdr_compressed(p, w.n, &cm) == FERRY_ROS2_CDR_OK);
+    CHECK(cm.header.sec == 12 && cm.header.nanosec == 34);
+    CHECK(strcmp(cm.header.frame_id, "camera_optical") == 0 && strcmp(cm.format, "jpeg") == 0);
     CHECK(cm.data_size == sizeof pixels && memcmp(cm.data, pixels, sizeof pixels) == 0);
     free(p);
 
     write_imu(&w, be);
     p = exact(w.b, w.n);
-    CHECK(ferry_bridge_cdr_imu(p, w.n, &im) == FERRY_BRIDGE_CDR_OK);
-    CHECK(im.sec == -1 && im.nanosec == 999 && strcmp(im.frame_id, "imu") == 0);
+    CHECK(cdr_imu(p, w.n, &im) == FERRY_ROS2_CDR_OK);
+    CHECK(im.header.sec == -1 && im.header.nanosec == 999 && strcmp(im.header.frame_id, "imu") == 0);
     CHECK(im.orientation.x == val(5, 0) && im.orientation.y == val(5, 1) &&
           im.orientation.z == val(5, 2) && im.orientation.w == val(5, 3));
     CHECK(doubles_are(im.orientation_covariance, 9, 6));
@@ -384,63 +400,63 @@ static void test_sensor_hostile(void)
 
     for (be = 0; be < 2; be++) {
         write_camera_info(&w, be != 0, 5);
-        for (n = 0; n < w.n; n++) CHECK(parse_camera_info(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++) CHECK(parse_camera_info(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
         write_compressed(&w, be != 0);
-        for (n = 0; n < w.n; n++) CHECK(parse_compressed(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++) CHECK(parse_compressed(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
         write_imu(&w, be != 0);
-        for (n = 0; n < w.n; n++) CHECK(parse_imu(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++) CHECK(parse_imu(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
     }
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_camera_info(&w, false, 5);
         put_u32(&w, at_frame_id, bad[i]);
-        CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        CHECK(parse_camera_info(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
         write_camera_info(&w, true, 5);
         put_u32(&w, at_encoding, bad[i]);
-        CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        CHECK(parse_camera_info(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
         if (bad[i] != 0) {
             write_camera_info(&w, false, 5);
             put_u32(&w, at_d, bad[i]);
-            CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            CHECK(parse_camera_info(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
             write_compressed(&w, true);
             put_u32(&w, at_data, bad[i]);
-            CHECK(parse_compressed(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            CHECK(parse_compressed(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
         }
         write_compressed(&w, false);
         put_u32(&w, at_encoding, bad[i]);
-        CHECK(parse_compressed(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        CHECK(parse_compressed(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
         write_imu(&w, false);
         put_u32(&w, at_frame_id, bad[i]);
-        CHECK(parse_imu(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        CHECK(parse_imu(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
     }
     write_camera_info(&w, false, 5);
     w.b[at_encoding + 4 + 9] = 'x';
-    CHECK(parse_camera_info(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(parse_camera_info(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
     write_compressed(&w, false);
     w.b[at_encoding + 4 + 4] = 'x';
-    CHECK(parse_compressed(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(parse_compressed(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
     write_imu(&w, true);
     w.b[at_frame_id + 4 + 3] = 'x';
-    CHECK(parse_imu(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(parse_imu(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
     /* XCDR2 goes to Cyclone's deserialiser. */
     write_imu(&w, false);
     w.b[1] = 0x07;
-    CHECK(parse_imu(w.b, w.n) == FERRY_BRIDGE_CDR_UNSUPPORTED);
-    CHECK(ferry_bridge_cdr_camera_info(w.b, w.n, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
-    CHECK(ferry_bridge_cdr_compressed(NULL, 10, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(parse_imu(w.b, w.n) == FERRY_ROS2_CDR_UNSUPPORTED);
+    CHECK(cdr_camera_info(w.b, w.n, NULL) == FERRY_ROS2_CDR_MALFORMED);
+    CHECK(cdr_compressed(NULL, 10, NULL) == FERRY_ROS2_CDR_MALFORMED);
 }
 
 static void test_image_fields(bool be)
 {
     writer w;
-    ferry_bridge_image_msg m;
+    ferry_ros2_image_msg m;
     uint8_t *p;
 
     write_image(&w, be);
     p = exact(w.b, w.n);
-    CHECK(ferry_bridge_cdr_image(p, w.n, &m) == FERRY_BRIDGE_CDR_OK);
-    CHECK(m.sec == -5);
-    CHECK(m.nanosec == 123456789u);
-    CHECK(strcmp(m.frame_id, "ab") == 0);
+    CHECK(cdr_image(p, w.n, &m) == FERRY_ROS2_CDR_OK);
+    CHECK(m.header.sec == -5);
+    CHECK(m.header.nanosec == 123456789u);
+    CHECK(strcmp(m.header.frame_id, "ab") == 0);
     CHECK(m.height == 2 && m.width == 5);
     CHECK(strcmp(m.encoding, "rgb8") == 0);
     CHECK(m.is_bigendian == 1);
@@ -451,20 +467,20 @@ static void test_image_fields(bool be)
     /* Padding after the message (the encapsulation options say how much) is allowed. */
     w.b[w.n++] = 0;
     w.b[w.n++] = 0;
-    CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+    CHECK(parse_image(w.b, w.n) == FERRY_ROS2_CDR_OK);
 }
 
 static void test_cloud_fields(bool be)
 {
     writer w;
-    ferry_bridge_cloud_msg m;
+    ferry_ros2_cloud_msg m;
     uint8_t *p;
 
     write_cloud(&w, be, 4);
     p = exact(w.b, w.n);
-    CHECK(ferry_bridge_cdr_cloud(p, w.n, &m) == FERRY_BRIDGE_CDR_OK);
-    CHECK(m.sec == 1700000000 && m.nanosec == 999999999u);
-    CHECK(strcmp(m.frame_id, "lidar_top") == 0);
+    CHECK(cdr_cloud(p, w.n, &m) == FERRY_ROS2_CDR_OK);
+    CHECK(m.header.sec == 1700000000 && m.header.nanosec == 999999999u);
+    CHECK(strcmp(m.header.frame_id, "lidar_top") == 0);
     CHECK(m.height == 1 && m.width == 4);
     CHECK(m.nfields == 4);
     CHECK(strcmp(m.fields[0].name, "x") == 0 && m.fields[0].offset == 0);
@@ -479,14 +495,14 @@ static void test_cloud_fields(bool be)
      * reported as sent (the bridge refuses it). */
     write_cloud(&w, be, FERRY_POINTCLOUD_FIELDS_MAX + 1);
     p = exact(w.b, w.n);
-    CHECK(ferry_bridge_cdr_cloud(p, w.n, &m) == FERRY_BRIDGE_CDR_OK);
+    CHECK(cdr_cloud(p, w.n, &m) == FERRY_ROS2_CDR_OK);
     CHECK(m.nfields == FERRY_POINTCLOUD_FIELDS_MAX + 1 &&
           strcmp(m.fields[FERRY_POINTCLOUD_FIELDS_MAX - 1].name, "intensity") == 0);
     CHECK(m.is_dense == 1 && m.data_size == sizeof points);
     free(p);
 
     write_cloud(&w, be, 0);
-    CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+    CHECK(parse_cloud(w.b, w.n) == FERRY_ROS2_CDR_OK);
 }
 
 /* Every proper prefix of a serialisation is refused. */
@@ -498,9 +514,9 @@ static void test_truncations(void)
 
     for (be = 0; be < 2; be++) {
         write_image(&w, be != 0);
-        for (n = 0; n < w.n; n++) CHECK(parse_image(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++) CHECK(parse_image(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
         write_cloud(&w, be != 0, 4);
-        for (n = 0; n < w.n; n++) CHECK(parse_cloud(w.b, n) == FERRY_BRIDGE_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++) CHECK(parse_cloud(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
     }
 }
 
@@ -522,38 +538,38 @@ static void test_lengths(void)
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_image(&w, false);
         put_u32(&w, at_frame_id, bad[i]);
-        CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        CHECK(parse_image(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
         write_image(&w, true);
         put_u32(&w, at_encoding, bad[i]);
-        CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        CHECK(parse_image(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
         if (bad[i] != 0) {
             write_image(&w, false);
             put_u32(&w, at_data, bad[i]);
-            CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            CHECK(parse_image(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
             write_cloud(&w, false, 4);
             put_u32(&w, at_nfields, bad[i]);
-            CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            CHECK(parse_cloud(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
             write_cloud(&w, true, 4);
             put_u32(&w, at_data, bad[i]);
-            CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+            CHECK(parse_cloud(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
         }
         write_cloud(&w, true, 4);
         put_u32(&w, at_name0, bad[i]);
-        CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+        CHECK(parse_cloud(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
     }
     /* A data length one short leaves a byte over: accepted as padding, but the bridge then
      * sees a data size that its geometry does not give. */
     write_image(&w, false);
     put_u32(&w, at_data, (uint32_t)sizeof pixels - 1);
-    CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_OK);
+    CHECK(parse_image(w.b, w.n) == FERRY_ROS2_CDR_OK);
 
     /* A string without its NUL. */
     write_image(&w, false);
     w.b[at_frame_id + 4 + 2] = 'c';
-    CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(parse_image(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
     write_cloud(&w, false, 2);
     w.b[at_name0 + 4 + 1] = 'x';
-    CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(parse_cloud(w.b, w.n) == FERRY_ROS2_CDR_MALFORMED);
 }
 
 /* Only CDR_BE and CDR_LE are read; XCDR2 and the others go to Cyclone's deserialiser. */
@@ -561,7 +577,7 @@ static void test_encapsulations(void)
 {
     static const uint8_t ids[][2] = {{0x00, 0x02}, {0x00, 0x03}, {0x00, 0x06}, {0x00, 0x07},
                                      {0x00, 0x08}, {0x00, 0x0a}, {0x01, 0x00}, {0xff, 0xff}};
-    ferry_bridge_image_msg m;
+    ferry_ros2_image_msg m;
     writer w;
     size_t i;
 
@@ -569,16 +585,16 @@ static void test_encapsulations(void)
         write_image(&w, false);
         w.b[0] = ids[i][0];
         w.b[1] = ids[i][1];
-        CHECK(parse_image(w.b, w.n) == FERRY_BRIDGE_CDR_UNSUPPORTED);
+        CHECK(parse_image(w.b, w.n) == FERRY_ROS2_CDR_UNSUPPORTED);
         write_cloud(&w, false, 1);
         w.b[0] = ids[i][0];
         w.b[1] = ids[i][1];
-        CHECK(parse_cloud(w.b, w.n) == FERRY_BRIDGE_CDR_UNSUPPORTED);
+        CHECK(parse_cloud(w.b, w.n) == FERRY_ROS2_CDR_UNSUPPORTED);
     }
-    CHECK(ferry_bridge_cdr_image(NULL, 100, &m) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(cdr_image(NULL, 100, &m) == FERRY_ROS2_CDR_MALFORMED);
     write_image(&w, false);
-    CHECK(ferry_bridge_cdr_image(w.b, w.n, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
-    CHECK(ferry_bridge_cdr_cloud(w.b, w.n, NULL) == FERRY_BRIDGE_CDR_MALFORMED);
+    CHECK(cdr_image(w.b, w.n, NULL) == FERRY_ROS2_CDR_MALFORMED);
+    CHECK(cdr_cloud(w.b, w.n, NULL) == FERRY_ROS2_CDR_MALFORMED);
 }
 
 static uint32_t rng_state = 0x2545f491u;
@@ -602,7 +618,7 @@ static void test_random(void)
         int kind = iter % 5;
         bool be = (iter / 5) % 2 != 0;
         int k, flips = 1 + (int)(rnd() % 4);
-        ferry_bridge_cdr_result res;
+        ferry_ros2_cdr_result res;
 
         if (kind == 0)
             write_image(&w, be);
@@ -631,9 +647,9 @@ static void test_random(void)
             res = parse_compressed(c.b, c.n);
         else
             res = parse_imu(c.b, c.n);
-        if (res == FERRY_BRIDGE_CDR_OK) ok++;
+        if (res == FERRY_ROS2_CDR_OK) ok++;
     }
-    printf("cdr_test: %d of 200000 corrupted inputs parsed (and lay inside their buffer)\n", ok);
+    printf("ros2_cdr_read_test: %d of 200000 corrupted inputs parsed (and lay inside their buffer)\n", ok);
 }
 
 int main(void)
@@ -650,9 +666,9 @@ int main(void)
     test_encapsulations();
     test_random();
     if (failures != 0) {
-        printf("cdr_test: %d checks failed\n", failures);
+        printf("ros2_cdr_read_test: %d checks failed\n", failures);
         return 1;
     }
-    printf("cdr_test: PASS\n");
+    printf("ros2_cdr_read_test: PASS\n");
     return 0;
 }

@@ -1,8 +1,8 @@
 /*
- * The CDR reader of bridge_cdr.h: the sensor_msgs types read straight from their plain-CDR
- * (XCDR1) serialisation, every length checked against the bytes there are.
+ * The CDR reader of ros2.h: ROS 2's messages read straight from their plain-CDR (XCDR1)
+ * serialisation, every length checked against the bytes there are.
  */
-#include "bridge_cdr.h"
+#include "ros2.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------
- * Plain CDR (XCDR1) of the sensor_msgs types (bridge_cdr.h)
+ * Plain CDR (XCDR1)
  *
  * Primitives, doubles included, are aligned to their size relative to the start of the data
  * after the 4-byte encapsulation header; a string is a uint32 length counting its NUL, then the
@@ -99,13 +99,13 @@ static bool cdr_octets(cdr_reader *c, const uint8_t **data, uint32_t *n)
 
 /* The encapsulation header: CDR_BE (0x0000) or CDR_LE (0x0001), big-endian on the wire; the two
  * option bytes (padding at the end) are not needed. */
-static ferry_bridge_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t size)
+static ferry_ros2_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t size)
 {
     const uint8_t *h = ser;
     bool little;
 
-    if (ser == NULL || size < 4 || size - 4 > UINT32_MAX) return FERRY_BRIDGE_CDR_MALFORMED;
-    if (h[0] != 0 || h[1] > 1) return FERRY_BRIDGE_CDR_UNSUPPORTED;
+    if (ser == NULL || size < 4 || size - 4 > UINT32_MAX) return FERRY_ROS2_CDR_MALFORMED;
+    if (h[0] != 0 || h[1] > 1) return FERRY_ROS2_CDR_UNSUPPORTED;
     little = h[1] == 1;
     c->p = h + 4;
     c->size = size - 4;
@@ -115,54 +115,50 @@ static ferry_bridge_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t s
 #else
     c->swap = !little;
 #endif
-    return FERRY_BRIDGE_CDR_OK;
+    return FERRY_ROS2_CDR_OK;
 }
 
 /* Time_ stamp, string frame_id */
-static bool cdr_header(cdr_reader *c, int32_t *sec, uint32_t *nanosec, const char **frame_id)
+static bool cdr_header(cdr_reader *c, ferry_ros2_header *h)
 {
-    return cdr_i32(c, sec) && cdr_u32(c, nanosec) && cdr_string(c, frame_id);
+    return cdr_i32(c, &h->sec) && cdr_u32(c, &h->nanosec) && cdr_string(c, &h->frame_id);
 }
 
-ferry_bridge_cdr_result ferry_bridge_cdr_image(const void *ser, size_t size,
-                                               ferry_bridge_image_msg *out)
+static ferry_ros2_cdr_result parse_image(const void *ser, size_t size, ferry_ros2_image_msg *out)
 {
-    ferry_bridge_cdr_result res;
+    ferry_ros2_cdr_result res;
     cdr_reader c;
 
-    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
     res = cdr_open(&c, ser, size);
-    if (res != FERRY_BRIDGE_CDR_OK) return res;
-    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+    if (res != FERRY_ROS2_CDR_OK) return res;
+    if (!cdr_header(&c, &out->header) ||
         !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
         !cdr_string(&c, &out->encoding) || !cdr_u8(&c, &out->is_bigendian) ||
         !cdr_u32(&c, &out->step) || !cdr_octets(&c, &out->data, &out->data_size)) {
         memset(out, 0, sizeof *out);
-        return FERRY_BRIDGE_CDR_MALFORMED;
+        return FERRY_ROS2_CDR_MALFORMED;
     }
-    return FERRY_BRIDGE_CDR_OK;
+    return FERRY_ROS2_CDR_OK;
 }
 
-ferry_bridge_cdr_result ferry_bridge_cdr_cloud(const void *ser, size_t size,
-                                               ferry_bridge_cloud_msg *out)
+static ferry_ros2_cdr_result parse_cloud(const void *ser, size_t size, ferry_ros2_cloud_msg *out)
 {
-    ferry_bridge_cdr_result res;
+    ferry_ros2_cdr_result res;
     cdr_reader c;
     uint32_t i;
 
-    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
     res = cdr_open(&c, ser, size);
-    if (res != FERRY_BRIDGE_CDR_OK) return res;
-    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+    if (res != FERRY_ROS2_CDR_OK) return res;
+    if (!cdr_header(&c, &out->header) ||
         !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
         !cdr_u32(&c, &out->nfields))
         goto malformed;
     /* Every field is read, also past the ones kept: each takes at least 13 bytes, so a count
      * that the data cannot hold fails within size / 13 rounds. */
     for (i = 0; i < out->nfields; i++) {
-        ferry_bridge_field_msg f;
+        ferry_ros2_field_msg f;
 
         if (!cdr_string(&c, &f.name) || !cdr_u32(&c, &f.offset) || !cdr_u8(&c, &f.datatype) ||
             !cdr_u32(&c, &f.count))
@@ -173,10 +169,10 @@ ferry_bridge_cdr_result ferry_bridge_cdr_cloud(const void *ser, size_t size,
         !cdr_u32(&c, &out->row_step) || !cdr_octets(&c, &out->data, &out->data_size) ||
         !cdr_u8(&c, &out->is_dense))
         goto malformed;
-    return FERRY_BRIDGE_CDR_OK;
+    return FERRY_ROS2_CDR_OK;
 malformed:
     memset(out, 0, sizeof *out);
-    return FERRY_BRIDGE_CDR_MALFORMED;
+    return FERRY_ROS2_CDR_MALFORMED;
 }
 
 /* A sequence<double> of which the first max elements are kept; *count as sent. Each element
@@ -196,17 +192,15 @@ static bool cdr_f64_seq(cdr_reader *c, double *v, size_t max, uint32_t *count)
     return true;
 }
 
-ferry_bridge_cdr_result ferry_bridge_cdr_camera_info(const void *ser, size_t size,
-                                                     ferry_bridge_camera_info_msg *out)
+static ferry_ros2_cdr_result parse_camera_info(const void *ser, size_t size, ferry_ros2_camera_info_msg *out)
 {
-    ferry_bridge_cdr_result res;
+    ferry_ros2_cdr_result res;
     cdr_reader c;
 
-    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
     res = cdr_open(&c, ser, size);
-    if (res != FERRY_BRIDGE_CDR_OK) return res;
-    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+    if (res != FERRY_ROS2_CDR_OK) return res;
+    if (!cdr_header(&c, &out->header) ||
         !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
         !cdr_string(&c, &out->distortion_model) ||
         !cdr_f64_seq(&c, out->d, FERRY_CAMERA_INFO_D_MAX, &out->d_count) ||
@@ -216,27 +210,25 @@ ferry_bridge_cdr_result ferry_bridge_cdr_camera_info(const void *ser, size_t siz
         !cdr_u32(&c, &out->roi_height) || !cdr_u32(&c, &out->roi_width) ||
         !cdr_u8(&c, &out->roi_do_rectify)) {
         memset(out, 0, sizeof *out);
-        return FERRY_BRIDGE_CDR_MALFORMED;
+        return FERRY_ROS2_CDR_MALFORMED;
     }
-    return FERRY_BRIDGE_CDR_OK;
+    return FERRY_ROS2_CDR_OK;
 }
 
-ferry_bridge_cdr_result ferry_bridge_cdr_compressed(const void *ser, size_t size,
-                                                    ferry_bridge_compressed_msg *out)
+static ferry_ros2_cdr_result parse_compressed(const void *ser, size_t size, ferry_ros2_compressed_msg *out)
 {
-    ferry_bridge_cdr_result res;
+    ferry_ros2_cdr_result res;
     cdr_reader c;
 
-    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
     res = cdr_open(&c, ser, size);
-    if (res != FERRY_BRIDGE_CDR_OK) return res;
-    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+    if (res != FERRY_ROS2_CDR_OK) return res;
+    if (!cdr_header(&c, &out->header) ||
         !cdr_string(&c, &out->format) || !cdr_octets(&c, &out->data, &out->data_size)) {
         memset(out, 0, sizeof *out);
-        return FERRY_BRIDGE_CDR_MALFORMED;
+        return FERRY_ROS2_CDR_MALFORMED;
     }
-    return FERRY_BRIDGE_CDR_OK;
+    return FERRY_ROS2_CDR_OK;
 }
 
 static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
@@ -244,17 +236,15 @@ static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
     return cdr_f64(c, &v->x) && cdr_f64(c, &v->y) && cdr_f64(c, &v->z);
 }
 
-ferry_bridge_cdr_result ferry_bridge_cdr_imu(const void *ser, size_t size,
-                                             ferry_bridge_imu_msg *out)
+static ferry_ros2_cdr_result parse_imu(const void *ser, size_t size, ferry_ros2_imu_msg *out)
 {
-    ferry_bridge_cdr_result res;
+    ferry_ros2_cdr_result res;
     cdr_reader c;
 
-    if (out == NULL) return FERRY_BRIDGE_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
     res = cdr_open(&c, ser, size);
-    if (res != FERRY_BRIDGE_CDR_OK) return res;
-    if (!cdr_header(&c, &out->sec, &out->nanosec, &out->frame_id) ||
+    if (res != FERRY_ROS2_CDR_OK) return res;
+    if (!cdr_header(&c, &out->header) ||
         !cdr_f64(&c, &out->orientation.x) || !cdr_f64(&c, &out->orientation.y) ||
         !cdr_f64(&c, &out->orientation.z) || !cdr_f64(&c, &out->orientation.w) ||
         !cdr_f64s(&c, out->orientation_covariance, 9) ||
@@ -263,7 +253,66 @@ ferry_bridge_cdr_result ferry_bridge_cdr_imu(const void *ser, size_t size,
         !cdr_vector3(&c, &out->linear_acceleration) ||
         !cdr_f64s(&c, out->linear_acceleration_covariance, 9)) {
         memset(out, 0, sizeof *out);
-        return FERRY_BRIDGE_CDR_MALFORMED;
+        return FERRY_ROS2_CDR_MALFORMED;
     }
-    return FERRY_BRIDGE_CDR_OK;
+    return FERRY_ROS2_CDR_OK;
+}
+
+static bool cdr_i64(cdr_reader *c, int64_t *v)
+{
+    size_t pad = (8u - (c->pos & 7u)) & 7u;
+    uint64_t x;
+
+    if (c->size - c->pos < pad || c->size - c->pos - pad < 8) return false;
+    c->pos += pad;
+    memcpy(&x, c->p + c->pos, 8);
+    c->pos += 8;
+    if (c->swap) x = __builtin_bswap64(x);
+    memcpy(v, &x, sizeof *v);
+    return true;
+}
+
+static ferry_ros2_cdr_result parse_tensor(const void *ser, size_t size, ferry_ros2_tensor_msg *out)
+{
+    ferry_ros2_cdr_result res;
+    cdr_reader c;
+    uint32_t i;
+
+    memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_ROS2_CDR_OK) return res;
+    if (!cdr_header(&c, &out->header) || !cdr_string(&c, &out->dtype) ||
+        !cdr_u32(&c, &out->ndim) || out->ndim > (c.size - c.pos) / 8)
+        goto malformed;
+    for (i = 0; i < out->ndim; i++) {
+        int64_t d;
+
+        if (!cdr_i64(&c, &d)) goto malformed;
+        if (i < FERRY_TENSOR_DIMS_MAX) out->shape[i] = d;
+    }
+    if (!cdr_octets(&c, &out->data, &out->data_size)) goto malformed;
+    return FERRY_ROS2_CDR_OK;
+malformed:
+    memset(out, 0, sizeof *out);
+    return FERRY_ROS2_CDR_MALFORMED;
+}
+
+ferry_ros2_cdr_result ferry_ros2_cdr_parse(ferry_ros2_kind kind, const void *ser, size_t size,
+                                           ferry_ros2_msg *out)
+{
+    ferry_ros2_cdr_result res;
+
+    if (out == NULL) return FERRY_ROS2_CDR_MALFORMED;
+    memset(out, 0, sizeof *out);
+    switch (kind) {
+    case FERRY_ROS2_IMAGE: res = parse_image(ser, size, &out->u.image); break;
+    case FERRY_ROS2_CLOUD: res = parse_cloud(ser, size, &out->u.cloud); break;
+    case FERRY_ROS2_CAMERA_INFO: res = parse_camera_info(ser, size, &out->u.camera_info); break;
+    case FERRY_ROS2_COMPRESSED: res = parse_compressed(ser, size, &out->u.compressed); break;
+    case FERRY_ROS2_IMU: res = parse_imu(ser, size, &out->u.imu); break;
+    case FERRY_ROS2_TENSOR: res = parse_tensor(ser, size, &out->u.tensor); break;
+    default: return FERRY_ROS2_CDR_MALFORMED;
+    }
+    if (res == FERRY_ROS2_CDR_OK) out->kind = kind;
+    return res;
 }

@@ -1,0 +1,276 @@
+/*
+ * The publisher side of ros2.h: a parsed ROS 2 message checked field by field and published
+ * through a loan, the loan being the one copy of its bulk.
+ */
+#include "ros2.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+static bool bounded_string(const char *s, size_t max)
+{
+    return s != NULL && strnlen(s, max + 1) <= max;
+}
+
+static ferry_err invalid(const char **why, const char *what)
+{
+    *why = what;
+    return FERRY_EINVAL;
+}
+
+/* A loan's or a publish's error: the caller tells too big or refused from a full pool. */
+static ferry_err failed(const char **why, ferry_err err)
+{
+    *why = ferry_strerror(err);
+    return err;
+}
+
+/* The checks every type's header gets: a frame_id that fits, a stamp in range. */
+static bool header_ok(const ferry_ros2_header *h, size_t frame_id_max, const char **why)
+{
+    if (!bounded_string(h->frame_id, frame_id_max)) return (*why = "frame_id too long", false);
+    if (h->nanosec >= 1000000000u) return (*why = "stamp", false);
+    return true;
+}
+
+static ferry_stamp stamp_of(const ferry_ros2_header *h)
+{
+    ferry_stamp s = {h->sec, h->nanosec};
+
+    return s;
+}
+
+static ferry_err publish_image(ferry_publisher *pub, const ferry_ros2_image_msg *m,
+                               const char **why)
+{
+    ferry_image_layout layout;
+    ferry_image img;
+    ferry_err err;
+
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX)) return invalid(why, "encoding");
+    if (m->is_bigendian > 1) return invalid(why, "is_bigendian");
+    if (ferry_image_layout_get(m->encoding, m->width, m->height, m->step, &layout) != FERRY_OK)
+        return invalid(why, "encoding, geometry or step");
+    if (m->data == NULL || layout.data_size != (uint64_t)m->data_size)
+        return invalid(why, "data size");
+    err = ferry_image_loan(pub, m->width, m->height, m->encoding, m->step, &img);
+    if (err != FERRY_OK) return failed(why, err);
+    memcpy(img.data, m->data, img.data_size);
+    img.header->stamp = stamp_of(&m->header);
+    memcpy(img.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
+    img.header->is_bigendian = m->is_bigendian;
+    err = ferry_image_publish(pub, &img);
+    if (err != FERRY_OK) {
+        ferry_image_loan_release(pub, &img);
+        return failed(why, err);
+    }
+    return FERRY_OK;
+}
+
+static ferry_err publish_cloud(ferry_publisher *pub, const ferry_ros2_cloud_msg *m,
+                               const char **why)
+{
+    ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX];
+    ferry_pointcloud pc;
+    uint64_t row, size;
+    ferry_err err;
+    uint32_t i;
+
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (m->is_bigendian > 1 || m->is_dense > 1) return invalid(why, "boolean neither 0 nor 1");
+    if (m->nfields == 0 || m->nfields > FERRY_POINTCLOUD_FIELDS_MAX)
+        return invalid(why, "number of fields");
+    memset(fields, 0, sizeof fields);
+    for (i = 0; i < m->nfields; i++) {
+        const ferry_ros2_field_msg *f = &m->fields[i];
+
+        if (!bounded_string(f->name, FERRY_FIELD_NAME_MAX) || f->name[0] == '\0')
+            return invalid(why, "field name");
+        memcpy(fields[i].name, f->name, strlen(f->name) + 1);
+        fields[i].offset = f->offset;
+        fields[i].datatype = f->datatype;
+        fields[i].count = f->count;
+    }
+    if (m->point_step == 0) return invalid(why, "point_step");
+    row = (uint64_t)m->width * m->point_step;
+    if (row != m->row_step) return invalid(why, "row_step");
+    size = row * m->height; /* both below 2^32: no overflow */
+    if (size != (uint64_t)m->data_size || (size != 0 && m->data == NULL))
+        return invalid(why, "data size");
+    err = ferry_pointcloud_loan(pub, m->width, m->height, fields, m->nfields, m->point_step, &pc);
+    if (err == FERRY_EINVAL) return invalid(why, "fields or size");
+    if (err != FERRY_OK) return failed(why, err);
+    if (pc.data_size != size || pc.header->point_step != m->point_step) {
+        ferry_pointcloud_loan_release(pub, &pc);
+        return invalid(why, "point_step");
+    }
+    if (size != 0) memcpy(pc.data, m->data, size);
+    pc.header->stamp = stamp_of(&m->header);
+    memcpy(pc.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
+    pc.header->is_bigendian = m->is_bigendian;
+    pc.header->is_dense = m->is_dense;
+    err = ferry_pointcloud_publish(pub, &pc);
+    if (err != FERRY_OK) {
+        ferry_pointcloud_loan_release(pub, &pc);
+        return failed(why, err);
+    }
+    return FERRY_OK;
+}
+
+static ferry_err publish_camera_info(ferry_publisher *pub, const ferry_ros2_camera_info_msg *m,
+                                     const char **why)
+{
+    ferry_camera_info ci;
+    ferry_camera_info_header *h;
+    ferry_err err;
+
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!bounded_string(m->distortion_model, FERRY_DISTORTION_MODEL_MAX))
+        return invalid(why, "distortion_model too long");
+    if (m->d_count > FERRY_CAMERA_INFO_D_MAX) return invalid(why, "too many coefficients in d");
+    if (m->roi_do_rectify > 1) return invalid(why, "boolean neither 0 nor 1");
+    err = ferry_camera_info_loan(pub, &ci);
+    if (err != FERRY_OK) return failed(why, err);
+    h = ci.header;
+    h->stamp = stamp_of(&m->header);
+    memcpy(h->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
+    h->height = m->height;
+    h->width = m->width;
+    memcpy(h->distortion_model, m->distortion_model, strlen(m->distortion_model) + 1);
+    h->d_count = m->d_count;
+    memcpy(h->d, m->d, m->d_count * sizeof h->d[0]);
+    memcpy(h->k, m->k, sizeof h->k);
+    memcpy(h->r, m->r, sizeof h->r);
+    memcpy(h->p, m->p, sizeof h->p);
+    h->binning_x = m->binning_x;
+    h->binning_y = m->binning_y;
+    h->roi.x_offset = m->roi_x_offset;
+    h->roi.y_offset = m->roi_y_offset;
+    h->roi.height = m->roi_height;
+    h->roi.width = m->roi_width;
+    h->roi.do_rectify = m->roi_do_rectify;
+    err = ferry_camera_info_publish(pub, &ci);
+    if (err != FERRY_OK) {
+        ferry_camera_info_loan_release(pub, &ci);
+        return failed(why, err);
+    }
+    return FERRY_OK;
+}
+
+static ferry_err publish_compressed(ferry_publisher *pub, const ferry_ros2_compressed_msg *m,
+                                    const char **why)
+{
+    ferry_compressed_image ci;
+    ferry_err err;
+
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!bounded_string(m->format, FERRY_COMPRESSED_FORMAT_MAX))
+        return invalid(why, "format too long");
+    if (m->data == NULL && m->data_size != 0) return invalid(why, "data size");
+    err = ferry_compressed_image_loan(pub, m->format, m->data_size, &ci);
+    if (err != FERRY_OK) return failed(why, err);
+    if (m->data_size != 0) memcpy(ci.data, m->data, m->data_size);
+    ci.header->stamp = stamp_of(&m->header);
+    memcpy(ci.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
+    err = ferry_compressed_image_publish(pub, &ci);
+    if (err != FERRY_OK) {
+        ferry_compressed_image_loan_release(pub, &ci);
+        return failed(why, err);
+    }
+    return FERRY_OK;
+}
+
+static ferry_err publish_imu(ferry_publisher *pub, const ferry_ros2_imu_msg *m, const char **why)
+{
+    ferry_imu imu;
+    ferry_imu_header *h;
+    ferry_err err;
+
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    err = ferry_imu_loan(pub, &imu);
+    if (err != FERRY_OK) return failed(why, err);
+    h = imu.header;
+    h->stamp = stamp_of(&m->header);
+    memcpy(h->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
+    h->orientation = m->orientation;
+    memcpy(h->orientation_covariance, m->orientation_covariance, sizeof h->orientation_covariance);
+    h->angular_velocity = m->angular_velocity;
+    memcpy(h->angular_velocity_covariance, m->angular_velocity_covariance,
+           sizeof h->angular_velocity_covariance);
+    h->linear_acceleration = m->linear_acceleration;
+    memcpy(h->linear_acceleration_covariance, m->linear_acceleration_covariance,
+           sizeof h->linear_acceleration_covariance);
+    err = ferry_imu_publish(pub, &imu);
+    if (err != FERRY_OK) {
+        ferry_imu_loan_release(pub, &imu);
+        return failed(why, err);
+    }
+    return FERRY_OK;
+}
+
+static bool dtype_of_name(const char *name, ferry_dtype *out)
+{
+    int d;
+
+    for (d = FERRY_DTYPE_INT8; d <= FERRY_DTYPE_BOOL; d++)
+        if (strcmp(name, ferry_dtype_name((ferry_dtype)d)) == 0) {
+            *out = (ferry_dtype)d;
+            return true;
+        }
+    return false;
+}
+
+static ferry_err publish_tensor(ferry_publisher *pub, const ferry_ros2_tensor_msg *m,
+                                const char **why)
+{
+    ferry_dtype dtype;
+    ferry_tensor t;
+    uint64_t numel = 1;
+    ferry_err err;
+    uint32_t i;
+
+    if (!header_ok(&m->header, FERRY_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!bounded_string(m->dtype, 15) || !dtype_of_name(m->dtype, &dtype))
+        return invalid(why, "dtype");
+    if (m->ndim > FERRY_TENSOR_DIMS_MAX) return invalid(why, "too many dimensions");
+    for (i = 0; i < m->ndim; i++) {
+        if (m->shape[i] < 0 || (uint64_t)m->shape[i] > UINT32_MAX) return invalid(why, "shape");
+        numel *= (uint64_t)m->shape[i]; /* at most 8 factors below 2^32 each, checked below */
+        if (numel > UINT32_MAX) return invalid(why, "data size");
+    }
+    if (numel * ferry_dtype_size(dtype) != m->data_size) return invalid(why, "data size");
+    err = ferry_tensor_loan(pub, dtype, m->ndim, m->shape, NULL, &t);
+    if (err != FERRY_OK) return failed(why, err);
+    if (t.data_size < m->data_size) {
+        ferry_tensor_loan_release(pub, &t);
+        return invalid(why, "data size");
+    }
+    if (m->data_size != 0) memcpy(t.data, m->data, m->data_size);
+    t.header->stamp = stamp_of(&m->header);
+    memcpy(t.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
+    err = ferry_tensor_publish(pub, &t);
+    if (err != FERRY_OK) {
+        ferry_tensor_loan_release(pub, &t);
+        return failed(why, err);
+    }
+    return FERRY_OK;
+}
+
+ferry_err ferry_ros2_publish(ferry_publisher *pub, const ferry_ros2_msg *msg, const char **why)
+{
+    const char *ignored;
+
+    if (why == NULL) why = &ignored;
+    *why = "";
+    if (pub == NULL || msg == NULL) return invalid(why, "no publisher or message");
+    switch (msg->kind) {
+    case FERRY_ROS2_IMAGE: return publish_image(pub, &msg->u.image, why);
+    case FERRY_ROS2_CLOUD: return publish_cloud(pub, &msg->u.cloud, why);
+    case FERRY_ROS2_CAMERA_INFO: return publish_camera_info(pub, &msg->u.camera_info, why);
+    case FERRY_ROS2_COMPRESSED: return publish_compressed(pub, &msg->u.compressed, why);
+    case FERRY_ROS2_IMU: return publish_imu(pub, &msg->u.imu, why);
+    case FERRY_ROS2_TENSOR: return publish_tensor(pub, &msg->u.tensor, why);
+    default: return invalid(why, "kind");
+    }
+}
