@@ -34,7 +34,7 @@ int ferry_cmd_view(int argc, char **argv)
 #else
 
 #include "decode.h"
-#include "ros2/ros2.h"
+#include "ros2.h"
 #include "view_page.h"
 
 #include <ferry/msg.h>
