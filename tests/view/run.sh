@@ -5,7 +5,7 @@
 # advertised schema, JPEG), page (the built-in page in headless Chromium through playwright-core)
 # or stall (a client that never reads: the camera's rate and latency, the view's memory).
 # The npm packages are installed once into NPM_DIR (under the build tree), never globally.
-# usage: run.sh ws|page|stall PATH_TO_FERRY NPM_DIR
+# usage: run.sh ws|hostile|page|stall PATH_TO_FERRY NPM_DIR
 # Exit status: 0 passed, 1 failed, 77 skipped (no node or npm, no registry, no Chromium).
 set -u
 MODE=$1
