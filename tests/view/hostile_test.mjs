@@ -94,7 +94,15 @@ let flooder, kicked = false;
   console.log(`ok: ${open} of 100 connections accepted at once`);
 }
 
-// 5. Garbage instead of an HTTP request.
+// 5. A WebSocket without the foxglove.websocket.v1 subprotocol is refused.
+{
+  const ws = new WebSocket(url);
+  const opened = await new Promise((r) => { ws.once("open", () => r(true)); ws.once("error", () => r(false)); });
+  assert.equal(opened, false, "a WebSocket without the subprotocol was accepted");
+  console.log("ok: a WebSocket without the subprotocol is refused");
+}
+
+// 6. Garbage instead of an HTTP request.
 {
   const s = net.connect(port, "127.0.0.1");
   s.on("error", () => {});

@@ -326,6 +326,7 @@ struct view_server {
     int64_t next_scan_ns, next_stats_ns;
     int64_t period_ns; /* --max-rate; 0: none */
     bool stopping;
+    bool told_full; /* said once that VIEW_TOPICS_MAX was reached */
     char session[48];
     ferry_ros2_cdr cdr;
 #ifdef FERRY_HAVE_TURBOJPEG
@@ -1018,16 +1019,19 @@ static void client_close(view_client *c)
  * Scanning the domain: topics come and go
  * ------------------------------------------------------------------------------------------- */
 
+/* One pass over the domain's status files: the known topics that still have a live publisher of
+ * their type are marked seen; topics new to the view are collected, as many as there is room. */
 typedef struct view_scan {
     view_server *srv;
     view_topic *found[VIEW_TOPICS_MAX];
     size_t nfound;
-    bool full;
+    bool full, failed;
 } view_scan;
 
 static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
 {
     view_scan *sc = arg;
+    view_server *srv = sc->srv;
     ferry_ros2_kind kind;
     view_topic *t;
     size_t i;
@@ -1035,15 +1039,26 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
     kind = ferry_ros2_kind_of_ferry(info->type_name, info->type_hash);
     if (kind == FERRY_ROS2_NONE || ferry_ros2_name(kind) == NULL) return true;
-    if (!topic_wanted(sc->srv->a, info->topic)) return true;
+    if (!topic_wanted(srv->a, info->topic)) return true;
+    for (i = 0; i < srv->ntopics; i++) {
+        t = srv->topics[i];
+        if (strcmp(t->name, info->topic) != 0) continue;
+        if (strcmp(t->type_name, info->type_name) == 0 && t->type_hash == info->type_hash) {
+            t->seen = true;
+            return true;
+        }
+    }
     for (i = 0; i < sc->nfound; i++)
         if (strcmp(sc->found[i]->name, info->topic) == 0) return true;
-    if (sc->nfound == VIEW_TOPICS_MAX) {
+    if (srv->ntopics + sc->nfound >= VIEW_TOPICS_MAX) {
         sc->full = true;
-        return false;
+        return true;
     }
     t = calloc(1, sizeof *t);
-    if (t == NULL) return false;
+    if (t == NULL) {
+        sc->failed = true;
+        return false;
+    }
     snprintf(t->name, sizeof t->name, "%s", info->topic);
     snprintf(t->type_name, sizeof t->type_name, "%s", info->type_name);
     t->type_hash = info->type_hash;
@@ -1069,31 +1084,28 @@ static void topic_remove(view_server *srv, size_t at)
 static void scan(view_server *srv)
 {
     view_scan *sc = calloc(1, sizeof *sc);
-    uint32_t gone[2 * VIEW_TOPICS_MAX];
+    uint32_t gone[CH_COUNT * VIEW_TOPICS_MAX];
     size_t ngone = 0, i, j, from;
     ferry_err err;
+    int k;
 
     if (sc == NULL) return;
     sc->srv = srv;
+    for (i = 0; i < srv->ntopics; i++) srv->topics[i]->seen = false;
     err = ferry_inspect(srv->a->o.where.dir, srv->a->o.where.domain, NULL, scan_endpoint, sc);
-    if (err != FERRY_OK && !(err == FERRY_ESYS && errno == ENOENT)) {
+    if (sc->failed || (err != FERRY_OK && !(err == FERRY_ESYS && errno == ENOENT))) {
+        /* A pass that did not finish says nothing about what is gone. */
         for (i = 0; i < sc->nfound; i++) free(sc->found[i]);
         free(sc);
         return;
     }
-    /* Gone: no live publisher any more, or one of another type now. */
+    /* Gone: no live publisher any more, or one of another type now (then it is new below). */
     for (i = srv->ntopics; i-- > 0;) {
         view_topic *t = srv->topics[i];
-        bool keep = false;
 
-        for (j = 0; j < sc->nfound; j++)
-            if (strcmp(sc->found[j]->name, t->name) == 0 &&
-                strcmp(sc->found[j]->type_name, t->type_name) == 0 &&
-                sc->found[j]->type_hash == t->type_hash)
-                keep = true;
-        if (keep) continue;
-        if (t->chan[CH_RAW]) gone[ngone++] = t->chan[CH_RAW];
-        if (t->chan[CH_JPEG]) gone[ngone++] = t->chan[CH_JPEG];
+        if (t->seen) continue;
+        for (k = 0; k < CH_COUNT; k++)
+            if (t->chan[k] != 0) gone[ngone++] = t->chan[k];
         topic_remove(srv, i);
     }
     if (ngone > 0) {
@@ -1106,39 +1118,32 @@ static void scan(view_server *srv)
             broadcast(srv, text_close(&t));
         }
     }
+    /* New: channel ids are never reused, so a client cannot confuse a topic that came back
+     * (perhaps with another type) with the one it knew. */
     from = srv->ntopics;
     for (j = 0; j < sc->nfound; j++) {
-        view_topic *t = sc->found[j];
-        bool known = false;
-
-        for (i = 0; i < from && !known; i++) known = strcmp(srv->topics[i]->name, t->name) == 0;
-        if (known || srv->ntopics == VIEW_TOPICS_MAX) {
-            free(t);
-            continue;
-        }
-        t->chan[CH_RAW] = ++srv->next_chan;
-        srv->topics[srv->ntopics++] = t;
+        sc->found[j]->chan[CH_RAW] = ++srv->next_chan;
+        srv->topics[srv->ntopics++] = sc->found[j];
     }
     /* The JPEG channel of an image topic, unless a topic of that name exists on its own. */
+#ifdef FERRY_HAVE_TURBOJPEG
     for (i = from; i < srv->ntopics; i++) {
         view_topic *t = srv->topics[i];
         char name[FERRY_TOPIC_MAX + 16];
         bool taken = false;
 
         if (t->kind != FERRY_ROS2_IMAGE) continue;
-#ifdef FERRY_HAVE_TURBOJPEG
         snprintf(name, sizeof name, "%s/compressed", t->name);
         for (j = 0; j < srv->ntopics && !taken; j++) taken = strcmp(srv->topics[j]->name, name) == 0;
         if (!taken) t->chan[CH_JPEG] = ++srv->next_chan;
-#else
-        (void)name;
-        (void)taken;
-#endif
     }
+#endif
     broadcast(srv, advertise_msg(srv, from));
-    if (sc->full)
+    if (sc->full && !srv->told_full) {
         fprintf(stderr, "ferry view: more than %d topics: the others are not offered\n",
                 VIEW_TOPICS_MAX);
+        srv->told_full = true;
+    }
     free(sc);
 }
 
@@ -1181,6 +1186,9 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         lws_callback_on_writable(wsi);
         return 0;
     }
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        /* A WebSocket upgrade that asked for no subprotocol of ours lands here: refused. */
+        return 1;
     case LWS_CALLBACK_HTTP_WRITEABLE: {
         unsigned char buf[LWS_PRE + 4096];
         size_t n = view_page_len - h->sent;
