@@ -18,6 +18,8 @@
  *
  * Single-threaded: one libwebsockets event loop drives the clients, the subscribers'
  * descriptors (adopted as raw files) and a 100 ms tick (rescans, housekeeping, statistics).
+ * This file holds the command, the loop, the topics and the clients; view_proto.c makes and
+ * parses the protocol's messages (view.h between them).
  */
 #include "cli.h"
 
@@ -34,7 +36,7 @@ int ferry_cmd_view(int argc, char **argv)
 #else
 
 #include "decode.h"
-#include "ros2.h"
+#include "view.h"
 #include "view_page.h"
 
 #include <ferry/msg.h>
@@ -58,17 +60,6 @@ int ferry_cmd_view(int argc, char **argv)
 #define TICK_US (100 * LWS_US_PER_MS)
 #define SCAN_PERIOD_NS NS_PER_S
 #define STATS_PERIOD_NS NS_PER_S
-
-#define VIEW_TOPIC_PATTERNS_MAX 64
-#define VIEW_TOPICS_MAX 1024            /* topics offered at once */
-#define VIEW_CLIENTS_MAX 64             /* WebSocket clients at once */
-#define VIEW_SUBS_MAX 256               /* subscriptions of one client */
-#define VIEW_RX_MAX 65536               /* one text message of a client, in bytes */
-#define VIEW_OUT_SLOTS 64               /* control messages queued for one client */
-#define VIEW_OUT_BYTES (16u << 20)      /* their bytes together */
-#define VIEW_MSG_MAX ((size_t)1 << 30)  /* one message sent: far beyond any camera frame */
-#define VIEW_OP_ITEMS_MAX VIEW_SUBS_MAX /* entries of one subscribe or unsubscribe */
-#define VIEW_DATA_HEAD 13               /* opcode, subscription id, timestamp */
 
 static void usage(FILE *to)
 {
@@ -97,17 +88,6 @@ static void usage(FILE *to)
           "  -h, --help        print this help\n",
           to);
 }
-
-typedef struct view_args {
-    cli_opts o; /* --domain, --dir */
-    uint64_t port;
-    const char *bind;
-    const char *patterns[VIEW_TOPIC_PATTERNS_MAX];
-    char pattern_buf[VIEW_TOPIC_PATTERNS_MAX][FERRY_TOPIC_MAX + 2];
-    unsigned npatterns;
-    double max_rate;
-    uint64_t jpeg_quality;
-} view_args;
 
 static int parse_args(int argc, char **argv, view_args *a)
 {
@@ -172,170 +152,8 @@ static int parse_args(int argc, char **argv, view_args *a)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Messages as sent: one allocation, shared by every client it goes to
- * ------------------------------------------------------------------------------------------- */
-
-/* The body is preceded by LWS_PRE bytes, where libwebsockets writes the frame header. A binary
- * message starts with a VIEW_DATA_HEAD slot that each client's subscription id fills just before
- * it is written: single-threaded, and lws_write either sends the frame or copies what it could
- * not send, so sharing the bytes is safe. */
-typedef struct view_msg {
-    unsigned refs;
-    bool binary;
-    int64_t recv_ns; /* the Message Data timestamp: wall clock when taken */
-    size_t len;
-    unsigned char *body;
-    unsigned char *mem; /* LWS_PRE + len bytes */
-} view_msg;
-
-static view_msg *msg_new(size_t len, bool binary)
-{
-    view_msg *m;
-
-    if (len > VIEW_MSG_MAX) return NULL;
-    m = calloc(1, sizeof *m);
-    if (m == NULL) return NULL;
-    m->mem = malloc(LWS_PRE + len);
-    if (m->mem == NULL) {
-        free(m);
-        return NULL;
-    }
-    m->refs = 1;
-    m->binary = binary;
-    m->len = len;
-    m->body = m->mem + LWS_PRE;
-    return m;
-}
-
-static view_msg *msg_ref(view_msg *m)
-{
-    m->refs++;
-    return m;
-}
-
-/* Not inlined: gcc cannot see that a caller's reference keeps refs above zero and would
- * report the next use of a shared message as a use after free. */
-static __attribute__((noinline)) void msg_unref(view_msg *m)
-{
-    if (m == NULL || --m->refs > 0) return;
-    free(m->mem);
-    free(m);
-}
-
-/* JSON text is written to a memory stream that starts with the LWS_PRE bytes. */
-typedef struct view_text {
-    FILE *f;
-    char *buf;
-    size_t len;
-} view_text;
-
-static bool text_open(view_text *t)
-{
-    static const char pre[LWS_PRE];
-
-    t->buf = NULL;
-    t->len = 0;
-    t->f = open_memstream(&t->buf, &t->len);
-    if (t->f == NULL) return false;
-    fwrite(pre, 1, sizeof pre, t->f);
-    return true;
-}
-
-/* Closes the stream; the message, or NULL when out of memory. */
-static view_msg *text_close(view_text *t)
-{
-    view_msg *m;
-
-    if (fclose(t->f) != 0 || t->buf == NULL || t->len < LWS_PRE) {
-        free(t->buf);
-        return NULL;
-    }
-    m = calloc(1, sizeof *m);
-    if (m == NULL) {
-        free(t->buf);
-        return NULL;
-    }
-    m->refs = 1;
-    m->mem = (unsigned char *)t->buf;
-    m->body = m->mem + LWS_PRE;
-    m->len = t->len - LWS_PRE;
-    return m;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Topics, channels, clients
  * ------------------------------------------------------------------------------------------- */
-
-enum { CH_RAW, CH_JPEG, CH_COUNT };
-
-typedef struct view_server view_server;
-
-typedef struct view_topic {
-    char name[FERRY_TOPIC_MAX + 2];
-    char type_name[FERRY_TYPE_NAME_MAX + 1];
-    uint64_t type_hash;
-    ferry_ros2_kind kind;
-    uint32_t chan[CH_COUNT]; /* channel ids; 0: not offered */
-    unsigned subs[CH_COUNT]; /* client subscriptions to each */
-    bool seen;               /* in the last scan */
-    ferry_subscriber *sub;   /* while subs[] is not all zero */
-    struct lws *fd_wsi;      /* the subscriber's descriptor in the event loop */
-    int64_t next_ns;         /* --max-rate: the publish time the next message may have */
-    uint64_t last_pub, last_seq;
-    uint64_t gaps;           /* samples of the topic the view never saw (sequence gaps) */
-    uint64_t capped;         /* samples skipped for --max-rate */
-    bool jpeg_refused;       /* told the clients once that this encoding has no JPEG */
-} view_topic;
-
-typedef struct view_sub {
-    uint32_t id;
-    view_topic *topic;
-    int ch;
-    view_msg *pending; /* the newest message not yet written */
-    uint64_t sent, dropped, gaps_base;
-} view_sub;
-
-typedef struct view_client {
-    view_server *srv;
-    struct lws *wsi;
-    struct view_client *prev, *next;
-    view_sub subs[VIEW_SUBS_MAX];
-    unsigned nsubs;
-    unsigned rr; /* where the next look for a pending message starts */
-    view_msg *out[VIEW_OUT_SLOTS];
-    unsigned out_head, out_count;
-    size_t out_bytes;
-    unsigned char *rx; /* VIEW_RX_MAX bytes, once a message comes in pieces */
-    size_t rx_len;
-    bool rx_overflow;
-    bool stats;
-    bool kicked; /* broke a bound: closing */
-} view_client;
-
-struct view_server {
-    const view_args *a;
-    struct lws_context *ctx;
-    struct lws_vhost *vh;
-    ferry_node *node;
-    view_topic *topics[VIEW_TOPICS_MAX];
-    size_t ntopics;
-    uint32_t next_chan;
-    view_client *clients;
-    unsigned nclients;
-    lws_sorted_usec_list_t tick;
-    int64_t next_scan_ns, next_stats_ns;
-    int64_t period_ns; /* --max-rate; 0: none */
-    bool stopping;
-    bool told_full; /* said once that VIEW_TOPICS_MAX was reached */
-    char session[48];
-    ferry_ros2_cdr cdr;
-#ifdef FERRY_HAVE_TURBOJPEG
-    tjhandle tj;
-    unsigned char *jpeg;
-    unsigned long jpeg_cap;
-#endif
-    uint64_t clients_total, messages_sent, messages_dropped;
-};
 
 static void client_queue(view_client *c, view_msg *m);
 
@@ -368,63 +186,9 @@ static void broadcast(view_server *srv, view_msg *m)
     view_client *c;
 
     if (m == NULL) return;
-    for (c = srv->clients; c != NULL; c = c->next) client_queue(c, msg_ref(m));
-    msg_unref(m);
-}
-
-/* {"op":"status","level":L,"message":"..."} */
-static view_msg *status_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static view_msg *status_msg(int level, const char *fmt, ...)
-{
-    char text[512];
-    view_text t;
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (!text_open(&t)) return NULL;
-    fprintf(t.f, "{\"op\":\"status\",\"level\":%d,\"message\":", level);
-    cli_json_string(t.f, text);
-    fputs("}", t.f);
-    return text_close(&t);
-}
-
-static void channel_json(FILE *f, const view_topic *t, int ch)
-{
-    ferry_ros2_kind kind = ch == CH_JPEG ? FERRY_ROS2_COMPRESSED : t->kind;
-    char topic[FERRY_TOPIC_MAX + 16];
-
-    snprintf(topic, sizeof topic, "%s%s", t->name, ch == CH_JPEG ? "/compressed" : "");
-    fprintf(f, "{\"id\":%" PRIu32 ",\"topic\":", t->chan[ch]);
-    cli_json_string(f, topic);
-    fputs(",\"encoding\":\"cdr\",\"schemaName\":", f);
-    cli_json_string(f, ferry_ros2_name(kind));
-    fputs(",\"schemaEncoding\":\"ros2msg\",\"schema\":", f);
-    cli_json_string(f, ferry_ros2_definition(kind));
-    fputs("}", f);
-}
-
-/* An advertise of the channels of topics[from..) (or of every topic); NULL when there is none. */
-static view_msg *advertise_msg(view_server *srv, size_t from)
-{
-    bool first = true;
-    view_text t;
-    size_t i;
-    int k;
-
-    if (from >= srv->ntopics) return NULL;
-    if (!text_open(&t)) return NULL;
-    fputs("{\"op\":\"advertise\",\"channels\":[", t.f);
-    for (i = from; i < srv->ntopics; i++)
-        for (k = 0; k < CH_COUNT; k++) {
-            if (srv->topics[i]->chan[k] == 0) continue;
-            if (!first) fputs(",", t.f);
-            first = false;
-            channel_json(t.f, srv->topics[i], k);
-        }
-    fputs("]}", t.f);
-    return text_close(&t);
+    for (c = srv->clients; c != NULL; c = c->next)
+        client_queue(c, view_msg_ref(m));
+    view_msg_unref(m);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -441,8 +205,8 @@ static void topic_unsubscribe(view_server *srv, view_topic *t)
     if (t->fd_wsi != NULL) {
         /* The adopted descriptor is a duplicate: closing it leaves the subscriber's own. */
         lws_set_opaque_user_data(t->fd_wsi, NULL);
-        if (!srv->stopping) lws_set_timeout(t->fd_wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
-                                            LWS_TO_KILL_ASYNC);
+        if (!srv->stopping)
+            lws_set_timeout(t->fd_wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
         t->fd_wsi = NULL;
     }
     err = ferry_subscriber_destroy(t->sub);
@@ -467,8 +231,8 @@ static bool topic_subscribe(view_server *srv, view_topic *t, view_client *c)
     err = ferry_subscriber_create(&t->sub, srv->node, t->name, t->type_name, t->type_hash, &o);
     if (err != FERRY_OK) {
         t->sub = NULL;
-        client_queue(c, status_msg(2, "cannot subscribe to %s: %s", t->name,
-                                   ferry_strerror(err)));
+        client_queue(
+            c, view_status_msg(2, "cannot subscribe to %s: %s", t->name, ferry_strerror(err)));
         return false;
     }
     t->last_pub = 0;
@@ -500,115 +264,15 @@ static void deliver(view_server *srv, view_topic *t, int ch, view_msg *m)
             if (s->topic != t || s->ch != ch) continue;
             if (s->pending != NULL) {
                 /* Newest wins: the client has not taken the last one yet. */
-                msg_unref(s->pending);
+                view_msg_unref(s->pending);
                 s->dropped++;
                 srv->messages_dropped++;
             }
-            s->pending = msg_ref(m);
+            s->pending = view_msg_ref(m);
             lws_callback_on_writable(c->wsi);
         }
-    msg_unref(m);
+    view_msg_unref(m);
 }
-
-static view_msg *raw_msg(view_server *srv, view_topic *t, const ferry_sample *s, int64_t now)
-{
-    ferry_ros2_cdr *cdr = &srv->cdr;
-    unsigned char *p;
-    view_msg *m;
-    unsigned i;
-
-    if (ferry_ros2_cdr_encode(t->kind, s, cdr) != FERRY_OK) return NULL;
-    m = msg_new(VIEW_DATA_HEAD + cdr->size, true);
-    if (m == NULL) return NULL;
-    m->recv_ns = now;
-    p = m->body + VIEW_DATA_HEAD;
-    for (i = 0; i < cdr->niov && i < 3; i++) {
-        memcpy(p, cdr->iov[i].iov_base, cdr->iov[i].iov_len);
-        p += cdr->iov[i].iov_len;
-    }
-    return m;
-}
-
-#ifdef FERRY_HAVE_TURBOJPEG
-static int jpeg_format(const char *encoding, int *subsamp)
-{
-    *subsamp = TJSAMP_420;
-    if (strcmp(encoding, "rgb8") == 0) return TJPF_RGB;
-    if (strcmp(encoding, "bgr8") == 0) return TJPF_BGR;
-    if (strcmp(encoding, "rgba8") == 0) return TJPF_RGBA;
-    if (strcmp(encoding, "bgra8") == 0) return TJPF_BGRA;
-    if (strcmp(encoding, "mono8") == 0 || strcmp(encoding, "8UC1") == 0) {
-        *subsamp = TJSAMP_GRAY;
-        return TJPF_GRAY;
-    }
-    return -1;
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
-
-/* sensor_msgs/msg/CompressedImage in CDR_LE: header (stamp, frame_id), format, data. The JPEG
- * is made here, so it is no ferry sample that the CDR writer could take. Offsets of the
- * alignment count from after the 4-byte encapsulation header. */
-static view_msg *jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, int64_t now)
-{
-    static const char format[] = "jpeg";
-    unsigned long size = srv->jpeg_cap;
-    ferry_image_view v;
-    size_t idlen, at, total;
-    int pf, subsamp;
-    unsigned char *p;
-    view_msg *m;
-
-    if (ferry_image_view_get(s, &v) != FERRY_OK) return NULL;
-    pf = jpeg_format(v.header.encoding, &subsamp);
-    if (pf < 0 || v.header.width > 65535 || v.header.height > 65535) {
-        if (!t->jpeg_refused)
-            broadcast(srv, status_msg(1, "%s: no JPEG for %s images of %" PRIu32 "x%" PRIu32
-                                         " (rgb8, bgr8, rgba8, bgra8 and mono8 up to 65535 a"
-                                         " side only)",
-                                      t->name, v.header.encoding, v.header.width,
-                                      v.header.height));
-        t->jpeg_refused = true;
-        return NULL;
-    }
-    if (tjCompress2(srv->tj, v.data, (int)v.header.width, (int)v.header.step,
-                    (int)v.header.height, pf, &srv->jpeg, &size, subsamp,
-                    (int)srv->a->jpeg_quality, TJFLAG_FASTDCT) != 0)
-        return NULL;
-    if (size > srv->jpeg_cap) srv->jpeg_cap = size;
-    idlen = strlen(v.header.frame_id) + 1;
-    /* stamp 8, frame_id 4 + idlen, padding, format 4 + 5, padding, length 4, data */
-    at = 8 + 4 + idlen;
-    at = (at + 3) & ~(size_t)3;
-    at += 4 + sizeof format;
-    at = (at + 3) & ~(size_t)3;
-    total = 4 + at + 4 + size;
-    m = msg_new(VIEW_DATA_HEAD + total, true);
-    if (m == NULL) return NULL;
-    m->recv_ns = now;
-    p = m->body + VIEW_DATA_HEAD;
-    memset(p, 0, total - size);
-    p[1] = 1; /* CDR_LE */
-    p += 4;
-    put_u32(p, (uint32_t)v.header.stamp.sec);
-    put_u32(p + 4, v.header.stamp.nanosec);
-    put_u32(p + 8, (uint32_t)idlen);
-    memcpy(p + 12, v.header.frame_id, idlen);
-    at = (12 + idlen + 3) & ~(size_t)3;
-    put_u32(p + at, sizeof format);
-    memcpy(p + at + 4, format, sizeof format);
-    at = (at + 4 + sizeof format + 3) & ~(size_t)3;
-    put_u32(p + at, (uint32_t)size);
-    memcpy(p + at + 4, srv->jpeg, size);
-    return m;
-}
-#endif
 
 /* One sample: thinned to --max-rate, then serialised once per channel that has a subscriber. */
 static void topic_sample(view_server *srv, view_topic *t, const ferry_sample *s)
@@ -633,14 +297,16 @@ static void topic_sample(view_server *srv, view_topic *t, const ferry_sample *s)
     }
     now = cli_realtime_ns();
     if (t->subs[CH_RAW] > 0) {
-        view_msg *m = raw_msg(srv, t, s, now);
+        view_msg *m = view_raw_msg(srv, t, s, now);
 
         if (m != NULL) deliver(srv, t, CH_RAW, m);
     }
 #ifdef FERRY_HAVE_TURBOJPEG
     if (t->subs[CH_JPEG] > 0) {
-        view_msg *m = jpeg_msg(srv, t, s, now);
+        view_msg *refusal = NULL;
+        view_msg *m = view_jpeg_msg(srv, t, s, now, &refusal);
 
+        if (refusal != NULL) broadcast(srv, refusal);
         if (m != NULL) deliver(srv, t, CH_JPEG, m);
     }
 #endif
@@ -680,14 +346,14 @@ static void topic_drain(view_server *srv, view_topic *t)
 static void client_queue(view_client *c, view_msg *m)
 {
     if (m == NULL || c->kicked) {
-        msg_unref(m);
+        view_msg_unref(m);
         return;
     }
     if (c->out_count == VIEW_OUT_SLOTS || c->out_bytes + m->len > VIEW_OUT_BYTES) {
-        msg_unref(m);
+        view_msg_unref(m);
         c->kicked = true;
-        lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
-                         (unsigned char *)"not reading", 11);
+        lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"not reading",
+                         11);
         lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
         return;
     }
@@ -702,7 +368,7 @@ static void sub_remove(view_server *srv, view_client *c, unsigned i)
     view_sub *s = &c->subs[i];
     view_topic *t = s->topic;
 
-    msg_unref(s->pending);
+    view_msg_unref(s->pending);
     t->subs[s->ch]--;
     c->subs[i] = c->subs[--c->nsubs];
     if (t->subs[CH_RAW] == 0 && t->subs[CH_JPEG] == 0) topic_unsubscribe(srv, t);
@@ -729,21 +395,21 @@ static void client_subscribe(view_client *c, uint32_t id, uint32_t chan)
     int ch;
 
     if (sub_find(c, id, NULL) != NULL) {
-        client_queue(c, status_msg(2, "subscription id %" PRIu32 " is in use", id));
+        client_queue(c, view_status_msg(2, "subscription id %" PRIu32 " is in use", id));
         return;
     }
     t = topic_by_channel(srv, chan, &ch);
     if (t == NULL) {
-        client_queue(c, status_msg(2, "no channel %" PRIu32, chan));
+        client_queue(c, view_status_msg(2, "no channel %" PRIu32, chan));
         return;
     }
     for (i = 0; i < c->nsubs; i++)
         if (c->subs[i].topic == t && c->subs[i].ch == ch) {
-            client_queue(c, status_msg(2, "channel %" PRIu32 " is subscribed already", chan));
+            client_queue(c, view_status_msg(2, "channel %" PRIu32 " is subscribed already", chan));
             return;
         }
     if (c->nsubs == VIEW_SUBS_MAX) {
-        client_queue(c, status_msg(2, "at most %d subscriptions", VIEW_SUBS_MAX));
+        client_queue(c, view_status_msg(2, "at most %d subscriptions", VIEW_SUBS_MAX));
         return;
     }
     if (!topic_subscribe(srv, t, c)) return;
@@ -761,192 +427,42 @@ static void client_unsubscribe(view_client *c, uint32_t id)
     unsigned i;
 
     if (sub_find(c, id, &i) == NULL) {
-        client_queue(c, status_msg(1, "no subscription %" PRIu32, id));
+        client_queue(c, view_status_msg(1, "no subscription %" PRIu32, id));
         return;
     }
     sub_remove(c->srv, c, i);
 }
 
-/* A client's text message, parsed with lws's bounded streaming JSON parser (lejp): nesting,
- * path and string lengths are capped by it; the entries are capped here. */
-typedef struct view_op {
-    char op[LEJP_STRING_CHUNK + 1];
-    bool op_set, bad;
-    const char *why;
-    struct { uint32_t id, chan; bool has_id, has_chan; } items[VIEW_OP_ITEMS_MAX];
-    unsigned nitems;
-    uint32_t ids[VIEW_OP_ITEMS_MAX];
-    unsigned nids;
-} view_op;
-
-static const char *const op_paths[] = {
-    "op",
-    "subscriptions[]",
-    "subscriptions[].id",
-    "subscriptions[].channelId",
-    "subscriptionIds[]",
-};
-
-static bool json_u32(struct lejp_ctx *ctx, char reason, uint32_t *out)
-{
-    char *end;
-    unsigned long long v;
-
-    if (reason != LEJPCB_VAL_NUM_INT || ctx->buf[0] == '-') return false;
-    errno = 0;
-    v = strtoull(ctx->buf, &end, 10);
-    if (errno != 0 || *end != '\0' || v > UINT32_MAX) return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
-/* lejp's own path matching misses array elements, so the path is compared here. */
-static int op_path(const struct lejp_ctx *ctx)
-{
-    size_t i;
-
-    for (i = 0; i < sizeof op_paths / sizeof *op_paths; i++)
-        if (strcmp(ctx->path, op_paths[i]) == 0) return (int)i;
-    return -1;
-}
-
-static signed char op_cb(struct lejp_ctx *ctx, char reason)
-{
-    view_op *o = ctx->user;
-    int path = op_path(ctx);
-
-    if (o->bad || path < 0) return 0;
-    switch (path) {
-    case 0: /* op */
-        if (reason == LEJPCB_VAL_STR_CHUNK) {
-            o->bad = true;
-            o->why = "op too long";
-        } else if (reason == LEJPCB_VAL_STR_END) {
-            memcpy(o->op, ctx->buf, sizeof o->op - 1);
-            o->op[sizeof o->op - 1] = '\0';
-            o->op_set = true;
-        }
-        break;
-    case 1: /* an element of subscriptions: a new entry when it is an object */
-        if (reason == LEJPCB_OBJECT_START) {
-            if (o->nitems == VIEW_OP_ITEMS_MAX) {
-                o->bad = true;
-                o->why = "too many subscriptions in one message";
-                break;
-            }
-            memset(&o->items[o->nitems++], 0, sizeof o->items[0]);
-        } else if (reason & LEJP_FLAG_CB_IS_VALUE) {
-            o->bad = true;
-            o->why = "subscriptions must hold objects";
-        }
-        break;
-    case 2: /* subscriptions[].id */
-    case 3: /* subscriptions[].channelId */
-        if (!(reason & LEJP_FLAG_CB_IS_VALUE)) break;
-        if (o->nitems == 0) {
-            o->bad = true;
-            break;
-        }
-        if (!json_u32(ctx, reason, path == 2 ? &o->items[o->nitems - 1].id
-                                                            : &o->items[o->nitems - 1].chan)) {
-            o->bad = true;
-            o->why = "ids must be whole numbers 0..4294967295";
-            break;
-        }
-        if (path == 2)
-            o->items[o->nitems - 1].has_id = true;
-        else
-            o->items[o->nitems - 1].has_chan = true;
-        break;
-    case 4: /* subscriptionIds[] */
-        if (!(reason & LEJP_FLAG_CB_IS_VALUE)) break;
-        if (o->nids == VIEW_OP_ITEMS_MAX) {
-            o->bad = true;
-            o->why = "too many ids in one message";
-        } else if (!json_u32(ctx, reason, &o->ids[o->nids++])) {
-            o->bad = true;
-            o->why = "ids must be whole numbers 0..4294967295";
-        }
-        break;
-    }
-    return 0;
-}
-
 static void client_text(view_client *c, const unsigned char *text, size_t len)
 {
-    struct lejp_ctx ctx;
-    view_op *o = calloc(1, sizeof *o);
+    view_op *o = malloc(sizeof *o);
+    const char *why;
+    char buf[160];
     unsigned i;
-    int r;
 
     if (o == NULL) return;
-    lejp_construct(&ctx, op_cb, o, op_paths, (unsigned char)(sizeof op_paths / sizeof *op_paths));
-    r = lejp_parse(&ctx, text, (int)len);
-    lejp_destruct(&ctx);
-    if (r < 0 && r != LEJP_CONTINUE) {
-        client_queue(c, status_msg(2, "invalid JSON (parser error %d)", r));
-    } else if (r == LEJP_CONTINUE) {
-        client_queue(c, status_msg(2, "incomplete JSON"));
-    } else if (o->bad) {
-        client_queue(c, status_msg(2, "invalid message: %s", o->why ? o->why : "bad field"));
-    } else if (!o->op_set) {
-        client_queue(c, status_msg(2, "a message without op"));
+    why = view_op_parse(text, len, o, buf, sizeof buf);
+    if (why != NULL) {
+        client_queue(c, view_status_msg(2, "%s", why));
     } else if (strcmp(o->op, "subscribe") == 0) {
         for (i = 0; i < o->nitems; i++) {
             if (!o->items[i].has_id || !o->items[i].has_chan)
-                client_queue(c, status_msg(2, "a subscription needs id and channelId"));
+                client_queue(c, view_status_msg(2, "a subscription needs id and channelId"));
             else
                 client_subscribe(c, o->items[i].id, o->items[i].chan);
         }
     } else if (strcmp(o->op, "unsubscribe") == 0) {
-        for (i = 0; i < o->nids; i++) client_unsubscribe(c, o->ids[i]);
+        for (i = 0; i < o->nids; i++)
+            client_unsubscribe(c, o->ids[i]);
     } else if (strcmp(o->op, "ferrySubscribeStats") == 0) {
         c->stats = true;
     } else {
         /* Printable and short, whatever the client sent. */
         for (i = 0; o->op[i] != '\0'; i++)
             if (o->op[i] < 0x20 || o->op[i] > 0x7e) o->op[i] = '?';
-        client_queue(c, status_msg(2, "unsupported op '%.40s'", o->op));
+        client_queue(c, view_status_msg(2, "unsupported op '%.40s'", o->op));
     }
     free(o);
-}
-
-/* {"op":"ferryStats","subscriptions":[{"id","sent","dropped","gaps","capped"}]}: what the page
- * shows as drops, for clients that asked (Foxglove's client refuses unknown ops). */
-static view_msg *stats_msg(view_client *c)
-{
-    view_text t;
-    unsigned i;
-
-    if (!text_open(&t)) return NULL;
-    fputs("{\"op\":\"ferryStats\",\"subscriptions\":[", t.f);
-    for (i = 0; i < c->nsubs; i++) {
-        const view_sub *s = &c->subs[i];
-
-        fprintf(t.f,
-                "%s{\"id\":%" PRIu32 ",\"sent\":%" PRIu64 ",\"dropped\":%" PRIu64
-                ",\"gaps\":%" PRIu64 "}",
-                i ? "," : "", s->id, s->sent, s->dropped, s->topic->gaps - s->gaps_base);
-    }
-    fputs("]}", t.f);
-    return text_close(&t);
-}
-
-static view_msg *server_info_msg(view_server *srv)
-{
-    view_text t;
-
-    if (!text_open(&t)) return NULL;
-    fputs("{\"op\":\"serverInfo\",\"name\":\"ferry view\",\"capabilities\":[],"
-          "\"metadata\":{\"domain\":",
-          t.f);
-    fprintf(t.f, "\"%" PRIu32 "\"", srv->a->o.where.domain);
-    fputs(",\"dir\":", t.f);
-    cli_json_string(t.f, srv->node ? ferry_node_dir(srv->node) : "");
-    fputs("},\"sessionId\":", t.f);
-    cli_json_string(t.f, srv->session);
-    fputs("}", t.f);
-    return text_close(&t);
 }
 
 /* One message to the socket per writeable callback, as libwebsockets wants: control messages
@@ -983,12 +499,13 @@ static int client_write(view_client *c)
         m->body[2] = (unsigned char)(s->id >> 8);
         m->body[3] = (unsigned char)(s->id >> 16);
         m->body[4] = (unsigned char)(s->id >> 24);
-        for (i = 0; i < 8; i++) m->body[5 + i] = (unsigned char)((uint64_t)m->recv_ns >> (8 * i));
+        for (i = 0; i < 8; i++)
+            m->body[5 + i] = (unsigned char)((uint64_t)m->recv_ns >> (8 * i));
         n = lws_write(c->wsi, m->body, m->len, LWS_WRITE_BINARY);
         s->sent++;
         c->srv->messages_sent++;
     }
-    msg_unref(m);
+    view_msg_unref(m);
     if (n < 0) return -1;
     for (i = 0; i < c->nsubs && c->out_count == 0; i++)
         if (c->subs[i].pending != NULL) break;
@@ -1000,16 +517,19 @@ static void client_close(view_client *c)
 {
     view_server *srv = c->srv;
 
-    while (c->nsubs > 0) sub_remove(srv, c, c->nsubs - 1);
+    while (c->nsubs > 0)
+        sub_remove(srv, c, c->nsubs - 1);
     while (c->out_count > 0) {
-        msg_unref(c->out[c->out_head]);
+        view_msg_unref(c->out[c->out_head]);
         c->out_head = (c->out_head + 1) % VIEW_OUT_SLOTS;
         c->out_count--;
     }
     free(c->rx);
     c->rx = NULL;
-    if (c->prev != NULL) c->prev->next = c->next;
-    else if (srv->clients == c) srv->clients = c->next;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else if (srv->clients == c)
+        srv->clients = c->next;
     if (c->next != NULL) c->next->prev = c->prev;
     if (c->srv != NULL) srv->nclients--;
     c->srv = NULL;
@@ -1091,11 +611,13 @@ static void scan(view_server *srv)
 
     if (sc == NULL) return;
     sc->srv = srv;
-    for (i = 0; i < srv->ntopics; i++) srv->topics[i]->seen = false;
+    for (i = 0; i < srv->ntopics; i++)
+        srv->topics[i]->seen = false;
     err = ferry_inspect(srv->a->o.where.dir, srv->a->o.where.domain, NULL, scan_endpoint, sc);
     if (sc->failed || (err != FERRY_OK && !(err == FERRY_ESYS && errno == ENOENT))) {
         /* A pass that did not finish says nothing about what is gone. */
-        for (i = 0; i < sc->nfound; i++) free(sc->found[i]);
+        for (i = 0; i < sc->nfound; i++)
+            free(sc->found[i]);
         free(sc);
         return;
     }
@@ -1108,16 +630,7 @@ static void scan(view_server *srv)
             if (t->chan[k] != 0) gone[ngone++] = t->chan[k];
         topic_remove(srv, i);
     }
-    if (ngone > 0) {
-        view_text t;
-
-        if (text_open(&t)) {
-            fputs("{\"op\":\"unadvertise\",\"channelIds\":[", t.f);
-            for (i = 0; i < ngone; i++) fprintf(t.f, "%s%" PRIu32, i ? "," : "", gone[i]);
-            fputs("]}", t.f);
-            broadcast(srv, text_close(&t));
-        }
-    }
+    if (ngone > 0) broadcast(srv, view_unadvertise_msg(gone, ngone));
     /* New: channel ids are never reused, so a client cannot confuse a topic that came back
      * (perhaps with another type) with the one it knew. */
     from = srv->ntopics;
@@ -1134,11 +647,12 @@ static void scan(view_server *srv)
 
         if (t->kind != FERRY_ROS2_IMAGE) continue;
         snprintf(name, sizeof name, "%s/compressed", t->name);
-        for (j = 0; j < srv->ntopics && !taken; j++) taken = strcmp(srv->topics[j]->name, name) == 0;
+        for (j = 0; j < srv->ntopics && !taken; j++)
+            taken = strcmp(srv->topics[j]->name, name) == 0;
         if (!taken) t->chan[CH_JPEG] = ++srv->next_chan;
     }
 #endif
-    broadcast(srv, advertise_msg(srv, from));
+    broadcast(srv, view_advertise_msg(srv, from));
     if (sc->full && !srv->told_full) {
         fprintf(stderr, "ferry view: more than %d topics: the others are not offered\n",
                 VIEW_TOPICS_MAX);
@@ -1168,7 +682,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     switch (reason) {
     case LWS_CALLBACK_HTTP: {
         unsigned char buf[LWS_PRE + 1024], *start = buf + LWS_PRE, *p = start,
-                                            *end = buf + sizeof buf - 1;
+                                           *end = buf + sizeof buf - 1;
         const char *uri = in;
 
         (void)len;
@@ -1234,8 +748,8 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
         srv->clients = c;
         srv->nclients++;
         srv->clients_total++;
-        client_queue(c, server_info_msg(srv));
-        client_queue(c, advertise_msg(srv, 0));
+        client_queue(c, view_server_info_msg(srv));
+        client_queue(c, view_advertise_msg(srv, 0));
         return 0;
     case LWS_CALLBACK_RECEIVE: {
         bool final = lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0;
@@ -1243,8 +757,7 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
         if (c->srv == NULL || c->kicked) return 0;
         if (lws_frame_is_binary(wsi)) {
             /* Client Message Data and service calls: not offered (no such capability). */
-            if (final)
-                client_queue(c, status_msg(2, "binary messages are not supported"));
+            if (final) client_queue(c, view_status_msg(2, "binary messages are not supported"));
             return 0;
         }
         if (final && c->rx_len == 0 && !c->rx_overflow) {
@@ -1264,8 +777,7 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
     too_large:
         c->rx_overflow = true;
         c->kicked = true;
-        lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, (unsigned char *)"too large",
-                         9);
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, (unsigned char *)"too large", 9);
         return -1;
     }
     case LWS_CALLBACK_SERVER_WRITEABLE:
@@ -1323,7 +835,7 @@ static void tick(lws_sorted_usec_list_t *sul)
         if (srv->topics[i]->sub != NULL) topic_drain(srv, srv->topics[i]);
     if (now >= srv->next_stats_ns) {
         for (c = srv->clients; c != NULL; c = c->next)
-            if (c->stats && !c->kicked) client_queue(c, stats_msg(c));
+            if (c->stats && !c->kicked) client_queue(c, view_stats_msg(c));
         srv->next_stats_ns = now + STATS_PERIOD_NS;
     }
     lws_sul_schedule(srv->ctx, 0, &srv->tick, tick, TICK_US);
@@ -1357,8 +869,7 @@ int ferry_cmd_view(int argc, char **argv)
     status = 0;
     srv->a = a;
     srv->period_ns = a->max_rate > 0.0 ? (int64_t)(1e9 / a->max_rate) : 0;
-    snprintf(srv->session, sizeof srv->session, "%ld-%" PRId64, (long)getpid(),
-             cli_realtime_ns());
+    snprintf(srv->session, sizeof srv->session, "%ld-%" PRId64, (long)getpid(), cli_realtime_ns());
 
     ferry_node_options_init(&no);
     no.dir = a->o.where.dir;
@@ -1393,8 +904,9 @@ int ferry_cmd_view(int argc, char **argv)
     info.timeout_secs = 10;
     srv->ctx = lws_create_context(&info);
     if (srv->ctx == NULL) {
-        status = cli_fail(CMD, 1, "cannot listen on %s port %" PRIu64
-                                  " (in use, or not an address of this host?)",
+        status = cli_fail(CMD, 1,
+                          "cannot listen on %s port %" PRIu64
+                          " (in use, or not an address of this host?)",
                           a->bind, a->port);
         goto out;
     }
