@@ -71,6 +71,11 @@ out=$("$FERRY" view --port "$PORT" 2>&1)
 rc=$?
 [ $rc -eq 1 ] || fail "a taken port: exit $rc ($out)"
 case $out in *"cannot listen on 127.0.0.1 port $PORT"*) ;; *) fail "a taken port: '$out'" ;; esac
+# An address that is not this host's: a message, exit 1 (not a retry loop).
+out=$(timeout 10 "$FERRY" view --bind not-an-address --port 0 2>&1)
+rc=$?
+[ $rc -eq 1 ] || fail "--bind not-an-address: exit $rc ($out)"
+case $out in *"cannot listen on not-an-address"*) ;; *) fail "--bind not-an-address: '$out'" ;; esac
 if command -v curl >/dev/null; then
     code=$(curl -s -o "$T/page.html" -w '%{http_code}' "http://127.0.0.1:$PORT/")
     [ "$code" = 200 ] || fail "GET /: $code"

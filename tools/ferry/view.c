@@ -896,7 +896,7 @@ int ferry_cmd_view(int argc, char **argv)
     info.protocols = protocols;
     info.user = srv;
     info.vhost_name = "ferry";
-    info.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
+    info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 | LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND;
     if (strchr(a->bind, ':') == NULL) info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     /* The largest message libwebsockets reads of a client in one piece; longer ones come in
      * pieces and are bounded by VIEW_RX_MAX. */
@@ -917,9 +917,14 @@ int ferry_cmd_view(int argc, char **argv)
     }
     cli_stop_on_signals();
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("ferry view: serving http://%s:%d/ (Foxglove: ws://%s:%d)\n",
-           strchr(a->bind, ':') ? "[::1]" : a->bind, lws_get_vhost_listen_port(srv->vh),
-           strchr(a->bind, ':') ? "[::1]" : a->bind, lws_get_vhost_listen_port(srv->vh));
+    {
+        /* An IPv6 address goes in brackets in a URL. */
+        bool v6 = strchr(a->bind, ':') != NULL;
+        int port = lws_get_vhost_listen_port(srv->vh);
+
+        printf("ferry view: serving http://%s%s%s:%d/ (Foxglove: ws://%s%s%s:%d)\n", v6 ? "[" : "",
+               a->bind, v6 ? "]" : "", port, v6 ? "[" : "", a->bind, v6 ? "]" : "", port);
+    }
     scan(srv);
     srv->next_scan_ns = ferry_now().ns + SCAN_PERIOD_NS;
     lws_sul_schedule(srv->ctx, 0, &srv->tick, tick, TICK_US);
