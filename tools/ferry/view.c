@@ -60,6 +60,7 @@ int ferry_cmd_view(int argc, char **argv)
 #define TICK_US (100 * LWS_US_PER_MS)
 #define SCAN_PERIOD_NS NS_PER_S
 #define STATS_PERIOD_NS NS_PER_S
+#define LINGER_NS (2 * NS_PER_S) /* a ferry subscriber no client wants lives this long */
 
 static void usage(FILE *to)
 {
@@ -363,7 +364,7 @@ static void client_queue(view_client *c, view_msg *m)
     lws_callback_on_writable(c->wsi);
 }
 
-static void sub_remove(view_server *srv, view_client *c, unsigned i)
+static void sub_remove(view_client *c, unsigned i)
 {
     view_sub *s = &c->subs[i];
     view_topic *t = s->topic;
@@ -371,7 +372,10 @@ static void sub_remove(view_server *srv, view_client *c, unsigned i)
     view_msg_unref(s->pending);
     t->subs[s->ch]--;
     c->subs[i] = c->subs[--c->nsubs];
-    if (t->subs[CH_RAW] == 0 && t->subs[CH_JPEG] == 0) topic_unsubscribe(srv, t);
+    /* The ferry subscriber lingers a while (the tick ends it), so that a client that subscribes
+     * and unsubscribes in a loop cannot make the publisher accept a subscriber for each. */
+    if (t->subs[CH_RAW] == 0 && t->subs[CH_JPEG] == 0)
+        t->idle_until_ns = ferry_now().ns + LINGER_NS;
 }
 
 static view_sub *sub_find(view_client *c, uint32_t id, unsigned *at)
@@ -430,7 +434,7 @@ static void client_unsubscribe(view_client *c, uint32_t id)
         client_queue(c, view_status_msg(1, "no subscription %" PRIu32, id));
         return;
     }
-    sub_remove(c->srv, c, i);
+    sub_remove(c, i);
 }
 
 static void client_text(view_client *c, const unsigned char *text, size_t len)
@@ -518,7 +522,7 @@ static void client_close(view_client *c)
     view_server *srv = c->srv;
 
     while (c->nsubs > 0)
-        sub_remove(srv, c, c->nsubs - 1);
+        sub_remove(c, c->nsubs - 1);
     while (c->out_count > 0) {
         view_msg_unref(c->out[c->out_head]);
         c->out_head = (c->out_head + 1) % VIEW_OUT_SLOTS;
@@ -595,7 +599,7 @@ static void topic_remove(view_server *srv, size_t at)
 
     for (c = srv->clients; c != NULL; c = c->next)
         for (i = c->nsubs; i-- > 0;)
-            if (c->subs[i].topic == t) sub_remove(srv, c, i);
+            if (c->subs[i].topic == t) sub_remove(c, i);
     topic_unsubscribe(srv, t);
     srv->topics[at] = srv->topics[--srv->ntopics];
     free(t);
@@ -830,9 +834,17 @@ static void tick(lws_sorted_usec_list_t *sul)
         scan(srv);
         srv->next_scan_ns = now + SCAN_PERIOD_NS;
     }
-    /* Housekeeping, and samples a missed wake-up would leave queued. */
-    for (i = 0; i < srv->ntopics; i++)
-        if (srv->topics[i]->sub != NULL) topic_drain(srv, srv->topics[i]);
+    /* Housekeeping, samples a missed wake-up would leave queued, and the end of subscribers no
+     * client has wanted for LINGER_NS. */
+    for (i = 0; i < srv->ntopics; i++) {
+        view_topic *t = srv->topics[i];
+
+        if (t->sub == NULL) continue;
+        if (t->subs[CH_RAW] == 0 && t->subs[CH_JPEG] == 0 && now >= t->idle_until_ns)
+            topic_unsubscribe(srv, t);
+        else
+            topic_drain(srv, t);
+    }
     if (now >= srv->next_stats_ns) {
         for (c = srv->clients; c != NULL; c = c->next)
             if (c->stats && !c->kicked) client_queue(c, view_stats_msg(c));

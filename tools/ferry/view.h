@@ -92,13 +92,14 @@ typedef struct view_topic {
     uint32_t chan[CH_COUNT]; /* channel ids; 0: not offered */
     unsigned subs[CH_COUNT]; /* client subscriptions to each */
     bool seen;               /* in the last scan */
-    ferry_subscriber *sub;   /* while subs[] is not all zero */
+    ferry_subscriber *sub;   /* while a client subscribes, and LINGER_NS after */
     struct lws *fd_wsi;      /* the subscriber's descriptor in the event loop */
     int64_t next_ns;         /* --max-rate: the publish time the next message may have */
     uint64_t last_pub, last_seq;
-    uint64_t gaps;     /* samples of the topic the view never saw (sequence gaps) */
-    uint64_t capped;   /* samples skipped for --max-rate */
-    bool jpeg_refused; /* told the clients once that this encoding has no JPEG */
+    uint64_t gaps;         /* samples of the topic the view never saw (sequence gaps) */
+    uint64_t capped;       /* samples skipped for --max-rate */
+    bool jpeg_refused;     /* told the clients once that this encoding has no JPEG */
+    int64_t idle_until_ns; /* with no client subscribed: when the ferry subscriber ends */
 } view_topic;
 
 typedef struct view_sub {
