@@ -87,6 +87,7 @@ if [ $rc -ne 0 ]; then
     tail -n 20 "$T/view.err"
     fail "${MODE}_test.mjs exited $rc"
 fi
+[ -s "$T/view.err" ] && { echo "---- ferry view stderr"; head -n 20 "$T/view.err"; }
 kill -TERM "$VIEW"
 wait "$VIEW"
 rc=$?
