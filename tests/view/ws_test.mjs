@@ -128,6 +128,36 @@ await new Promise((r) => pub.on("exit", r));
 await until("/cam/brief unadvertised", () => !channels.has(brief.id), 5000);
 console.log("ok: /cam/brief advertised, then unadvertised");
 
+// A second view, with --topic and --origin: it offers only what matches, lets in clients
+// without an Origin, its own page and the listed origins, and refuses other web pages.
+const view2 = spawn(process.env.FERRY_BIN, ["view", "--port", "0", "--topic", "/cam/none*",
+                                            "--origin", "https://app.foxglove.dev"],
+                    { stdio: ["ignore", "pipe", "inherit"] });
+const port2 = await new Promise((resolve, reject) => {
+  let out = "";
+  view2.stdout.on("data", (d) => {
+    out += d;
+    const m = /serving http:\/\/127\.0\.0\.1:(\d+)\//.exec(out);
+    if (m) resolve(m[1]);
+  });
+  view2.on("exit", () => reject(new Error("the second view exited")));
+});
+const connect2 = (origin) => new Promise((resolve) => {
+  const w = new WebSocket(`ws://127.0.0.1:${port2}`, [FoxgloveClient.SUPPORTED_SUBPROTOCOL],
+                          origin ? { origin } : {});
+  w.on("message", (d, binary) => {
+    const m = binary ? null : JSON.parse(d);
+    if (m && m.op === "advertise") { w.close(); resolve(m.channels); }
+  });
+  w.on("error", () => resolve(null));
+});
+assert.deepEqual(await connect2(null), [], "--topic /cam/none*: an empty advertise");
+assert.deepEqual(await connect2("https://app.foxglove.dev"), [], "a listed origin is let in");
+assert.deepEqual(await connect2(`http://127.0.0.1:${port2}`), [], "the view's own page is let in");
+assert.equal(await connect2("https://evil.example"), null, "another origin is refused");
+view2.kill("SIGTERM");
+console.log("ok: --topic offers only what matches; --origin refuses other web pages");
+
 clearTimeout(timer);
 client.close();
 process.exit(0);

@@ -83,6 +83,10 @@ static void usage(FILE *to)
           "  --max-rate HZ     most messages a second sent per topic, 0.1..10000; 0 sends\n"
           "                    every sample (default 30)\n"
           "  --jpeg-quality Q  JPEG quality of the compressed channels, 1..100 (default 80)\n"
+          "  --origin PATTERN  let browsers connect only from pages of these origins (a\n"
+          "                    shell pattern such as 'https://app.foxglove.dev'), besides\n"
+          "                    the view's own page; may be repeated. Clients that send no\n"
+          "                    Origin (not browsers) are let in. (default: any origin)\n"
           "  --domain N        domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH        root of the domain directories (default $FERRY_DIR, else\n"
           "                    /dev/shm/ferry-<uid>)\n"
@@ -92,13 +96,14 @@ static void usage(FILE *to)
 
 static int parse_args(int argc, char **argv, view_args *a)
 {
-    enum { O_PORT = CLI_O_OWN, O_BIND, O_TOPIC, O_MAX_RATE, O_JPEG_QUALITY };
+    enum { O_PORT = CLI_O_OWN, O_BIND, O_TOPIC, O_MAX_RATE, O_JPEG_QUALITY, O_ORIGIN };
     static const struct option options[] = {
         {"port", required_argument, NULL, O_PORT},
         {"bind", required_argument, NULL, O_BIND},
         {"topic", required_argument, NULL, O_TOPIC},
         {"max-rate", required_argument, NULL, O_MAX_RATE},
         {"jpeg-quality", required_argument, NULL, O_JPEG_QUALITY},
+        {"origin", required_argument, NULL, O_ORIGIN},
         CLI_OPT_DOMAIN,
         CLI_OPT_DIR,
         CLI_OPT_HELP,
@@ -139,6 +144,13 @@ static int parse_args(int argc, char **argv, view_args *a)
         case O_MAX_RATE:
             if (!cli_parse_real(CMD, &cli_ranges[CLI_R_VIEW_MAX_RATE], optarg, &a->max_rate))
                 return 2;
+            break;
+        case O_ORIGIN:
+            if (a->norigins == VIEW_ORIGINS_MAX)
+                return cli_fail(CMD, 2, "--origin: at most %d", VIEW_ORIGINS_MAX);
+            if (optarg[0] == '\0' || strlen(optarg) > 255)
+                return cli_fail(CMD, 2, "--origin '%s': 1..255 bytes", optarg);
+            a->origins[a->norigins++] = optarg;
             break;
         case O_JPEG_QUALITY:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_VIEW_JPEG_QUALITY], optarg,
@@ -656,7 +668,7 @@ static void scan(view_server *srv)
         if (!taken) t->chan[CH_JPEG] = ++srv->next_chan;
     }
 #endif
-    broadcast(srv, view_advertise_msg(srv, from));
+    broadcast(srv, view_advertise_msg(srv, from, false));
     if (sc->full && !srv->told_full) {
         fprintf(stderr, "ferry view: more than %d topics: the others are not offered\n",
                 VIEW_TOPICS_MAX);
@@ -731,6 +743,26 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
+/* With --origin, a browser's WebSocket (it always sends Origin) is let in only from the listed
+ * origins or from the view's own page (http:// and the Host the request names): any web page
+ * the user opens could otherwise watch the cameras. */
+static bool origin_allowed(view_server *srv, struct lws *wsi)
+{
+    char origin[256], host[256], own[300];
+    unsigned i;
+
+    if (srv->a->norigins == 0) return true;
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) <= 0) return true;
+    if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) < 0) return false;
+    if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) > 0) {
+        snprintf(own, sizeof own, "http://%s", host);
+        if (strcmp(origin, own) == 0) return true;
+    }
+    for (i = 0; i < srv->a->norigins; i++)
+        if (fnmatch(srv->a->origins[i], origin, 0) == 0) return true;
+    return false;
+}
+
 static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                  size_t len)
 {
@@ -738,6 +770,8 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
     view_server *srv = server_of(wsi);
 
     switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        return origin_allowed(srv, wsi) ? 0 : 1;
     case LWS_CALLBACK_ESTABLISHED:
         memset(c, 0, sizeof *c);
         c->wsi = wsi;
@@ -753,7 +787,7 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
         srv->nclients++;
         srv->clients_total++;
         client_queue(c, view_server_info_msg(srv));
-        client_queue(c, view_advertise_msg(srv, 0));
+        client_queue(c, view_advertise_msg(srv, 0, true));
         return 0;
     case LWS_CALLBACK_RECEIVE: {
         bool final = lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0;

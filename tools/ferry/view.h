@@ -20,6 +20,7 @@
 #endif
 
 #define VIEW_TOPIC_PATTERNS_MAX 64
+#define VIEW_ORIGINS_MAX 16
 #define VIEW_TOPICS_MAX 1024            /* topics offered at once */
 #define VIEW_CLIENTS_MAX 64             /* WebSocket clients at once */
 #define VIEW_SUBS_MAX 256               /* subscriptions of one client */
@@ -39,6 +40,8 @@ typedef struct view_args {
     unsigned npatterns;
     double max_rate;
     uint64_t jpeg_quality;
+    const char *origins[VIEW_ORIGINS_MAX]; /* --origin: the web origins allowed, or none */
+    unsigned norigins;
 } view_args;
 
 /* ---------------------------------------------------------------------------------------------
@@ -175,8 +178,9 @@ typedef struct view_op {
 view_msg *view_status_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* {"op":"serverInfo"} for a new client. */
 view_msg *view_server_info_msg(view_server *srv);
-/* {"op":"advertise"} of the channels of srv->topics[from..); NULL when there is none. */
-view_msg *view_advertise_msg(view_server *srv, size_t from);
+/* {"op":"advertise"} of the channels of srv->topics[from..); NULL when there is none, unless
+ * always (a new client gets one in any case, as the protocol says). */
+view_msg *view_advertise_msg(view_server *srv, size_t from, bool always);
 /* {"op":"unadvertise"} of n channel ids. */
 view_msg *view_unadvertise_msg(const uint32_t *ids, size_t n);
 /* {"op":"ferryStats"} of a client's subscriptions. */

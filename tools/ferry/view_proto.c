@@ -116,15 +116,15 @@ static void channel_json(FILE *f, const view_topic *t, int ch)
     fputs("}", f);
 }
 
-/* An advertise of the channels of topics[from..) (or of every topic); NULL when there is none. */
-view_msg *view_advertise_msg(view_server *srv, size_t from)
+/* An advertise of the channels of topics[from..); NULL when there is none and not always. */
+view_msg *view_advertise_msg(view_server *srv, size_t from, bool always)
 {
     bool first = true;
     view_text t;
     size_t i;
     int k;
 
-    if (from >= srv->ntopics) return NULL;
+    if (from >= srv->ntopics && !always) return NULL;
     if (!view_text_open(&t)) return NULL;
     fputs("{\"op\":\"advertise\",\"channels\":[", t.f);
     for (i = from; i < srv->ntopics; i++)
