@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,7 +239,7 @@ view_msg *view_jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, 
                         view_msg **refusal)
 {
     static const char format[] = "jpeg";
-    unsigned long size = srv->jpeg_cap;
+    unsigned long size, need;
     ferry_image_view v;
     size_t idlen, at, total;
     int pf, subsamp;
@@ -257,10 +258,21 @@ view_msg *view_jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, 
         t->jpeg_refused = true;
         return NULL;
     }
+    /* A buffer of the worst case for the geometry, kept between frames: TurboJPEG then never
+     * reallocates it (TJFLAG_NOREALLOC). */
+    need = tjBufSize((int)v.header.width, (int)v.header.height, subsamp);
+    if (need == (unsigned long)-1 || need > INT_MAX) return NULL;
+    if (need > srv->jpeg_cap) {
+        tjFree(srv->jpeg);
+        srv->jpeg = tjAlloc((int)need);
+        srv->jpeg_cap = srv->jpeg != NULL ? need : 0;
+        if (srv->jpeg == NULL) return NULL;
+    }
+    size = srv->jpeg_cap;
     if (tjCompress2(srv->tj, v.data, (int)v.header.width, (int)v.header.step, (int)v.header.height,
-                    pf, &srv->jpeg, &size, subsamp, (int)srv->a->jpeg_quality, TJFLAG_FASTDCT) != 0)
+                    pf, &srv->jpeg, &size, subsamp, (int)srv->a->jpeg_quality,
+                    TJFLAG_FASTDCT | TJFLAG_NOREALLOC) != 0)
         return NULL;
-    if (size > srv->jpeg_cap) srv->jpeg_cap = size;
     idlen = strlen(v.header.frame_id) + 1;
     /* stamp 8, frame_id 4 + idlen, padding, format 4 + 5, padding, length 4, data */
     at = 8 + 4 + idlen;
