@@ -1,5 +1,6 @@
 // ferry view through the official Foxglove client (@foxglove/ws-protocol): serverInfo, the
 // channels of an image topic (schema name, encoding, schema text), CDR decoded independently
+// (Image, PointCloud2, CameraInfo)
 // with the advertised schema (@foxglove/rosmsg + @foxglove/rosmsg2-serialization), the JPEG
 // channel, unsubscribe, errors for hostile messages, and a topic that comes and goes
 // (advertise, then unadvertise). Run by run.sh with a 320x240 rgb8 camera on /cam/image.
@@ -118,6 +119,36 @@ await until("an error for deep nesting", () => errors() >= 6);
 const n = (received.get(jpegSub).count || received.get(jpegSub).length);
 await until("JPEG messages still coming", () => (received.get(jpegSub).count || received.get(jpegSub).length) > n + 2);
 console.log(`ok: ${errors()} error statuses for bad messages, the stream goes on`);
+
+// The other types, decoded with their advertised schemas: a point cloud and a camera info.
+const others = [
+  spawn(process.env.FERRY_BIN, ["pub", "/lidar/points", "--cloud", "128x4", "--rate", "20"], { stdio: "ignore" }),
+  spawn(process.env.FERRY_BIN, ["pub", "/cam2/image", "--image", "32x24", "--rate", "20", "--camera-info"],
+        { stdio: "ignore" }),
+];
+const cloud = await until("the /lidar/points channel", () => byTopic("/lidar/points"), 5000);
+const info = await until("the /cam2/camera_info channel", () => byTopic("/cam2/camera_info"), 5000);
+assert.equal(cloud.schemaName, "sensor_msgs/msg/PointCloud2");
+assert.equal(info.schemaName, "sensor_msgs/msg/CameraInfo");
+const cloudSub = client.subscribe(cloud.id);
+const infoSub = client.subscribe(info.id);
+await until("a PointCloud2", () => (received.get(cloudSub) || []).length >= 1);
+await until("a CameraInfo", () => (received.get(infoSub) || []).length >= 1);
+const pc = new MessageReader(parse(cloud.schema, { ros2: true })).readMessage(received.get(cloudSub)[0].data);
+assert.equal(pc.width, 128);
+assert.equal(pc.height, 4);
+assert.equal(pc.point_step, 16);
+assert.deepEqual(pc.fields.map((f) => f.name), ["x", "y", "z", "intensity"]);
+assert.equal(pc.data.length, 128 * 4 * 16);
+const ci = new MessageReader(parse(info.schema, { ros2: true })).readMessage(received.get(infoSub)[0].data);
+assert.equal(ci.width, 32);
+assert.equal(ci.height, 24);
+assert.equal(ci.distortion_model, "plumb_bob");
+assert.equal(ci.k[0], 32);
+client.unsubscribe(cloudSub);
+client.unsubscribe(infoSub);
+for (const p of others) p.kill("SIGTERM");
+console.log("ok: PointCloud2 and CameraInfo decoded with their advertised schemas");
 
 // A topic that comes and goes: advertised within the rescan, unadvertised when it is gone.
 const pub = spawn(process.env.FERRY_BIN, ["pub", "/cam/brief", "--image", "64x48", "--rate", "30", "--count", "60"],
