@@ -1,9 +1,9 @@
 // ferry view through the official Foxglove client (@foxglove/ws-protocol): serverInfo, the
-// channels of an image topic (schema name, encoding, schema text), CDR decoded independently
-// (Image, PointCloud2, CameraInfo)
-// with the advertised schema (@foxglove/rosmsg + @foxglove/rosmsg2-serialization), the JPEG
-// channel, unsubscribe, errors for hostile messages, and a topic that comes and goes
-// (advertise, then unadvertise). Run by run.sh with a 320x240 rgb8 camera on /cam/image.
+// channels of an image topic (schema name, encoding, schema text), Image, PointCloud2 and
+// CameraInfo CDR decoded independently with the advertised schemas (@foxglove/rosmsg +
+// @foxglove/rosmsg2-serialization), the JPEG channel, unsubscribe, errors for hostile messages,
+// a topic that comes and goes (advertise, then unadvertise), and --topic and --origin on a
+// second view. Run by run.sh with a 320x240 rgb8 camera on /cam/image.
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import assert from "node:assert/strict";
