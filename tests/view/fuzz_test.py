@@ -52,7 +52,7 @@ class Client:
         head, self.rest = buf.split(b"\r\n\r\n", 1)
         if not head.startswith(b"HTTP/1.1 101"):
             raise ConnectionError(head.decode(errors="replace"))
-        self.texts, self.binaries, self.closed = [], 0, False
+        self.texts, self.binaries, self.closed, self.close_payload = [], 0, False, b""
         self.lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -81,6 +81,7 @@ class Client:
                         elif op == 2:
                             self.binaries += 1
                         elif op == 8:
+                            self.close_payload = payload
                             self.closed = True
                 d = self.sock.recv(65536)
                 if not d:
@@ -115,10 +116,13 @@ class Client:
         return None
 
     def close(self):
+        # shutdown() first: a close() alone would leave the connection open while the reader
+        # thread sits in recv().
         try:
-            self.sock.close()
+            self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        self.sock.close()
 
 
 def mutate(rng, channels):
@@ -211,7 +215,10 @@ def main():
             time.sleep(0.05)
         info, adv = c.json("serverInfo"), c.json("advertise")
         if not info or not adv:
-            fail("a fresh client got no serverInfo or advertise")
+            with c.lock:
+                got = list(c.texts)
+            fail(f"a fresh client got no serverInfo or advertise (closed {c.closed} "
+                 f"{c.close_payload!r}, got {got[:3]})")
         raw = [ch["id"] for ch in adv["channels"] if ch["topic"] == "/cam/image"]
         if not raw:
             fail(f"/cam/image is not advertised: {adv}")
