@@ -159,6 +159,27 @@ await new Promise((r) => pub.on("exit", r));
 await until("/cam/brief unadvertised", () => !channels.has(brief.id), 5000);
 console.log("ok: /cam/brief advertised, then unadvertised");
 
+// ferryStats, for a client that asks (a plain WebSocket: Foxglove's client refuses unknown ops).
+{
+  const w = new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
+  const stats = await new Promise((resolve) => {
+    w.on("message", (d, binary) => {
+      if (binary) return;
+      const m = JSON.parse(d);
+      if (m.op === "advertise" && m.channels.length) {
+        w.send(JSON.stringify({ op: "subscribe", subscriptions: [{ id: 5, channelId: jpeg.id }] }));
+        w.send(JSON.stringify({ op: "ferrySubscribeStats" }));
+      }
+      if (m.op === "ferryStats" && m.subscriptions.length && m.subscriptions[0].sent > 0) resolve(m);
+    });
+  });
+  w.close();
+  const s0 = stats.subscriptions[0];
+  assert.equal(s0.id, 5);
+  for (const k of ["sent", "dropped", "gaps", "capped"]) assert.equal(typeof s0[k], "number", k);
+  console.log(`ok: ferryStats ${JSON.stringify(s0)}`);
+}
+
 // A second view, with --topic and --origin: it offers only what matches, lets in clients
 // without an Origin, its own page and the listed origins, and refuses other web pages.
 const view2 = spawn(process.env.FERRY_BIN, ["view", "--port", "0", "--topic", "/cam/none*",

@@ -435,6 +435,7 @@ static void client_subscribe(view_client *c, uint32_t id, uint32_t chan)
     s->topic = t;
     s->ch = ch;
     s->gaps_base = t->gaps;
+    s->capped_base = t->capped;
     t->subs[ch]++;
 }
 

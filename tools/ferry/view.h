@@ -110,7 +110,7 @@ typedef struct view_sub {
     view_topic *topic;
     int ch;
     view_msg *pending; /* the newest message not yet written */
-    uint64_t sent, dropped, gaps_base;
+    uint64_t sent, dropped, gaps_base, capped_base;
 } view_sub;
 
 typedef struct view_client {

@@ -152,8 +152,10 @@ view_msg *view_unadvertise_msg(const uint32_t *ids, size_t n)
     return view_text_close(&t);
 }
 
-/* {"op":"ferryStats","subscriptions":[{"id","sent","dropped","gaps","capped"}]}: what the page
- * shows as drops, for clients that asked (Foxglove's client refuses unknown ops). */
+/* {"op":"ferryStats","subscriptions":[{"id","sent","dropped","gaps","capped"}]}, since each
+ * subscription began: messages sent, replaced before the client read them, samples the view
+ * never saw, samples left out for --max-rate. The page shows dropped + gaps as its drops; only
+ * for clients that asked (Foxglove's client refuses unknown ops). */
 view_msg *view_stats_msg(view_client *c)
 {
     view_text t;
@@ -166,8 +168,9 @@ view_msg *view_stats_msg(view_client *c)
 
         fprintf(t.f,
                 "%s{\"id\":%" PRIu32 ",\"sent\":%" PRIu64 ",\"dropped\":%" PRIu64
-                ",\"gaps\":%" PRIu64 "}",
-                i ? "," : "", s->id, s->sent, s->dropped, s->topic->gaps - s->gaps_base);
+                ",\"gaps\":%" PRIu64 ",\"capped\":%" PRIu64 "}",
+                i ? "," : "", s->id, s->sent, s->dropped, s->topic->gaps - s->gaps_base,
+                s->topic->capped - s->capped_base);
     }
     fputs("]}", t.f);
     return view_text_close(&t);
