@@ -78,6 +78,10 @@ dep_has ferry "libferry0 (= $V)"
 [ -n "${python_pkg:-}" ] && dep_has python3-ferry "libferry0 (= $V)"
 field "$(deb libferry0)" Depends | grep -q 'libc6 (>= ' || fail "libferry0 does not depend on libc6"
 field "$(deb ferry)" Depends | grep -q 'libc6 (>= ' || fail "ferry does not depend on libc6"
+# `ferry view` links libwebsockets: the command's package must bring it.
+if "$BUILD/ferry" view --help >/dev/null 2>&1; then
+    field "$(deb ferry)" Depends | grep -q 'libwebsockets[0-9]* ' || fail "ferry does not depend on libwebsockets"
+fi
 dpkg-deb --ctrl-tarfile "$(deb libferry0)" | tar -xO ./shlibs 2>/dev/null | grep -q "^libferry 0 libferry0" ||
     fail "libferry0 has no shlibs entry for libferry.so.0"
 echo "ok: contents and Depends"

@@ -28,6 +28,8 @@ int ferry_cmd_demo(int argc, char **argv);
 int ferry_cmd_bench(int argc, char **argv);
 /* Built without Cyclone DDS, it says so and returns 2. */
 int ferry_cmd_bridge(int argc, char **argv);
+/* Built without libwebsockets, it says so and returns 2. */
+int ferry_cmd_view(int argc, char **argv);
 
 /* Where a command works: --dir/--domain on the command line, else FERRY_DIR / FERRY_DOMAIN,
  * else the library's defaults (dir NULL, domain 0). */
@@ -88,6 +90,9 @@ typedef enum cli_range_id {
     CLI_R_DEMO_CAMERAS,
     CLI_R_DEMO_CONSUMERS,
     CLI_R_GPU_DEVICE,
+    CLI_R_VIEW_PORT,
+    CLI_R_VIEW_MAX_RATE,
+    CLI_R_VIEW_JPEG_QUALITY,
     CLI_R_END
 } cli_range_id;
 

@@ -77,6 +77,11 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_DEMO_CONSUMERS] = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
                               .hi = DEMO_MAX_CONSUMERS},
     [CLI_R_GPU_DEVICE] = {.name = "--device", .kind = CLI_WHOLE, .hi = 1024},
+    [CLI_R_VIEW_PORT] = {.name = "--port", .kind = CLI_WHOLE, .hi = 65535,
+                         .note = "0 picks a free port"},
+    [CLI_R_VIEW_MAX_RATE] = {.name = "--max-rate", .kind = CLI_REAL, .real_lo = 0.1,
+                             .real_hi = 1e4, .unit = "Hz", .zero = "every sample"},
+    [CLI_R_VIEW_JPEG_QUALITY] = {.name = "--jpeg-quality", .kind = CLI_WHOLE, .lo = 1, .hi = 100},
 };
 
 typedef enum parsed {

@@ -24,6 +24,7 @@ static const command commands[] = {
     {"demo", ferry_cmd_demo, "run a self-contained demonstration"},
     {"bench", ferry_cmd_bench, "run the benchmarks"},
     {"bridge", ferry_cmd_bridge, "carry image and point-cloud topics to and from DDS (ROS 2)"},
+    {"view", ferry_cmd_view, "serve a live view: Foxglove WebSocket and a web page"},
 };
 
 static void usage(FILE *to)
