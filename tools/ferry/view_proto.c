@@ -227,24 +227,13 @@ static int jpeg_format(const char *encoding, int *subsamp)
     return -1;
 }
 
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
-
-/* sensor_msgs/msg/CompressedImage in CDR_LE: header (stamp, frame_id), format, data. The JPEG
- * is made here, so it is no ferry sample that the CDR writer could take. Offsets of the
- * alignment count from after the 4-byte encapsulation header. */
+/* sensor_msgs/msg/CompressedImage of a JPEG made here: serialised by the CDR writer from its
+ * fields (ferry_ros2_cdr_encode_compressed), copied once into the message. */
 view_msg *view_jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, int64_t now,
                         view_msg **refusal)
 {
-    static const char format[] = "jpeg";
     unsigned long size, need;
     ferry_image_view v;
-    size_t idlen, at, total;
     int pf, subsamp;
     unsigned char *p;
     view_msg *m;
@@ -276,30 +265,17 @@ view_msg *view_jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, 
                     pf, &srv->jpeg, &size, subsamp, (int)srv->a->jpeg_quality,
                     TJFLAG_FASTDCT | TJFLAG_NOREALLOC) != 0)
         return NULL;
-    idlen = strlen(v.header.frame_id) + 1;
-    /* stamp 8, frame_id 4 + idlen, padding, format 4 + 5, padding, length 4, data */
-    at = 8 + 4 + idlen;
-    at = (at + 3) & ~(size_t)3;
-    at += 4 + sizeof format;
-    at = (at + 3) & ~(size_t)3;
-    total = 4 + at + 4 + size;
-    m = view_msg_new(VIEW_DATA_HEAD + total, true);
+    if (ferry_ros2_cdr_encode_compressed(v.header.stamp, v.header.frame_id, "jpeg", srv->jpeg,
+                                         size, &srv->cdr) != FERRY_OK)
+        return NULL;
+    m = view_msg_new(VIEW_DATA_HEAD + srv->cdr.size, true);
     if (m == NULL) return NULL;
     m->recv_ns = now;
     p = m->body + VIEW_DATA_HEAD;
-    memset(p, 0, total - size);
-    p[1] = 1; /* CDR_LE */
-    p += 4;
-    put_u32(p, (uint32_t)v.header.stamp.sec);
-    put_u32(p + 4, v.header.stamp.nanosec);
-    put_u32(p + 8, (uint32_t)idlen);
-    memcpy(p + 12, v.header.frame_id, idlen);
-    at = (12 + idlen + 3) & ~(size_t)3;
-    put_u32(p + at, sizeof format);
-    memcpy(p + at + 4, format, sizeof format);
-    at = (at + 4 + sizeof format + 3) & ~(size_t)3;
-    put_u32(p + at, (uint32_t)size);
-    memcpy(p + at + 4, srv->jpeg, size);
+    for (unsigned i = 0; i < srv->cdr.niov; i++) {
+        memcpy(p, srv->cdr.iov[i].iov_base, srv->cdr.iov[i].iov_len);
+        p += srv->cdr.iov[i].iov_len;
+    }
     return m;
 }
 #endif
