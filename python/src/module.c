@@ -803,7 +803,8 @@ PyMODINIT_FUNC PyInit__ferry(void)
 
     if (m == NULL) return NULL;
     if (!errors_create(m) || !pyf_node_types(m) || !pyf_pub_types(m) || !pyf_sub_types(m) ||
-        !pyf_waitset_types(m) || PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
+        !pyf_waitset_types(m) || !pyf_sync_types(m) || !pyf_gpu_types(m) ||
+        PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
         PyModule_AddIntConstant(m, "PROTOCOL_VERSION", FERRY_PROTOCOL_VERSION) < 0 ||
         PyModule_AddStringConstant(m, "IMAGE_TYPE_NAME", FERRY_IMAGE_TYPE_NAME) < 0 ||
         PyModule_AddStringConstant(m, "POINTCLOUD_TYPE_NAME", FERRY_POINTCLOUD_TYPE_NAME) < 0 ||

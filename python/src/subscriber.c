@@ -22,6 +22,7 @@ typedef struct pyf_sample {
     struct pyf_sample *prev, *next;
     int state;
     Py_ssize_t exports;
+    struct pyf_syncset *set; /* the matched set it belongs to, or NULL */
     ferry_sample s;
     pyf_kind kind;
     union {
@@ -68,6 +69,13 @@ static void sample_do_release(pyf_sample *sm)
 
     if (sm->state == SAMPLE_RELEASED) return;
     sm->state = SAMPLE_RELEASED;
+    if (sm->set != NULL) {
+        struct pyf_syncset *set = sm->set;
+
+        sm->set = NULL;
+        pyf_syncset_done(set);
+        return;
+    }
     sample_unlink(sm);
     if (s->sub == NULL) return;
     if (PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
@@ -94,6 +102,15 @@ static void sample_let_go(pyf_sample *sm)
         sample_do_release(sm);
 }
 
+bool pyf_sample_let_go(PyObject *sample)
+{
+    pyf_sample *sm = (pyf_sample *)sample;
+
+    if (sm->state != SAMPLE_HELD) return false;
+    sample_let_go(sm);
+    return true;
+}
+
 static void sample_unexport(pyf_sample *sm)
 {
     sm->exports--;
@@ -108,6 +125,15 @@ static bool sub_open(pyf_sub *s, const char *what)
 {
     if (s->sub != NULL) return true;
     pyf_raise_closed(what);
+    return false;
+}
+
+bool pyf_sub_own(pyf_sub *s, const char *what)
+{
+    if (s->owner == NULL) return true;
+    pyf_raise(FERRY_EBUSY, "%s('%s'): the subscriber is read through a %s: take from it, or "
+                           "close it first",
+              what, s->topic, Py_TYPE(s->owner) == pyf.sync_type ? "Sync" : "GpuSubscriber");
     return false;
 }
 
@@ -244,6 +270,7 @@ int pyf_sub_close(pyf_sub *s)
     pyf_sample *sm;
 
     if (s->sub == NULL) return 0;
+    if (!pyf_sub_own(s, "Subscriber.close")) return -1;
     for (sm = s->samples; sm != NULL; sm = sm->next) {
         if (sm->exports > 0) {
             pyf_raise(FERRY_EBUSY, "Subscriber('%s').close(): a sample is still exported to an "
@@ -286,20 +313,26 @@ static void sub_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
+static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
 {
     pyf_sample *sm = (pyf_sample *)pyf_alloc(pyf.sample_type);
     ferry_err err = FERRY_OK;
     bool ok = false;
 
-    if (sm == NULL) return NULL;
+    if (sm == NULL) {
+        if (set != NULL) pyf_syncset_done(set);
+        return NULL;
+    }
     sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
     sm->s = *s;
     sm->kind = sub->kind;
     sm->state = SAMPLE_HELD;
-    sm->next = sub->samples;
-    if (sub->samples != NULL) sub->samples->prev = sm;
-    sub->samples = sm;
+    sm->set = set;
+    if (set == NULL) {
+        sm->next = sub->samples;
+        if (sub->samples != NULL) sub->samples->prev = sm;
+        sub->samples = sm;
+    }
     switch (sm->kind) {
     case PYF_IMAGE:
         err = ferry_image_view_get(s, &sm->v.img);
@@ -326,6 +359,41 @@ PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
     return (PyObject *)sm;
 }
 
+PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
+{
+    return sample_make(sub, s, NULL);
+}
+
+PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
+{
+    return sample_make(sub, s, set);
+}
+
+struct pyf_syncset *pyf_sample_set(PyObject *sample)
+{
+    if (!PyObject_TypeCheck(sample, pyf.sample_type)) return NULL;
+    return ((pyf_sample *)sample)->set;
+}
+
+bool pyf_sample_held(PyObject *sample)
+{
+    return PyObject_TypeCheck(sample, pyf.sample_type) &&
+           ((pyf_sample *)sample)->state == SAMPLE_HELD;
+}
+
+bool pyf_sample_exported(PyObject *sample)
+{
+    return ((pyf_sample *)sample)->exports > 0;
+}
+
+void pyf_sample_forget(PyObject *sample)
+{
+    pyf_sample *sm = (pyf_sample *)sample;
+
+    sm->state = SAMPLE_RELEASED;
+    sm->set = NULL;
+}
+
 /* Takes one sample, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a Sample, or None for nothing when none_on_empty, else raises TimeoutError. */
 static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empty)
@@ -334,7 +402,7 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
     ferry_sample smp;
     ferry_err err;
 
-    if (!sub_open(s, "Subscriber.take")) return NULL;
+    if (!sub_open(s, "Subscriber.take") || !pyf_sub_own(s, "Subscriber.take")) return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     for (;;) {
@@ -414,7 +482,9 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait")) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait") ||
+        !pyf_sub_own(s, "Subscriber.wait"))
+        return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
     pyf_lock(s->lock);
     for (;;) {
