@@ -117,11 +117,12 @@ def run(args, ferry, torch, cupy):
                 del t
                 what = "tensor dropped"
             elif way == 1:
-                # release() while a tensor lives: the frame goes back when the tensor goes.
+                # release() while a tensor lives: the frame goes back when the tensor goes. The
+                # tensor comes from a "dltensor" capsule handed to torch directly.
                 fr = gsub.take(timeout=60)
                 check_frame(fr, k)
                 ptr = fr.data_ptr
-                t = torch.from_dlpack(fr)
+                t = torch.from_dlpack(fr.__dlpack__(stream=1))  # the unversioned capsule
                 fr.release()
                 check(fr.released, "frame %d: not released" % k)
                 expect_state_error(ferry, "shape after release", lambda: fr.shape)
@@ -143,7 +144,7 @@ def run(args, ferry, torch, cupy):
                 check_tensor(torch, t, ptr, k, "side stream")
                 side.synchronize()
                 want = float(expected(torch, k).double().sum() * 2)
-                check(abs(float(s) - want) <= 1e-6 * abs(want), "tensor %d: sum on the side "
+                check(abs(float(s) - want) <= 1e-4 * abs(want), "tensor %d: sum on the side "
                       "stream %r, want %r" % (k, float(s), want))
                 del t, s
                 fr.release()
@@ -175,7 +176,21 @@ def run(args, ferry, torch, cupy):
             elif way == 4 and cupy is not None:
                 fr = gsub.take(timeout=60)
                 check_frame(fr, k)
-                a = cupy.from_dlpack(fr)
+                try:
+                    a = cupy.from_dlpack(fr)
+                except BufferError as e:
+                    # A consumer without read-only arrays may refuse the versioned capsule's
+                    # read-only flag: the unversioned capsule carries none.
+                    print("  cupy refused the versioned capsule (%s): unversioned" % e)
+
+                    class Unversioned:
+                        def __dlpack__(self, stream=None, **kw):
+                            return fr.__dlpack__(stream=stream)
+
+                        def __dlpack_device__(self):
+                            return fr.__dlpack_device__()
+
+                    a = cupy.from_dlpack(Unversioned())
                 check(a.data.ptr == fr.data_ptr, "cupy %d: ptr %#x, the frame's %#x" % (
                     k, a.data.ptr, fr.data_ptr))
                 check(a.shape == SHAPE and a.dtype == cupy.float32, "cupy %d: %s %s" % (
