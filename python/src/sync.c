@@ -35,8 +35,6 @@ struct pyf_syncset {
     PyObject *members[FERRY_SYNC_MAX_TOPICS]; /* borrowed; NULL once done */
 };
 
-typedef enum stamp_kind { STAMP_PUBLISH = 0, STAMP_HEADER = 1 } stamp_kind;
-
 struct pyf_sync {
     PyObject_HEAD
     pyf_child link;
@@ -44,7 +42,6 @@ struct pyf_sync {
     pid_t pid;
     uint32_t n;
     pyf_sub *subs[FERRY_SYNC_MAX_TOPICS]; /* strong references */
-    stamp_kind stamp;
     struct pyf_syncset *sets;    /* handed out, not given back */
     struct pyf_syncset *pending; /* done while the locks were held elsewhere */
 };
@@ -149,8 +146,12 @@ static int64_t stamp_ns(const ferry_stamp *st)
     return (int64_t)st->sec * 1000000000LL + (int64_t)st->nanosec;
 }
 
+/* Below every stamp a header can hold (sec is 32 bits), yet far enough from INT64_MIN that the
+ * policy's differences of stamps (at most about 4.3e18) cannot overflow. */
+#define STAMP_INVALID ((int64_t)INT32_MIN * 1000000000LL - 1)
+
 /* The header's stamp, validated as a view validates it: a sample of another process that is
- * not a valid message gets the earliest stamp there is, so the policy discards it unless it is
+ * not a valid message gets a stamp before any valid one, so the policy discards it unless it is
  * the first of its topic (then taking its set raises ProtocolError). */
 static int64_t stamp_header(void *arg, uint32_t index, const ferry_sample *s)
 {
@@ -177,7 +178,7 @@ static int64_t stamp_header(void *arg, uint32_t index, const ferry_sample *s)
     }
     default: break;
     }
-    return INT64_MIN;
+    return STAMP_INVALID;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -270,7 +271,6 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     y->pid = getpid();
     if (strcmp(stamp, "header") == 0) {
-        y->stamp = STAMP_HEADER;
         o.stamp = stamp_header;
         o.stamp_arg = y;
     }

@@ -417,3 +417,33 @@ def test_c_peers(node, where):
         sb.close()
         for p in procs:
             assert p.wait(20) == 0
+
+
+def test_invalid_sample_in_a_set(node, pair):
+    """A sample that is not a valid image (another process wrote what it liked): its set raises
+    ProtocolError and goes back; the next sets come out."""
+    pa, pb, sa, sb = pair
+    sync = ferry.Sync([sa, sb], stamp="header")
+    pa.publish_copy(b"\xff" * 300)  # no valid header: a stamp before any valid one
+    publish(pb, 0)
+    for k in (1, 2, 3):
+        publish(pa, k * 10 * MS)
+        publish(pb, k * 10 * MS)
+    seen_error = False
+    got = []
+    for _ in range(4):
+        try:
+            s = sync.try_take()
+        except ferry.ProtocolError:
+            seen_error = True
+            continue
+        if s is None:
+            break
+        with s as (a, b):
+            got.append((stamp_ns(a), stamp_ns(b)))
+    assert seen_error  # the set (invalid, b at 0 ms): its header cannot be read
+    assert got == [(k * 10 * MS, k * 10 * MS) for k in (1, 2, 3)]
+    st = sync.stats()
+    assert max(st["held"]) <= 1
+    sync.close()
+    assert sa.stats()["held"] == 0 and sb.stats()["held"] == 0
