@@ -142,7 +142,8 @@ static void frame_give_back(pyf_gpusub *gs, ferry_gpu_frame *f, uintptr_t releas
 {
     uint32_t i;
 
-    if (gs->gsub == NULL) return;
+    /* A forked child has no CUDA context of its parent's: it only forgets. */
+    if (gs->gsub == NULL || gs->pid != getpid()) return;
     /* The release is recorded on one stream: make it wait for the others first. If that fails
      * the frame is given back after a wait for those streams on the CPU. */
     for (i = 0; i < nstreams; i++)
@@ -163,7 +164,7 @@ static void gpusub_drain(pyf_gpusub *gs)
         PyMem_Free(p);
     }
     pyf_sub_drain(gs->sub);
-    if (gs->gsub != NULL) ferry_gpu_subscriber_poll(gs->gsub);
+    if (gs->gsub != NULL && gs->pid == getpid()) ferry_gpu_subscriber_poll(gs->gsub);
 }
 
 static void frame_unlink(pyf_gpuframe *fr)
