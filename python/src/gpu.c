@@ -24,7 +24,6 @@
 #include <ferry/gpu.h>
 
 #include <cuda_runtime.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -666,64 +665,9 @@ static PyObject *frame_exit(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* DLPack export records of our own: the deleter counts down the frame's exports with the GIL
- * held, and the frame goes back through the lock (ferry_tensor_gpu_to_dlpack's deleter would
- * release it from whichever thread the consumer frees on, outside the lock). */
-typedef struct gpu_export {
-    union {
-        ferry_dlpack_tensor v0;
-        ferry_dlpack_tensor_versioned v1;
-    } m;
-    int64_t shape[FERRY_TENSOR_DIMS_MAX];
-    int64_t strides[FERRY_TENSOR_DIMS_MAX];
-    PyObject *owner;
-} gpu_export;
-
-static void gx_finish(gpu_export *e)
+static void frame_dl_unexport(PyObject *owner)
 {
-    PyGILState_STATE g = PyGILState_Ensure();
-
-    frame_unexport((pyf_gpuframe *)e->owner);
-    Py_DECREF(e->owner);
-    free(e);
-    PyGILState_Release(g);
-}
-
-static void gx_delete_v0(ferry_dlpack_tensor *self)
-{
-    gx_finish((gpu_export *)(void *)self);
-}
-
-static void gx_delete_v1(ferry_dlpack_tensor_versioned *self)
-{
-    gx_finish((gpu_export *)(void *)self);
-}
-
-/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
-static void gx_capsule_v0(PyObject *cap)
-{
-    PyObject *type, *value, *tb;
-
-    PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor")) {
-        ferry_dlpack_tensor *t = PyCapsule_GetPointer(cap, "dltensor");
-
-        t->deleter(t);
-    }
-    PyErr_Restore(type, value, tb);
-}
-
-static void gx_capsule_v1(PyObject *cap)
-{
-    PyObject *type, *value, *tb;
-
-    PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
-        ferry_dlpack_tensor_versioned *t = PyCapsule_GetPointer(cap, "dltensor_versioned");
-
-        t->deleter(t);
-    }
-    PyErr_Restore(type, value, tb);
+    frame_unexport((pyf_gpuframe *)owner);
 }
 
 /* The consumer stream of __dlpack__ as a cudaStream_t; *sync false for -1 (no synchronisation).
@@ -756,42 +700,17 @@ static bool dl_stream(PyObject *o, uintptr_t *out, bool *sync)
 
 static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
     pyf_gpuframe *fr = (pyf_gpuframe *)self;
-    PyObject *o_stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
-    ferry_dl_tensor *t;
-    bool versioned = false, sync;
+    const ferry_dl_device cuda = {FERRY_DL_CUDA, fr->f.device};
+    int64_t shape[FERRY_TENSOR_DIMS_MAX], strides[FERRY_TENSOR_DIMS_MAX];
+    bool versioned, sync;
+    PyObject *o_stream, *cap;
+    ferry_dl_tensor t;
     uintptr_t stream;
-    gpu_export *e;
-    PyObject *cap;
     uint32_t i;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &o_stream,
-                                     &max_version, &dl_device, &copy))
-        return NULL;
-    if (!frame_usable(fr, "__dlpack__")) return NULL;
-    if (copy == Py_True) {
-        PyErr_SetString(PyExc_BufferError, "ferry exports device frames without copying "
-                                           "(copy=True)");
-        return NULL;
-    }
-    if (dl_device != Py_None) {
-        int dt = -1, id = -1;
-
-        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &id)) return NULL;
-        if (dt != FERRY_DL_CUDA || id != fr->f.device) {
-            PyErr_Format(PyExc_BufferError, "a device frame exports to CUDA device %d only",
-                         fr->f.device);
-            return NULL;
-        }
-    }
-    if (max_version != Py_None) {
-        int major = 0, minor = 0;
-
-        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return NULL;
-        versioned = major >= 1;
-    }
-    if (!dl_stream(o_stream, &stream, &sync)) return NULL;
+    if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned)) return NULL;
+    if (!frame_usable(fr, "__dlpack__") || !dl_stream(o_stream, &stream, &sync)) return NULL;
     if (sync && stream != fr->take_stream) {
         /* The consumer works on another stream than the one the frame was made ready for: that
          * stream waits for it, and the frame's release waits for that stream's work. */
@@ -809,50 +728,29 @@ static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         }
         if (i == fr->nstreams) fr->streams[fr->nstreams++] = stream;
     }
-    e = calloc(1, sizeof *e);
-    if (e == NULL) return PyErr_NoMemory();
-    t = versioned ? &e->m.v1.dl_tensor : &e->m.v0.dl_tensor;
+    memset(&t, 0, sizeof t);
     if (fr->tensor) {
-        t->data = (void *)fr->tv.data;
-        t->ndim = (int32_t)fr->tv.header.ndim;
-        t->dtype = fr->tv.header.dtype;
+        t.data = (void *)fr->tv.data;
+        t.ndim = (int32_t)fr->tv.header.ndim;
+        t.dtype = fr->tv.header.dtype;
         for (i = 0; i < fr->tv.header.ndim; i++) {
-            e->shape[i] = fr->tv.header.shape[i];
-            e->strides[i] = fr->tv.header.strides[i];
+            shape[i] = fr->tv.header.shape[i];
+            strides[i] = fr->tv.header.strides[i];
         }
     } else {
-        t->data = (void *)fr->f.device_ptr;
-        t->ndim = 1;
-        t->dtype.code = 1; /* kDLUInt */
-        t->dtype.bits = 8;
-        t->dtype.lanes = 1;
-        e->shape[0] = (int64_t)fr->f.size;
-        e->strides[0] = 1;
+        t.data = (void *)fr->f.device_ptr;
+        t.ndim = 1;
+        t.dtype.code = FERRY_DL_UINT;
+        t.dtype.bits = 8;
+        t.dtype.lanes = 1;
+        shape[0] = (int64_t)fr->f.size;
+        strides[0] = 1;
     }
-    t->device.device_type = FERRY_DL_CUDA;
-    t->device.device_id = fr->f.device;
-    t->shape = e->shape;
-    t->strides = e->strides;
-    t->byte_offset = 0;
-    e->owner = Py_NewRef(self);
-    if (versioned) {
-        e->m.v1.version.major = FERRY_DLPACK_MAJOR;
-        e->m.v1.version.minor = FERRY_DLPACK_MINOR;
-        e->m.v1.manager_ctx = e;
-        e->m.v1.deleter = gx_delete_v1;
-        e->m.v1.flags = FERRY_DLPACK_FLAG_READ_ONLY;
-        cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", gx_capsule_v1);
-    } else {
-        e->m.v0.manager_ctx = e;
-        e->m.v0.deleter = gx_delete_v0;
-        cap = PyCapsule_New(&e->m.v0, "dltensor", gx_capsule_v0);
-    }
-    if (cap == NULL) {
-        Py_DECREF(self);
-        free(e);
-        return NULL;
-    }
-    fr->exports++;
+    t.device = cuda;
+    t.shape = shape;
+    t.strides = strides;
+    cap = pyf_dlpack_capsule(self, frame_dl_unexport, versioned, &t);
+    if (cap != NULL) fr->exports++;
     return cap;
 }
 

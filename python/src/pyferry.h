@@ -157,6 +157,15 @@ PyObject *pyf_subscriber_stats(const ferry_subscriber_stats *s);
  * points into the argument or the environment. */
 bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const char **dir);
 PyObject *pyf_fields_get(const ferry_point_field *fields, uint32_t n);
+/* Parses __dlpack__'s keywords: refuses copy=True and any device but device; *stream is the
+ * stream argument (borrowed, Py_None when absent), *versioned whether max_version >= (1, 0). */
+bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, PyObject **stream,
+                     bool *versioned);
+/* A DLPack capsule over desc (shape and strides copied): "dltensor_versioned", flagged
+ * read-only, when versioned, else "dltensor". It holds a reference to owner; its deleter calls
+ * unexport(owner) with the GIL held, once. The caller counts the export on success. */
+PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner), bool versioned,
+                             const ferry_dl_tensor *desc);
 
 /* node.c */
 bool pyf_node_types(PyObject *module);

@@ -743,101 +743,24 @@ static PyObject *sample_exit(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* DLPack: an export record of ours, so that the deleter goes through the same count as buffer
- * exports (ferry_tensor_to_dlpack's deleter would call ferry_release outside the subscriber's
- * lock, from whichever thread the consumer frees on). */
-typedef struct dl_export {
-    union {
-        ferry_dlpack_tensor v0;
-        ferry_dlpack_tensor_versioned v1;
-    } m;
-    int64_t shape[FERRY_TENSOR_DIMS_MAX];
-    int64_t strides[FERRY_TENSOR_DIMS_MAX];
-    PyObject *owner;
-} dl_export;
-
-static void dl_finish(dl_export *e)
+static void sample_dl_unexport(PyObject *owner)
 {
-    PyGILState_STATE g = PyGILState_Ensure();
-
-    sample_unexport((pyf_sample *)e->owner);
-    Py_DECREF(e->owner);
-    free(e);
-    PyGILState_Release(g);
-}
-
-static void dl_delete_v0(ferry_dlpack_tensor *self)
-{
-    dl_finish((dl_export *)(void *)self);
-}
-
-static void dl_delete_v1(ferry_dlpack_tensor_versioned *self)
-{
-    dl_finish((dl_export *)(void *)self);
-}
-
-/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
-static void dl_capsule_v0(PyObject *cap)
-{
-    PyObject *type, *value, *tb;
-
-    PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor")) {
-        ferry_dlpack_tensor *t = PyCapsule_GetPointer(cap, "dltensor");
-
-        t->deleter(t);
-    }
-    PyErr_Restore(type, value, tb);
-}
-
-static void dl_capsule_v1(PyObject *cap)
-{
-    PyObject *type, *value, *tb;
-
-    PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
-        ferry_dlpack_tensor_versioned *t = PyCapsule_GetPointer(cap, "dltensor_versioned");
-
-        t->deleter(t);
-    }
-    PyErr_Restore(type, value, tb);
+    sample_unexport((pyf_sample *)owner);
 }
 
 static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
     pyf_sample *sm = (pyf_sample *)self;
-    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    const ferry_dl_device cpu = {FERRY_DL_CPU, 0};
     const pyf_geom *g = &sm->geom;
-    ferry_dl_tensor *t;
-    bool versioned = false;
-    dl_export *e;
-    PyObject *cap;
+    int64_t shape[FERRY_TENSOR_DIMS_MAX], strides[FERRY_TENSOR_DIMS_MAX];
+    ferry_dl_tensor t;
+    PyObject *stream, *cap;
+    bool versioned;
     int i;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
-                                     &max_version, &dl_device, &copy))
-        return NULL;
+    if (!pyf_dlpack_args(args, kwargs, cpu, &stream, &versioned)) return NULL;
     if (!sample_usable(sm, "__dlpack__")) return NULL;
-    if (copy == Py_True) {
-        PyErr_SetString(PyExc_BufferError, "ferry exports samples without copying (copy=True)");
-        return NULL;
-    }
-    if (dl_device != Py_None) {
-        int dt = -1, id = -1;
-
-        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &id)) return NULL;
-        if (dt != FERRY_DL_CPU || id != 0) {
-            PyErr_SetString(PyExc_BufferError, "a host sample exports to the CPU only");
-            return NULL;
-        }
-    }
-    if (max_version != Py_None) {
-        int major = 0, minor = 0;
-
-        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return NULL;
-        versioned = major >= 1;
-    }
     if (g->dl_bits == 0) {
         PyErr_SetString(PyExc_BufferError, "a point cloud has no DLPack form (its elements are "
                                            "records): use np.asarray(sample)");
@@ -847,47 +770,25 @@ static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_BufferError, "DLPack has no big-endian elements");
         return NULL;
     }
-    e = calloc(1, sizeof *e);
-    if (e == NULL) return PyErr_NoMemory();
     for (i = 0; i < g->ndim; i++) {
         if (g->strides[i] % g->itemsize != 0) {
-            free(e);
             PyErr_SetString(PyExc_BufferError, "a stride is not a multiple of the element size");
             return NULL;
         }
-        e->shape[i] = (int64_t)g->shape[i];
-        e->strides[i] = (int64_t)(g->strides[i] / g->itemsize);
+        shape[i] = (int64_t)g->shape[i];
+        strides[i] = (int64_t)(g->strides[i] / g->itemsize);
     }
-    t = versioned ? &e->m.v1.dl_tensor : &e->m.v0.dl_tensor;
-    t->data = g->buf;
-    t->device.device_type = FERRY_DL_CPU;
-    t->device.device_id = 0;
-    t->ndim = g->ndim;
-    t->dtype.code = g->dl_code;
-    t->dtype.bits = g->dl_bits;
-    t->dtype.lanes = 1;
-    t->shape = e->shape;
-    t->strides = e->strides;
-    t->byte_offset = 0;
-    e->owner = Py_NewRef(self);
-    if (versioned) {
-        e->m.v1.version.major = FERRY_DLPACK_MAJOR;
-        e->m.v1.version.minor = FERRY_DLPACK_MINOR;
-        e->m.v1.manager_ctx = e;
-        e->m.v1.deleter = dl_delete_v1;
-        e->m.v1.flags = FERRY_DLPACK_FLAG_READ_ONLY;
-        cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", dl_capsule_v1);
-    } else {
-        e->m.v0.manager_ctx = e;
-        e->m.v0.deleter = dl_delete_v0;
-        cap = PyCapsule_New(&e->m.v0, "dltensor", dl_capsule_v0);
-    }
-    if (cap == NULL) {
-        Py_DECREF(self);
-        free(e);
-        return NULL;
-    }
-    sm->exports++;
+    memset(&t, 0, sizeof t);
+    t.data = g->buf;
+    t.device = cpu;
+    t.ndim = g->ndim;
+    t.dtype.code = g->dl_code;
+    t.dtype.bits = g->dl_bits;
+    t.dtype.lanes = 1;
+    t.shape = shape;
+    t.strides = strides;
+    cap = pyf_dlpack_capsule(self, sample_dl_unexport, versioned, &t);
+    if (cap != NULL) sm->exports++;
     return cap;
 }
 

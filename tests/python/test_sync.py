@@ -231,21 +231,26 @@ def test_subscribers_belong_to_the_sync(node, pair):
         assert x.width == 8
 
 
-def test_node_close_closes_the_sync(where):
+def node_with_a_set(where):
+    """A node of its own (the test closes or drops it), a Sync over two topics and one set."""
     node = ferry.Node(dir=where[0], domain=where[1])
-    pa = node.publisher("/n/a", "image")
-    pb = node.publisher("/n/b", "image")
-    sa = node.subscribe("/n/a", "image")
-    sb = node.subscribe("/n/b", "image")
+    pa = node.publisher("/own/a", "image")
+    pb = node.publisher("/own/b", "image")
+    sa = node.subscribe("/own/a", "image")
+    sb = node.subscribe("/own/b", "image")
     connect(pa, sa)
     connect(pb, sb)
     sync = ferry.Sync([sa, sb], stamp="header")
     for k in range(3):
         publish(pa, k * MS)
         publish(pb, k * MS)
-    s = sync.take(timeout=2)
+    return node, sync, sync.take(timeout=2)
+
+
+def test_node_close_closes_the_sync(where):
+    node, sync, s = node_with_a_set(where)
     node.close()  # the Sync first, then the subscribers and publishers
-    assert sync.closed and sa.closed and s.released
+    assert sync.closed and all(sub.closed for sub in sync.subscribers) and s.released
     with pytest.raises(ferry.ClosedError):
         sync.take(timeout=0)
     with pytest.raises(ferry.StateError):
@@ -253,19 +258,8 @@ def test_node_close_closes_the_sync(where):
 
 
 def test_dropping_the_node_first(where):
-    node = ferry.Node(dir=where[0], domain=where[1])
-    pa = node.publisher("/d/a", "image")
-    pb = node.publisher("/d/b", "image")
-    sa = node.subscribe("/d/a", "image")
-    sb = node.subscribe("/d/b", "image")
-    connect(pa, sa)
-    connect(pb, sb)
-    sync = ferry.Sync([sa, sb], stamp="header")
-    for k in range(3):
-        publish(pa, k * MS)
-        publish(pb, k * MS)
-    s = sync.take(timeout=2)
-    del node, sync, sa, sb
+    node, sync, s = node_with_a_set(where)
+    del node, sync
     gc.collect()
     # The set holds its Sync, the Sync its subscribers, they their node: all still work.
     assert s[0].width == 8 and s[1].height == 4
