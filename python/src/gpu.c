@@ -81,7 +81,7 @@ static bool stream_arg(PyObject *o, uintptr_t *out)
 
     *out = 0;
     if (o == NULL || o == Py_None) return true;
-    if (!PyLong_Check(o)) {
+    if (!PyIndex_Check(o)) {
         if (PyObject_HasAttrString(o, "cuda_stream"))
             attr = PyObject_GetAttrString(o, "cuda_stream");
         else if (PyObject_HasAttrString(o, "ptr"))
@@ -95,8 +95,11 @@ static bool stream_arg(PyObject *o, uintptr_t *out)
         }
         o = attr;
     }
-    v = PyLong_AsUnsignedLongLong(o);
+    o = PyNumber_Index(o);
     Py_XDECREF(attr);
+    if (o == NULL) return false;
+    v = PyLong_AsUnsignedLongLong(o);
+    Py_DECREF(o);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
         PyErr_SetString(PyExc_ValueError, "stream must be a cudaStream_t value >= 0");
