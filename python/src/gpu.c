@@ -337,6 +337,8 @@ static void gpusub_dealloc(PyObject *self)
     pyf_free(self);
 }
 
+/* A GpuFrame for a frame just taken. The lock is held, so that no close can come between the
+ * take and the frame's place in the list (an allocation may run other threads' code). */
 static PyObject *frame_wrap(pyf_gpusub *gs, const ferry_gpu_frame *f, uintptr_t stream)
 {
     pyf_gpuframe *fr = (pyf_gpuframe *)pyf_alloc(pyf.gpuframe_type);
@@ -344,9 +346,7 @@ static PyObject *frame_wrap(pyf_gpusub *gs, const ferry_gpu_frame *f, uintptr_t 
     if (fr == NULL) {
         ferry_gpu_frame copy = *f;
 
-        pyf_lock(gs->sub->lock);
         frame_give_back(gs, &copy, stream, NULL, 0);
-        PyThread_release_lock(gs->sub->lock);
         return NULL;
     }
     fr->gs = (pyf_gpusub *)Py_NewRef((PyObject *)gs);
@@ -368,6 +368,7 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
     int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
     ferry_gpu_frame f;
     ferry_err err;
+    PyObject *r;
 
     if (!gs_open(gs, "GpuSubscriber.take")) return NULL;
     pyf_lock(gs->sub->lock);
@@ -411,8 +412,9 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
             return NULL;
         }
     }
+    r = frame_wrap(gs, &f, stream);
     PyThread_release_lock(gs->sub->lock);
-    return frame_wrap(gs, &f, stream);
+    return r;
 }
 
 static PyObject *gpusub_take(PyObject *self, PyObject *args, PyObject *kwargs)

@@ -345,7 +345,9 @@ static void sync_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-/* Wraps a set from ferry_sync_take in a SyncSet of Samples. Locks not held. */
+/* Wraps a set from ferry_sync_take in a SyncSet of Samples. The locks are held, so that no
+ * close can come between the take and the set's place in the list (allocations may run other
+ * threads' code); what is done meanwhile waits in the pending list. */
 static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
 {
     struct pyf_syncset *set = PyMem_Calloc(1, sizeof *set);
@@ -357,9 +359,7 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
         ferry_sample copy[FERRY_SYNC_MAX_TOPICS];
 
         memcpy(copy, samples, sizeof copy);
-        locks_take(y, true);
         ferry_sync_release(y->sync, copy);
-        locks_release(y, y->n);
         return PyErr_NoMemory();
     }
     memcpy(set->set, samples, sizeof set->set);
@@ -440,13 +440,15 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
             break;
         }
     }
-    locks_release(y, y->n);
     if (err == FERRY_OK) {
         PyObject *r = set_wrap(y, samples);
 
+        sync_drain(y); /* a set that failed to wrap is given back now */
+        locks_release(y, y->n);
         Py_DECREF((PyObject *)y);
         return r;
     }
+    locks_release(y, y->n);
     Py_DECREF((PyObject *)y);
     if (err == FERRY_ERR_COUNT_) return NULL;
     if (err == FERRY_ETIMEDOUT && none_on_empty) Py_RETURN_NONE;
