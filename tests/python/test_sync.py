@@ -441,3 +441,52 @@ def test_invalid_sample_in_a_set(node, pair):
     assert max(st["held"]) <= 1
     sync.close()
     assert sa.stats()["held"] == 0 and sb.stats()["held"] == 0
+
+
+def test_sets_released_by_other_threads(node):
+    """A thread takes sets while workers release them (and arrays over them) concurrently."""
+    import queue as queue_mod
+
+    pa = node.publisher("/mt/a", "image", max_chunks=12)
+    pb = node.publisher("/mt/b", "image", max_chunks=12)
+    sa = node.subscribe("/mt/a", "image", depth=8)
+    sb = node.subscribe("/mt/b", "image", depth=8)
+    connect(pa, sa)
+    connect(pb, sb)
+    sync = ferry.Sync([sa, sb], queue=4, stamp="header")
+    work = queue_mod.Queue()
+    done = []
+
+    def worker():
+        while (s := work.get()) is not None:
+            a = np.asarray(s[0])
+            s.release()
+            assert int(a[0, 0]) == int(a[-1, -1])
+            del a
+            done.append(1)
+
+    workers = [threading.Thread(target=worker) for _ in range(2)]
+    for w in workers:
+        w.start()
+    taken = 0
+    for k in range(300):
+        publish(pa, k * MS, value=k % 256)
+        publish(pb, k * MS, value=k % 256)
+        try:
+            s = sync.take(timeout=1)
+        except ferry.TimeoutError:
+            continue  # a worker still holds sets up to queue
+        work.put(s)
+        del s
+        taken += 1
+        pa.poll(0)
+        pb.poll(0)
+    for _ in workers:
+        work.put(None)
+    for w in workers:
+        w.join()
+    assert taken >= 250 and len(done) == taken
+    sync.stats()  # gives back what the workers released during the last take
+    assert max(sync.stats()["held"]) <= 1
+    sync.close()
+    assert sa.stats()["held"] == 0 and sb.stats()["held"] == 0
