@@ -34,7 +34,9 @@ ferry_err ferry__endpoint_open(ferry__endpoint *ep, ferry_node *node, const char
     ep->id = ferry__random64();
 
     ferry__node_sweep_domain(node);
-    ep->next_sweep = ferry__clock_ns() + FERRY__ENDPOINT_SWEEP_NS;
+    /* The first housekeeping sweeps at once: it then runs while the endpoint is being set up,
+     * and the stack it needs is touched before any steady state. */
+    ep->next_sweep = 0;
     ep->dirfd = ferry__node_topic_dir(node, ep->dirname);
     if (ep->dirfd < 0)
         return errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
