@@ -297,20 +297,9 @@ static int start_row(adapter *g)
 {
     atomic_store(&g->ctl->stop, 0);
     atomic_store(&g->ctl->failed, 0);
-    pid_t parent = getpid();
-    for (int i = 0; i < CAMERAS; i++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0)
-            return cli_fail("bench gpu", 1, "adapter: fork: %s", strerror(errno));
-        if (pid == 0) {
-            cli_child_setup(parent);
-            int rc = bench_adapter_camera(g->dir, i, g->md->paced, g->ctl);
-            fflush(NULL);
-            _exit(rc ? 1 : 0);
-        }
-        g->pids[i] = pid;
-    }
+    for (int i = 0; i < CAMERAS; i++)
+        if ((g->pids[i] = bench_adapter_spawn_camera(g->dir, i, g->md->paced, g->ctl)) < 0)
+            return 1;
 
     ferry_node_options no;
     ferry_node_options_init(&no);
@@ -341,18 +330,9 @@ static int start_row(adapter *g)
         if ((err = ferry_subscriber_wait_publishers(g->subs[i], 1, CONNECT_NS)))
             return fail_ferry("waiting for the cameras", err);
 
-    if (!g->st->floor) {
-        ferry_gpu_cache_options o;
-        ferry_gpu_cache_options_init(&o);
-        o.device = g->a->device;
-        o.backend = g->st->backend;
-        o.own_pool = true;
-        o.release_threshold = g->st->threshold;
-        o.max_live = RING;
-        o.live_wait_ns = 1000000000;
-        if ((err = ferry_gpu_cache_create(&g->cache, &o)))
-            return fail_ferry("cache create", err);
-    }
+    if (!g->st->floor &&
+        bench_adapter_cache(&g->cache, g->a->device, g->st->backend, g->st->threshold, RING) != 0)
+        return 1;
     cudaError_t e = cudaMemset(g->d_slots, 0, SLOTS * sizeof *g->d_slots);
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize();

@@ -71,5 +71,13 @@ uint64_t bench_adapter_expected(uint64_t fixed_sum, uint64_t seq, uint32_t cam);
 /* A camera process: publishes frames on "/bench/gpu/adapter/cam<cam>", 30 fps when paced, until
  * ctl->stop. No CUDA (a child may not use its parent's context). 0 or 1 (ctl->failed set). */
 int bench_adapter_camera(const char *dir, int cam, bool paced, adapter_ctl *ctl);
+/* Forks bench_adapter_camera as a child of this process: its pid, or -1 after a message. */
+int bench_adapter_spawn_camera(const char *dir, int cam, bool paced, adapter_ctl *ctl);
+
+/* A ferry_gpu_cache for one strategy: its own pool, the given bound on live buffers, a second's
+ * wait at that bound. */
+struct ferry_gpu_cache;
+int bench_adapter_cache(struct ferry_gpu_cache **out, int device, int backend, uint64_t threshold,
+                        uint32_t max_live);
 
 #endif

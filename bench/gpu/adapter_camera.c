@@ -8,6 +8,10 @@
 #include "cli.h"
 #include "util.h"
 #include <ferry/ferry.h>
+#include <ferry/gpu.h>
+
+#include <errno.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -136,3 +140,34 @@ out:
     return rc;
 }
 
+
+int bench_adapter_spawn_camera(const char *dir, int cam, bool paced, adapter_ctl *ctl)
+{
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return cli_fail("bench gpu", -1, "adapter: fork: %s", strerror(errno));
+    if (pid == 0) {
+        cli_child_setup(parent);
+        int rc = bench_adapter_camera(dir, cam, paced, ctl);
+        fflush(NULL);
+        _exit(rc ? 1 : 0);
+    }
+    return pid;
+}
+
+int bench_adapter_cache(struct ferry_gpu_cache **out, int device, int backend, uint64_t threshold,
+                        uint32_t max_live)
+{
+    ferry_gpu_cache_options o;
+    ferry_gpu_cache_options_init(&o);
+    o.device = device;
+    o.backend = (ferry_gpu_backend)backend;
+    o.own_pool = true;
+    o.release_threshold = threshold;
+    o.max_live = max_live;
+    o.live_wait_ns = 1000000000;
+    ferry_err err = ferry_gpu_cache_create(out, &o);
+    return err ? fail_ferry("cache create", err) : 0;
+}

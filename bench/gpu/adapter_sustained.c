@@ -264,17 +264,9 @@ static int adapter_run(proc *p)
     while (!atomic_load(&p->sh->based) && cli_now_ns() < until)
         usleep(1000);
 
-    ferry_gpu_cache_options o;
-    ferry_gpu_cache_options_init(&o);
-    o.device = p->a->device;
-    o.backend = p->v->backend;
-    o.own_pool = true;
-    o.release_threshold = p->v->threshold;
-    o.max_live = MAX_LIVE;
-    o.live_wait_ns = 1000000000;
-    ferry_err err = ferry_gpu_cache_create(&p->cache, &o);
-    if (err)
-        return fail_ferry("cache create", err);
+    if (bench_adapter_cache(&p->cache, p->a->device, p->v->backend, p->v->threshold, MAX_LIVE) != 0)
+        return 1;
+    ferry_err err;
 
     char name[32], topic[64];
     snprintf(name, sizeof name, "adapter%d", p->cam);
@@ -431,21 +423,9 @@ static int run_variant(const bench_gpu_args *a, shared *sh, int shm_fd, const va
     pid_t cams[CAMERAS] = {0}, adapters[CAMERAS] = {0};
     pid_t parent = getpid();
     int rc = 0;
-    for (int i = 0; i < CAMERAS && rc == 0; i++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0) {
-            rc = cli_fail("bench gpu", 1, "adapter: fork: %s", strerror(errno));
-            break;
-        }
-        if (pid == 0) {
-            cli_child_setup(parent);
-            int crc = bench_adapter_camera(a->dir, i, true, &sh->cams);
-            fflush(NULL);
-            _exit(crc ? 1 : 0);
-        }
-        cams[i] = pid;
-    }
+    for (int i = 0; i < CAMERAS && rc == 0; i++)
+        if ((cams[i] = bench_adapter_spawn_camera(a->dir, i, true, &sh->cams)) < 0)
+            rc = 1;
     for (int i = 0; i < CAMERAS && rc == 0; i++) {
         char sdev[16], svar[16], scam[16], sfd[16];
         snprintf(sdev, sizeof sdev, "%d", a->device);
