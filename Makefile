@@ -6,11 +6,12 @@ CMAKE_FLAGS ?=
 # Extra ctest arguments, e.g. CTEST_ARGS='-R bridge' or '-E bench'.
 CTEST_ARGS ?=
 # g++: the C++ layer's tests and example; python3-dev: the headers of the Python package (python/);
-# libpng-dev and libturbojpeg0-dev: PNG and JPEG files for `ferry pub --from`; zlib1g-dev,
-# liblz4-dev, libzstd-dev and libisal-dev: the CRCs and chunk compression of `ferry record`'s
-# MCAP files (ISA-L's CRC-32 is 12 times zlib's; without it zlib's is used).
+# libpng-dev and libturbojpeg0-dev: PNG and JPEG files for `ferry pub --from` (and the JPEG
+# channels of `ferry view`); libwebsockets-dev: `ferry view`; zlib1g-dev, liblz4-dev, libzstd-dev
+# and libisal-dev: the CRCs and chunk compression of `ferry record`'s MCAP files (ISA-L's CRC-32
+# is 12 times zlib's; without it zlib's is used).
 DEB_PACKAGES := cmake make gcc g++ libc6-dev pkg-config python3-dev libpng-dev libturbojpeg0-dev \
-	zlib1g-dev liblz4-dev libzstd-dev libisal-dev
+	libwebsockets-dev zlib1g-dev liblz4-dev libzstd-dev libisal-dev
 # The DDS bridge: Cyclone DDS and its IDL compiler; its tests build network namespaces.
 BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # What the tests need beyond the build: python3 checks the CLI's JSON, doxygen the API reference,
@@ -18,6 +19,11 @@ BRIDGE_PACKAGES := cyclonedds-dev cyclonedds-tools iproute2
 # the Debian packages' dependencies, cjpeg and djpeg (libjpeg-turbo-progs) the JPEG files of the
 # CLI's tests.
 TEST_PACKAGES := python3 doxygen gnuplot-nox python3-numpy python3-pytest dpkg-dev libjpeg-turbo-progs
+# The page test of `ferry view` drives Chromium (large): installed when missing, but a machine
+# that cannot install it only skips that test. Its npm packages come from the tests themselves,
+# into the build tree; node and npm are used where they are (not checked with dpkg: a node
+# installed otherwise would conflict with Debian's). Without npm, Debian's are installed.
+VIEW_TEST_PACKAGES := chromium
 # make deb: CPack derives the packages' dependencies with dpkg-shlibdeps.
 DEB_BUILD_PACKAGES := dpkg-dev
 # make install: where to (PREFIX), and a staging root put before it (DESTDIR, as usual).
@@ -36,6 +42,10 @@ deps:
 
 test-deps:
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(TEST_PACKAGES)"
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(VIEW_TEST_PACKAGES)" || \
+	  echo "chromium not installed: the page test of ferry view will be skipped"
+	@command -v npm >/dev/null || $(MAKE) --no-print-directory install-packages \
+	  PACKAGES="nodejs npm" || echo "npm not installed: the npm tests of ferry view will be skipped"
 
 docs-deps:
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DOCS_PACKAGES)"

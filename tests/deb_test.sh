@@ -82,6 +82,10 @@ field "$(deb ferry)" Depends | grep -q 'libc6 (>= ' || fail "ferry does not depe
 for lib in zlib1g liblz4-1 libzstd1; do
     field "$(deb ferry)" Depends | grep -q "$lib" || fail "ferry does not depend on $lib"
 done
+# `ferry view` links libwebsockets: the command's package must bring it.
+if "$BUILD/ferry" view --help >/dev/null 2>&1; then
+    field "$(deb ferry)" Depends | grep -q 'libwebsockets[0-9]* ' || fail "ferry does not depend on libwebsockets"
+fi
 dpkg-deb --ctrl-tarfile "$(deb libferry0)" | tar -xO ./shlibs 2>/dev/null | grep -q "^libferry 0 libferry0" ||
     fail "libferry0 has no shlibs entry for libferry.so.0"
 echo "ok: contents and Depends"

@@ -1476,7 +1476,10 @@ static fake_listener fake_listen(const char *topic, uint64_t id)
 {
     fake_listener l;
     snprintf(l.name, sizeof l.name, "pub.%016llx.sock", (unsigned long long)id);
-    char tmp[PATH_MAX], path[PATH_MAX];
+    char tmp[PATH_MAX], path[PATH_MAX], dir[PATH_MAX];
+    /* The last endpoint of a topic takes its directory with it: made here when gone. */
+    tu_topic_path(topic, dir, sizeof dir);
+    TU_CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
     sock_path(topic, ".fake.tmp", tmp, sizeof tmp);
     sock_path(topic, l.name, path, sizeof path);
     l.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);

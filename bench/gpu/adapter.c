@@ -20,6 +20,7 @@
  * out while earlier work still used it shows up as a wrong checksum.
  */
 #include "gpu_bench.h"
+#include "adapter.h"
 
 #include "bench.h"
 #include "cli.h"
@@ -37,43 +38,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* adapter_kernels.cu */
-cudaError_t bench_adapter_checksum(const void *frame, size_t bytes, unsigned long long *slot,
-                                   cudaStream_t stream);
-
-#define CAMERAS 3
-#define FRAME_BYTES ((size_t)2764800) /* 1280 x 720 x 3 */
-#define HEADER_BYTES 64
-#define BODY_WORDS ((FRAME_BYTES - HEADER_BYTES) / 4)
-#define SEQ_WORDS 1024 /* body words rewritten per frame; the rest is a fixed pattern */
-#define FRAME_TYPE "ferry/bench_gpu_adapter_frame"
-#define FRAME_MAGIC 0x4d52464144505946ULL /* "FYPDAFRM" */
-#define RING 8                            /* pipeline depth = max_live */
-#define SLOTS ((size_t)1 << 20)           /* checksum slots: frames per row at most */
-#define SUB_DEPTH 4
-#define PUB_CHUNKS 24
-#define SEEN_MAX 64
-#define FPS 30
-#define CONNECT_NS ((int64_t)20 * 1000000000)
-#define IDLE_CAP ((size_t)64 << 20) /* the cache's default idle cap */
-
-typedef struct frame_header {
-    uint64_t magic;
-    uint64_t seq;
-    int64_t send_ns;
-    uint32_t camera;
-    uint32_t reserved0;
-    uint64_t reserved[4];
-} frame_header;
-
-_Static_assert(sizeof(frame_header) == HEADER_BYTES, "frame header is 64 bytes");
-
-/* Shared with the camera processes (MAP_SHARED before fork). */
-typedef struct adapter_ctl {
-    _Atomic uint32_t stop;
-    _Atomic uint32_t failed;
-} adapter_ctl;
 
 typedef struct strategy {
     const char *name;
@@ -168,129 +132,9 @@ static int fail_ferry(const char *what, ferry_err e)
     return cli_fail("bench gpu", 1, "adapter: %s: %s", what, ferry_strerror(e));
 }
 
-/* ---------------------------------------------------------------------------------------------
- * The frame pattern
- * ------------------------------------------------------------------------------------------- */
-
-static inline uint32_t fixed_word(size_t i)
-{
-    return (uint32_t)(i * 2654435761u) ^ 0xa5a5a5a5u;
-}
-
-static inline uint32_t seq_word(uint64_t seq, uint32_t cam, size_t i)
-{
-    return ((uint32_t)seq * 0x9e3779b1u) ^ ((uint32_t)i * 0x85ebca6bu) ^ (cam << 29);
-}
-
 static uint64_t expected_sum(const adapter *g, uint64_t seq, uint32_t cam)
 {
-    uint64_t sum = g->fixed_sum;
-    for (size_t i = 0; i < SEQ_WORDS; i++)
-        sum += seq_word(seq, cam, i);
-    return sum;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Camera processes: no CUDA here (a child may not use its parent's CUDA context); _exit only.
- * ------------------------------------------------------------------------------------------- */
-
-static bool pattern_there(const uint32_t *w)
-{
-    return w[SEQ_WORDS] == fixed_word(SEQ_WORDS) && w[BODY_WORDS / 2] == fixed_word(BODY_WORDS / 2) &&
-           w[BODY_WORDS - 1] == fixed_word(BODY_WORDS - 1);
-}
-
-static int camera_proc(const char *dir, int cam, bool paced, adapter_ctl *ctl)
-{
-    char name[32], topic[64];
-    snprintf(name, sizeof name, "adapter-cam%d", cam);
-    snprintf(topic, sizeof topic, "/bench/gpu/adapter/cam%d", cam);
-    ferry_node_options no;
-    ferry_node_options_init(&no);
-    no.dir = dir;
-    no.name = name;
-    ferry_node *node = NULL;
-    ferry_err err = ferry_node_create(&node, &no);
-    if (err)
-        return fail_ferry("camera node", err);
-    ferry_publisher_options po;
-    ferry_publisher_options_init(&po);
-    po.admit_blocking = true; /* its subscribers ask to block it */
-    po.max_sample_size = FRAME_BYTES;
-    po.max_chunks = PUB_CHUNKS;
-    po.pool_bytes = (size_t)PUB_CHUNKS * (FRAME_BYTES + ((size_t)1 << 20));
-    po.on_pool_exhausted = FERRY_POOL_BLOCK;
-    po.block_timeout_ns = 100 * 1000000;
-    ferry_publisher *pub = NULL;
-    err = ferry_publisher_create(&pub, node, topic, FRAME_TYPE, ferry_hash(FRAME_TYPE), &po);
-    if (err) {
-        ferry_node_destroy(node);
-        return fail_ferry("camera publisher", err);
-    }
-    int rc = 0;
-    int64_t deadline = cli_now_ns() + CONNECT_NS;
-    while ((err = ferry_publisher_wait_subscribers(pub, 1, 100 * 1000000)) == FERRY_ETIMEDOUT &&
-           !atomic_load_explicit(&ctl->stop, memory_order_relaxed) && cli_now_ns() < deadline) {
-    }
-    if (err) {
-        if (!atomic_load_explicit(&ctl->stop, memory_order_relaxed))
-            rc = fail_ferry("camera waiting for the consumer", err);
-        goto out;
-    }
-
-    void *seen[SEEN_MAX];
-    int nseen = 0;
-    const int64_t period = 1000000000 / FPS;
-    int64_t next = cli_now_ns() + (int64_t)cam * period / CAMERAS;
-    uint64_t seq = 0;
-    while (!atomic_load_explicit(&ctl->stop, memory_order_relaxed)) {
-        if (paced) {
-            cli_sleep_until(next);
-            next += period;
-            int64_t now = cli_now_ns();
-            if (next < now)
-                next = now; /* late: no burst to catch up */
-        }
-        void *p = NULL;
-        err = ferry_loan(pub, FRAME_BYTES, &p);
-        if (err == FERRY_ETIMEDOUT || err == FERRY_EPOOL)
-            continue;
-        if (err) {
-            rc = fail_ferry("camera loan", err);
-            break;
-        }
-        uint32_t *w = (uint32_t *)((char *)p + HEADER_BYTES);
-        bool known = false;
-        for (int i = 0; i < nseen && !known; i++)
-            known = seen[i] == p;
-        if (!known || !pattern_there(w)) {
-            for (size_t i = SEQ_WORDS; i < BODY_WORDS; i++)
-                w[i] = fixed_word(i);
-            if (!known && nseen < SEEN_MAX)
-                seen[nseen++] = p;
-        }
-        seq++;
-        for (size_t i = 0; i < SEQ_WORDS; i++)
-            w[i] = seq_word(seq, (uint32_t)cam, i);
-        frame_header h = {.magic = FRAME_MAGIC, .seq = seq, .send_ns = cli_now_ns(),
-                          .camera = (uint32_t)cam};
-        memcpy(p, &h, sizeof h);
-        do {
-            err = ferry_publish(pub, p, 0);
-        } while (err == FERRY_ETIMEDOUT && !atomic_load_explicit(&ctl->stop, memory_order_relaxed));
-        if (err) {
-            ferry_loan_release(pub, p);
-            if (err != FERRY_ETIMEDOUT)
-                rc = fail_ferry("camera publish", err);
-            break;
-        }
-    }
-out:
-    ferry_publisher_destroy(pub);
-    ferry_node_destroy(node);
-    if (rc)
-        atomic_store(&ctl->failed, 1);
-    return rc;
+    return bench_adapter_expected(g->fixed_sum, seq, cam);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -453,20 +297,9 @@ static int start_row(adapter *g)
 {
     atomic_store(&g->ctl->stop, 0);
     atomic_store(&g->ctl->failed, 0);
-    pid_t parent = getpid();
-    for (int i = 0; i < CAMERAS; i++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0)
-            return cli_fail("bench gpu", 1, "adapter: fork: %s", strerror(errno));
-        if (pid == 0) {
-            cli_child_setup(parent);
-            int rc = camera_proc(g->dir, i, g->md->paced, g->ctl);
-            fflush(NULL);
-            _exit(rc ? 1 : 0);
-        }
-        g->pids[i] = pid;
-    }
+    for (int i = 0; i < CAMERAS; i++)
+        if ((g->pids[i] = bench_adapter_spawn_camera(g->dir, i, g->md->paced, g->ctl)) < 0)
+            return 1;
 
     ferry_node_options no;
     ferry_node_options_init(&no);
@@ -497,18 +330,9 @@ static int start_row(adapter *g)
         if ((err = ferry_subscriber_wait_publishers(g->subs[i], 1, CONNECT_NS)))
             return fail_ferry("waiting for the cameras", err);
 
-    if (!g->st->floor) {
-        ferry_gpu_cache_options o;
-        ferry_gpu_cache_options_init(&o);
-        o.device = g->a->device;
-        o.backend = g->st->backend;
-        o.own_pool = true;
-        o.release_threshold = g->st->threshold;
-        o.max_live = RING;
-        o.live_wait_ns = 1000000000;
-        if ((err = ferry_gpu_cache_create(&g->cache, &o)))
-            return fail_ferry("cache create", err);
-    }
+    if (!g->st->floor &&
+        bench_adapter_cache(&g->cache, g->a->device, g->st->backend, g->st->threshold, RING) != 0)
+        return 1;
     cudaError_t e = cudaMemset(g->d_slots, 0, SLOTS * sizeof *g->d_slots);
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize();
@@ -682,10 +506,7 @@ static int setup(adapter *g)
         g->ctl = NULL;
         return cli_fail("bench gpu", 1, "adapter: mmap: %s", strerror(errno));
     }
-    uint64_t sum = 0;
-    for (size_t i = SEQ_WORDS; i < BODY_WORDS; i++)
-        sum += fixed_word(i);
-    g->fixed_sum = sum;
+    g->fixed_sum = bench_adapter_fixed_sum();
     return 0;
 }
 

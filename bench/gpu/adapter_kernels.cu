@@ -1,7 +1,9 @@
 // The consumer kernel of the adapter benchmark: a checksum of a frame's body (the 32-bit words
 // after its 64-byte header, summed into 64 bits) added into the frame's own slot. The sum does
 // not depend on the order of the additions, so the host can check it against the pattern the
-// camera wrote. No shared memory: warp shuffles, then one atomic per warp.
+// camera wrote. No shared memory: warp shuffles, then one atomic per warp. The readers of other
+// consumers (bench_adapter_read) first spin, as long as a slow model would take, on one block
+// only (they hold little of the GPU while they wait), then read the frame the same way.
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,8 +12,24 @@
 #define ADAPTER_THREADS 256
 #define ADAPTER_BLOCKS 128
 
-static __global__ void checksum_kernel(const uint32_t *body, size_t words, unsigned long long *slot)
+static __device__ __forceinline__ unsigned long long now_ns()
 {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+static __global__ void checksum_kernel(const uint32_t *body, size_t words, unsigned long long *slot,
+                                       unsigned long long spin_ns)
+{
+    if (spin_ns) {
+        if (threadIdx.x == 0) {
+            unsigned long long end = now_ns() + spin_ns;
+            while (now_ns() < end) {
+            }
+        }
+        __syncthreads();
+    }
     unsigned long long acc = 0;
     size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -37,6 +55,17 @@ extern "C" cudaError_t bench_adapter_checksum(const void *frame, size_t bytes,
         return cudaSuccess;
     const uint32_t *body = (const uint32_t *)((const char *)frame + ADAPTER_HEADER_BYTES);
     size_t words = (bytes - ADAPTER_HEADER_BYTES) / 4;
-    checksum_kernel<<<ADAPTER_BLOCKS, ADAPTER_THREADS, 0, stream>>>(body, words, slot);
+    checksum_kernel<<<ADAPTER_BLOCKS, ADAPTER_THREADS, 0, stream>>>(body, words, slot, 0);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t bench_adapter_read(const void *frame, size_t bytes, uint64_t spin_ns,
+                                          unsigned long long *slot, cudaStream_t stream)
+{
+    if (bytes <= ADAPTER_HEADER_BYTES)
+        return cudaSuccess;
+    const uint32_t *body = (const uint32_t *)((const char *)frame + ADAPTER_HEADER_BYTES);
+    size_t words = (bytes - ADAPTER_HEADER_BYTES) / 4;
+    checksum_kernel<<<1, ADAPTER_THREADS, 0, stream>>>(body, words, slot, spin_ns);
     return cudaGetLastError();
 }

@@ -1,8 +1,9 @@
 /*
  * `ferry bench gpu`: options, a private domain directory, then each part in order (gpu_bench.h,
- * xproc.h). With --csv FILE the adapter rows go to FILE, the ingest rows to FILE with "-ingest"
- * before its extension (gpu.csv -> gpu-ingest.csv) and the cross-process rows to FILE with
- * "-xproc"; each part writes its header line into an empty file.
+ * xproc.h). With --csv FILE the adapter rows go to FILE, the one-process adapter matrix's to FILE
+ * with "-matrix" before its extension (gpu.csv -> gpu-matrix.csv), the ingest rows with
+ * "-ingest" and the cross-process rows with "-xproc"; each part writes its header line into an
+ * empty file.
  */
 #include "gpu_bench.h"
 #include "xproc.h"
@@ -16,11 +17,14 @@
 #include <string.h>
 
 static const char usage_text[] =
-    "usage: ferry bench gpu [--quick] [--csv FILE] [--device N]\n"
-    "                       [--part adapter|ingest|xproc|all]\n"
-    "  adapter  3 cameras x 1280x720 RGB8 -> device buffer -> kernel: cudaMalloc, cudaMallocAsync\n"
-    "           (release threshold 0 and max) and ferry's cache, synced and pipelined, 30 fps\n"
-    "           and flat out, against a preallocated floor\n"
+    "usage: ferry bench gpu [--quick] [--csv FILE] [--device N] [--seconds S]\n"
+    "                       [--part adapter|adapter-matrix|ingest|xproc|all]\n"
+    "  adapter  3 cameras x 1280x720 RGB8 at 30 fps -> 3 adapter processes -> device buffer ->\n"
+    "           kernel, sustained (--seconds, default 20): cudaMalloc, cudaMallocAsync (release\n"
+    "           threshold 0 and max) and ferry's cache, and with two readers per frame on other\n"
+    "           streams (2 ms and 40 ms)\n"
+    "  adapter-matrix  the same in one process: synced and pipelined, 30 fps and flat out,\n"
+    "           against a preallocated floor\n"
     "  ingest   a taken host frame into the GPU: pageable, registered and mapped\n"
     "  xproc    device frames across processes against the copy path\n"
     "  --quick  seconds per row instead of tens (under a minute per part)\n"
@@ -66,16 +70,20 @@ int bench_gpu_cmd(int argc, char **argv)
     /* The cross-process part's reader: this program exec'd again (not listed in the usage). */
     if (argc >= 2 && strcmp(argv[1], "--xproc-reader") == 0)
         return bench_gpu_xproc_reader(argc - 1, argv + 1);
-    enum { O_DEVICE = CLI_O_OWN, O_PART };
+    /* The sustained adapter's processes, the same way. */
+    if (argc >= 2 && strcmp(argv[1], "--adapter-proc") == 0)
+        return bench_gpu_adapter_proc(argc - 1, argv + 1);
+    enum { O_DEVICE = CLI_O_OWN, O_PART, O_SECONDS };
     static const struct option options[] = {
         CLI_OPT_QUICK,
         CLI_OPT_CSV,
         {"device", required_argument, NULL, O_DEVICE},
         {"part", required_argument, NULL, O_PART},
+        {"seconds", required_argument, NULL, O_SECONDS},
         CLI_OPT_HELP,
         CLI_OPT_END,
     };
-    bench_gpu_args a = {.quick = false, .device = 0, .csv = NULL, .dir = NULL};
+    bench_gpu_args a = {.quick = false, .device = 0, .csv = NULL, .dir = NULL, .seconds = 0};
     const char *part = "all";
     cli_opts o;
     cli_parser p = {.cmd = "bench gpu", .options = options, .usage = usage, .opts = &o};
@@ -90,11 +98,21 @@ int bench_gpu_cmd(int argc, char **argv)
             a.device = (int)d;
             break;
         }
+        case O_SECONDS: {
+            uint64_t secs;
+            if (!cli_parse_whole("bench gpu", &cli_ranges[CLI_R_DEMO_SECONDS], optarg, &secs))
+                return 2;
+            a.seconds = (int)secs;
+            break;
+        }
         case O_PART:
             part = optarg;
-            if (strcmp(part, "adapter") != 0 && strcmp(part, "ingest") != 0 &&
-                strcmp(part, "xproc") != 0 && strcmp(part, "all") != 0)
-                return cli_fail("bench gpu", 2, "unknown part '%s' (adapter, ingest, xproc, all)",
+            if (strcmp(part, "adapter") != 0 && strcmp(part, "adapter-matrix") != 0 &&
+                strcmp(part, "ingest") != 0 && strcmp(part, "xproc") != 0 &&
+                strcmp(part, "all") != 0)
+                return cli_fail("bench gpu", 2,
+                                "--part: unknown part '%s' (adapter, adapter-matrix, ingest, "
+                                "xproc, all)",
                                 part);
             break;
         }
@@ -113,8 +131,9 @@ int bench_gpu_cmd(int argc, char **argv)
     if (a.device >= count)
         return cli_fail("bench gpu", 2, "no device %d (%d found)", a.device, count);
 
-    char ingest_csv[4096], xproc_csv[4096];
-    if (o.csv && (!part_path(o.csv, "-ingest", ingest_csv, sizeof ingest_csv) ||
+    char matrix_csv[4096], ingest_csv[4096], xproc_csv[4096];
+    if (o.csv && (!part_path(o.csv, "-matrix", matrix_csv, sizeof matrix_csv) ||
+                  !part_path(o.csv, "-ingest", ingest_csv, sizeof ingest_csv) ||
                   !part_path(o.csv, "-xproc", xproc_csv, sizeof xproc_csv)))
         return cli_fail("bench gpu", 2, "csv path too long");
     char dir[256];
@@ -126,7 +145,11 @@ int bench_gpu_cmd(int argc, char **argv)
     bool all = strcmp(part, "all") == 0;
     if (all || strcmp(part, "adapter") == 0) {
         printf("== adapter ==\n");
-        rc |= run_part(bench_gpu_adapter, &a, o.csv) != 0;
+        rc |= run_part(bench_gpu_adapter_sustained, &a, o.csv) != 0;
+    }
+    if (all || strcmp(part, "adapter-matrix") == 0) {
+        printf("== adapter-matrix ==\n");
+        rc |= run_part(bench_gpu_adapter, &a, o.csv ? matrix_csv : NULL) != 0;
     }
     if (all || strcmp(part, "ingest") == 0) {
         printf("== ingest ==\n");

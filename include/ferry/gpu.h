@@ -139,7 +139,9 @@ FERRY_API ferry_err ferry_gpu_record_use(ferry_gpu_buffer *buffer, ferry_gpu_str
 
 /**
  * Drops one hold. When the last goes, the buffer returns to the cache (reused as described at
- * ferry_gpu_alloc) or, for the other backends, is freed in stream order (ASYNC) or at once
+ * ferry_gpu_alloc) or, for the other backends, is freed in stream order (ASYNC: cudaFreeAsync on
+ * the allocation's stream, or, when other streams recorded uses, on a stream of the cache's own
+ * made to wait for every use, so the allocation's stream never waits for a reader) or at once
  * (MALLOC). The pointer must not be used after the last release.
  * @retval FERRY_ESTATE  the buffer is not live (double release)
  */

@@ -17,6 +17,9 @@ publish it; subscribers take samples that are read-only views of the publisher's
         with sub.take(timeout=1.0) as frame:
             img = np.asarray(frame)      # read-only (720, 1280, 3) uint8, not a copy
 
+Several topics matched by stamp come from ``ferry.Sync``; device frames and tensors (when the
+GPU module is built, ``ferry.HAVE_GPU``) from ``ferry.GpuSubscriber``, for ``torch.from_dlpack``.
+
 The C extension (``ferry._ferry``) does the work; this module adds what is easier in Python:
 ``Sample.numpy()`` and the asyncio helpers ``Subscriber.take_async()`` and ``async for``.
 """
@@ -28,15 +31,35 @@ from typing import Any as _Any
 
 from ._ferry import *  # noqa: F401,F403
 from ._ferry import (  # noqa: F401
+    HAVE_GPU,
     Error,
     Loan,
     Node,
+    NotSupportedError,
     Publisher,
     Sample,
     Subscriber,
+    Sync,
+    SyncSet,
     WaitSet,
     __version__,
 )
+
+if not HAVE_GPU:
+
+    class GpuSubscriber:
+        """Device frames from a Subscriber: this build of ferry has no GPU module (FERRY_GPU), so
+        creating one raises NotSupportedError."""
+
+        def __init__(self, subscriber: Subscriber, *, device: int = 0) -> None:
+            raise NotSupportedError(
+                "GpuSubscriber: ferry was built without the GPU module (FERRY_GPU=ON needs a "
+                "CUDA toolkit)"
+            )
+
+    def gpu_device_count() -> int:
+        """Usable CUDA devices: always 0 without the GPU module."""
+        return 0
 
 #: PointField datatype constants (sensor_msgs/PointField) and their NumPy types.
 POINT_DATATYPES = {

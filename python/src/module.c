@@ -763,6 +763,149 @@ PyObject *pyf_subscriber_stats(const ferry_subscriber_stats *s)
     return subscriber_stats_dict(s);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * DLPack exports
+ * ------------------------------------------------------------------------------------------- */
+
+/* An export record of the package's own: its deleter counts the owner's exports down with the
+ * GIL held (the owner releases through its subscriber's lock), from whichever thread the
+ * consumer frees on. ferry_tensor_to_dlpack's deleter would call ferry_release outside that
+ * lock. */
+typedef struct dl_export {
+    union {
+        ferry_dlpack_tensor v0;
+        ferry_dlpack_tensor_versioned v1;
+    } m;
+    int64_t shape[FERRY_TENSOR_DIMS_MAX];
+    int64_t strides[FERRY_TENSOR_DIMS_MAX];
+    PyObject *owner;
+    void (*unexport)(PyObject *owner);
+} dl_export;
+
+static void dl_finish(dl_export *e)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+
+    e->unexport(e->owner);
+    Py_DECREF(e->owner);
+    free(e);
+    PyGILState_Release(g);
+}
+
+static void dl_delete_v0(ferry_dlpack_tensor *self)
+{
+    dl_finish((dl_export *)(void *)self);
+}
+
+static void dl_delete_v1(ferry_dlpack_tensor_versioned *self)
+{
+    dl_finish((dl_export *)(void *)self);
+}
+
+/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
+static void dl_capsule_v0(PyObject *cap)
+{
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        ferry_dlpack_tensor *t = PyCapsule_GetPointer(cap, "dltensor");
+
+        t->deleter(t);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+static void dl_capsule_v1(PyObject *cap)
+{
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        ferry_dlpack_tensor_versioned *t = PyCapsule_GetPointer(cap, "dltensor_versioned");
+
+        t->deleter(t);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, PyObject **stream,
+                     bool *versioned)
+{
+    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+
+    *stream = Py_None;
+    *versioned = false;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, stream,
+                                     &max_version, &dl_device, &copy))
+        return false;
+    if (copy == Py_True) {
+        PyErr_SetString(PyExc_BufferError, "ferry exports without copying (copy=True)");
+        return false;
+    }
+    if (dl_device != Py_None) {
+        int dt = -1, id = -1;
+
+        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &id)) return false;
+        if (dt != device.device_type || id != device.device_id) {
+            PyErr_Format(PyExc_BufferError, "the data exports to its own device only, (%d, %d)",
+                         (int)device.device_type, (int)device.device_id);
+            return false;
+        }
+    }
+    if (max_version != Py_None) {
+        int major = 0, minor = 0;
+
+        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return false;
+        *versioned = major >= 1;
+    }
+    return true;
+}
+
+PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner), bool versioned,
+                             const ferry_dl_tensor *desc)
+{
+    dl_export *e;
+    ferry_dl_tensor *t;
+    PyObject *cap;
+    int32_t i;
+
+    if (desc->ndim < 0 || desc->ndim > (int32_t)FERRY_TENSOR_DIMS_MAX) {
+        PyErr_SetString(PyExc_BufferError, "too many dimensions for DLPack");
+        return NULL;
+    }
+    e = calloc(1, sizeof *e);
+    if (e == NULL) return PyErr_NoMemory();
+    t = versioned ? &e->m.v1.dl_tensor : &e->m.v0.dl_tensor;
+    *t = *desc;
+    for (i = 0; i < desc->ndim; i++) {
+        e->shape[i] = desc->shape[i];
+        e->strides[i] = desc->strides[i];
+    }
+    t->shape = e->shape;
+    t->strides = e->strides;
+    e->owner = Py_NewRef(owner);
+    e->unexport = unexport;
+    if (versioned) {
+        e->m.v1.version.major = FERRY_DLPACK_MAJOR;
+        e->m.v1.version.minor = FERRY_DLPACK_MINOR;
+        e->m.v1.manager_ctx = e;
+        e->m.v1.deleter = dl_delete_v1;
+        e->m.v1.flags = FERRY_DLPACK_FLAG_READ_ONLY;
+        cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", dl_capsule_v1);
+    } else {
+        e->m.v0.manager_ctx = e;
+        e->m.v0.deleter = dl_delete_v0;
+        cap = PyCapsule_New(&e->m.v0, "dltensor", dl_capsule_v0);
+    }
+    if (cap == NULL) {
+        Py_DECREF(owner);
+        free(e);
+    }
+    return cap;
+}
+
 static PyMethodDef module_methods[] = {
     {"now", mod_now, METH_NOARGS,
      "now() -> int\n\nThe CLOCK_MONOTONIC time in nanoseconds, the clock of publish_time."},
@@ -803,7 +946,8 @@ PyMODINIT_FUNC PyInit__ferry(void)
 
     if (m == NULL) return NULL;
     if (!errors_create(m) || !pyf_node_types(m) || !pyf_pub_types(m) || !pyf_sub_types(m) ||
-        !pyf_waitset_types(m) || PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
+        !pyf_waitset_types(m) || !pyf_sync_types(m) || !pyf_gpu_types(m) ||
+        PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
         PyModule_AddIntConstant(m, "PROTOCOL_VERSION", FERRY_PROTOCOL_VERSION) < 0 ||
         PyModule_AddStringConstant(m, "IMAGE_TYPE_NAME", FERRY_IMAGE_TYPE_NAME) < 0 ||
         PyModule_AddStringConstant(m, "POINTCLOUD_TYPE_NAME", FERRY_POINTCLOUD_TYPE_NAME) < 0 ||

@@ -123,11 +123,13 @@ static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)n;
 }
 
-/* Closes the children, waitsets first (they refer to subscribers), then subscribers and
- * publishers; stops at the first that refuses. */
+/* Closes the children, synchronisers and GPU subscribers first (they take from subscribers),
+ * then waitsets (they refer to subscribers), then subscribers and publishers; stops at the first
+ * that refuses. */
 static int node_close_children(pyf_node *n)
 {
-    static const int order[] = {PYF_CHILD_WAITSET, PYF_CHILD_SUB, PYF_CHILD_PUB};
+    static const int order[] = {PYF_CHILD_SYNC, PYF_CHILD_GPUSUB, PYF_CHILD_WAITSET, PYF_CHILD_SUB,
+                                PYF_CHILD_PUB};
     size_t k;
 
     for (k = 0; k < sizeof order / sizeof order[0]; k++) {
@@ -142,6 +144,8 @@ static int node_close_children(pyf_node *n)
                 /* Closing unlinks c, which may drop the last reference to n: hold it. */
                 Py_INCREF(self);
                 switch (c->kind) {
+                case PYF_CHILD_SYNC: rc = pyf_sync_close(self); break;
+                case PYF_CHILD_GPUSUB: rc = pyf_gpusub_close(self); break;
                 case PYF_CHILD_WAITSET: rc = pyf_waitset_close(self); break;
                 case PYF_CHILD_SUB: rc = pyf_sub_close((pyf_sub *)self); break;
                 default: rc = pyf_pub_close((pyf_pub *)self); break;
@@ -268,8 +272,8 @@ static PyMethodDef node_methods[] = {
     {"waitset", node_waitset, METH_NOARGS,
      "waitset() -> WaitSet\n\nCreates a WaitSet on this node (ferry_waitset_create)."},
     {"close", node_close, METH_NOARGS,
-     "close()\n\nDestroys the node's waitsets, subscribers and publishers, in that order, then\n"
-     "the node. Raises BusyError (and leaves the rest open) when a\n"
+     "close()\n\nDestroys the node's synchronisers, GPU subscribers, waitsets, subscribers and\n"
+     "publishers, in that order, then the node. Raises BusyError (and leaves the rest open) when a\n"
      "subscriber has samples still exported to arrays, or a publisher loans still exported.\n"
      "Closing twice does nothing."},
     {"__enter__", node_enter, METH_NOARGS, "Returns the node."},

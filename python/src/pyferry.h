@@ -66,7 +66,8 @@ typedef struct pyf_child {
     PyObject *self;
 } pyf_child;
 
-enum { PYF_CHILD_PUB = 1, PYF_CHILD_SUB = 2, PYF_CHILD_WAITSET = 3 };
+enum { PYF_CHILD_PUB = 1, PYF_CHILD_SUB = 2, PYF_CHILD_WAITSET = 3, PYF_CHILD_SYNC = 4,
+       PYF_CHILD_GPUSUB = 5 };
 
 typedef struct pyf_node {
     PyObject_HEAD
@@ -109,11 +110,17 @@ typedef struct pyf_sub {
     struct pyf_sample *samples; /* every Sample object alive and not yet released */
     pyf_pending *pending;
     PyObject *waitset; /* borrowed: the WaitSet this subscriber is in, or NULL */
+    PyObject *owner;   /* borrowed: the Sync or GpuSubscriber that takes from it, or NULL */
 } pyf_sub;
+
+/* A matched set of a Sync, handed out and not yet given back (sync.c): its samples' Sample
+ * objects each count one in live; the last to go gives the set back (ferry_sync_release). */
+struct pyf_syncset;
 
 /* Objects of the module, created at import. */
 typedef struct pyf_state {
     PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
+    PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type;
     PyObject *error;                     /* ferry.Error */
     PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
 } pyf_state;
@@ -150,6 +157,15 @@ PyObject *pyf_subscriber_stats(const ferry_subscriber_stats *s);
  * points into the argument or the environment. */
 bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const char **dir);
 PyObject *pyf_fields_get(const ferry_point_field *fields, uint32_t n);
+/* Parses __dlpack__'s keywords: refuses copy=True and any device but device; *stream is the
+ * stream argument (borrowed, Py_None when absent), *versioned whether max_version >= (1, 0). */
+bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, PyObject **stream,
+                     bool *versioned);
+/* A DLPack capsule over desc (shape and strides copied): "dltensor_versioned", flagged
+ * read-only, when versioned, else "dltensor". It holds a reference to owner; its deleter calls
+ * unexport(owner) with the GIL held, once. The caller counts the export on success. */
+PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner), bool versioned,
+                             const ferry_dl_tensor *desc);
 
 /* node.c */
 bool pyf_node_types(PyObject *module);
@@ -168,6 +184,32 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs);
 int pyf_sub_close(pyf_sub *s);
 PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s);
 void pyf_sub_drain(pyf_sub *s);
+/* A Sample for sample s of a matched set: it is not in the subscriber's list, and when it is
+ * done (released and no export left) it calls pyf_syncset_done(set) instead of ferry_release.
+ * On an error (a sample that is not a valid message of its type) it is done already. */
+PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set);
+/* The set a Sample belongs to (NULL for a plain one, or once it is done). */
+struct pyf_syncset *pyf_sample_set(PyObject *sample);
+/* True while the user holds the sample (not released, whatever its exports). */
+bool pyf_sample_held(PyObject *sample);
+/* True when an array, memoryview or DLPack tensor still reads the sample. */
+bool pyf_sample_exported(PyObject *sample);
+/* Lets the user's hold go, as release() does; false when it was let go already. */
+bool pyf_sample_let_go(PyObject *sample);
+/* Marks a member released without giving anything back (its set was given back as a whole). */
+void pyf_sample_forget(PyObject *sample);
+/* Raises BusyError when the subscriber is read through a Sync or a GpuSubscriber. */
+bool pyf_sub_own(pyf_sub *s, const char *what);
+
+/* sync.c */
+bool pyf_sync_types(PyObject *module);
+int pyf_sync_close(PyObject *sync);
+void pyf_syncset_done(struct pyf_syncset *set);
+
+/* gpu.c: the GPU types exist in every build; without the GPU module they raise
+ * NotSupportedError when created. */
+bool pyf_gpu_types(PyObject *module);
+int pyf_gpusub_close(PyObject *gsub);
 
 /* waitset.c */
 bool pyf_waitset_types(PyObject *module);

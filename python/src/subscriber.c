@@ -22,6 +22,7 @@ typedef struct pyf_sample {
     struct pyf_sample *prev, *next;
     int state;
     Py_ssize_t exports;
+    struct pyf_syncset *set; /* the matched set it belongs to, or NULL */
     ferry_sample s;
     pyf_kind kind;
     union {
@@ -68,6 +69,13 @@ static void sample_do_release(pyf_sample *sm)
 
     if (sm->state == SAMPLE_RELEASED) return;
     sm->state = SAMPLE_RELEASED;
+    if (sm->set != NULL) {
+        struct pyf_syncset *set = sm->set;
+
+        sm->set = NULL;
+        pyf_syncset_done(set);
+        return;
+    }
     sample_unlink(sm);
     if (s->sub == NULL) return;
     if (PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
@@ -94,6 +102,15 @@ static void sample_let_go(pyf_sample *sm)
         sample_do_release(sm);
 }
 
+bool pyf_sample_let_go(PyObject *sample)
+{
+    pyf_sample *sm = (pyf_sample *)sample;
+
+    if (sm->state != SAMPLE_HELD) return false;
+    sample_let_go(sm);
+    return true;
+}
+
 static void sample_unexport(pyf_sample *sm)
 {
     sm->exports--;
@@ -108,6 +125,15 @@ static bool sub_open(pyf_sub *s, const char *what)
 {
     if (s->sub != NULL) return true;
     pyf_raise_closed(what);
+    return false;
+}
+
+bool pyf_sub_own(pyf_sub *s, const char *what)
+{
+    if (s->owner == NULL) return true;
+    pyf_raise(FERRY_EBUSY, "%s('%s'): the subscriber is read through a %s: take from it, or "
+                           "close it first",
+              what, s->topic, Py_TYPE(s->owner) == pyf.sync_type ? "Sync" : "GpuSubscriber");
     return false;
 }
 
@@ -244,6 +270,7 @@ int pyf_sub_close(pyf_sub *s)
     pyf_sample *sm;
 
     if (s->sub == NULL) return 0;
+    if (!pyf_sub_own(s, "Subscriber.close")) return -1;
     for (sm = s->samples; sm != NULL; sm = sm->next) {
         if (sm->exports > 0) {
             pyf_raise(FERRY_EBUSY, "Subscriber('%s').close(): a sample is still exported to an "
@@ -286,20 +313,26 @@ static void sub_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
+static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
 {
     pyf_sample *sm = (pyf_sample *)pyf_alloc(pyf.sample_type);
     ferry_err err = FERRY_OK;
     bool ok = false;
 
-    if (sm == NULL) return NULL;
+    if (sm == NULL) {
+        if (set != NULL) pyf_syncset_done(set);
+        return NULL;
+    }
     sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
     sm->s = *s;
     sm->kind = sub->kind;
     sm->state = SAMPLE_HELD;
-    sm->next = sub->samples;
-    if (sub->samples != NULL) sub->samples->prev = sm;
-    sub->samples = sm;
+    sm->set = set;
+    if (set == NULL) {
+        sm->next = sub->samples;
+        if (sub->samples != NULL) sub->samples->prev = sm;
+        sub->samples = sm;
+    }
     switch (sm->kind) {
     case PYF_IMAGE:
         err = ferry_image_view_get(s, &sm->v.img);
@@ -326,6 +359,41 @@ PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
     return (PyObject *)sm;
 }
 
+PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
+{
+    return sample_make(sub, s, NULL);
+}
+
+PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
+{
+    return sample_make(sub, s, set);
+}
+
+struct pyf_syncset *pyf_sample_set(PyObject *sample)
+{
+    if (!PyObject_TypeCheck(sample, pyf.sample_type)) return NULL;
+    return ((pyf_sample *)sample)->set;
+}
+
+bool pyf_sample_held(PyObject *sample)
+{
+    return PyObject_TypeCheck(sample, pyf.sample_type) &&
+           ((pyf_sample *)sample)->state == SAMPLE_HELD;
+}
+
+bool pyf_sample_exported(PyObject *sample)
+{
+    return ((pyf_sample *)sample)->exports > 0;
+}
+
+void pyf_sample_forget(PyObject *sample)
+{
+    pyf_sample *sm = (pyf_sample *)sample;
+
+    sm->state = SAMPLE_RELEASED;
+    sm->set = NULL;
+}
+
 /* Takes one sample, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a Sample, or None for nothing when none_on_empty, else raises TimeoutError. */
 static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empty)
@@ -334,7 +402,7 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
     ferry_sample smp;
     ferry_err err;
 
-    if (!sub_open(s, "Subscriber.take")) return NULL;
+    if (!sub_open(s, "Subscriber.take") || !pyf_sub_own(s, "Subscriber.take")) return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     for (;;) {
@@ -414,7 +482,9 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait")) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait") ||
+        !pyf_sub_own(s, "Subscriber.wait"))
+        return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
     pyf_lock(s->lock);
     for (;;) {
@@ -673,101 +743,24 @@ static PyObject *sample_exit(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* DLPack: an export record of ours, so that the deleter goes through the same count as buffer
- * exports (ferry_tensor_to_dlpack's deleter would call ferry_release outside the subscriber's
- * lock, from whichever thread the consumer frees on). */
-typedef struct dl_export {
-    union {
-        ferry_dlpack_tensor v0;
-        ferry_dlpack_tensor_versioned v1;
-    } m;
-    int64_t shape[FERRY_TENSOR_DIMS_MAX];
-    int64_t strides[FERRY_TENSOR_DIMS_MAX];
-    PyObject *owner;
-} dl_export;
-
-static void dl_finish(dl_export *e)
+static void sample_dl_unexport(PyObject *owner)
 {
-    PyGILState_STATE g = PyGILState_Ensure();
-
-    sample_unexport((pyf_sample *)e->owner);
-    Py_DECREF(e->owner);
-    free(e);
-    PyGILState_Release(g);
-}
-
-static void dl_delete_v0(ferry_dlpack_tensor *self)
-{
-    dl_finish((dl_export *)(void *)self);
-}
-
-static void dl_delete_v1(ferry_dlpack_tensor_versioned *self)
-{
-    dl_finish((dl_export *)(void *)self);
-}
-
-/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
-static void dl_capsule_v0(PyObject *cap)
-{
-    PyObject *type, *value, *tb;
-
-    PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor")) {
-        ferry_dlpack_tensor *t = PyCapsule_GetPointer(cap, "dltensor");
-
-        t->deleter(t);
-    }
-    PyErr_Restore(type, value, tb);
-}
-
-static void dl_capsule_v1(PyObject *cap)
-{
-    PyObject *type, *value, *tb;
-
-    PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
-        ferry_dlpack_tensor_versioned *t = PyCapsule_GetPointer(cap, "dltensor_versioned");
-
-        t->deleter(t);
-    }
-    PyErr_Restore(type, value, tb);
+    sample_unexport((pyf_sample *)owner);
 }
 
 static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
     pyf_sample *sm = (pyf_sample *)self;
-    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    const ferry_dl_device cpu = {FERRY_DL_CPU, 0};
     const pyf_geom *g = &sm->geom;
-    ferry_dl_tensor *t;
-    bool versioned = false;
-    dl_export *e;
-    PyObject *cap;
+    int64_t shape[FERRY_TENSOR_DIMS_MAX], strides[FERRY_TENSOR_DIMS_MAX];
+    ferry_dl_tensor t;
+    PyObject *stream, *cap;
+    bool versioned;
     int i;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
-                                     &max_version, &dl_device, &copy))
-        return NULL;
+    if (!pyf_dlpack_args(args, kwargs, cpu, &stream, &versioned)) return NULL;
     if (!sample_usable(sm, "__dlpack__")) return NULL;
-    if (copy == Py_True) {
-        PyErr_SetString(PyExc_BufferError, "ferry exports samples without copying (copy=True)");
-        return NULL;
-    }
-    if (dl_device != Py_None) {
-        int dt = -1, id = -1;
-
-        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &id)) return NULL;
-        if (dt != FERRY_DL_CPU || id != 0) {
-            PyErr_SetString(PyExc_BufferError, "a host sample exports to the CPU only");
-            return NULL;
-        }
-    }
-    if (max_version != Py_None) {
-        int major = 0, minor = 0;
-
-        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return NULL;
-        versioned = major >= 1;
-    }
     if (g->dl_bits == 0) {
         PyErr_SetString(PyExc_BufferError, "a point cloud has no DLPack form (its elements are "
                                            "records): use np.asarray(sample)");
@@ -777,47 +770,25 @@ static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_BufferError, "DLPack has no big-endian elements");
         return NULL;
     }
-    e = calloc(1, sizeof *e);
-    if (e == NULL) return PyErr_NoMemory();
     for (i = 0; i < g->ndim; i++) {
         if (g->strides[i] % g->itemsize != 0) {
-            free(e);
             PyErr_SetString(PyExc_BufferError, "a stride is not a multiple of the element size");
             return NULL;
         }
-        e->shape[i] = (int64_t)g->shape[i];
-        e->strides[i] = (int64_t)(g->strides[i] / g->itemsize);
+        shape[i] = (int64_t)g->shape[i];
+        strides[i] = (int64_t)(g->strides[i] / g->itemsize);
     }
-    t = versioned ? &e->m.v1.dl_tensor : &e->m.v0.dl_tensor;
-    t->data = g->buf;
-    t->device.device_type = FERRY_DL_CPU;
-    t->device.device_id = 0;
-    t->ndim = g->ndim;
-    t->dtype.code = g->dl_code;
-    t->dtype.bits = g->dl_bits;
-    t->dtype.lanes = 1;
-    t->shape = e->shape;
-    t->strides = e->strides;
-    t->byte_offset = 0;
-    e->owner = Py_NewRef(self);
-    if (versioned) {
-        e->m.v1.version.major = FERRY_DLPACK_MAJOR;
-        e->m.v1.version.minor = FERRY_DLPACK_MINOR;
-        e->m.v1.manager_ctx = e;
-        e->m.v1.deleter = dl_delete_v1;
-        e->m.v1.flags = FERRY_DLPACK_FLAG_READ_ONLY;
-        cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", dl_capsule_v1);
-    } else {
-        e->m.v0.manager_ctx = e;
-        e->m.v0.deleter = dl_delete_v0;
-        cap = PyCapsule_New(&e->m.v0, "dltensor", dl_capsule_v0);
-    }
-    if (cap == NULL) {
-        Py_DECREF(self);
-        free(e);
-        return NULL;
-    }
-    sm->exports++;
+    memset(&t, 0, sizeof t);
+    t.data = g->buf;
+    t.device = cpu;
+    t.ndim = g->ndim;
+    t.dtype.code = g->dl_code;
+    t.dtype.bits = g->dl_bits;
+    t.dtype.lanes = 1;
+    t.shape = shape;
+    t.strides = strides;
+    cap = pyf_dlpack_capsule(self, sample_dl_unexport, versioned, &t);
+    if (cap != NULL) sm->exports++;
     return cap;
 }
 

@@ -59,7 +59,7 @@ static bool note_topic_publishers(void *arg, const ferry_endpoint_info *info)
  * Out routes: ferry -> DDS
  * ------------------------------------------------------------------------------------------- */
 
-static dds_qos_t *writer_qos(const ferry_bridge *b, bool *reliable)
+static dds_qos_t *writer_qos(const ferry_bridge *b, ferry_ros2_kind kind, bool *reliable)
 {
     dds_qos_t *q = dds_create_qos();
     dds_data_representation_id_t rep[1] = {DDS_DATA_REPRESENTATION_XCDR1};
@@ -68,7 +68,12 @@ static dds_qos_t *writer_qos(const ferry_bridge *b, bool *reliable)
     dds_qset_reliability(q, *reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
                          DDS_MSECS(WRITE_BLOCK_MS));
     dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth);
-    dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
+    /* A camera's calibration is state, not a stream: offered transient-local, so a subscriber
+     * that asks for it (as image pipelines do) matches and gets the last one on joining; an
+     * offer of transient-local matches volatile readers too. The streams stay volatile: a
+     * transient-local writer keeps its history of frames for late joiners for ever. */
+    dds_qset_durability(q, kind == FERRY_ROS2_CAMERA_INFO ? DDS_DURABILITY_TRANSIENT_LOCAL
+                                                          : DDS_DURABILITY_VOLATILE);
     dds_qset_data_representation(q, 1, rep);
     dds_qset_userdata(q, b->mark, strlen(b->mark));
     return q;
@@ -119,7 +124,7 @@ out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
         ferry__bridge_out_destroy(b, r);
         return NULL;
     }
-    q = writer_qos(b, &r->reliable);
+    q = writer_qos(b, r->kind, &r->reliable);
     r->writer = dds_create_writer(b->participant, r->dtopic, q, NULL);
     dds_delete_qos(q);
     if (r->writer < 0) {

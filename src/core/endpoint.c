@@ -33,6 +33,10 @@ ferry_err ferry__endpoint_open(ferry__endpoint *ep, ferry_node *node, const char
     ep->type_hash = type_name ? type_hash : 0;
     ep->id = ferry__random64();
 
+    ferry__node_sweep_domain(node);
+    /* The first housekeeping sweeps at once: it then runs while the endpoint is being set up,
+     * and the stack it needs is touched before any steady state. */
+    ep->next_sweep = 0;
     ep->dirfd = ferry__node_topic_dir(node, ep->dirname);
     if (ep->dirfd < 0)
         return errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
@@ -66,8 +70,27 @@ void ferry__endpoint_status_init(const ferry__endpoint *ep, ferry_endpoint_kind 
 ferry_err ferry__endpoint_publish_status(ferry__endpoint *ep, const char *prefix,
                                          const ferry__status *init)
 {
-    return ferry__status_create(&ep->status, ep->dirfd, prefix, init,
-                                ferry__node_file_mode(ep->node, false));
+    for (int attempt = 0;; attempt++) {
+        ferry_err err = ferry__status_create(&ep->status, ep->dirfd, prefix, init,
+                                             ferry__node_file_mode(ep->node, false));
+        if (err != FERRY_ESYS || errno != ENOENT || attempt == FERRY__TOPIC_DIR_ATTEMPTS)
+            return err;
+        /* The directory was empty until now, and a sweep removed it: made again. Once the
+         * status file is in it, it is not empty any more. */
+        int fd = ferry__node_topic_dir(ep->node, ep->dirname);
+        if (fd < 0)
+            return errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
+        close(ep->dirfd);
+        ep->dirfd = fd;
+    }
+}
+
+void ferry__endpoint_sweep(ferry__endpoint *ep, int64_t now)
+{
+    if (now < ep->next_sweep)
+        return;
+    ep->next_sweep = now + FERRY__ENDPOINT_SWEEP_NS;
+    ferry__status_sweep(ep->dirfd);
 }
 
 void ferry__endpoint_adopt_type(ferry__endpoint *ep, const char *type_name, uint64_t type_hash)
@@ -87,8 +110,10 @@ void ferry__endpoint_close(ferry__endpoint *ep)
         ferry__status_remove(&ep->status, ep->dirfd);
     if (ep->epfd >= 0)
         close(ep->epfd);
-    if (ep->dirfd >= 0)
+    if (ep->dirfd >= 0) {
         close(ep->dirfd);
+        ferry__node_topic_dir_remove(ep->node, ep->dirname);
+    }
     ep->dirfd = ep->epfd = -1;
     errno = e;
 }

@@ -32,7 +32,11 @@ typedef struct ferry__endpoint {
     int epfd;  /* the endpoint's poller */
     ferry__status_file status;
     ferry__ratelimit peer_log;
+    int64_t next_sweep; /* when ferry__endpoint_sweep looks at the directory again */
 } ferry__endpoint;
+
+/* How often an endpoint's housekeeping sweeps its topic directory for dead endpoints' files. */
+#define FERRY__ENDPOINT_SWEEP_NS (1000000000LL)
 
 /* FERRY_OK for a live endpoint of this kind, FERRY_ECLOSED for a destroyed one, FERRY_EINVAL for
  * NULL or anything else. */
@@ -57,7 +61,12 @@ ferry_err ferry__endpoint_publish_status(ferry__endpoint *ep, const char *prefix
 /* An untyped endpoint takes a type (its status file shows it from now on). */
 void ferry__endpoint_adopt_type(ferry__endpoint *ep, const char *type_name, uint64_t type_hash);
 
-/* Removes the status file and closes the poller and the directory, whichever are there. */
+/* From housekeeping: every FERRY__ENDPOINT_SWEEP_NS, removes what dead endpoints of the topic
+ * left (ferry__status_sweep). */
+void ferry__endpoint_sweep(ferry__endpoint *ep, int64_t now);
+
+/* Removes the status file, closes the poller and the directory, whichever are there, and removes
+ * the topic directory when it is left empty. */
 void ferry__endpoint_close(ferry__endpoint *ep);
 
 #endif

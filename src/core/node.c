@@ -1,9 +1,11 @@
 /* Node: the context of publishers and subscribers of one domain. */
 #include "core/core.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,7 +274,50 @@ void ferry__node_bury(ferry_node *node, ferry__obj *obj)
 
 int ferry__node_topic_dir(ferry_node *node, const char *dirname)
 {
-    return ferry__dir_open_checked(node->dirfd, dirname, node->allow_gid, NULL);
+    /* A sweep may remove the directory, empty, between its mkdir and its open: made again. */
+    for (int attempt = 0;; attempt++) {
+        int fd = ferry__dir_open_checked(node->dirfd, dirname, node->allow_gid, NULL);
+        if (fd >= 0 || errno != ENOENT || attempt == FERRY__TOPIC_DIR_ATTEMPTS)
+            return fd;
+    }
+}
+
+void ferry__node_topic_dir_remove(ferry_node *node, const char *dirname)
+{
+    int e = errno;
+    unlinkat(node->dirfd, dirname, AT_REMOVEDIR); /* ENOTEMPTY: someone is there */
+    errno = e;
+}
+
+void ferry__node_sweep_domain(ferry_node *node)
+{
+    int64_t now = ferry__clock_ns();
+    int64_t next = atomic_load_explicit(&node->next_sweep, memory_order_relaxed);
+    /* One thread of the process sweeps at a time; the others go on. */
+    if (now < next || !atomic_compare_exchange_strong_explicit(&node->next_sweep, &next,
+                                                               now + FERRY__DOMAIN_SWEEP_NS,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed))
+        return;
+    int fd = dup(node->dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *e;
+    for (unsigned seen = 0; (e = readdir(d)) != NULL && seen < FERRY__SWEEP_ENTRIES; seen++) {
+        if (e->d_name[0] == '.' || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
+            continue;
+        int tfd = openat(node->dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tfd < 0)
+            continue;
+        ferry__status_sweep(tfd);
+        close(tfd);
+        ferry__node_topic_dir_remove(node, e->d_name);
+    }
+    closedir(d);
 }
 
 bool ferry__node_peer_allowed(const ferry_node *node, int sock, uid_t uid)

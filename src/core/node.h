@@ -46,6 +46,7 @@ struct ferry_node {
     uint32_t live_count;
     ferry__obj grave;     /* destroyed children, kept so stale handles fail cleanly */
     uint32_t grave_count;
+    _Atomic int64_t next_sweep; /* when ferry__node_sweep_domain may run again */
 };
 
 
@@ -65,6 +66,16 @@ void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level lev
 /* Opens (creating when missing) the directory of a normalised topic, relative to the node's
  * domain directory. Returns a dirfd, or -1 with errno (EPERM: not a private directory). */
 int ferry__node_topic_dir(ferry_node *node, const char *dirname);
+/* How often a creation makes its topic directory again when a sweep removed it, empty, under it. */
+#define FERRY__TOPIC_DIR_ATTEMPTS 8
+/* Every FERRY__DOMAIN_SWEEP_NS at most, from the creation of an endpoint: sweeps the topic
+ * directories of the domain (ferry__status_sweep) and removes those left empty, so that what a
+ * crashed or finished process left goes without an operator. Bounded: FERRY__SWEEP_ENTRIES
+ * topics a pass. */
+#define FERRY__DOMAIN_SWEEP_NS (1000000000LL)
+void ferry__node_sweep_domain(ferry_node *node);
+/* Removes a topic directory if it is empty (an endpoint's last act, or a sweep's). */
+void ferry__node_topic_dir_remove(ferry_node *node, const char *dirname);
 /* True when a connecting process with these credentials is allowed. */
 bool ferry__node_peer_allowed(const ferry_node *node, int sock, uid_t uid);
 /* File modes for sockets and status files under the node's sharing policy. */

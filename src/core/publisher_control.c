@@ -377,7 +377,9 @@ void ferry__pub_housekeep(ferry_publisher *pub, int64_t timeout_ns)
     }
     ferry__pub_drain_all_returns(pub);
     ferry__pub_publish_status(pub);
-    pub->next_housekeep = ferry__clock_ns() + FERRY__PUB_HOUSEKEEP_NS;
+    int64_t now = ferry__clock_ns();
+    ferry__endpoint_sweep(&pub->ep, now);
+    pub->next_housekeep = now + FERRY__PUB_HOUSEKEEP_NS;
 }
 
 /* Asks every subscriber to signal our notifier when it takes or returns, then sleeps at most

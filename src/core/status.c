@@ -118,6 +118,92 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+/* Whether a file is older than FERRY__SWEEP_ORPHAN_NS (by its modification time, which only its
+ * owner can set back; false when it is gone or not a plain file or socket). */
+static bool orphan_old(int topic_dirfd, const char *name)
+{
+    struct stat st;
+    struct timespec now;
+    if (fstatat(topic_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !(S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode)) ||
+        clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return false;
+    int64_t age = (int64_t)(now.tv_sec - st.st_mtim.tv_sec) * 1000000000LL +
+                  (now.tv_nsec - st.st_mtim.tv_nsec);
+    return age > FERRY__SWEEP_ORPHAN_NS;
+}
+
+/* A publisher's socket whose status file is not there ("pub.<id>.sock" without
+ * "pub.<id>.status"). */
+static bool socket_without_status(int topic_dirfd, const char *name)
+{
+    size_t len = strlen(name);
+    char status[80];
+    if (strncmp(name, "pub.", 4) != 0 || len < 10 || len >= 64)
+        return false;
+    snprintf(status, sizeof status, "%.*s.status", (int)(len - 5), name);
+    return faccessat(topic_dirfd, status, F_OK, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+}
+
+/* What a sweep needs of a status file, read with little stack (it runs in housekeeping, deep in
+ * a take or a wait): whether it starts as a status file of this version, and whether another
+ * process holds its lock (true when that cannot be told). */
+static void status_probe(int topic_dirfd, const char *name, bool *ours, bool *locked)
+{
+    *ours = false;
+    *locked = true;
+    int fd = openat(topic_dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return;
+    /* No fstat: a FIFO or a directory fails the read, and a short file has no last byte. */
+    struct {
+        uint64_t magic;
+        uint32_t version, kind;
+    } head;
+    char last;
+    if (pread(fd, &head, sizeof head, 0) == (ssize_t)sizeof head &&
+        pread(fd, &last, 1, (off_t)sizeof(ferry__status) - 1) == 1)
+        *ours = head.magic == FERRY__STATUS_MAGIC && head.version == FERRY_PROTOCOL_VERSION;
+    *locked = ferry__lock_held_by_other(fd) != 0;
+    close(fd);
+}
+
+typedef struct sweep_ctx {
+    int dirfd;
+    unsigned removed;
+} sweep_ctx;
+
+static void sweep_entry(void *arg, const char *n)
+{
+    sweep_ctx *ctx = arg;
+    if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+        return;
+    if (n[0] == '.') {
+        if (ends_with(n, ".tmp") && orphan_old(ctx->dirfd, n) && unlinkat(ctx->dirfd, n, 0) == 0)
+            ctx->removed++;
+    } else if (ends_with(n, ".status")) {
+        bool ours, locked;
+        status_probe(ctx->dirfd, n, &ours, &locked);
+        /* Unlocked: its process is gone. Ours at once; one that does not read as ours (another
+         * version's, a peer's garbage) only when old. */
+        if (!locked && (ours || orphan_old(ctx->dirfd, n))) {
+            ferry__status_remove_dead(ctx->dirfd, n);
+            ctx->removed++;
+        }
+    } else if (ends_with(n, ".sock") && socket_without_status(ctx->dirfd, n) &&
+               orphan_old(ctx->dirfd, n) && unlinkat(ctx->dirfd, n, 0) == 0) {
+        ctx->removed++;
+    }
+}
+
+unsigned ferry__status_sweep(int topic_dirfd)
+{
+    /* Without allocating (ferry__dir_each): it runs in housekeeping, also of a real-time loop. */
+    sweep_ctx ctx = {topic_dirfd, 0};
+    ferry__dir_each(topic_dirfd, FERRY__SWEEP_ENTRIES, sweep_entry, &ctx);
+    return ctx.removed;
+}
+
 ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash)
 {
     /* The topic's type is its publishers': only they are compared. */

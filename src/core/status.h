@@ -41,6 +41,17 @@ void ferry__status_remove(ferry__status_file *sf, int topic_dirfd);
 ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *out, bool *alive);
 /* Removes a dead endpoint's status file (and a publisher's socket). */
 void ferry__status_remove_dead(int topic_dirfd, const char *name);
+/* Entries one sweep looks at: a directory a hostile peer filled costs a bounded pass, and what
+ * it does not reach is reached once the dead files before it are gone. */
+#define FERRY__SWEEP_ENTRIES 256u
+/* How old a temporary file or a socket without a status file must be before a sweep takes it
+ * for the remains of a creation that died half-way: far longer than a creation takes. */
+#define FERRY__SWEEP_ORPHAN_NS (10 * 1000000000LL)
+/* Removes what dead endpoints left in a topic directory: status files whose lock went with their
+ * process (with a dead publisher's socket), and temporary files and sockets without a status
+ * file older than FERRY__SWEEP_ORPHAN_NS. Nothing of a live endpoint: its status file is locked
+ * from before it appears. Returns the files removed. */
+unsigned ferry__status_sweep(int topic_dirfd);
 /* FERRY_ETYPE when a live publisher of the topic directory has another type (subscribers do not
  * claim a topic). Removes the files of dead endpoints it meets. */
 ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash);

@@ -82,15 +82,16 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     for (uint32_t i = 0; i < o.max_publishers; i++)
         sub->conns[i].sock = -1;
 
-    err = FERRY_ESYS;
-    if (ferry__dirwatch_create(&sub->watch_fd, sub->ep.dirfd) != 0 ||
-        ferry__poller_add(sub->ep.epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
-        goto fail;
-
     ferry__status init;
     ferry__endpoint_status_init(&sub->ep, FERRY_ENDPOINT_SUBSCRIBER, &init);
     init.depth = o.depth;
     if ((err = ferry__endpoint_publish_status(&sub->ep, "sub", &init)))
+        goto fail;
+    /* Watched once the status file is in it: the directory it watches stays (see
+     * ferry__endpoint_publish_status). */
+    err = FERRY_ESYS;
+    if (ferry__dirwatch_create(&sub->watch_fd, sub->ep.dirfd) != 0 ||
+        ferry__poller_add(sub->ep.epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
         goto fail;
     sub->st = &sub->ep.status.map->sub;
     if ((err = ferry__node_adopt(node, &sub->ep.obj, FERRY__SUB_MAGIC)))

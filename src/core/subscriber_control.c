@@ -516,6 +516,7 @@ void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns)
     int64_t now = ferry__clock_ns();
     if (sub->rescan || now >= sub->next_rescan)
         ferry__sub_scan(sub);
+    ferry__endpoint_sweep(&sub->ep, now);
     for (uint32_t i = 0; i < sub->opt.max_publishers && sub->nconns; i++) {
         sconn *c = &sub->conns[i];
         if (c->state == SC_GONE && c->held == 0 && ferry__sub_ring_empty(c))

@@ -10,8 +10,9 @@
  * the GPU, never on the CPU. Because the owner event is recorded at release, reuse, eviction
  * and destroy never need the owner stream to exist any more.
  *
- * ASYNC allocates with cudaMallocFromPoolAsync and frees with cudaFreeAsync on the owner stream
- * after making it wait for the other streams' uses; MALLOC calls cudaMalloc and, at the last
+ * ASYNC allocates with cudaMallocFromPoolAsync and frees with cudaFreeAsync on the owner stream,
+ * or, when other streams recorded uses, on a stream of the cache's own made to wait for the
+ * owner's work and every use (the owner never waits for a reader); MALLOC calls cudaMalloc and, at the last
  * release, waits on the CPU for every use before cudaFree. Both exist to compare against.
  *
  * Concurrency: one mutex guards the lists, the counters and the use slots. It is never held
@@ -93,6 +94,7 @@ struct ferry_gpu_cache {
     int64_t live_wait_ns;
 
     cudaMemPool_t pool; /* ASYNC */
+    cudaStream_t free_stream; /* ASYNC: where frees of buffers other streams read are ordered */
     bool own_pool;
     bool restore_threshold; /* the device's default pool: its threshold is put back at destroy */
     uint64_t saved_threshold;
@@ -466,7 +468,10 @@ static ferry_err async_setup(ferry_gpu_cache *c, bool own_pool, uint64_t thresho
         }
     }
     e = CU(c, cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    if (e == cudaSuccess)
+        e = CU(c, cudaStreamCreateWithFlags(&c->free_stream, cudaStreamNonBlocking));
     if (e != cudaSuccess) {
+        c->free_stream = NULL;
         if (c->own_pool)
             CU(c, cudaMemPoolDestroy(c->pool));
         c->own_pool = false;
@@ -570,6 +575,12 @@ ferry_err ferry_gpu_cache_destroy(ferry_gpu_cache *c)
                     if (b->uses[j].event)
                         CU(c, cudaEventDestroy(b->uses[j].event));
             }
+        }
+        /* Frees of buffers other streams read wait for those reads: done before the pool
+         * goes, so no free is left pending on a destroyed pool. */
+        if (c->free_stream) {
+            CU(c, cudaStreamSynchronize(c->free_stream));
+            CU(c, cudaStreamDestroy(c->free_stream));
         }
         if (c->own_pool)
             CU(c, cudaMemPoolDestroy(c->pool)); /* CUDA keeps it until pending frees complete */
@@ -870,12 +881,28 @@ static ferry_err last_release(ferry_gpu_cache *c, ferry_gpu_buffer *b)
 
     cudaError_t r = e;
     if (c->backend == FERRY_GPU_BACKEND_ASYNC && e == cudaSuccess) {
-        /* Stream-ordered: the owner stream waits for the other uses, then frees. */
-        for (uint32_t i = 0; i < b->nuses && r == cudaSuccess; i++)
-            if (!same_stream(b->uses[i].stream, b->owner))
-                r = CU(c, cudaStreamWaitEvent(b->owner, b->uses[i].event, 0));
+        /* Stream-ordered, and the owner stream never waits for the others' reads (a slow
+         * reader would hold its next frames back): a buffer other streams used is freed on the
+         * cache's own stream, made to wait for the owner's work and every use. Events outlive
+         * the streams they were recorded on, so a reader's stream may be gone by now. */
+        cudaStream_t on = b->owner;
+        bool others = false;
+        for (uint32_t i = 0; i < b->nuses; i++)
+            others = others || !same_stream(b->uses[i].stream, b->owner);
+        if (others) {
+            on = c->free_stream;
+            if (!b->owner_event)
+                r = CU(c, cudaEventCreateWithFlags(&b->owner_event, cudaEventDisableTiming));
+            if (r == cudaSuccess)
+                r = CU(c, cudaEventRecord(b->owner_event, b->owner));
+            if (r == cudaSuccess)
+                r = CU(c, cudaStreamWaitEvent(on, b->owner_event, 0));
+            for (uint32_t i = 0; i < b->nuses && r == cudaSuccess; i++)
+                if (!same_stream(b->uses[i].stream, b->owner))
+                    r = CU(c, cudaStreamWaitEvent(on, b->uses[i].event, 0));
+        }
         if (r == cudaSuccess)
-            r = CU(c, cudaFreeAsync(b->ptr, b->owner));
+            r = CU(c, cudaFreeAsync(b->ptr, on));
         b->nuses = 0;
         if (r != cudaSuccess) {
             /* The owner stream cannot order the free: wait for everything, then free. */

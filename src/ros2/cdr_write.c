@@ -179,18 +179,30 @@ static ferry_err encode_camera_info(const ferry_sample *s, ferry_ros2_cdr *out)
     return writer_close(&w, out, NULL, 0, 0, h->stamp);
 }
 
+ferry_err ferry_ros2_cdr_encode_compressed(ferry_stamp stamp, const char *frame_id,
+                                           const char *format, const void *data, size_t size,
+                                           ferry_ros2_cdr *out)
+{
+    cdr_writer w;
+
+    if (out == NULL || frame_id == NULL || format == NULL || (data == NULL && size != 0) ||
+        size > UINT32_MAX || strnlen(frame_id, FERRY_MSG_FRAME_ID_MAX + 1) > FERRY_MSG_FRAME_ID_MAX ||
+        strnlen(format, FERRY_COMPRESSED_FORMAT_MAX + 1) > FERRY_COMPRESSED_FORMAT_MAX)
+        return FERRY_EINVAL;
+    writer_open(&w, out);
+    put_header(&w, stamp, frame_id);
+    put_string(&w, format);
+    put_u32(&w, (uint32_t)size);
+    return writer_close(&w, out, data, size, 0, stamp);
+}
+
 static ferry_err encode_compressed(const ferry_sample *s, ferry_ros2_cdr *out)
 {
     ferry_compressed_image_view v;
-    cdr_writer w;
 
-    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
-        return FERRY_EINVAL;
-    writer_open(&w, out);
-    put_header(&w, v.header.stamp, v.header.frame_id);
-    put_string(&w, v.header.format);
-    put_u32(&w, (uint32_t)v.data_size);
-    return writer_close(&w, out, v.data, v.data_size, 0, v.header.stamp);
+    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK) return FERRY_EINVAL;
+    return ferry_ros2_cdr_encode_compressed(v.header.stamp, v.header.frame_id, v.header.format,
+                                            v.data, v.data_size, out);
 }
 
 static ferry_err encode_imu(const ferry_sample *s, ferry_ros2_cdr *out)

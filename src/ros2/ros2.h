@@ -98,6 +98,19 @@ typedef struct ferry_ros2_cdr {
  */
 ferry_err ferry_ros2_cdr_encode(ferry_ros2_kind kind, const ferry_sample *s, ferry_ros2_cdr *out);
 
+/**
+ * Serialises a CompressedImage made from its fields rather than taken (a JPEG ferry encoded), in
+ * the pieces of ferry_ros2_cdr_encode: iov[1] points at data, valid while data is.
+ *
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  a string is NULL or longer than its limit (FERRY_MSG_FRAME_ID_MAX,
+ *                       FERRY_COMPRESSED_FORMAT_MAX), data is NULL with size > 0, or size does
+ *                       not fit in 32 bits
+ */
+ferry_err ferry_ros2_cdr_encode_compressed(ferry_stamp stamp, const char *frame_id,
+                                           const char *format, const void *data, size_t size,
+                                           ferry_ros2_cdr *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Reading CDR in place
  * ------------------------------------------------------------------------------------------- */

@@ -203,6 +203,11 @@ int main(int argc, char **argv)
     dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_SECS(1));
     dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 10);
     dds_qset_data_representation(q, 1, &rep);
+    /* PLAIN_DURABILITY=transient_local: a late joiner that asks for the history, as image
+     * pipelines ask for camera_info. */
+    if (getenv("PLAIN_DURABILITY") != NULL &&
+        strcmp(getenv("PLAIN_DURABILITY"), "transient_local") == 0)
+        dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
     ep = pub ? dds_create_writer(pp, tp, q, NULL) : dds_create_reader(pp, tp, q, NULL);
     dds_delete_qos(q);
     if (pp < 0 || tp < 0 || ep < 0) {

@@ -28,10 +28,17 @@ for k in $KINDS; do
     WAITS+=("$LAST_PID:in $k (ferry subscriber)")
     bg "$NS" "$WORK/in_pub_$k.log" "$PLAIN/bridge_plain_sensor" pub "$k" "rt/in/$k" "$FRAME" 150 30
 done
+# A camera_info subscriber that asks for transient-local durability, as image pipelines do,
+# joining late: it matches the bridge's writer (which offers it for camera_info) and gets 20.
+sleep 1
+bg "$NS" "$WORK/out_sub_latched.log" env PLAIN_DURABILITY=transient_local \
+    "$PLAIN/bridge_plain_sensor" sub camera_info rt/out/camera_info "$FRAME" 20 15
+WAITS+=("$LAST_PID:out camera_info (transient-local plain DDS subscriber)")
 
 for w in "${WAITS[@]}"; do
     wait "${w%%:*}" || { status=1; echo "FAILED: ${w#*:}"; }
 done
+tail -n 1 "$WORK/out_sub_latched.log"
 for k in $KINDS; do
     for f in out_sub in_sub; do
         tail -n 1 "$WORK/${f}_$k.log"

@@ -88,7 +88,7 @@ else
 fi
 
 # --- compute-sanitizer -----------------------------------------------------------------------
-bench_reserve=$(( full == 1 ? 420 : 180 ))
+bench_reserve=$(( full == 1 ? 420 : 240 ))
 : > "$OUT/sanitizer.log"
 if [ $sanitize -eq 1 ]; then
   cs=$(command -v compute-sanitizer || true)
@@ -165,7 +165,7 @@ if [ -x "$BUILD/ferry" ]; then
   if [ $full -eq 1 ]; then
     run_bench "bench gpu (full)" "$OUT/gpu-full.csv" "$secs"
   else
-    [ $secs -gt 240 ] && secs=240
+    [ $secs -gt 300 ] && secs=300
     run_bench "bench gpu --quick" "$OUT/gpu.csv" "$secs" --quick
   fi
   grep -E "target|integrity|FAIL|error" "$OUT/bench.log" | head -n 40

@@ -31,6 +31,8 @@ int ferry_cmd_play(int argc, char **argv);
 int ferry_cmd_bag(int argc, char **argv);
 /* Built without Cyclone DDS, it says so and returns 2. */
 int ferry_cmd_bridge(int argc, char **argv);
+/* Built without libwebsockets, it says so and returns 2. */
+int ferry_cmd_view(int argc, char **argv);
 
 /* Where a command works: --dir/--domain on the command line, else FERRY_DIR / FERRY_DOMAIN,
  * else the library's defaults (dir NULL, domain 0). */
@@ -98,6 +100,9 @@ typedef enum cli_range_id {
     CLI_R_RECORD_NICE,
     CLI_R_PLAY_RATE,
     CLI_R_PLAY_TIME,
+    CLI_R_VIEW_PORT,
+    CLI_R_VIEW_MAX_RATE,
+    CLI_R_VIEW_JPEG_QUALITY,
     CLI_R_END
 } cli_range_id;
 

@@ -89,6 +89,11 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_PLAY_RATE] = {.name = "--rate", .kind = CLI_REAL, .real_lo = 0.001, .real_hi = 1000,
                          .zero = "as fast as possible"},
     [CLI_R_PLAY_TIME] = {.name = "--start/--end", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
+    [CLI_R_VIEW_PORT] = {.name = "--port", .kind = CLI_WHOLE, .hi = 65535,
+                         .note = "0 picks a free port"},
+    [CLI_R_VIEW_MAX_RATE] = {.name = "--max-rate", .kind = CLI_REAL, .real_lo = 0.1,
+                             .real_hi = 1e4, .unit = "Hz", .zero = "every sample"},
+    [CLI_R_VIEW_JPEG_QUALITY] = {.name = "--jpeg-quality", .kind = CLI_WHOLE, .lo = 1, .hi = 100},
 };
 
 typedef enum parsed {

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"play", ferry_cmd_play, "publish the messages of an MCAP file at their recorded pace"},
     {"bag", ferry_cmd_bag, "show what an MCAP file holds (bag info)"},
     {"bridge", ferry_cmd_bridge, "carry image and point-cloud topics to and from DDS (ROS 2)"},
+    {"view", ferry_cmd_view, "serve a live view: Foxglove WebSocket and a web page"},
 };
 
 static void usage(FILE *to)
