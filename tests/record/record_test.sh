@@ -6,6 +6,7 @@
 #     and every image's header stamp the one it was published with;
 #   - a recorder killed with SIGKILL: its file reads up to its last complete chunk, bag info says
 #     truncated, play plays what it holds;
+#   - a file shrunk under a playing `ferry play`: exit 1 naming the file, not a SIGBUS;
 #   - CompressedImage and Imu samples recorded and played, an invalid Imu counted and left out;
 #   - hostile files (not MCAP, empty, cut short, a bad Header length, a flipped byte in a chunk,
 #     a corrupted summary): a clear message and exit status, never a crash.
@@ -261,6 +262,16 @@ expect_fail() { # expect_fail NAME FILE MESSAGE COMMAND...
   [ $rc -eq 1 ] || fail "$name: exit $rc, expected 1: $(cat "$work/out")"
   grep -q "$msg" "$work/out" || fail "$name: no '$msg' in: $(cat "$work/out")"
 }
+# A file shrunk by another process while it is played: an error naming it, not a SIGBUS.
+cp "$good" "$work/shrink.mcap"
+"$ferry" play "$work/shrink.mcap" --rate 0.1 --quiet 2>"$work/shrink.err" &
+pl=$!
+sleep 1
+truncate -s 4096 "$work/shrink.mcap"
+wait $pl
+rc=$?
+[ $rc -eq 1 ] && grep -q "shrank while it was read" "$work/shrink.err" ||
+  fail "a file shrunk under play: exit $rc: $(cat "$work/shrink.err")"
 echo "hello, not mcap" >"$work/text.mcap"
 expect_fail "not mcap" "$work/text.mcap" "not an MCAP file" "$ferry" bag info
 expect_fail "not mcap (play)" "$work/text.mcap" "not an MCAP file" "$ferry" play --quiet

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "decode.h"
 #include "mcap.h"
+#include "util.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -229,7 +230,7 @@ int ferry_cmd_bag(int argc, char **argv)
     static const struct option options[] = {CLI_OPT_JSON, CLI_OPT_HELP, CLI_OPT_END};
     cli_opts o;
     cli_parser p = {.cmd = "bag info", .options = options, .usage = usage, .opts = &o};
-    ferry_mcap_reader *r;
+    static ferry_mcap_reader *reader;
     char why[256];
     int c;
 
@@ -249,12 +250,23 @@ int ferry_cmd_bag(int argc, char **argv)
     if (c == CLI_OPTS_EXIT) return p.status;
     if (optind + 1 != argc)
         return cli_fail("bag info", 2, optind >= argc ? "no FILE.mcap given" : "one FILE only");
-    if (ferry_mcap_reader_open(&r, argv[optind], why, sizeof why) != FERRY_OK)
+    /* r is not automatic: used after a jump back from SIGBUS (cli_bus_arm). */
+    if (sigsetjmp(cli_bus_jump, 1) != 0) {
+        cli_bus_disarm();
+        fflush(stdout);
+        return cli_fail("bag info", 1, "%s: the file shrank while it was read", argv[optind]);
+    }
+    cli_bus_arm();
+    if (ferry_mcap_reader_open(&reader, argv[optind], why, sizeof why) != FERRY_OK) {
+        cli_bus_disarm();
         return cli_fail("bag info", 1, "%s: %s", argv[optind], why);
+    }
     if (o.json)
-        print_json(argv[optind], r);
+        print_json(argv[optind], reader);
     else
-        print_text(argv[optind], r);
-    ferry_mcap_reader_close(r);
+        print_text(argv[optind], reader);
+    cli_bus_disarm();
+    ferry_mcap_reader_close(reader);
+    reader = NULL;
     return 0;
 }

@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "mcap.h"
+#include "util.h"
 #include "ros2/ros2.h"
 
 #include <errno.h>
@@ -397,8 +398,9 @@ static void linger(player *P)
 
 int ferry_cmd_play(int argc, char **argv)
 {
-    player P;
-    play_args a;
+    /* Not automatic: used after a jump back from SIGBUS (cli_bus_arm). */
+    static player P;
+    static play_args a;
     char why[256];
     const ferry_mcap_info *in;
     uint64_t start, end;
@@ -409,8 +411,18 @@ int ferry_cmd_play(int argc, char **argv)
     if (status >= 0) return status;
     memset(&P, 0, sizeof P);
     P.a = &a;
+    if (sigsetjmp(cli_bus_jump, 1) != 0) {
+        cli_bus_disarm();
+        fprintf(stderr, "ferry play: %s: the file shrank while it was read\n", a.file);
+        status = 1;
+        goto gone;
+    }
+    cli_bus_arm();
     err = ferry_mcap_reader_open(&P.r, a.file, why, sizeof why);
-    if (err != FERRY_OK) return cli_fail(CMD, 1, "%s: %s", a.file, why);
+    if (err != FERRY_OK) {
+        cli_bus_disarm();
+        return cli_fail(CMD, 1, "%s: %s", a.file, why);
+    }
     in = ferry_mcap_reader_info(P.r);
     if (in->truncated && !a.o.quiet)
         fprintf(stderr, "ferry play: %s is truncated (no footer): playing what it holds\n",
@@ -441,6 +453,8 @@ int ferry_cmd_play(int argc, char **argv)
     }
 out:
     linger(&P);
+gone:
+    cli_bus_disarm();
     for (size_t i = 0; i < P.nch; i++)
         if (P.ch[i].pub != NULL) ferry_publisher_destroy(P.ch[i].pub);
     free(P.ch);

@@ -137,3 +137,33 @@ void cli_prefault(void *buf, size_t n)
     if (n > 0)
         p[n - 1] = p[n - 1];
 }
+
+sigjmp_buf cli_bus_jump;
+static volatile sig_atomic_t bus_armed;
+
+static void on_bus(int sig)
+{
+    if (bus_armed) {
+        bus_armed = 0;
+        siglongjmp(cli_bus_jump, 1);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_bus_arm(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_bus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+    bus_armed = 1;
+}
+
+void cli_bus_disarm(void)
+{
+    bus_armed = 0;
+    signal(SIGBUS, SIG_DFL);
+}

@@ -6,6 +6,7 @@
 #ifndef FERRY_CLI_UTIL_H
 #define FERRY_CLI_UTIL_H
 
+#include <setjmp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,5 +37,14 @@ void cli_child_setup(pid_t parent);
 
 /* Touches every page of a buffer so page faults stay out of measurements. */
 void cli_prefault(void *buf, size_t n);
+
+/* A mapped file that another process shrinks under its reader raises SIGBUS. Between
+ * cli_bus_arm() and cli_bus_disarm() (one thread), SIGBUS jumps back to the sigsetjmp the caller
+ * made on cli_bus_jump, which then returns nonzero: the command reports the file and exits with
+ * an error instead of dying of the signal. Outside, SIGBUS keeps its default. Objects the caller
+ * changes after its sigsetjmp and uses after the jump must not be automatic (static, or heap). */
+extern sigjmp_buf cli_bus_jump;
+void cli_bus_arm(void);
+void cli_bus_disarm(void);
 
 #endif
