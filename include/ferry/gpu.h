@@ -250,6 +250,18 @@ typedef enum ferry_gpu_ipc {
     FERRY_GPU_IPC_LEGACY = 2, /**< cudaIpcGetMemHandle / cudaIpcOpenMemHandle */
 } ferry_gpu_ipc;
 
+/**
+ * Whether contexts on the device are shared through MPS (the CUDA Multi-Process Service), which
+ * decides what a device frame's handoff costs (docs/gpu.md, "Device frames across processes"):
+ * without MPS every process has a context of its own and a reader's first look at each frame waits
+ * on the driver. The GPU publisher and subscriber say at creation, in their node's log, which path
+ * they use and whether MPS is on.
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  out is NULL
+ * @retval FERRY_ENODEV  no such device, or no driver
+ */
+FERRY_API ferry_err ferry_gpu_mps_enabled(int device, bool *out);
+
 /** A publisher of device frames over a host publisher (ferry_gpu_publisher_create). */
 typedef struct ferry_gpu_publisher ferry_gpu_publisher;
 /** A subscriber of device frames over a host subscriber (ferry_gpu_subscriber_create). */

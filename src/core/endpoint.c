@@ -5,6 +5,7 @@
 #include "core/core.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -116,4 +117,17 @@ void ferry__endpoint_close(ferry__endpoint *ep)
     }
     ep->dirfd = ep->epfd = -1;
     errno = e;
+}
+
+void ferry__endpoint_log(const void *endpoint, ferry_log_level level, const char *fmt, ...)
+{
+    const ferry__endpoint *ep = endpoint;
+    char line[512];
+    va_list ap;
+    if (!ep)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    ferry__log(ep->node, level, "%s: %s", ep->topic, line);
 }

@@ -69,6 +69,12 @@ void ferry__node_bury(ferry_node *node, ferry__obj *obj);
 void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* One line to the log of an endpoint's node, after its topic: endpoint is a ferry_publisher or a
+ * ferry_subscriber (both begin with their ferry__endpoint). For modules, which cannot reach
+ * ferry__log across the shared library's boundary. */
+FERRY_MODULE_API void ferry__endpoint_log(const void *endpoint, ferry_log_level level,
+                                          const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---- deadlines ------------------------------------------------------------------------------- */
 
 /* A deadline on the monotonic clock; a negative timeout means none (INT64_MAX). */

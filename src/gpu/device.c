@@ -55,6 +55,23 @@ ferry_err ferry_gpu_device_count(int *count)
     return device_count > 0 ? FERRY_OK : FERRY_ENODEV;
 }
 
+ferry_err ferry_gpu_mps_enabled(int device, bool *out)
+{
+    if (!out)
+        return FERRY_EINVAL;
+    ferry_err err = ferry__gpu_check_device(device);
+    if (err)
+        return err;
+    int mps = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ferry__gpu_err(e);
+    }
+    *out = mps != 0;
+    return FERRY_OK;
+}
+
 void *ferry__gpu_driver_fn(const char *name)
 {
     if (ferry__gpu_check_device(0) != FERRY_OK)

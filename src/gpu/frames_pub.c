@@ -134,13 +134,29 @@ ferry_err ferry_gpu_publisher_create(ferry_gpu_publisher **out, ferry_publisher 
                   dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
                   dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
     bool legacy_ok = uva != 0; /* legacy IPC needs unified addressing on Linux */
-    if (o.ipc == FERRY_GPU_IPC_AUTO)
+    bool automatic = o.ipc == FERRY_GPU_IPC_AUTO;
+    if (automatic)
         o.ipc = vmm_ok ? FERRY_GPU_IPC_VMM : FERRY_GPU_IPC_LEGACY;
     if ((o.ipc == FERRY_GPU_IPC_VMM && !vmm_ok) || (o.ipc == FERRY_GPU_IPC_LEGACY && !legacy_ok)) {
+        ferry__endpoint_log(pub, FERRY_LOG_ERROR, "device frames by %s refused: %s",
+                            o.ipc == FERRY_GPU_IPC_VMM ? "VMM" : "legacy CUDA IPC",
+                            o.ipc == FERRY_GPU_IPC_VMM
+                                ? "the driver or device has no POSIX file-descriptor export"
+                                : "the device has no unified addressing");
         err = FERRY_ENOTSUP;
         goto fail;
     }
     g->ipc = o.ipc;
+    /* The path in use and why, once: what a handoff costs depends on it (docs/gpu.md). */
+    bool mps = false;
+    ferry_gpu_mps_enabled(o.device, &mps);
+    ferry__endpoint_log(pub, FERRY_LOG_INFO,
+                        "device frames on device %d by %s%s; MPS %s", o.device,
+                        g->ipc == FERRY_GPU_IPC_VMM ? "VMM allocations (file descriptors)"
+                                                    : "legacy CUDA IPC handles",
+                        automatic && !vmm_ok ? " (no POSIX file-descriptor export here)" : "",
+                        mps ? "on: readers share one context" :
+                              "off: each reader's first look at a frame waits on the driver");
     if (g->ipc == FERRY_GPU_IPC_VMM) {
         CUmemAllocationProp prop;
         vmm_prop(&prop, g->cudev);

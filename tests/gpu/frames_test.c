@@ -426,6 +426,61 @@ static int role_writer(role_env *e, char **a)
     _exit(launch == cudaSuccess && done == cudaSuccess ? 1 : 0);
 }
 
+/* The path report: at creation the publisher and the subscriber say, in their node's log, how
+ * device frames travel and whether MPS is on, as ferry_gpu_mps_enabled tells. */
+static char path_log[2048];
+static void collect_log(void *arg, ferry_log_level level, const char *message)
+{
+    (void)arg;
+    (void)level;
+    size_t n = strlen(path_log);
+    snprintf(path_log + n, sizeof path_log - n, "%s\n", message);
+}
+
+/* path DIR DOMAIN: in a process of its own, as CUDA's descriptors must not count against the
+ * test's. Exit 0 when every check held. */
+static int role_path(role_env *e)
+{
+    bool mps = true;
+    TU_ERR(ferry_gpu_mps_enabled(DEV, NULL), FERRY_EINVAL);
+    TU_ERR(ferry_gpu_mps_enabled(-1, &mps), FERRY_ENODEV);
+    TU_ERR(ferry_gpu_mps_enabled(1 << 20, &mps), FERRY_ENODEV);
+    TU_OK(ferry_gpu_mps_enabled(DEV, &mps));
+    ferry_node_options no;
+    ferry_node_options_init(&no);
+    no.dir = e->dir;
+    no.domain = e->domain;
+    no.name = "gpu_path";
+    no.log = collect_log;
+    no.log_level = FERRY_LOG_INFO;
+    ferry_node *node;
+    TU_OK(ferry_node_create(&node, &no));
+    ferry_publisher *pub;
+    ferry_subscriber *sub;
+    TU_OK(ferry_publisher_create(&pub, node, TOPIC, TYPE, HASH, NULL));
+    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, TYPE, HASH, NULL));
+    path_log[0] = '\0';
+    ferry_gpu_publisher *gp;
+    ferry_gpu_subscriber *gs;
+    TU_OK(ferry_gpu_publisher_create(&gp, pub, NULL));
+    TU_OK(ferry_gpu_subscriber_create(&gs, sub, NULL));
+    ferry_gpu_ipc ipc;
+    TU_OK(ferry_gpu_publisher_ipc(gp, &ipc));
+    printf("  %s", path_log);
+    TU_CHECK(strstr(path_log, ipc == FERRY_GPU_IPC_VMM ? "by VMM allocations"
+                                                       : "by legacy CUDA IPC handles") != NULL);
+    TU_CHECK(strstr(path_log, TOPIC ": device frames on device 0") != NULL);
+    TU_CHECK(strstr(path_log, TOPIC ": device frames into device 0") != NULL);
+    TU_CHECK(strstr(path_log, mps ? "MPS on" : "MPS off") != NULL);
+    TU_CHECK(strstr(path_log, mps ? "MPS off" : "MPS on") == NULL);
+    TU_OK(ferry_gpu_subscriber_destroy(gs));
+    TU_OK(ferry_gpu_publisher_destroy(gp));
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+    return 0;
+}
+
 static int run_role(int argc, char **argv)
 {
     /* argv: --role NAME DIR DOMAIN args... */
@@ -440,6 +495,8 @@ static int run_role(int argc, char **argv)
         return role_holder(&e, a);
     if (strcmp(argv[2], "writer") == 0)
         return role_writer(&e, a);
+    if (strcmp(argv[2], "path") == 0)
+        return role_path(&e);
     return 2;
 }
 
@@ -708,6 +765,12 @@ static void test_no_device(void)
     TU_OK(ferry_node_destroy(node));
 }
 
+static void test_path_report(void)
+{
+    child c = spawn("path report", "path", false, NULL);
+    TU_EQ_U64(child_wait(&c, 30000), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--role") == 0) {
@@ -719,12 +782,15 @@ int main(int argc, char **argv)
     int ndev = 0;
     if (ferry_gpu_device_count(&ndev) != FERRY_OK) {
         TU_RUN(test_no_device);
+        bool mps;
+        TU_ERR(ferry_gpu_mps_enabled(0, &mps), FERRY_ENODEV);
         printf("no CUDA device: the calls return FERRY_ENODEV; skipped\n");
         return TU_SKIP;
     }
     struct cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, DEV));
     printf("device %d: %s (%d devices)\n", DEV, prop.name, ndev);
+    TU_RUN(test_path_report);
     TU_RUN(test_two_readers_vmm);
     TU_RUN(test_two_readers_legacy);
     TU_RUN(test_slow_reader);
