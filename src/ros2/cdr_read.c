@@ -45,7 +45,8 @@ static bool cdr_u32(cdr_reader *c, uint32_t *v)
     return true;
 }
 
-static bool cdr_f64(cdr_reader *c, double *v)
+/* Eight bytes aligned to eight, in the host's order. */
+static bool cdr_u64(cdr_reader *c, uint64_t *v)
 {
     size_t pad = (8u - (c->pos & 7u)) & 7u;
     uint64_t x;
@@ -54,7 +55,15 @@ static bool cdr_f64(cdr_reader *c, double *v)
     c->pos += pad;
     memcpy(&x, c->p + c->pos, 8);
     c->pos += 8;
-    if (c->swap) x = __builtin_bswap64(x);
+    *v = c->swap ? __builtin_bswap64(x) : x;
+    return true;
+}
+
+static bool cdr_f64(cdr_reader *c, double *v)
+{
+    uint64_t x;
+
+    if (!cdr_u64(c, &x)) return false;
     memcpy(v, &x, sizeof *v);
     return true;
 }
@@ -124,55 +133,35 @@ static bool cdr_header(cdr_reader *c, ferry_ros2_header *h)
     return cdr_i32(c, &h->sec) && cdr_u32(c, &h->nanosec) && cdr_string(c, &h->frame_id);
 }
 
-static ferry_ros2_cdr_result parse_image(const void *ser, size_t size, ferry_ros2_image_msg *out)
+static bool parse_image(cdr_reader *c, ferry_ros2_image_msg *out)
 {
-    ferry_ros2_cdr_result res;
-    cdr_reader c;
-
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_ROS2_CDR_OK) return res;
-    if (!cdr_header(&c, &out->header) ||
-        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
-        !cdr_string(&c, &out->encoding) || !cdr_u8(&c, &out->is_bigendian) ||
-        !cdr_u32(&c, &out->step) || !cdr_octets(&c, &out->data, &out->data_size)) {
-        memset(out, 0, sizeof *out);
-        return FERRY_ROS2_CDR_MALFORMED;
-    }
-    return FERRY_ROS2_CDR_OK;
+    return cdr_header(c, &out->header) &&
+           cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
+           cdr_string(c, &out->encoding) && cdr_u8(c, &out->is_bigendian) &&
+           cdr_u32(c, &out->step) && cdr_octets(c, &out->data, &out->data_size);
 }
 
-static ferry_ros2_cdr_result parse_cloud(const void *ser, size_t size, ferry_ros2_cloud_msg *out)
+static bool parse_cloud(cdr_reader *c, ferry_ros2_cloud_msg *out)
 {
-    ferry_ros2_cdr_result res;
-    cdr_reader c;
     uint32_t i;
 
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_ROS2_CDR_OK) return res;
-    if (!cdr_header(&c, &out->header) ||
-        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
-        !cdr_u32(&c, &out->nfields))
-        goto malformed;
+    if (!cdr_header(c, &out->header) ||
+        !cdr_u32(c, &out->height) || !cdr_u32(c, &out->width) ||
+        !cdr_u32(c, &out->nfields))
+        return false;
     /* Every field is read, also past the ones kept: each takes at least 13 bytes, so a count
      * that the data cannot hold fails within size / 13 rounds. */
     for (i = 0; i < out->nfields; i++) {
         ferry_ros2_field_msg f;
 
-        if (!cdr_string(&c, &f.name) || !cdr_u32(&c, &f.offset) || !cdr_u8(&c, &f.datatype) ||
-            !cdr_u32(&c, &f.count))
-            goto malformed;
+        if (!cdr_string(c, &f.name) || !cdr_u32(c, &f.offset) || !cdr_u8(c, &f.datatype) ||
+            !cdr_u32(c, &f.count))
+            return false;
         if (i < FERRY_POINTCLOUD_FIELDS_MAX) out->fields[i] = f;
     }
-    if (!cdr_u8(&c, &out->is_bigendian) || !cdr_u32(&c, &out->point_step) ||
-        !cdr_u32(&c, &out->row_step) || !cdr_octets(&c, &out->data, &out->data_size) ||
-        !cdr_u8(&c, &out->is_dense))
-        goto malformed;
-    return FERRY_ROS2_CDR_OK;
-malformed:
-    memset(out, 0, sizeof *out);
-    return FERRY_ROS2_CDR_MALFORMED;
+    return cdr_u8(c, &out->is_bigendian) && cdr_u32(c, &out->point_step) &&
+           cdr_u32(c, &out->row_step) && cdr_octets(c, &out->data, &out->data_size) &&
+           cdr_u8(c, &out->is_dense);
 }
 
 /* A sequence<double> of which the first max elements are kept; *count as sent. Each element
@@ -192,43 +181,23 @@ static bool cdr_f64_seq(cdr_reader *c, double *v, size_t max, uint32_t *count)
     return true;
 }
 
-static ferry_ros2_cdr_result parse_camera_info(const void *ser, size_t size, ferry_ros2_camera_info_msg *out)
+static bool parse_camera_info(cdr_reader *c, ferry_ros2_camera_info_msg *out)
 {
-    ferry_ros2_cdr_result res;
-    cdr_reader c;
-
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_ROS2_CDR_OK) return res;
-    if (!cdr_header(&c, &out->header) ||
-        !cdr_u32(&c, &out->height) || !cdr_u32(&c, &out->width) ||
-        !cdr_string(&c, &out->distortion_model) ||
-        !cdr_f64_seq(&c, out->d, FERRY_CAMERA_INFO_D_MAX, &out->d_count) ||
-        !cdr_f64s(&c, out->k, 9) || !cdr_f64s(&c, out->r, 9) || !cdr_f64s(&c, out->p, 12) ||
-        !cdr_u32(&c, &out->binning_x) || !cdr_u32(&c, &out->binning_y) ||
-        !cdr_u32(&c, &out->roi_x_offset) || !cdr_u32(&c, &out->roi_y_offset) ||
-        !cdr_u32(&c, &out->roi_height) || !cdr_u32(&c, &out->roi_width) ||
-        !cdr_u8(&c, &out->roi_do_rectify)) {
-        memset(out, 0, sizeof *out);
-        return FERRY_ROS2_CDR_MALFORMED;
-    }
-    return FERRY_ROS2_CDR_OK;
+    return cdr_header(c, &out->header) &&
+           cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
+           cdr_string(c, &out->distortion_model) &&
+           cdr_f64_seq(c, out->d, FERRY_CAMERA_INFO_D_MAX, &out->d_count) &&
+           cdr_f64s(c, out->k, 9) && cdr_f64s(c, out->r, 9) && cdr_f64s(c, out->p, 12) &&
+           cdr_u32(c, &out->binning_x) && cdr_u32(c, &out->binning_y) &&
+           cdr_u32(c, &out->roi_x_offset) && cdr_u32(c, &out->roi_y_offset) &&
+           cdr_u32(c, &out->roi_height) && cdr_u32(c, &out->roi_width) &&
+           cdr_u8(c, &out->roi_do_rectify);
 }
 
-static ferry_ros2_cdr_result parse_compressed(const void *ser, size_t size, ferry_ros2_compressed_msg *out)
+static bool parse_compressed(cdr_reader *c, ferry_ros2_compressed_msg *out)
 {
-    ferry_ros2_cdr_result res;
-    cdr_reader c;
-
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_ROS2_CDR_OK) return res;
-    if (!cdr_header(&c, &out->header) ||
-        !cdr_string(&c, &out->format) || !cdr_octets(&c, &out->data, &out->data_size)) {
-        memset(out, 0, sizeof *out);
-        return FERRY_ROS2_CDR_MALFORMED;
-    }
-    return FERRY_ROS2_CDR_OK;
+    return cdr_header(c, &out->header) &&
+           cdr_string(c, &out->format) && cdr_octets(c, &out->data, &out->data_size);
 }
 
 static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
@@ -236,83 +205,67 @@ static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
     return cdr_f64(c, &v->x) && cdr_f64(c, &v->y) && cdr_f64(c, &v->z);
 }
 
-static ferry_ros2_cdr_result parse_imu(const void *ser, size_t size, ferry_ros2_imu_msg *out)
+static bool parse_imu(cdr_reader *c, ferry_ros2_imu_msg *out)
 {
-    ferry_ros2_cdr_result res;
-    cdr_reader c;
-
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_ROS2_CDR_OK) return res;
-    if (!cdr_header(&c, &out->header) ||
-        !cdr_f64(&c, &out->orientation.x) || !cdr_f64(&c, &out->orientation.y) ||
-        !cdr_f64(&c, &out->orientation.z) || !cdr_f64(&c, &out->orientation.w) ||
-        !cdr_f64s(&c, out->orientation_covariance, 9) ||
-        !cdr_vector3(&c, &out->angular_velocity) ||
-        !cdr_f64s(&c, out->angular_velocity_covariance, 9) ||
-        !cdr_vector3(&c, &out->linear_acceleration) ||
-        !cdr_f64s(&c, out->linear_acceleration_covariance, 9)) {
-        memset(out, 0, sizeof *out);
-        return FERRY_ROS2_CDR_MALFORMED;
-    }
-    return FERRY_ROS2_CDR_OK;
+    return cdr_header(c, &out->header) &&
+           cdr_f64(c, &out->orientation.x) && cdr_f64(c, &out->orientation.y) &&
+           cdr_f64(c, &out->orientation.z) && cdr_f64(c, &out->orientation.w) &&
+           cdr_f64s(c, out->orientation_covariance, 9) &&
+           cdr_vector3(c, &out->angular_velocity) &&
+           cdr_f64s(c, out->angular_velocity_covariance, 9) &&
+           cdr_vector3(c, &out->linear_acceleration) &&
+           cdr_f64s(c, out->linear_acceleration_covariance, 9);
 }
 
 static bool cdr_i64(cdr_reader *c, int64_t *v)
 {
-    size_t pad = (8u - (c->pos & 7u)) & 7u;
     uint64_t x;
 
-    if (c->size - c->pos < pad || c->size - c->pos - pad < 8) return false;
-    c->pos += pad;
-    memcpy(&x, c->p + c->pos, 8);
-    c->pos += 8;
-    if (c->swap) x = __builtin_bswap64(x);
+    if (!cdr_u64(c, &x)) return false;
     memcpy(v, &x, sizeof *v);
     return true;
 }
 
-static ferry_ros2_cdr_result parse_tensor(const void *ser, size_t size, ferry_ros2_tensor_msg *out)
+static bool parse_tensor(cdr_reader *c, ferry_ros2_tensor_msg *out)
 {
-    ferry_ros2_cdr_result res;
-    cdr_reader c;
     uint32_t i;
 
-    memset(out, 0, sizeof *out);
-    res = cdr_open(&c, ser, size);
-    if (res != FERRY_ROS2_CDR_OK) return res;
-    if (!cdr_header(&c, &out->header) || !cdr_string(&c, &out->dtype) ||
-        !cdr_u32(&c, &out->ndim) || out->ndim > (c.size - c.pos) / 8)
-        goto malformed;
+    if (!cdr_header(c, &out->header) || !cdr_string(c, &out->dtype) ||
+        !cdr_u32(c, &out->ndim) || out->ndim > (c->size - c->pos) / 8)
+        return false;
     for (i = 0; i < out->ndim; i++) {
         int64_t d;
 
-        if (!cdr_i64(&c, &d)) goto malformed;
+        if (!cdr_i64(c, &d)) return false;
         if (i < FERRY_TENSOR_DIMS_MAX) out->shape[i] = d;
     }
-    if (!cdr_octets(&c, &out->data, &out->data_size)) goto malformed;
-    return FERRY_ROS2_CDR_OK;
-malformed:
-    memset(out, 0, sizeof *out);
-    return FERRY_ROS2_CDR_MALFORMED;
+    return cdr_octets(c, &out->data, &out->data_size);
 }
 
 ferry_ros2_cdr_result ferry_ros2_cdr_parse(ferry_ros2_kind kind, const void *ser, size_t size,
                                            ferry_ros2_msg *out)
 {
     ferry_ros2_cdr_result res;
+    cdr_reader c;
+    bool ok;
 
-    if (out == NULL) return FERRY_ROS2_CDR_MALFORMED;
+    if (out == NULL || kind <= FERRY_ROS2_NONE || kind >= FERRY_ROS2_KIND_COUNT_)
+        return FERRY_ROS2_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
+    res = cdr_open(&c, ser, size);
+    if (res != FERRY_ROS2_CDR_OK) return res;
     switch (kind) {
-    case FERRY_ROS2_IMAGE: res = parse_image(ser, size, &out->u.image); break;
-    case FERRY_ROS2_CLOUD: res = parse_cloud(ser, size, &out->u.cloud); break;
-    case FERRY_ROS2_CAMERA_INFO: res = parse_camera_info(ser, size, &out->u.camera_info); break;
-    case FERRY_ROS2_COMPRESSED: res = parse_compressed(ser, size, &out->u.compressed); break;
-    case FERRY_ROS2_IMU: res = parse_imu(ser, size, &out->u.imu); break;
-    case FERRY_ROS2_TENSOR: res = parse_tensor(ser, size, &out->u.tensor); break;
-    default: return FERRY_ROS2_CDR_MALFORMED;
+    case FERRY_ROS2_IMAGE: ok = parse_image(&c, &out->u.image); break;
+    case FERRY_ROS2_CLOUD: ok = parse_cloud(&c, &out->u.cloud); break;
+    case FERRY_ROS2_CAMERA_INFO: ok = parse_camera_info(&c, &out->u.camera_info); break;
+    case FERRY_ROS2_COMPRESSED: ok = parse_compressed(&c, &out->u.compressed); break;
+    case FERRY_ROS2_IMU: ok = parse_imu(&c, &out->u.imu); break;
+    default: ok = parse_tensor(&c, &out->u.tensor); break;
     }
-    if (res == FERRY_ROS2_CDR_OK) out->kind = kind;
-    return res;
+    if (!ok) {
+        memset(out, 0, sizeof *out);
+        return FERRY_ROS2_CDR_MALFORMED;
+    }
+    out->kind = kind;
+    return FERRY_ROS2_CDR_OK;
 }
