@@ -1,7 +1,6 @@
 /* Node: the context of publishers and subscribers of one domain. */
 #include "core/core.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -289,6 +288,21 @@ void ferry__node_topic_dir_remove(ferry_node *node, const char *dirname)
     errno = e;
 }
 
+/* A topic directory of the domain: its dead endpoints' files go, then the directory if that left
+ * it empty. Names that are not directories fail the open. */
+static void sweep_topic(void *arg, const char *name)
+{
+    ferry_node *node = arg;
+    if (name[0] == '.')
+        return;
+    int tfd = openat(node->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0)
+        return;
+    ferry__status_sweep(tfd);
+    close(tfd);
+    ferry__node_topic_dir_remove(node, name);
+}
+
 void ferry__node_sweep_domain(ferry_node *node)
 {
     int64_t now = ferry__clock_ns();
@@ -299,25 +313,12 @@ void ferry__node_sweep_domain(ferry_node *node)
                                                                memory_order_relaxed,
                                                                memory_order_relaxed))
         return;
-    int fd = dup(node->dirfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    /* On a descriptor of its own: ferry__dir_each moves the offset of the one it reads. */
+    int fd = openat(node->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return;
-    }
-    struct dirent *e;
-    for (unsigned seen = 0; (e = readdir(d)) != NULL && seen < FERRY__SWEEP_ENTRIES; seen++) {
-        if (e->d_name[0] == '.' || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
-            continue;
-        int tfd = openat(node->dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (tfd < 0)
-            continue;
-        ferry__status_sweep(tfd);
-        close(tfd);
-        ferry__node_topic_dir_remove(node, e->d_name);
-    }
-    closedir(d);
+    ferry__dir_each(fd, FERRY__SWEEP_ENTRIES, sweep_topic, node);
+    close(fd);
 }
 
 bool ferry__node_peer_allowed(const ferry_node *node, int sock, uid_t uid)
