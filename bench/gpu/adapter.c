@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct strategy {
@@ -242,16 +241,9 @@ static void stop_cameras(adapter *g)
     for (int i = 0; i < CAMERAS; i++) {
         if (g->pids[i] <= 0)
             continue;
-        int64_t deadline = cli_now_ns() + (int64_t)5 * 1000000000;
-        int status = 0;
-        pid_t r;
-        while ((r = waitpid(g->pids[i], &status, WNOHANG)) == 0 && cli_now_ns() < deadline)
-            usleep(1000);
-        if (r == 0) {
-            kill(g->pids[i], SIGKILL);
-            waitpid(g->pids[i], &status, 0);
-            fprintf(stderr, "ferry bench gpu: adapter: camera %d did not stop\n", i);
-        } else if (r > 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+        char what[32];
+        snprintf(what, sizeof what, "camera %d", i);
+        if (bench_adapter_reap(g->pids[i], (int64_t)5 * 1000000000, what) == 0) {
             fprintf(stderr, "ferry bench gpu: adapter: camera %d failed\n", i);
             atomic_store(&g->ctl->failed, 1);
         }

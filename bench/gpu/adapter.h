@@ -73,6 +73,9 @@ uint64_t bench_adapter_expected(uint64_t fixed_sum, uint64_t seq, uint32_t cam);
 int bench_adapter_camera(const char *dir, int cam, bool paced, adapter_ctl *ctl);
 /* Forks bench_adapter_camera as a child of this process: its pid, or -1 after a message. */
 int bench_adapter_spawn_camera(const char *dir, int cam, bool paced, adapter_ctl *ctl);
+/* Waits up to timeout_ns for a child: 1 when it exited 0, 0 when it failed, -1 when it did not
+ * end in time (then killed, and said so naming what). */
+int bench_adapter_reap(int pid, int64_t timeout_ns, const char *what);
 
 /* A ferry_gpu_cache for one strategy: its own pool, the given bound on live buffers, a second's
  * wait at that bound. */

@@ -11,6 +11,8 @@
 #include <ferry/gpu.h>
 
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <stdio.h>
@@ -170,4 +172,20 @@ int bench_adapter_cache(struct ferry_gpu_cache **out, int device, int backend, u
     o.live_wait_ns = 1000000000;
     ferry_err err = ferry_gpu_cache_create(out, &o);
     return err ? fail_ferry("cache create", err) : 0;
+}
+
+int bench_adapter_reap(int pid, int64_t timeout_ns, const char *what)
+{
+    int64_t deadline = cli_now_ns() + timeout_ns;
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && cli_now_ns() < deadline)
+        usleep(1000);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fprintf(stderr, "ferry bench gpu: adapter: %s did not stop\n", what);
+        return -1;
+    }
+    return r > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : 0;
 }

@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define READER_STREAMS 4
@@ -392,22 +391,6 @@ typedef struct row {
     double fps, kept_mib, device_mib, p50, p99, max, cpu_us, alloc_p50;
 } row;
 
-static bool wait_child(pid_t pid, int64_t timeout_ns, const char *what)
-{
-    int64_t deadline = cli_now_ns() + timeout_ns;
-    int status = 0;
-    pid_t r;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && cli_now_ns() < deadline)
-        usleep(2000);
-    if (r == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        fprintf(stderr, "ferry bench gpu: adapter: %s did not stop\n", what);
-        return false;
-    }
-    return r > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 static int64_t pct(int64_t *v, size_t n, double p)
 {
     if (n == 0)
@@ -468,11 +451,11 @@ static int run_variant(const bench_gpu_args *a, shared *sh, int shm_fd, const va
     bool ok = rc == 0;
     for (int i = 0; i < CAMERAS; i++)
         if (adapters[i] > 0)
-            ok = wait_child(adapters[i], (int64_t)20 * 1000000000, "an adapter") && ok;
+            ok = bench_adapter_reap(adapters[i], (int64_t)20 * 1000000000, "an adapter") == 1 && ok;
     atomic_store(&sh->cams.stop, 1);
     for (int i = 0; i < CAMERAS; i++)
         if (cams[i] > 0)
-            ok = wait_child(cams[i], (int64_t)5 * 1000000000, "a camera") && ok;
+            ok = bench_adapter_reap(cams[i], (int64_t)5 * 1000000000, "a camera") == 1 && ok;
     if (!ok)
         return rc ? rc : cli_fail("bench gpu", 1, "adapter: %s: a process failed", v->name);
 
