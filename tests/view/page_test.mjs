@@ -23,23 +23,18 @@ try {
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => { if (process.env.VIEW_DEBUG) console.log("page:", m.text()); });
   await page.goto(url);
-  const img = page.locator("figure img").first();
+  const view = page.locator("figure canvas").first();
   await page.waitForFunction(() => {
-    const i = document.querySelector("figure img");
-    return i && i.complete && i.naturalWidth > 0;
+    const c = document.querySelector("figure canvas");
+    return c && Number(c.dataset.frames) > 0;
   }, null, { timeout: 15000 });
   assert.equal(await page.locator("figcaption").first().textContent(), "/cam/image");
-  const size = await img.evaluate((i) => [i.naturalWidth, i.naturalHeight, i.width, i.height]);
-  assert.deepEqual(size, [width, height, width, height], "image element at the camera's size");
+  const size = await view.evaluate((c) => [c.width, c.height, c.clientWidth, c.clientHeight]);
+  assert.deepEqual(size, [width, height, width, height], "the view at the camera's size");
 
-  // The pixels, read back through a canvas: a live camera is not one flat colour.
-  const stats = await img.evaluate((i) => {
-    const c = document.createElement("canvas");
-    c.width = i.naturalWidth;
-    c.height = i.naturalHeight;
-    const g = c.getContext("2d");
-    g.drawImage(i, 0, 0);
-    const d = g.getImageData(0, 0, c.width, c.height).data;
+  // The pixels, read back from the canvas: a live camera is not one flat colour.
+  const stats = await view.evaluate((c) => {
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
     let sum = 0, sq = 0, n = 0;
     for (let k = 0; k < d.length; k += 4) {
       const y = (d[k] + d[k + 1] + d[k + 2]) / 3;
@@ -61,7 +56,7 @@ try {
   const shot = process.env.FERRY_TEST_SHOT;
   await page.screenshot({ path: shot });
   const png = PNG.sync.read(readFileSync(shot));
-  const box = await img.boundingBox();
+  const box = await view.boundingBox();
   let sum = 0, sq = 0, n = 0;
   for (let y = Math.ceil(box.y); y < Math.floor(box.y + box.height); y += 2)
     for (let x = Math.ceil(box.x); x < Math.floor(box.x + box.width); x += 2) {
