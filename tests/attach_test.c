@@ -1,12 +1,14 @@
 /*
- * Attachments (core internals for modules such as the GPU one): descriptors a publisher hands to
+ * Core internals for modules such as the GPU one. Attachments: descriptors a publisher hands to
  * every subscriber, present before the first sample that refers to them, for subscribers that
- * join early and late, and closed with the connection.
+ * join early and late, and closed with the connection. Notes: what a module says of an
+ * endpoint's path, in its node's log and in what ferry_inspect (ferry info) shows.
  */
 #include "testutil.h"
 
 #include "core/core.h"
 
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -139,8 +141,81 @@ static void test_attachments(void)
     TU_OK(ferry_node_destroy(node));
 }
 
+static char note_log[1024];
+static void collect_log(void *arg, ferry_log_level level, const char *message)
+{
+    (void)arg;
+    size_t n = strlen(note_log);
+    if (level == FERRY_LOG_INFO)
+        snprintf(note_log + n, sizeof note_log - n, "%s\n", message);
+}
+
+typedef struct notes_seen {
+    int endpoints;
+    char pub[FERRY_ENDPOINT_NOTE_MAX + 1], sub[FERRY_ENDPOINT_NOTE_MAX + 1];
+} notes_seen;
+
+static bool note_cb(void *arg, const ferry_endpoint_info *e)
+{
+    notes_seen *n = arg;
+    n->endpoints++;
+    memcpy(e->kind == FERRY_ENDPOINT_PUBLISHER ? n->pub : n->sub, e->note, sizeof e->note);
+    return true;
+}
+
+static void test_notes(void)
+{
+    ferry_node_options no;
+    ferry_node_options_init(&no);
+    no.dir = tu_dir();
+    no.domain = tu_domain();
+    no.name = "note";
+    no.log = collect_log;
+    no.log_level = FERRY_LOG_INFO;
+    ferry_node *node;
+    TU_OK(ferry_node_create(&node, &no));
+    ferry_publisher *pub;
+    ferry_subscriber *sub;
+    TU_OK(ferry_publisher_create(&pub, node, "/note", TYPE, ferry_hash(TYPE), NULL));
+    TU_OK(ferry_subscriber_create(&sub, node, "/note", TYPE, ferry_hash(TYPE), NULL));
+
+    /* No note until a module gives one. */
+    notes_seen seen;
+    memset(&seen, 0x55, sizeof seen);
+    seen.endpoints = 0;
+    TU_OK(ferry_inspect(tu_dir(), tu_domain(), "/note", note_cb, &seen));
+    TU_EQ_U64(seen.endpoints, 2);
+    TU_CHECK(seen.pub[0] == '\0' && seen.sub[0] == '\0');
+
+    /* A note is logged and shown; a long one is cut to the field, a later one replaces it
+     * whole, and control characters are not passed to a terminal. */
+    note_log[0] = '\0';
+    char lng[400];
+    memset(lng, 'x', sizeof lng - 1);
+    lng[sizeof lng - 1] = '\0';
+    ferry__endpoint_note(pub, "path %d", 1);
+    ferry__endpoint_note(sub, "%s", lng);
+    ferry__endpoint_note(sub, "short\x1b[2J");
+    TU_CHECK(strstr(note_log, "/note: path 1\n") != NULL);
+    TU_CHECK(strstr(note_log, "/note: short\x1b[2J\n") != NULL);
+    memset(&seen, 0, sizeof seen);
+    TU_OK(ferry_inspect(tu_dir(), tu_domain(), "/note", note_cb, &seen));
+    TU_CHECK(strcmp(seen.pub, "path 1") == 0);
+    TU_CHECK(strcmp(seen.sub, "short?[2J") == 0);
+    ferry__endpoint_note(sub, "%s", lng);
+    TU_OK(ferry_inspect(tu_dir(), tu_domain(), "/note", note_cb, &seen));
+    TU_EQ_U64(strlen(seen.sub), FERRY_ENDPOINT_NOTE_MAX);
+    TU_CHECK(strspn(seen.sub, "x") == FERRY_ENDPOINT_NOTE_MAX);
+    ferry__endpoint_note(NULL, "ignored");
+
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
 int main(void)
 {
     TU_RUN(test_attachments);
+    TU_RUN(test_notes);
     return 0;
 }

@@ -12,6 +12,12 @@
  * publish, the reader's wake-up, take and H2D copy. One frame at a time: the producer sends the
  * next one after the reader acknowledged the last, so queues stay empty.
  *
+ * The floor (switch_floor): no frame travels. The producer's stamp goes to host memory, the
+ * producer waits on the CPU for its stream, publishes the stamp in an 8-byte host sample, and a
+ * polling reader launches a probe given that stamp. What it measures is what any handoff between
+ * two processes' CUDA contexts costs at least: a CPU-side completion, one host sample, a launch
+ * and the GPU's switch from one context to the other (without MPS, the GPU time-slices them).
+ *
  * The reader is a process of its own. CUDA cannot be used in a child forked after the parent
  * initialised it, so the reader is this program exec'd again as
  * `ferry bench gpu --xproc-reader ...`.
@@ -36,18 +42,32 @@
 #define XPROC_FRAME ((size_t)2764800)
 #define XPROC_TYPE_DEV "bench/xproc_device"
 #define XPROC_TYPE_COPY "bench/xproc_copy"
+#define XPROC_TYPE_FLOOR "bench/xproc_floor"
 
 /* xproc_kernels.cu: cudaError_t values as int; asynchronous. */
 int bench_xproc_fill(void *dst, size_t bytes, uint32_t seq, void *stream);
 int bench_xproc_probe(const void *frame, int64_t *out, void *stream);
+int bench_xproc_stamp_host(void *mapped, void *stream);
+int bench_xproc_probe_at(uint64_t stamp, int64_t *out, void *stream);
 
 /* PATH_POLLED: device frames to a reader that polls ferry_take instead of sleeping in
- * ferry_wait, which separates the GPU-side handoff from the host's wake-up. */
-enum { PATH_DEVICE = 0, PATH_COPY = 1, PATH_POLLED = 2, NPATHS = 3 };
+ * ferry_wait, which separates the GPU-side handoff from the host's wake-up. PATH_FLOOR: the
+ * floor above, with a polling reader. */
+enum { PATH_DEVICE = 0, PATH_COPY = 1, PATH_POLLED = 2, PATH_FLOOR = 3, NPATHS = 4 };
 
 static bool is_device(int path)
 {
-    return path != PATH_COPY;
+    return path == PATH_DEVICE || path == PATH_POLLED;
+}
+
+static const char *path_type(int path)
+{
+    return is_device(path) ? XPROC_TYPE_DEV : path == PATH_FLOOR ? XPROC_TYPE_FLOOR : XPROC_TYPE_COPY;
+}
+
+static bool polls(int path)
+{
+    return path == PATH_POLLED || path == PATH_FLOOR;
 }
 
 typedef struct xproc_result {
@@ -58,13 +78,17 @@ typedef struct xproc_result {
 
 static const char *path_name(int path)
 {
-    return path == PATH_DEVICE ? "device_frame" : path == PATH_POLLED ? "device_polled" : "copy";
+    return path == PATH_DEVICE   ? "device_frame"
+           : path == PATH_POLLED ? "device_polled"
+           : path == PATH_FLOOR  ? "switch_floor"
+                                 : "copy";
 }
 
 static const char *path_topic(int path)
 {
     return path == PATH_DEVICE   ? "/bench/xproc/device"
            : path == PATH_POLLED ? "/bench/xproc/polled"
+           : path == PATH_FLOOR  ? "/bench/xproc/floor"
                                  : "/bench/xproc/copy";
 }
 
@@ -128,7 +152,7 @@ static int xproc_reader(char **argv)
     ferry_subscriber_options so;
     ferry_subscriber_options_init(&so);
     so.depth = 2;
-    const char *type = is_device(path) ? XPROC_TYPE_DEV : XPROC_TYPE_COPY;
+    const char *type = path_type(path);
     if ((err = ferry_subscriber_create(&sub, node, path_topic(path), type, ferry_hash(type), &so)))
         XFAIL("subscriber: %s", ferry_strerror(err));
     ferry_gpu_subscriber_options go;
@@ -157,6 +181,20 @@ static int xproc_reader(char **argv)
                         XFAIL("release: %s", ferry_strerror(err));
                     break;
                 }
+            } else if (path == PATH_FLOOR) {
+                ferry_sample s;
+                err = ferry_take(sub, &s);
+                if (err == FERRY_OK) {
+                    uint64_t stamp = 0;
+                    if (s.size == sizeof stamp)
+                        memcpy(&stamp, s.data, sizeof stamp);
+                    ferry_release(sub, &s);
+                    int pe = bench_xproc_probe_at(stamp, dlat + i, stream);
+                    if (pe != 0)
+                        XFAIL("probe launch at frame %u: %s", i,
+                              cudaGetErrorName((cudaError_t)pe));
+                    break;
+                }
             } else {
                 ferry_sample s;
                 err = ferry_take(sub, &s);
@@ -179,7 +217,7 @@ static int xproc_reader(char **argv)
                 XFAIL("take: %s", ferry_strerror(err));
             if (cli_now_ns() > deadline)
                 XFAIL("no frame %u within 10 s", i);
-            if (path != PATH_POLLED)
+            if (!polls(path))
                 ferry_wait(sub, 100000000);
         }
         if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
@@ -294,7 +332,8 @@ static int run_path(const bench_gpu_args *a, int path, uint32_t frames, uint32_t
     ferry_publisher *pub = NULL;
     ferry_gpu_publisher *gp = NULL;
     cudaStream_t stream = NULL;
-    void *dbuf = NULL;
+    void *dbuf = NULL, *dstamp = NULL;
+    volatile uint64_t *hstamp = NULL;
     reg_cache regs = {{NULL}, 0};
     ferry_err err;
     cudaError_t ce;
@@ -311,7 +350,7 @@ static int run_path(const bench_gpu_args *a, int path, uint32_t frames, uint32_t
     ferry_publisher_options_init(&po);
     po.payload_align = 4096;
     po.max_chunks = 16;
-    const char *type = is_device(path) ? XPROC_TYPE_DEV : XPROC_TYPE_COPY;
+    const char *type = path_type(path);
     if ((err = ferry_publisher_create(&pub, node, path_topic(path), type, ferry_hash(type), &po))) {
         fprintf(stderr, "xproc: publisher: %s\n", ferry_strerror(err));
         goto out;
@@ -330,7 +369,11 @@ static int run_path(const bench_gpu_args *a, int path, uint32_t frames, uint32_t
     }
     if ((ce = cudaSetDevice(a->device)) != cudaSuccess ||
         (ce = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess ||
-        (path == PATH_COPY && (ce = cudaMalloc(&dbuf, XPROC_FRAME)) != cudaSuccess)) {
+        (!is_device(path) && (ce = cudaMalloc(&dbuf, XPROC_FRAME)) != cudaSuccess) ||
+        (path == PATH_FLOOR &&
+         ((ce = cudaHostAlloc((void **)&hstamp, sizeof *hstamp, cudaHostAllocMapped)) !=
+              cudaSuccess ||
+          (ce = cudaHostGetDevicePointer(&dstamp, (void *)hstamp, 0)) != cudaSuccess))) {
         fprintf(stderr, "xproc: CUDA setup: %s\n", cudaGetErrorString(ce));
         goto out;
     }
@@ -353,6 +396,24 @@ static int run_path(const bench_gpu_args *a, int path, uint32_t frames, uint32_t
                 bench_xproc_fill(p, XPROC_FRAME, i, stream) != 0 ||
                 (err = ferry_gpu_publish(gp, p, stream))) {
                 fprintf(stderr, "xproc: frame %u: %s\n", i, ferry_strerror(err));
+                goto reap;
+            }
+        } else if (path == PATH_FLOOR) {
+            if (bench_xproc_fill(dbuf, XPROC_FRAME, i, stream) != 0 ||
+                bench_xproc_stamp_host(dstamp, stream) != 0) {
+                fprintf(stderr, "xproc: floor frame %u: launch failed\n", i);
+                goto reap;
+            }
+            while ((ce = cudaStreamQuery(stream)) == cudaErrorNotReady)
+                ;
+            uint64_t stamp = *hstamp;
+            if (ce != cudaSuccess || (err = ferry_loan(pub, sizeof stamp, &p))) {
+                fprintf(stderr, "xproc: floor frame %u failed\n", i);
+                goto reap;
+            }
+            memcpy(p, &stamp, sizeof stamp);
+            if ((err = ferry_publish(pub, p, sizeof stamp))) {
+                fprintf(stderr, "xproc: floor publish: %s\n", ferry_strerror(err));
                 goto reap;
             }
         } else {
@@ -404,6 +465,8 @@ out:
     if (stream)
         cudaStreamDestroy(stream);
     cudaFree(dbuf);
+    if (hstamp)
+        cudaFreeHost((void *)hstamp);
     (void)cudaGetLastError();
     return rc;
 }
@@ -418,11 +481,12 @@ int bench_gpu_xproc(const bench_gpu_args *a)
     for (int path = 0; path < NPATHS; path++) {
         if (run_path(a, path, frames, warm, &r[path]) != 0)
             return 1;
-        printf("%-14s %12zu %8u %10.1f %10.1f\n", path_name(path), XPROC_FRAME, r[path].frames,
+        size_t bytes = path == PATH_FLOOR ? sizeof(uint64_t) : XPROC_FRAME;
+        printf("%-14s %12zu %8u %10.1f %10.1f\n", path_name(path), bytes, r[path].frames,
                r[path].p50_us, r[path].p99_us);
         if (a->csv)
-            fprintf(a->csv, "%s,%zu,%u,%.1f,%.1f\n", path_name(path), XPROC_FRAME,
-                    r[path].frames, r[path].p50_us, r[path].p99_us);
+            fprintf(a->csv, "%s,%zu,%u,%.1f,%.1f\n", path_name(path), bytes, r[path].frames,
+                    r[path].p50_us, r[path].p99_us);
         fflush(stdout);
     }
     bool fast = r[PATH_DEVICE].p50_us <= 20.0;
@@ -434,5 +498,9 @@ int bench_gpu_xproc(const bench_gpu_args *a)
     printf("with a polling reader (no host wake-up in the path): %.1f us, %.1fx the copy path\n",
            r[PATH_POLLED].p50_us,
            r[PATH_POLLED].p50_us > 0 ? r[PATH_COPY].p50_us / r[PATH_POLLED].p50_us : 0.0);
+    printf("floor of any handoff between two contexts (switch_floor): %.1f us; the polled device "
+           "frame is %+.1f us from it, the copy path %+.1f us\n",
+           r[PATH_FLOOR].p50_us, r[PATH_POLLED].p50_us - r[PATH_FLOOR].p50_us,
+           r[PATH_COPY].p50_us - r[PATH_FLOOR].p50_us);
     return 0;
 }

@@ -124,6 +124,8 @@ typedef void (*ferry_log_fn)(void *arg, ferry_log_level level, const char *messa
 #define FERRY_TYPE_NAME_MAX 127u
 /** Longest node name, in bytes, without the terminating NUL. */
 #define FERRY_NODE_NAME_MAX 63u
+/** Longest note an endpoint carries in ferry_endpoint_info.note, NUL excluded. */
+#define FERRY_ENDPOINT_NOTE_MAX 191u
 
 /** Options of ferry_node_create; ferry_node_options_init gives the defaults. */
 typedef struct ferry_node_options {
@@ -675,6 +677,9 @@ typedef struct ferry_endpoint_info {
     ferry_publisher_stats pub;                 /**< kind == FERRY_ENDPOINT_PUBLISHER */
     ferry_subscriber_stats sub;                /**< kind == FERRY_ENDPOINT_SUBSCRIBER */
     uint32_t depth;                            /**< subscriber's queue depth */
+    /** How its data travel where a module says so (the GPU module: device-frame path and MPS),
+     *  NUL-terminated; empty otherwise. */
+    char note[FERRY_ENDPOINT_NOTE_MAX + 1];
 } ferry_endpoint_info;
 
 /** Called once per endpoint; return false to stop. */

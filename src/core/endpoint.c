@@ -131,3 +131,24 @@ void ferry__endpoint_log(const void *endpoint, ferry_log_level level, const char
     va_end(ap);
     ferry__log(ep->node, level, "%s: %s", ep->topic, line);
 }
+
+void ferry__endpoint_note(const void *endpoint, const char *fmt, ...)
+{
+    const ferry__endpoint *ep = endpoint;
+    char line[512];
+    va_list ap;
+    if (!ep)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    ferry__log(ep->node, FERRY_LOG_INFO, "%s: %s", ep->topic, line);
+    if (ep->status.map) {
+        /* Readers copy the whole field and terminate it: a read racing this write sees a
+         * mixture of two notes, never more than the field. */
+        char *note = ep->status.map->note;
+        size_t n = strnlen(line, FERRY_ENDPOINT_NOTE_MAX);
+        memcpy(note, line, n);
+        memset(note + n, 0, FERRY_ENDPOINT_NOTE_MAX + 1 - n);
+    }
+}

@@ -99,6 +99,7 @@ static bool inspect_topic(void *arg, int domain_fd, int topic_fd, const char *di
         info.pub = st.pub;
         info.sub = st.sub;
         info.depth = st.depth;
+        memcpy(info.note, st.note, sizeof info.note);
         go_on = ctx->fn(ctx->arg, &info);
     }
     closedir(d);

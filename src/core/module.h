@@ -75,6 +75,12 @@ void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
 FERRY_MODULE_API void ferry__endpoint_log(const void *endpoint, ferry_log_level level,
                                           const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Says once, at creation, how an endpoint's data travel (a module's path and why): one INFO line
+ * to its node's log, as ferry__endpoint_log, and the same text, cut to FERRY_ENDPOINT_NOTE_MAX,
+ * in its status file, where ferry_inspect (ferry info) shows it as ferry_endpoint_info.note. */
+FERRY_MODULE_API void ferry__endpoint_note(const void *endpoint, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* ---- deadlines ------------------------------------------------------------------------------- */
 
 /* A deadline on the monotonic clock; a negative timeout means none (INT64_MAX). */

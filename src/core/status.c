@@ -75,6 +75,14 @@ static void terminate(char *s, size_t cap)
     s[cap - 1] = '\0';
 }
 
+/* Text another process wrote, shown on terminals: control characters become '?'. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *out, bool *alive)
 {
     int fd = openat(topic_dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -91,6 +99,8 @@ ferry_err ferry__status_read(int topic_dirfd, const char *name, ferry__status *o
     terminate(out->topic, sizeof out->topic);
     terminate(out->type_name, sizeof out->type_name);
     terminate(out->node_name, sizeof out->node_name);
+    terminate(out->note, sizeof out->note);
+    printable(out->note);
     int held = ferry__lock_held_by_other(fd);
     *alive = held == 1;
     err = FERRY_OK;

@@ -26,6 +26,7 @@ typedef struct ferry__status {
     char node_name[FERRY_NODE_NAME_MAX + 1];
     ferry_publisher_stats pub;
     ferry_subscriber_stats sub;
+    char note[FERRY_ENDPOINT_NOTE_MAX + 1]; /* ferry__endpoint_note; zero in a fresh file */
 } ferry__status;
 
 typedef struct ferry__status_file {

@@ -150,13 +150,13 @@ ferry_err ferry_gpu_publisher_create(ferry_gpu_publisher **out, ferry_publisher 
     /* The path in use and why, once: what a handoff costs depends on it (docs/gpu.md). */
     bool mps = false;
     ferry_gpu_mps_enabled(o.device, &mps);
-    ferry__endpoint_log(pub, FERRY_LOG_INFO,
-                        "device frames on device %d by %s%s; MPS %s", o.device,
+    ferry__endpoint_note(pub, "device frames on device %d by %s%s; MPS %s", o.device,
                         g->ipc == FERRY_GPU_IPC_VMM ? "VMM allocations (file descriptors)"
                                                     : "legacy CUDA IPC handles",
                         automatic && !vmm_ok ? " (no POSIX file-descriptor export here)" : "",
-                        mps ? "on: readers share one context" :
-                              "off: each reader's first look at a frame waits on the driver");
+                        mps ? "on: readers share one context"
+                            : "off: each frame waits for the GPU to switch between the "
+                              "processes' contexts");
     if (g->ipc == FERRY_GPU_IPC_VMM) {
         CUmemAllocationProp prop;
         vmm_prop(&prop, g->cudev);

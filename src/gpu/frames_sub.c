@@ -185,9 +185,10 @@ ferry_err ferry_gpu_subscriber_create(ferry_gpu_subscriber **out, ferry_subscrib
     g->anchor = a;
     bool mps = false;
     ferry_gpu_mps_enabled(device, &mps);
-    ferry__endpoint_log(sub, FERRY_LOG_INFO, "device frames into device %d; MPS %s", device,
-                        mps ? "on: the publisher's context is shared"
-                            : "off: each frame's first look waits on the driver");
+    ferry__endpoint_note(sub, "device frames into device %d; MPS %s", device,
+                         mps ? "on: the publisher's context is shared"
+                             : "off: each frame waits for the GPU to switch between the "
+                               "processes' contexts");
     *out = g;
     return FERRY_OK;
 }

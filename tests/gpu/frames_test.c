@@ -437,6 +437,18 @@ static void collect_log(void *arg, ferry_log_level level, const char *message)
     snprintf(path_log + n, sizeof path_log - n, "%s\n", message);
 }
 
+typedef struct path_notes {
+    char pub[FERRY_ENDPOINT_NOTE_MAX + 1], sub[FERRY_ENDPOINT_NOTE_MAX + 1];
+} path_notes;
+
+static bool path_note_cb(void *arg, const ferry_endpoint_info *info)
+{
+    path_notes *n = arg;
+    memcpy(info->kind == FERRY_ENDPOINT_PUBLISHER ? n->pub : n->sub, info->note,
+           sizeof info->note);
+    return true;
+}
+
 /* path DIR DOMAIN: in a process of its own, as CUDA's descriptors must not count against the
  * test's. Exit 0 when every check held. */
 static int role_path(role_env *e)
@@ -473,6 +485,14 @@ static int role_path(role_env *e)
     TU_CHECK(strstr(path_log, TOPIC ": device frames into device 0") != NULL);
     TU_CHECK(strstr(path_log, mps ? "MPS on" : "MPS off") != NULL);
     TU_CHECK(strstr(path_log, mps ? "MPS off" : "MPS on") == NULL);
+    /* The same report in what ferry_inspect (ferry info) shows. */
+    path_notes notes = {{0}, {0}};
+    TU_OK(ferry_inspect(e->dir, e->domain, TOPIC, path_note_cb, &notes));
+    printf("  notes: %s | %s\n", notes.pub, notes.sub);
+    TU_CHECK(strncmp(notes.pub, "device frames on device 0 by ", 29) == 0);
+    TU_CHECK(strstr(path_log, notes.pub) != NULL);
+    TU_CHECK(strncmp(notes.sub, "device frames into device 0; MPS ", 33) == 0);
+    TU_CHECK(strstr(path_log, notes.sub) != NULL);
     TU_OK(ferry_gpu_subscriber_destroy(gs));
     TU_OK(ferry_gpu_publisher_destroy(gp));
     TU_OK(ferry_subscriber_destroy(sub));

@@ -109,6 +109,10 @@ static void json_endpoint_common(const ferry_endpoint_info *e)
     fputs(", \"type\": ", stdout);
     cli_json_string(stdout, e->type_name);
     printf(", \"type_hash\": \"%016" PRIx64 "\"", e->type_hash);
+    if (e->note[0]) {
+        fputs(", \"note\": ", stdout);
+        cli_json_string(stdout, e->note);
+    }
 }
 
 static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
@@ -172,6 +176,8 @@ static void print_endpoint_head(const ferry_endpoint_info *e, const ferry_endpoi
     if (strcmp(e->type_name, t->type_name) != 0 || e->type_hash != t->type_hash)
         printf("  type %s (hash %016" PRIx64 ")", e->type_name, e->type_hash);
     putchar('\n');
+    if (e->note[0])
+        printf("    %s\n", e->note);
 }
 
 static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
