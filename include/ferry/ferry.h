@@ -502,6 +502,11 @@ typedef struct ferry_subscriber_options {
      *  every millisecond, and the descriptor of ferry_subscriber_fd works as before. Default
      *  false. */
     bool busy_poll;
+    /** A subscriber that must not delay the others, such as a recorder, a viewer or a logger:
+     *  at each publication its publishers queue and wake it after every other subscriber, so
+     *  that on a machine with few CPUs the consumers the pipeline waits for get a CPU first.
+     *  Delivery and QoS are unchanged. Default false. */
+    bool background;
 } ferry_subscriber_options;
 
 /** Fills o with the defaults. Fields left zero also mean the default. */

@@ -762,6 +762,8 @@ public:
     SubscriberOptions &spin(duration v) noexcept { return set(o_.spin_ns, v.count()); }
     /** Never sleep. */
     SubscriberOptions &busy_poll(bool v = true) noexcept { return set(o_.busy_poll, v); }
+    /** Served after the other subscribers (recorders, viewers, loggers). */
+    SubscriberOptions &background(bool v = true) noexcept { return set(o_.background, v); }
     ferry_subscriber_options &raw() noexcept { return o_; } /**< the C options */
     const ferry_subscriber_options &raw() const noexcept { return o_; } /**< the C options */
 

@@ -80,7 +80,8 @@ class Node:
                   overflow: Literal["drop_oldest", "block"] = "drop_oldest",
                   history: int | None = None, max_held: int | None = None,
                   max_publishers: int | None = None, prefault: bool = False,
-                  spin_ns: int | None = None, busy_poll: bool = False) -> Subscriber:
+                  spin_ns: int | None = None, busy_poll: bool = False,
+                  background: bool = False) -> Subscriber:
         """Creates a subscriber; type None takes the type of the topic's live endpoints."""
     def waitset(self) -> WaitSet:
         """Creates a WaitSet on this node."""

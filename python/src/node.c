@@ -266,7 +266,7 @@ static PyMethodDef node_methods[] = {
     {"subscribe", (PyCFunction)(void (*)(void))node_subscribe, METH_VARARGS | METH_KEYWORDS,
      "subscribe(topic, type=None, *, type_hash=None, depth=2, overflow=\"drop_oldest\",\n"
      "          history=0, max_held=16, max_publishers=16, prefault=False, spin_ns=0,\n"
-     "          busy_poll=False) -> Subscriber\n\n"
+     "          busy_poll=False, background=False) -> Subscriber\n\n"
      "Creates a subscriber. type None takes the type of the topic's live publishers (or\n"
      "subscribers), as `ferry echo` does; InvalidArgumentError when the topic has none."},
     {"waitset", node_waitset, METH_NOARGS,

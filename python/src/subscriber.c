@@ -180,11 +180,12 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"topic",    "type",      "type_hash",      "depth",
                              "overflow", "history",   "max_held",       "max_publishers",
-                             "prefault", "spin_ns",   "busy_poll",      NULL};
+                             "prefault", "spin_ns",   "busy_poll",      "background",
+                             NULL};
     PyObject *o_hash = Py_None, *o_depth = NULL, *o_hist = NULL, *o_held = NULL, *o_pubs = NULL,
              *o_spin = NULL;
     const char *topic, *type = NULL, *overflow = "drop_oldest";
-    int prefault = 0, busy = 0;
+    int prefault = 0, busy = 0, background = 0;
     ferry_subscriber_options o;
     found_type ft;
     const char *type_name;
@@ -192,9 +193,9 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     ferry_err err;
     pyf_sub *s;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z$OOsOOOpOp:subscribe", kwlist, &topic,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z$OOsOOOpOpp:subscribe", kwlist, &topic,
                                      &type, &o_hash, &o_depth, &overflow, &o_hist, &o_held,
-                                     &o_pubs, &prefault, &o_spin, &busy))
+                                     &o_pubs, &prefault, &o_spin, &busy, &background))
         return NULL;
     if (!pyf_node_open(node, "Node.subscribe")) return NULL;
     memset(&ft, 0, sizeof ft);
@@ -244,6 +245,7 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     }
     o.prefault = prefault != 0;
     o.busy_poll = busy != 0;
+    o.background = background != 0;
 
     s = (pyf_sub *)pyf_alloc(pyf.sub_type);
     if (s == NULL) return NULL;

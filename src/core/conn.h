@@ -66,6 +66,10 @@ typedef struct ferry__conn_header {
      * queued and nothing counted as dropped. It decides only what this subscriber receives. It
      * sits in the doorbell line, which the publisher reads at each delivery anyway. */
     _Atomic uint32_t sub_paused;
+    /* Written by the subscriber alone, once connected: nonzero for a background subscriber
+     * (ferry_subscriber_options.background), which the publisher serves after the others at
+     * each publication. It decides only when this subscriber is woken. */
+    _Atomic uint32_t sub_background;
     _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
 } ferry__conn_header;
 

@@ -47,6 +47,7 @@ typedef struct pconn {
     uint64_t outstanding_bytes; /* capacities of those chunks */
     bool limited;       /* at its per-subscriber limit at the last publication */
     bool limit_told;    /* the log said so once: later times are counted, not logged */
+    bool later;         /* background, not paused: served in ferry_publish's second pass */
     uint64_t dropped;
     uint64_t sub_id;
     int32_t pid;

@@ -143,6 +143,12 @@ static bool paused(const pconn *c)
     return atomic_load_explicit(&c->ring.hdr->sub_paused, memory_order_relaxed) != 0;
 }
 
+/* The subscriber's word too: it decides only whether this one is served in the second pass. */
+static bool background(const pconn *c)
+{
+    return atomic_load_explicit(&c->ring.hdr->sub_background, memory_order_relaxed) != 0;
+}
+
 /* True when one more reference to ch would take c past its per-subscriber limits. */
 static bool at_limit(const ferry_publisher *pub, const pconn *c, const ferry__chunk *ch)
 {
@@ -375,10 +381,29 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     ch->state = FERRY__CHUNK_PUBLISHED;
     ch->refs = 0;
     pub->pool.loaned--;
+    /* Two passes: background subscribers (recorders, viewers) after the others, so that a
+     * consumer's wake-up never waits behind theirs. The subscriber's words are read once per
+     * publication (into later): one that changes them meanwhile still gets one delivery at
+     * most. A delivery drops only its own connection, which leaves the active list. */
+    uint32_t nlater = 0;
     for (uint32_t k = pub->nactive; k-- > 0;) {
         pconn *c = &pub->conns[pub->active[k]];
-        if (!paused(c))
+        c->later = false;
+        if (paused(c))
+            continue;
+        if (background(c)) {
+            c->later = true;
+            nlater++;
+        } else {
             ferry__pub_deliver(pub, c, index, true);
+        }
+    }
+    for (uint32_t k = pub->nactive; nlater > 0 && k-- > 0;) {
+        pconn *c = &pub->conns[pub->active[k]];
+        if (c->later) {
+            nlater--;
+            ferry__pub_deliver(pub, c, index, true);
+        }
     }
     if (pub->opt.history) {
         if (pub->hist_len == pub->opt.history)

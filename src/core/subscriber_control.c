@@ -254,6 +254,8 @@ static void welcome(ferry_subscriber *sub, sconn *c)
      * could see this (history) is given back unread. */
     if (sub->paused)
         atomic_store_explicit(&hdr->sub_paused, 1, memory_order_seq_cst);
+    if (sub->opt.background)
+        atomic_store_explicit(&hdr->sub_background, 1, memory_order_relaxed);
     c->pub_id = w.publisher_id;
     c->state = SC_ACTIVE;
     sub->nactive++;

@@ -169,7 +169,8 @@ static void test_two_processes()
     ferry::Subscriber sub(node, "/cpp/frames", raw_type,
                           ferry::SubscriberOptions().depth(4).overflow(FERRY_OVERFLOW_BLOCK));
     ferry::Subscriber isub(node, "/cpp/image", ferry::image_type,
-                           ferry::SubscriberOptions().depth(IMAGES));
+                           ferry::SubscriberOptions().depth(IMAGES).background());
+    TU_CHECK(ferry::SubscriberOptions().background().raw().background);
     pid_t pid = tu_fork(publisher_child, &a, 60);
     // Each subscriber's housekeeping runs in its own calls: connect both before the stream.
     TU_CHECK(sub.wait_publishers(1, wait_ns));

@@ -24,10 +24,15 @@ static int take(ferry_node *node, const char *topic, unsigned count)
 {
     ferry_subscriber *sub;
     unsigned got = 0, bad = 0;
+    ferry_subscriber_options so;
     ferry_err err;
 
+    /* Deep enough for every frame: the test publishes them back to back, and on a busy machine
+     * a shallow drop-oldest queue would lose the first ones. */
+    ferry_subscriber_options_init(&so);
+    so.depth = count < 64 ? count : 64;
     err = ferry_subscriber_create(&sub, node, topic, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH,
-                                  NULL);
+                                  &so);
     if (err != FERRY_OK) return fail("ferry_subscriber_create", err);
     err = ferry_subscriber_wait_publishers(sub, 1, 10000000000LL);
     if (err != FERRY_OK) return fail("ferry_subscriber_wait_publishers", err);

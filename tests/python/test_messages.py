@@ -177,6 +177,20 @@ def test_iteration_and_try_take(node):
     assert seen == [0, 1, 2]
 
 
+def test_background_subscriber(node):
+    # Served after the others (ferry_subscriber_options.background); delivery is unchanged.
+    pub = node.publisher("/bg", "my/Blob")
+    bg = node.subscribe("/bg", depth=4, background=True)
+    fg = node.subscribe("/bg", depth=4)
+    connect(pub, bg, fg)
+    pub.publish_copy(b"frame")
+    for sub in (fg, bg):
+        with sub.take(timeout=2) as s:
+            assert bytes(s) == b"frame"
+    with pytest.raises(TypeError):
+        node.subscribe("/bg", background=True, nonsense=1)
+
+
 def test_history(node):
     pub = node.publisher("/h", "my/Blob", history=2)
     for i in range(3):

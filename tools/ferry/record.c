@@ -273,6 +273,7 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     ferry_subscriber_options_init(&o);
     o.depth = R->a->o.depth != 0 ? (uint32_t)R->a->o.depth : DEPTH_DEFAULT;
     o.overflow = FERRY_OVERFLOW_DROP_OLDEST; /* never slow a publisher */
+    o.background = true;                     /* nor the consumers it wakes */
     /* A topic that cannot be subscribed to stays in the table without a subscriber, so that it
      * is reported once, not at every rescan. */
     R->ntopics++;
