@@ -321,7 +321,8 @@ static bool write_file(const char *dir, const char *name, const char *value)
 static bool read_file(const char *dir, const char *name, char *buf, size_t cap)
 {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return false;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;

@@ -4,7 +4,7 @@
 # seconds, first without a recorder, then with `ferry record` uncompressed, lz4 and zstd. Prints a
 # table and writes CSV: frames published, recorded and lost by the recorder, the file's size and
 # write rate, the recorder's CPU time, the consumers' delay and its ratio to the run without a
-# recorder. The files go to DIR and are deleted after each run.
+# recorder, and the publishers' publish-call time (p50, p99). The files go to DIR and are deleted after each run.
 #
 #   bench/record/run.sh FERRY DIR [SECONDS [CSV]]      e.g. build/ferry /var/tmp 60
 set -uo pipefail
@@ -19,9 +19,9 @@ export FERRY_DIR=$work/d
 trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"; rm -f "$dir"/ferry-record-bench-*.mcap' EXIT
 
 base_p50="" base_p99=""
-[ -n "$csv" ] && echo "mode,seconds,cameras,published,recorded,recorder_dropped,publisher_dropped,file_bytes,write_MBps,recorder_cpu_s,delay_p50_ms,delay_p99_ms,p50_ratio,p99_ratio,pool_exhausted,blocked" >"$csv"
-printf "%-9s %9s %9s %8s %9s %10s %8s %9s %9s %6s %6s\n" mode published recorded rec_lost \
-  file_MB write_MB/s cpu_s p50_ms p99_ms p50x p99x
+[ -n "$csv" ] && echo "mode,seconds,cameras,published,recorded,recorder_dropped,publisher_dropped,file_bytes,write_MBps,recorder_cpu_s,delay_p50_ms,delay_p99_ms,p50_ratio,p99_ratio,pool_exhausted,blocked,publish_p50_us,publish_p99_us" >"$csv"
+printf "%-9s %9s %9s %8s %9s %10s %8s %9s %9s %6s %6s %8s %8s\n" mode published recorded rec_lost \
+  file_MB write_MB/s cpu_s p50_ms p99_ms p50x p99x pub50_us pub99_us
 
 run() {
   local mode=$1 file="$dir/ferry-record-bench-$1.mcap" rec="" subs=1 t0 t1
@@ -60,6 +60,10 @@ run() {
     exhausted=$((exhausted + $(sed -n 's/.*pool exhausted \([0-9]*\),.*/\1/p' "$work/pub$c.out")))
     blocked=$((blocked + $(sed -n 's/.*, blocked \([0-9]*\),.*/\1/p' "$work/pub$c.out")))
   done
+  # The publishers' own cost: each publish call's time (median over the cameras of p50, p99).
+  local pub50 pub99
+  pub50=$(sed -n 's/.*publish call p50 \([0-9.]*\) us.*/\1/p' "$work"/pub*.out | sort -n | sed -n 2p)
+  pub99=$(sed -n 's/.*publish call .* p99 \([0-9.]*\) us.*/\1/p' "$work"/pub*.out | sort -n | sed -n 2p)
   # The consumers' delay: the median over the cameras of each one's total p50 and p99.
   p50=$(sed -n 's/^total .* p50 \([0-9.]*\) ms.*/\1/p' "$work"/delay*.out | sort -n | sed -n 2p)
   p99=$(sed -n 's/^total .* p99 \([0-9.]*\) ms.*/\1/p' "$work"/delay*.out | sort -n | sed -n 2p)
@@ -79,11 +83,12 @@ run() {
   write=$(echo "$size / 1000000 / $span" | bc -l)
   r50=$(echo "$p50 / $base_p50" | bc -l)
   r99=$(echo "$p99 / $base_p99" | bc -l)
-  printf "%-9s %9d %9d %8d %9.0f %10.0f %8.1f %9.3f %9.3f %6.2f %6.2f\n" "$mode" "$published" \
-    "$recorded" "$rec_lost" "$(echo "$size / 1000000" | bc -l)" "$write" "$cpu" "$p50" "$p99" "$r50" "$r99"
-  [ -n "$csv" ] && printf "%s,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d\n" "$mode" \
+  printf "%-9s %9d %9d %8d %9.0f %10.0f %8.1f %9.3f %9.3f %6.2f %6.2f %8.1f %8.1f\n" "$mode" \
+    "$published" "$recorded" "$rec_lost" "$(echo "$size / 1000000" | bc -l)" "$write" "$cpu" "$p50" \
+    "$p99" "$r50" "$r99" "${pub50:-0}" "${pub99:-0}"
+  [ -n "$csv" ] && printf "%s,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.1f,%.1f\n" "$mode" \
     "$seconds" "$cams" "$published" "$recorded" "$rec_lost" "$pub_lost" "$size" "$write" "$cpu" \
-    "$p50" "$p99" "$r50" "$r99" "$exhausted" "$blocked" >>"$csv"
+    "$p50" "$p99" "$r50" "$r99" "$exhausted" "$blocked" "${pub50:-0}" "${pub99:-0}" >>"$csv"
   return 0
 }
 

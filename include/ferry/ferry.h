@@ -502,12 +502,18 @@ typedef struct ferry_subscriber_options {
      *  every millisecond, and the descriptor of ferry_subscriber_fd works as before. Default
      *  false. */
     bool busy_poll;
-    /** A subscriber that must not delay the others, such as a recorder, a viewer or a logger:
-     *  at each publication its publishers queue and wake it after every other subscriber, so
-     *  that on a machine with few CPUs the consumers the pipeline waits for get a CPU first.
-     *  Delivery and QoS are unchanged. Default false. */
+    /** A subscriber that must not cost the others anything, such as a recorder or a logger:
+     *  its publishers queue each sample for it after every other subscriber and never make a
+     *  system call to wake it. It learns of samples by looking: ferry_wait and waitsets look at
+     *  its queues at least every FERRY_BACKGROUND_POLL_NS, and ferry_subscriber_fd() does not
+     *  become readable for its samples (wait on it with a timeout no longer than that). Delivery
+     *  and QoS are unchanged; with FERRY_OVERFLOW_BLOCK a full queue may hold its publisher up
+     *  to that long. Default false. */
     bool background;
 } ferry_subscriber_options;
+
+/** How often ferry_wait and waitsets look at a background subscriber's queues, at most. */
+#define FERRY_BACKGROUND_POLL_NS 5000000LL
 
 /** Fills o with the defaults. Fields left zero also mean the default. */
 FERRY_API void ferry_subscriber_options_init(ferry_subscriber_options *o);

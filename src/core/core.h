@@ -71,6 +71,8 @@ static inline uint32_t ferry__tag_gen(uint64_t t)
 
 /* Subscriber internals the waitset needs. */
 bool ferry__subscriber_ready(ferry_subscriber *sub);
+/* ferry_subscriber_options.background: no publication wakes it, waits look at it themselves. */
+bool ferry__subscriber_background(const ferry_subscriber *sub);
 /* Arms the doorbells and runs housekeeping; true when a sample is queued. */
 bool ferry__subscriber_arm(ferry_subscriber *sub);
 void ferry__subscriber_housekeep(ferry_subscriber *sub);

@@ -381,8 +381,9 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     ch->state = FERRY__CHUNK_PUBLISHED;
     ch->refs = 0;
     pub->pool.loaned--;
-    /* Two passes: background subscribers (recorders, viewers) after the others, so that a
-     * consumer's wake-up never waits behind theirs. The subscriber's words are read once per
+    /* Two passes: background subscribers (recorders, loggers) after the others, and without a
+     * wake-up: they look for themselves (ferry_wait and waitsets poll them), so the system call
+     * and the CPU they would take stay the pipeline's. The subscriber's words are read once per
      * publication (into later): one that changes them meanwhile still gets one delivery at
      * most. A delivery drops only its own connection, which leaves the active list. */
     uint32_t nlater = 0;
@@ -402,7 +403,7 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
         pconn *c = &pub->conns[pub->active[k]];
         if (c->later) {
             nlater--;
-            ferry__pub_deliver(pub, c, index, true);
+            ferry__pub_deliver(pub, c, index, false);
         }
     }
     if (pub->opt.history) {

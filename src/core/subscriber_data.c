@@ -185,6 +185,11 @@ void ferry__sub_discard_queued(ferry_subscriber *sub)
     }
 }
 
+bool ferry__subscriber_background(const ferry_subscriber *sub)
+{
+    return sub->opt.background;
+}
+
 bool ferry__subscriber_ready(ferry_subscriber *sub)
 {
     if (sub->paused) {
@@ -427,12 +432,14 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
         sub->busy_since = ferry__clock_ns();
         if (sub->busy_since >= sub->next_housekeep)
             ferry__sub_housekeep(sub, 0);
-        int64_t slice = left < 0 || left > FUTEX_SLICE_NS ? FUTEX_SLICE_NS : left;
+        int64_t cap = sub->opt.background ? FERRY_BACKGROUND_POLL_NS : FUTEX_SLICE_NS;
+        int64_t slice = left < 0 || left > cap ? cap : left;
         if (left != 0 && sleep_on_doorbells(sub, slice))
             continue;
         if (arm(sub, FERRY__DOORBELL_NOTIFIER))
             return FERRY_OK;
-        ferry__sub_housekeep(sub, left);
+        /* Nobody wakes a background subscriber for a sample: it looks again after a slice. */
+        ferry__sub_housekeep(sub, sub->opt.background ? slice : left);
         if (left == 0)
             return ferry__subscriber_ready(sub) ? FERRY_OK : FERRY_ETIMEDOUT;
     }

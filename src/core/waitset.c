@@ -147,9 +147,14 @@ ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready
             *count = n;
             return FERRY_OK;
         }
-        int64_t left = ferry__remaining(deadline);
+        int64_t left = ferry__remaining(deadline), sleep = left;
+        /* A background member is not woken by its samples: look at it again soon. */
+        for (uint32_t i = 0; i < ws->count; i++)
+            if (ferry__subscriber_background(ws->members[i].sub) &&
+                (sleep < 0 || sleep > FERRY_BACKGROUND_POLL_NS))
+                sleep = FERRY_BACKGROUND_POLL_NS;
         ferry__event ev[32];
-        int got = ferry__poller_wait(ws->epfd, ev, 32, left);
+        int got = ferry__poller_wait(ws->epfd, ev, 32, sleep);
         for (int i = 0; i < got; i++)
             if (ev[i].tag < ws->count && !ferry__subscriber_ready(ws->members[ev[i].tag].sub))
                 ferry__subscriber_housekeep(ws->members[ev[i].tag].sub);

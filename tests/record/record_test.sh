@@ -142,10 +142,14 @@ for comp in none lz4 zstd; do roundtrip $comp; done
 # --- split files, --max-size, play's --topic, --remap, --start and --end ------------------------
 "$ferry" record /cam/image -o "$work/split.mcap" --split-size 1M --chunk-size 256k --quiet &
 rec=$!
-"$ferry" record /cam/image -o "$work/cam.mcap" --quiet &
+"$ferry" record /cam/image -o "$work/cam.mcap" --quiet --sched normal --nice 5 &
 rec2=$!
 "$ferry" pub /cam/image --image 320x240 --rate 50 --count $N --wait-subscribers 2 >/dev/null 2>&1
 sleep 0.3
+# Policy (SCHED_IDLE is 5) and nice of both recorders, from /proc/PID/stat after the command.
+sched() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $39 "/" $17}'; }
+[ "$(sched $rec)" = "5/$(sched $rec | cut -d/ -f2)" ] || fail "default recorder not SCHED_IDLE: $(sched $rec)"
+[ "$(sched $rec2)" = "0/5" ] || fail "--sched normal --nice 5: policy/nice $(sched $rec2)"
 kill -INT $rec $rec2
 wait $rec || fail "split: ferry record exited $?"
 wait $rec2 || fail "ferry record of cam.mcap exited $?"

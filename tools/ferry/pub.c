@@ -362,7 +362,7 @@ static int parse_args(int argc, char **argv, pub_args *a)
 /* An image whose pixel bytes are a synthetic frame (or the file's), stamped with the wall clock;
  * *stamp receives the stamp. */
 static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t sequence,
-                               ferry_stamp *stamp)
+                               ferry_stamp *stamp, cli_lat *calls)
 {
     struct timespec now;
     ferry_image img;
@@ -380,7 +380,9 @@ static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t
     img.header->stamp.nanosec = (uint32_t)now.tv_nsec;
     *stamp = img.header->stamp;
     snprintf(img.header->frame_id, sizeof img.header->frame_id, "%s", a->frame_id);
+    int64_t t0 = ferry_now().ns;
     err = ferry_image_publish(pub, &img);
+    cli_lat_add(calls, ferry_now().ns - t0);
     if (err != FERRY_OK) {
         ferry_err rel = ferry_image_loan_release(pub, &img);
 
@@ -429,7 +431,8 @@ static ferry_err publish_camera_info(ferry_publisher *pub, const pub_args *a, fe
 
 /* A LiDAR-like cloud: x y z intensity, float32 each. The point bytes are a synthetic frame, so
  * the floats are arbitrary bit patterns (NaN among them): is_dense stays 0. */
-static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t sequence)
+static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t sequence,
+                               cli_lat *calls)
 {
     static const char *const names[4] = {"x", "y", "z", "intensity"};
     ferry_point_field fields[4];
@@ -453,7 +456,9 @@ static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t
     pc.header->stamp.nanosec = (uint32_t)now.tv_nsec;
     pc.header->is_dense = 0;
     snprintf(pc.header->frame_id, sizeof pc.header->frame_id, "%s", a->frame_id);
+    int64_t t0 = ferry_now().ns;
     err = ferry_pointcloud_publish(pub, &pc);
+    cli_lat_add(calls, ferry_now().ns - t0);
     if (err != FERRY_OK) {
         ferry_err rel = ferry_pointcloud_loan_release(pub, &pc);
 
@@ -468,6 +473,17 @@ typedef struct complaint {
     uint64_t count;
     int64_t last_ns;
 } complaint;
+
+typedef struct pub_counts {
+    uint64_t published, infos; /* images or frames; camera infos */
+    complaint pool_full, blocked;           /* of the images or frames */
+    complaint info_pool_full, info_blocked; /* of the camera infos */
+    int64_t elapsed_ns;
+    cli_lat calls; /* how long each publish call took: what a subscriber costs the publisher */
+} pub_counts;
+
+/* Publish calls timed at most: 8 MiB of samples, over an hour at 30 Hz. */
+#define CALLS_MAX ((size_t)1 << 20)
 
 static void complain(complaint *c, const char *what, ferry_err err)
 {
@@ -501,12 +517,6 @@ static ferry_err idle_until(ferry_publisher *pub, ferry_publisher *info, int64_t
 }
 
 /* What publish_loop counts. */
-typedef struct pub_counts {
-    uint64_t published, infos; /* images or frames; camera infos */
-    complaint pool_full, blocked;           /* of the images or frames */
-    complaint info_pool_full, info_blocked; /* of the camera infos */
-    int64_t elapsed_ns;
-} pub_counts;
 
 /* A published image's camera info on info (NULL without --camera-info): 0, or the exit status
  * after a message. A full pool or a blocked subscriber there skips this one only. */
@@ -550,8 +560,8 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
         if (a->width != 0) {
             /* An image or a cloud: ETIMEDOUT comes from a blocking subscriber (the pool errors
              * at once). */
-            err = a->cloud ? publish_cloud(pub, a, *published + 1)
-                           : publish_image(pub, a, *published + 1, &stamp);
+            err = a->cloud ? publish_cloud(pub, a, *published + 1, &c->calls)
+                           : publish_image(pub, a, *published + 1, &stamp, &c->calls);
             if (err == FERRY_OK) {
                 (*published)++;
                 if (follow_image(info, a, stamp, c) != 0) {
@@ -576,7 +586,9 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
                 return cli_fail(CMD, 1, "ferry_loan: %s", ferry_strerror(err));
             } else {
                 cli_frame_fill(payload, a->size, *published + 1, true);
+                int64_t t0 = ferry_now().ns;
                 err = ferry_publish(pub, payload, 0);
+                cli_lat_add(&c->calls, ferry_now().ns - t0);
                 if (err == FERRY_OK) {
                     (*published)++;
                 } else {
@@ -701,6 +713,10 @@ static int run(pub_args *ap)
                 a.topic, a.rate);
 
     memset(&c, 0, sizeof c);
+    /* Without room for the samples the calls are not timed; publishing goes on. */
+    if (!cli_lat_init(&c.calls, a.o.count != 0 && a.o.count < CALLS_MAX ? (size_t)a.o.count
+                                                                         : CALLS_MAX))
+        cli_lat_init(&c.calls, 0);
     status = wait_subscribers(pub, (uint32_t)a.wait_subscribers);
     if (status == 0) status = publish_loop(pub, info, &a, &c);
 
@@ -716,6 +732,15 @@ static int run(pub_args *ap)
                ? (double)(c.published - 1) * 1e9 / (double)c.elapsed_ns
                : 0.0,
            st.dropped, c.pool_full.count, c.blocked.count, st.subscribers);
+    if (c.calls.count > 0) {
+        size_t n = c.calls.count;
+        int64_t max = cli_lat_max(&c.calls);
+
+        printf("ferry pub: %s: publish call p50 %.1f us, p99 %.1f us, max %.1f us (%zu calls)\n",
+               a.topic, (double)cli_lat_pct(&c.calls, 50.0) / 1e3,
+               (double)cli_lat_pct(&c.calls, 99.0) / 1e3, (double)max / 1e3, n);
+    }
+    cli_lat_free(&c.calls);
     if (info != NULL) {
         memset(&st, 0, sizeof st);
         err = ferry_publisher_stats_get(info, &st);

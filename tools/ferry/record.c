@@ -19,6 +19,7 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -58,9 +59,12 @@ static void usage(FILE *to)
           "                        more (a quarter of a core at 250 MB/s with zlib's; ISA-L's,\n"
           "                        when the build has it, is 12 times faster)\n"
           "  --depth N             queue depth per publisher, 1..4096 (default 16)\n"
-          "  --nice N              run at nice N, 0..19, so that the pipeline's publishers and\n"
-          "                        consumers get the CPU first; 0 keeps the priority the\n"
-          "                        recorder was started with (default 10)\n"
+          "  --sched idle|normal   idle (the default): run under SCHED_IDLE, on CPU time no other\n"
+          "                        task wants, so that the pipeline's publishers and consumers\n"
+          "                        are never preempted by it (on a saturated machine it falls\n"
+          "                        behind and counts what it drops); normal: at --nice\n"
+          "  --nice N              with --sched normal, run at nice N, 0..19; 0 keeps the\n"
+          "                        priority the recorder was started with (default 10)\n"
           "  --stats               print per topic, once a second, what was recorded and lost\n"
           "  --quiet               print nothing but errors (not even the summary at the end)\n"
           "  --domain N            domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
@@ -79,7 +83,7 @@ typedef struct rec_args {
     uint64_t max_size, split_size, nice;
     size_t chunk_size;
     ferry_mcap_compression compression;
-    bool stats, no_crc;
+    bool stats, no_crc, sched_normal;
 } rec_args;
 
 static int parse_args(int argc, char **argv, rec_args *a)
@@ -95,6 +99,7 @@ static int parse_args(int argc, char **argv, rec_args *a)
         O_STATS,
         O_NO_CRC,
         O_NICE,
+        O_SCHED,
     };
     static const struct option options[] = {
         {"output", required_argument, NULL, O_OUTPUT},
@@ -107,6 +112,7 @@ static int parse_args(int argc, char **argv, rec_args *a)
         {"stats", no_argument, NULL, O_STATS},
         {"no-crc", no_argument, NULL, O_NO_CRC},
         {"nice", required_argument, NULL, O_NICE},
+        {"sched", required_argument, NULL, O_SCHED},
         CLI_OPT_DEPTH,
         CLI_OPT_QUIET,
         CLI_OPT_DOMAIN,
@@ -171,6 +177,14 @@ static int parse_args(int argc, char **argv, rec_args *a)
             break;
         case O_NICE:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_RECORD_NICE], optarg, &a->nice)) return 2;
+            break;
+        case O_SCHED:
+            if (strcmp(optarg, "idle") == 0)
+                a->sched_normal = false;
+            else if (strcmp(optarg, "normal") == 0)
+                a->sched_normal = true;
+            else
+                return cli_fail(CMD, 2, "--sched %s: idle or normal", optarg);
             break;
         }
     }
@@ -639,9 +653,19 @@ int ferry_cmd_record(int argc, char **argv)
         free(R);
         return cli_fail(CMD, 1, "out of memory");
     }
-    /* Raising one's own nice value needs no privilege; a recorder started nicer stays so. */
+    /* SCHED_IDLE and raising one's own nice value need no privilege; a recorder started nicer
+     * stays so. A policy the system refuses (a seccomp filter, say) leaves the nice value. */
+    if (!a.sched_normal) {
+        struct sched_param sp = {.sched_priority = 0};
+
+        if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0) {
+            fprintf(stderr, "ferry record: SCHED_IDLE refused (%s): running at nice %u\n",
+                    strerror(errno), (unsigned)a.nice);
+            a.sched_normal = true;
+        }
+    }
     errno = 0;
-    if (a.nice > 0) {
+    if (a.sched_normal && a.nice > 0) {
         int now = getpriority(PRIO_PROCESS, 0);
 
         if ((now != -1 || errno == 0) && now < (int)a.nice &&

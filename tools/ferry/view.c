@@ -241,7 +241,6 @@ static bool topic_subscribe(view_server *srv, view_topic *t, view_client *c)
     o.depth = 2; /* drop-oldest (the default policy): the publisher never waits for a viewer */
     o.max_held = 4;
     o.spin_ns = FERRY_SPIN_OFF; /* a viewer is not worth a spinning CPU */
-    o.background = true;        /* woken after the pipeline's consumers */
     err = ferry_subscriber_create(&t->sub, srv->node, t->name, t->type_name, t->type_hash, &o);
     if (err != FERRY_OK) {
         t->sub = NULL;
