@@ -165,11 +165,7 @@ static bool note_cb(void *arg, const ferry_endpoint_info *e)
 
 static void test_notes(void)
 {
-    ferry_node_options no;
-    ferry_node_options_init(&no);
-    no.dir = tu_dir();
-    no.domain = tu_domain();
-    no.name = "note";
+    ferry_node_options no = tu_node_options("note");
     no.log = collect_log;
     no.log_level = FERRY_LOG_INFO;
     ferry_node *node;

@@ -119,36 +119,41 @@ void ferry__endpoint_close(ferry__endpoint *ep)
     errno = e;
 }
 
+/* One line to the node's log after the endpoint's topic; with note, also into its status file
+ * (ferry__endpoint_note). */
+__attribute__((format(printf, 4, 0))) static void
+endpoint_say(const ferry__endpoint *ep, ferry_log_level level, bool note, const char *fmt,
+             va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    ferry__log(ep->node, level, "%s: %s", ep->topic, line);
+    if (note && ep->status.map) {
+        /* Readers copy the whole field and terminate it: a read racing this write sees a
+         * mixture of two notes, never more than the field. */
+        char *field = ep->status.map->note;
+        size_t n = strnlen(line, FERRY_ENDPOINT_NOTE_MAX);
+        memcpy(field, line, n);
+        memset(field + n, 0, FERRY_ENDPOINT_NOTE_MAX + 1 - n);
+    }
+}
+
 void ferry__endpoint_log(const void *endpoint, ferry_log_level level, const char *fmt, ...)
 {
-    const ferry__endpoint *ep = endpoint;
-    char line[512];
     va_list ap;
-    if (!ep)
+    if (!endpoint)
         return;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    endpoint_say(endpoint, level, false, fmt, ap);
     va_end(ap);
-    ferry__log(ep->node, level, "%s: %s", ep->topic, line);
 }
 
 void ferry__endpoint_note(const void *endpoint, const char *fmt, ...)
 {
-    const ferry__endpoint *ep = endpoint;
-    char line[512];
     va_list ap;
-    if (!ep)
+    if (!endpoint)
         return;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    endpoint_say(endpoint, FERRY_LOG_INFO, true, fmt, ap);
     va_end(ap);
-    ferry__log(ep->node, FERRY_LOG_INFO, "%s: %s", ep->topic, line);
-    if (ep->status.map) {
-        /* Readers copy the whole field and terminate it: a read racing this write sees a
-         * mixture of two notes, never more than the field. */
-        char *note = ep->status.map->note;
-        size_t n = strnlen(line, FERRY_ENDPOINT_NOTE_MAX);
-        memcpy(note, line, n);
-        memset(note + n, 0, FERRY_ENDPOINT_NOTE_MAX + 1 - n);
-    }
 }
