@@ -3,12 +3,13 @@
  * its budget, then sleeps; FERRY_SPIN_OFF never spins; the budget shrinks when spinning finds
  * nothing), a busy-polling subscriber polls instead of sleeping and still gets every sample, the
  * options' ranges, and lossless floods: with subscribers that block the publisher nothing is
- * lost or reordered, spinning or not.
+ * lost or reordered, spinning, sleeping, or yielding on one CPU.
  *
  * CPU time is that of the calling thread (CLOCK_THREAD_CPUTIME_ID): a sleep costs none of it.
  */
 #include "testutil.h"
 
+#include <sched.h>
 #include <time.h>
 
 #define TYPE "test/spin"
@@ -259,6 +260,31 @@ static void test_lossless_flood_busy_poll(void)
     flood_run(100000 / TU_SLOWDOWN, 0, true);
 }
 
+/* On one CPU the default budget yields once instead of spinning: both sides of a flood pinned to
+ * one CPU lose nothing, and a wait with nothing to come costs a yield, not a spin. */
+static void test_one_cpu_yields(void)
+{
+    cpu_set_t old, one;
+    TU_CHECK(sched_getaffinity(0, sizeof old, &old) == 0);
+    CPU_ZERO(&one);
+    int cpu = sched_getcpu();
+    CPU_SET(cpu >= 0 ? cpu : 0, &one);
+    TU_CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+    int64_t t0 = ferry_now().ns;
+    flood_run(200000 / TU_SLOWDOWN, 0, false);
+    printf("  %d messages on one CPU in %.0f ms\n", 200000 / TU_SLOWDOWN,
+           (double)(ferry_now().ns - t0) / 1e6);
+    ferry_node *node = tu_node("one_cpu");
+    ferry_subscriber *sub = subscriber(node, "/spin/one", 0, false);
+    int64_t spent = 0;
+    for (int i = 0; i < 40; i++)
+        spent += wait_cpu(sub, 5 * MS);
+    TU_CMP_I64(spent, <=, 3 * MS * TU_SLOWDOWN);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+    TU_CHECK(sched_setaffinity(0, sizeof old, &old) == 0);
+}
+
 int main(void)
 {
     TU_RUN(test_options_range);
@@ -269,5 +295,6 @@ int main(void)
     TU_RUN(test_lossless_flood_spinning);
     TU_RUN(test_lossless_flood_sleeping);
     TU_RUN(test_lossless_flood_busy_poll);
+    TU_RUN(test_one_cpu_yields);
     return 0;
 }

@@ -200,9 +200,9 @@ FERRY_API ferry_err ferry_topic_validate(const char *topic);
  * Publisher
  * ------------------------------------------------------------------------------------------- */
 
-/** A spin budget (spin_ns of the publisher and subscriber options) that never spins: every wait
- *  sleeps in the kernel at once. The right one for a process that shares its only CPU with its
- *  peers. */
+/** A spin budget (spin_ns of the publisher and subscriber options) that never spins nor yields:
+ *  every wait sleeps in the kernel at once (a real-time task that must not give its CPU to a
+ *  peer of its priority, say). */
 #define FERRY_SPIN_OFF (-1)
 /** The spin budget that spin_ns 0 means where the process may run on two CPUs or more; where it
  *  may run on one, 0 means FERRY_SPIN_OFF (spinning there only delays the peer it waits for). */
@@ -266,8 +266,9 @@ typedef struct ferry_publisher_options {
      *  to come: a subscriber that keeps up makes room within a microsecond, and a publisher that
      *  sleeps instead pays two context switches and the subscriber's system call to wake it. The
      *  budget adapts: it halves after each spin that found nothing (a paced stream soon spins no
-     *  more) and doubles back after one that did. 0 means the default (FERRY_SPIN_DEFAULT_NS, or
-     *  none on one CPU); FERRY_SPIN_OFF never spins; at most 10 ms. */
+     *  more) and doubles back after one that did. 0 means the default (FERRY_SPIN_DEFAULT_NS; on
+     *  one CPU one sched_yield instead, which lets a subscriber on the same CPU drain its queue);
+     *  FERRY_SPIN_OFF neither spins nor yields; at most 10 ms. */
     int64_t spin_ns;
     /** Admit subscribers that ask for FERRY_OVERFLOW_BLOCK, which make ferry_publish wait up to
      *  block_timeout_ns for room in their queue. Default false: such a subscriber is refused
@@ -494,7 +495,8 @@ typedef struct ferry_subscriber_options {
      *  flooding small messages then never has to wake this subscriber through the kernel. The
      *  budget adapts as the publisher's spin_ns does (it halves after each spin that found
      *  nothing, so a 30 Hz camera's subscriber soon spins no more). 0 means the default
-     *  (FERRY_SPIN_DEFAULT_NS, or none on one CPU); FERRY_SPIN_OFF never spins; at most 10 ms. */
+     *  (FERRY_SPIN_DEFAULT_NS; on one CPU one sched_yield instead, which lets a publisher on the
+     *  same CPU fill the queue); FERRY_SPIN_OFF neither spins nor yields; at most 10 ms. */
     int64_t spin_ns;
     /** Poll instead of sleeping: ferry_wait never sleeps in the kernel and returns within
      *  nanoseconds of a delivery, for a subscriber that has a CPU to itself (pinned, isolated).
