@@ -260,6 +260,75 @@ static void test_lossless_flood_busy_poll(void)
     flood_run(100000 / TU_SLOWDOWN, 0, true);
 }
 
+typedef struct slow_taker {
+    tu_pipe ready;
+} slow_taker;
+
+enum { SLOW_N = 40 };
+
+static int slow_subscriber(void *arg)
+{
+    slow_taker *t = arg;
+    ferry_node *node = tu_node("slow_sub");
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.depth = 8;
+    so.overflow = FERRY_OVERFLOW_BLOCK;
+    so.spin_ns = FERRY_SPIN_OFF;
+    ferry_subscriber *sub;
+    TU_OK(ferry_subscriber_create(&sub, node, "/spin/slow", TYPE, 1, &so));
+    TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
+    tu_send(&t->ready, 1);
+    for (uint64_t next = 1; next <= SLOW_N;) {
+        ferry_sample smp;
+        ferry_err err = ferry_take(sub, &smp);
+        if (err == FERRY_EAGAIN) {
+            TU_OK(ferry_wait(sub, TU_WAIT_NS));
+            continue;
+        }
+        TU_OK(err);
+        TU_EQ_U64(smp.sequence, next);
+        TU_OK(ferry_release(sub, &smp));
+        next++;
+        tu_sleep_ns(2 * MS); /* one message, then work */
+    }
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+    return 0;
+}
+
+/* A publisher blocked by a lossless subscriber that takes one message now and then, never
+ * draining half its queue (the publisher's low-water mark) before it sleeps, still publishes at
+ * that subscriber's pace: it looks again every millisecond, and a wake-up that does not come
+ * never holds it until its block timeout. */
+static void test_blocked_by_slow_taker(void)
+{
+    slow_taker t = {tu_pipe_make()};
+    pid_t pid = tu_fork(slow_subscriber, &t, 60);
+    ferry_node *node = tu_node("slow_pub");
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.admit_blocking = true;
+    po.spin_ns = FERRY_SPIN_OFF;
+    po.block_timeout_ns = TU_WAIT_NS;
+    ferry_publisher *pub;
+    TU_OK(ferry_publisher_create(&pub, node, "/spin/slow", TYPE, 1, &po));
+    TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));
+    TU_EQ_U64(tu_recv(&t.ready, TU_WAIT_MS), 1);
+    int64_t t0 = ferry_now().ns;
+    for (uint64_t v = 1; v <= SLOW_N; v++)
+        TU_OK(ferry_publish_copy(pub, &v, sizeof v));
+    int64_t took = ferry_now().ns - t0;
+    printf("  %d blocking publications to a subscriber taking one per 2 ms: %.0f ms\n", SLOW_N,
+           (double)took / 1e6);
+    /* About (SLOW_N - 8) x 2 ms; one block timeout alone would be 10 s. */
+    TU_CMP_I64(took, <=, 300 * MS * TU_SLOWDOWN);
+    TU_CHILD_OK(pid);
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+    tu_pipe_close(&t.ready);
+}
+
 /* On one CPU the default budget yields once instead of spinning: both sides of a flood pinned to
  * one CPU lose nothing, and a wait with nothing to come costs a yield, not a spin. */
 static void test_one_cpu_yields(void)
@@ -296,5 +365,6 @@ int main(void)
     TU_RUN(test_lossless_flood_sleeping);
     TU_RUN(test_lossless_flood_busy_poll);
     TU_RUN(test_one_cpu_yields);
+    TU_RUN(test_blocked_by_slow_taker);
     return 0;
 }

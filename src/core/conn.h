@@ -70,6 +70,11 @@ typedef struct ferry__conn_header {
      * (ferry_subscriber_options.background), which the publisher serves after the others at
      * each publication. It decides only when this subscriber is woken. */
     _Atomic uint32_t sub_background;
+    /* Written by the publisher alone, before it sets pub_waiting: the free delivery slots it
+     * waits for (0: wake it at every take and return). A publisher blocked by a full queue asks
+     * for half of it, so that it is woken once per half-queue drained, not once per message (the
+     * low-water mark). It decides only when this publisher is woken. */
+    _Atomic uint32_t pub_wake_room;
     _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
 } ferry__conn_header;
 

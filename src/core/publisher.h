@@ -99,7 +99,7 @@ bool ferry__pub_send_attachment(ferry_publisher *pub, pconn *c, const struct att
  * and refreshes the status file. */
 void ferry__pub_housekeep(ferry_publisher *pub, int64_t timeout_ns);
 /* Asks every subscriber to signal when it takes or returns, then sleeps at most until deadline. */
-void ferry__pub_sleep_for_subscribers(ferry_publisher *pub, int64_t deadline);
+void ferry__pub_sleep_for_subscribers(ferry_publisher *pub, int64_t deadline, bool for_room);
 
 /* ---- data path (publisher_data.c) ----------------------------------------------------------- */
 

@@ -383,9 +383,21 @@ void ferry__pub_housekeep(ferry_publisher *pub, int64_t timeout_ns)
 }
 
 /* Asks every subscriber to signal our notifier when it takes or returns, then sleeps at most
- * until deadline. */
-void ferry__pub_sleep_for_subscribers(ferry_publisher *pub, int64_t deadline)
+ * until deadline. for_room: we wait for room in the queues of subscribers that block us, and
+ * ask those to signal only once half their queue is free (the others' takes and every return
+ * make none); a subscriber that stops taking before that leaves us to look again after a
+ * millisecond, so a slow one still gets its publications at its own pace. */
+void ferry__pub_sleep_for_subscribers(ferry_publisher *pub, int64_t deadline, bool for_room)
 {
+    for (uint32_t k = 0; k < pub->nactive; k++) {
+        pconn *c = &pub->conns[pub->active[k]];
+        uint32_t want = 0;
+        if (for_room)
+            want = c->overflow == FERRY_OVERFLOW_BLOCK ? (c->depth + 1) / 2 : UINT32_MAX;
+        atomic_store_explicit(&c->ring.hdr->pub_wake_room, want, memory_order_relaxed);
+    }
+    /* The wanted room before the doorbells: a subscriber that sees a doorbell sees its room. */
+    atomic_thread_fence(memory_order_release);
     for (uint32_t k = 0; k < pub->nactive; k++)
         ferry__conn_doorbell_set(&pub->conns[pub->active[k]].ring.hdr->pub_waiting,
                                  FERRY__DOORBELL_NOTIFIER);
@@ -393,8 +405,10 @@ void ferry__pub_sleep_for_subscribers(ferry_publisher *pub, int64_t deadline)
     ferry__conn_doorbell_fence();
     ferry__pub_drain_all_returns(pub);
     int64_t left = ferry__remaining(deadline);
-    /* Bound each sleep so a subscriber that missed the doorbell cannot stall us. */
-    if (left < 0 || left > 10000000)
-        left = 10000000;
+    /* Bound each sleep so a subscriber that missed the doorbell (or stopped short of the
+     * wanted room) cannot stall us. */
+    int64_t cap = for_room ? 1000000 : 10000000;
+    if (left < 0 || left > cap)
+        left = cap;
     ferry__pub_housekeep(pub, left);
 }

@@ -282,7 +282,7 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
                 err = FERRY_ETIMEDOUT;
                 break;
             }
-            ferry__pub_sleep_for_subscribers(pub, deadline);
+            ferry__pub_sleep_for_subscribers(pub, deadline, false);
             index = ferry__pool_get(&pub->pool, size, &err);
         }
     }
@@ -348,7 +348,7 @@ static ferry_err wait_for_room(ferry_publisher *pub)
     while (pub->nblocking > 0 && blocked(pub)) {
         if (ferry__remaining(deadline) == 0)
             return FERRY_ETIMEDOUT;
-        ferry__pub_sleep_for_subscribers(pub, deadline);
+        ferry__pub_sleep_for_subscribers(pub, deadline, true);
     }
     return FERRY_OK;
 }

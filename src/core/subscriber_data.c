@@ -64,10 +64,18 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
     return 1;
 }
 
-static void wake_publisher(sconn *c)
+/* free: the delivery slots free after a take (0 after a return, which frees none). */
+static void wake_publisher(sconn *c, uint32_t free)
 {
+    ferry__conn_header *hdr = c->ring.hdr;
     /* Pairs with the publisher's store of pub_waiting, fence, re-check. */
-    if (ferry__conn_doorbell_ring(&c->ring.hdr->pub_waiting) && c->sock >= 0) {
+    ferry__conn_doorbell_fence();
+    if (atomic_load_explicit(&hdr->pub_waiting, memory_order_acquire) == 0)
+        return;
+    /* A publisher waiting for more room than there is sleeps on (its low-water mark). */
+    if (atomic_load_explicit(&hdr->pub_wake_room, memory_order_relaxed) > free)
+        return;
+    if (ferry__conn_doorbell_ring(&hdr->pub_waiting) && c->sock >= 0) {
         /* MSG_DONTWAIT: never blocks; EAGAIN means the publisher has wake-ups queued. */
         ferry__bye m;
         ferry__wake_init(&m);
@@ -82,7 +90,7 @@ static void give_back(ferry_subscriber *sub, sconn *c, uint64_t d)
         ferry__sub_conn_fail(sub, c, "return ring counters out of range");
         return;
     }
-    wake_publisher(c);
+    wake_publisher(c, 0);
 }
 
 /* First sight of a chunk on this connection: map all its pages now, so that reading this
@@ -147,8 +155,14 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
         out->private_[0] = sub->cookie;
         out->private_[1] = (uint64_t)(best - sub->conns) << 32 | best->gen;
         out->private_[2] = bp.desc;
-        if (best->state == SC_ACTIVE)
-            wake_publisher(best);
+        if (best->state == SC_ACTIVE) {
+            /* The queue's length after this take; the head only grows, so this is at most it. */
+            uint64_t head = atomic_load_explicit(&best->ring.hdr->deliver_head,
+                                                 memory_order_relaxed);
+            uint64_t queued = head - (bp.tail + 1);
+            uint32_t depth = sub->opt.depth;
+            wake_publisher(best, queued >= depth ? 0 : depth - (uint32_t)queued);
+        }
         return true;
     }
     return false;
