@@ -317,8 +317,11 @@ RC=$?
 [ "$RC" -eq 0 ] || fail "ferry echo exited $RC"
 lines=$(wc -l <"$OUT/echo.out")
 [ "$lines" -eq 10 ] || fail "ferry echo --count 10 printed $lines lines"
-okl=$(grep -cE '^seq=[0-9]+ size=4096 latency_us=[0-9.]+ publisher=[0-9a-fA-F]+ ok$' "$OUT/echo.out")
+okl=$(grep -cE '^seq=[0-9]+ size=4096 latency_us=[0-9.]+ publisher=[0-9a-fA-F]+ frame=[0-9]+ ok$' "$OUT/echo.out")
 [ "$okl" -eq 10 ] || fail "ferry echo --verify printed $okl ok lines of 10"
+# frame= is the sequence the frame was filled with by ferry pub: here the publisher's own.
+awk '{ split($1, a, "="); split($5, b, "="); if (a[2] != b[2]) exit 1 }' "$OUT/echo.out" ||
+    fail "echo --verify frame numbers are not the publisher's sequence"
 awk -F'[= ]' '{ if (NR > 1 && $2 <= last) exit 1; last = $2 }' "$OUT/echo.out" ||
     fail "echo sequence numbers do not increase"
 [ "$(endpoint_files)" -eq 0 ] || fail "endpoint files left after pub and echo ended"

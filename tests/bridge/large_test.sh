@@ -3,8 +3,10 @@
 # bridge A -> DDS over loopback -> bridge B -> ferry, with the bridge's large-sample settings.
 # Raises net.core.rmem_max / wmem_max so Cyclone gets the socket buffers it asks for (restored at
 # exit). Passes when, after the first SETTLE frames, nothing is lost anywhere: the bridges drop
-# nothing, a plain DDS subscriber gets every frame of camera 0, and host B's subscribers get
-# every frame bridge B published. The bridges run at the default depth (8: 267 ms of slack at
+# nothing, a plain DDS subscriber gets every frame of camera 0, host B's subscribers get every
+# frame bridge B published and, by the frame numbers the cameras filled in, every frame after
+# SETTLE of every camera. (A frame bridge A writes before DDS matched bridge B's reader is not
+# delivered to it, as for any volatile writer: the first frames may differ between the counts.) The bridges run at the default depth (8: 267 ms of slack at
 # 30 fps, for a machine whose cores are busy with other work, as CI runners are).
 source "$(dirname "$0")/lib.sh"
 
@@ -56,10 +58,13 @@ w=$(stat_of "$WORK/bridge_a.log" out_written)
 p=$(stat_of "$WORK/bridge_b.log" in_published)
 e=$(cat "$WORK"/echo*.log | grep -c ' ok$')
 echo "bridge A wrote $w, bridge B published $p, host B subscribers verified $e"
-[ "$p" = "$w" ] && [ "$e" = "$p" ] || loss "between the bridges or to the subscribers"
+[ "$e" = "$p" ] || loss "between bridge B and its subscribers"
+[ "$p" -le "$w" ] || { echo "bridge B published more than bridge A wrote"; status=1; }
 for i in 0 1 2; do
-    e=$(grep -c ' ok$' "$WORK/echo$i.log")
-    [ "$e" -ge $((FRAMES - SETTLE)) ] || loss "on /cam$i: $e frames"
+    read -r n d < <(seqs_over "$WORK/echo$i.log" $SETTLE frame)
+    echo "/cam$i: frames $((SETTLE + 1))..$FRAMES at host B: $n, repeated $d"
+    [ "$d" = 0 ] || { echo "repeated frames on /cam$i"; status=1; }
+    [ "$n" = $((FRAMES - SETTLE)) ] || loss "on /cam$i after frame $SETTLE: $n of $((FRAMES - SETTLE))"
 done
 if [ -f "$WORK/plain.log" ]; then
     tail -n 1 "$WORK/plain.log"

@@ -97,9 +97,12 @@ info_field() {
     "$FERRY" info "$2" --json --dir "$1" | python3 -c "import json,sys; j=json.load(sys.stdin); print($3)"
 }
 
-# seqs_over FILE MIN: how many "seq=N" lines with N > MIN, and how many of those repeat.
+# seqs_over FILE MIN [KEY]: how many "KEY=N" fields (default seq) with N > MIN, and how many of
+# those repeat. KEY frame: the source frame numbers of `ferry echo --verify`, which survive the
+# bridges (seq is the republishing bridge's own).
 seqs_over() {
-    awk -v min="$2" '{ for (i = 1; i <= NF; i++) if ($i ~ /^seq=/) { s = substr($i, 5) + 0;
+    awk -v min="$2" -v key="${3:-seq}=" '{ for (i = 1; i <= NF; i++)
+        if (index($i, key) == 1) { s = substr($i, length(key) + 1) + 0;
         if (s > min) { n++; if (seen[s]++) d++ } } } END { printf "%d %d\n", n, d }' "$1"
 }
 

@@ -132,20 +132,31 @@ typedef struct echo_totals {
     bool output_failed;
 } echo_totals;
 
-static bool sample_intact(const echo_args *a, const ferry_sample *s)
+/* Whether the synthetic frame in s is intact; *frame gets the sequence it was filled with at its
+ * source (which a bridge or a replay keeps), when it is. */
+static bool sample_intact(const echo_args *a, const ferry_sample *s, uint64_t *frame)
 {
+    const void *data = s->data;
+    size_t size = s->size;
+    cli_frame_header h;
+
     if (a->kind == 1) {
         ferry_image_view v;
 
-        return ferry_image_view_get(s, &v) == FERRY_OK && cli_frame_verify(v.data, v.data_size);
-    }
-    if (a->kind == 2) {
+        if (ferry_image_view_get(s, &v) != FERRY_OK) return false;
+        data = v.data;
+        size = v.data_size;
+    } else if (a->kind == 2) {
         ferry_pointcloud_view v;
 
-        return ferry_pointcloud_view_get(s, &v) == FERRY_OK &&
-               cli_frame_verify(v.data, v.data_size);
+        if (ferry_pointcloud_view_get(s, &v) != FERRY_OK) return false;
+        data = v.data;
+        size = v.data_size;
     }
-    return cli_frame_verify(s->data, s->size);
+    if (!cli_frame_verify(data, size)) return false;
+    memcpy(&h, data, sizeof h);
+    *frame = h.sequence;
+    return true;
 }
 
 static void hex_bytes(char *out, const unsigned char *p, size_t n)
@@ -243,17 +254,18 @@ static int print_json(const cli_json *j, const echo_args *a)
 }
 
 static int print_sample(cli_json *j, const echo_args *a, const char *topic, const ferry_sample *s,
-                        bool intact)
+                        bool intact, uint64_t frame)
 {
     if (a->o.json) {
         sample_json(j, a, topic, s, intact);
         return print_json(j, a);
     }
-    printf("seq=%" PRIu64 " size=%zu latency_us=%.1f publisher=%" PRIx64 "%s\n", s->sequence,
-           s->size, (double)(ferry_now().ns - s->publish_time.ns) / 1e3, s->publisher_id,
-           !a->verify ? ""
-           : intact   ? " ok"
-                      : " CORRUPT");
+    printf("seq=%" PRIu64 " size=%zu latency_us=%.1f publisher=%" PRIx64, s->sequence, s->size,
+           (double)(ferry_now().ns - s->publish_time.ns) / 1e3, s->publisher_id);
+    if (a->verify && intact)
+        printf(" frame=%" PRIu64 " ok\n", frame);
+    else
+        printf("%s\n", a->verify ? " CORRUPT" : "");
     return 0;
 }
 
@@ -265,12 +277,13 @@ static int echo_samples(ferry_subscriber *sub, const echo_args *a, const char *t
         ferry_err err = ferry_take(sub, &s);
 
         if (err == FERRY_OK) {
-            bool intact = !a->verify || sample_intact(a, &s);
+            uint64_t frame = 0;
+            bool intact = !a->verify || sample_intact(a, &s, &frame);
 
             tot->received++;
             if (!intact) tot->corrupt++;
             if (!a->o.quiet) {
-                if (print_sample(j, a, topic, &s, intact) != 0) {
+                if (print_sample(j, a, topic, &s, intact, frame) != 0) {
                     ferry_release(sub, &s);
                     return 1;
                 }
