@@ -2195,12 +2195,14 @@ static void test_silent_lockout(void)
     pid_t bad_pid = tu_fork(lockout_main, &bad, 60);
     TU_EQ_U64(tu_serve_until(&pub, 1, &bad.up, TU_WAIT_MS), MSG_READY);
     int lines_before = log_lines;
-    /* New subscribers still get in, at once, while the flood goes on. */
+    /* New subscribers still get in while the flood goes on: at once, or, when the flood holds
+     * every pending place, once the silent ones time out (1 s each; a busy machine may need two
+     * rounds of housekeeping). */
     ferry_time t0 = ferry_now();
     honest h = honest_start(&pub);
     printf("    two subscribers connected in %.0f ms under a flood of %d silent connections\n",
            tu_since(t0) / 1e6, LOCKOUT_CONNS);
-    TU_CMP_I64(tu_since(t0), <, 2 * TU_SEC);
+    TU_CMP_I64(tu_since(t0), <, 3 * TU_SEC * TU_SLOWDOWN);
     uint64_t seq = 0;
     publish_at_rate(pub, &seq, RATE_FRAMES * 2);
     ferry_publisher_stats st;
