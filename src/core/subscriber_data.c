@@ -64,17 +64,26 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
     return 1;
 }
 
-/* free: the delivery slots free after a take (0 after a return, which frees none). */
-static void wake_publisher(sconn *c, uint32_t free)
+/* After a take (tail: the delivery tail it left) or a return (tail UINT64_MAX: no room made). */
+static void wake_publisher(ferry_subscriber *sub, sconn *c, uint64_t tail)
 {
     ferry__conn_header *hdr = c->ring.hdr;
     /* Pairs with the publisher's store of pub_waiting, fence, re-check. */
     ferry__conn_doorbell_fence();
     if (atomic_load_explicit(&hdr->pub_waiting, memory_order_acquire) == 0)
         return;
-    /* A publisher waiting for more room than there is sleeps on (its low-water mark). */
-    if (atomic_load_explicit(&hdr->pub_wake_room, memory_order_relaxed) > free)
-        return;
+    /* A publisher waiting for more room than there is sleeps on (its low-water mark). The
+     * head is read only then: in a flood it is the publisher's busiest line. */
+    uint32_t want = atomic_load_explicit(&hdr->pub_wake_room, memory_order_relaxed);
+    if (want > 0) {
+        uint64_t free = 0;
+        if (tail != UINT64_MAX) {
+            uint64_t queued = atomic_load_explicit(&hdr->deliver_head, memory_order_relaxed) - tail;
+            free = queued < sub->opt.depth ? sub->opt.depth - queued : 0;
+        }
+        if (want > free)
+            return;
+    }
     if (ferry__conn_doorbell_ring(&hdr->pub_waiting) && c->sock >= 0) {
         /* MSG_DONTWAIT: never blocks; EAGAIN means the publisher has wake-ups queued. */
         ferry__bye m;
@@ -90,7 +99,7 @@ static void give_back(ferry_subscriber *sub, sconn *c, uint64_t d)
         ferry__sub_conn_fail(sub, c, "return ring counters out of range");
         return;
     }
-    wake_publisher(c, 0);
+    wake_publisher(sub, c, UINT64_MAX);
 }
 
 /* First sight of a chunk on this connection: map all its pages now, so that reading this
@@ -155,14 +164,8 @@ static bool try_take(ferry_subscriber *sub, ferry_sample *out)
         out->private_[0] = sub->cookie;
         out->private_[1] = (uint64_t)(best - sub->conns) << 32 | best->gen;
         out->private_[2] = bp.desc;
-        if (best->state == SC_ACTIVE) {
-            /* The queue's length after this take; the head only grows, so this is at most it. */
-            uint64_t head = atomic_load_explicit(&best->ring.hdr->deliver_head,
-                                                 memory_order_relaxed);
-            uint64_t queued = head - (bp.tail + 1);
-            uint32_t depth = sub->opt.depth;
-            wake_publisher(best, queued >= depth ? 0 : depth - (uint32_t)queued);
-        }
+        if (best->state == SC_ACTIVE)
+            wake_publisher(sub, best, bp.tail + 1);
         return true;
     }
     return false;
