@@ -690,6 +690,15 @@ int ferry_cmd_record(int argc, char **argv)
     if (R->limit_reached && !a.o.quiet)
         fprintf(stderr, "ferry record: --max-size reached\n");
     if (!a.o.quiet) print_stats(R, true);
+    if (!a.sched_normal) {
+        uint64_t dropped = 0;
+
+        for (size_t i = 0; i < R->ntopics; i++) dropped += R->topics[i].dropped;
+        if (dropped > 0)
+            fprintf(stderr, "ferry record: %" PRIu64 " samples dropped under SCHED_IDLE, which "
+                    "gets only CPU time nobody else wants; --sched normal gives the recorder a "
+                    "share of a busy CPU\n", dropped);
+    }
 out:
     if (R->w != NULL) {
         ferry_mcap_writer_close(R->w);
