@@ -181,6 +181,7 @@ static bool add_schema(ferry_mcap_reader *r, ferry__mcap_cur c)
 {
     ferry_mcap_schema s;
     uint32_t n;
+    bool ok;
 
     memset(&s, 0, sizeof s);
     s.id = ferry__mcap_get_u16(&c);
@@ -189,49 +190,45 @@ static bool add_schema(ferry_mcap_reader *r, ferry__mcap_cur c)
     n = ferry__mcap_get_u32(&c);
     s.data = ferry__mcap_get_bytes(&c, n);
     s.size = n;
-    if (c.failed || s.name == NULL || s.encoding == NULL) goto bad;
-    if (s.id == 0 || find_schema(r, s.id) != NULL) {
-        free(s.name);
-        free(s.encoding);
-        return true;
+    ok = !c.failed && s.name != NULL && s.encoding != NULL;
+    if (ok && s.id != 0 && find_schema(r, s.id) == NULL) {
+        if (grow((void **)&r->info.schemas, &r->cap_schemas, r->info.nschemas, sizeof s)) {
+            r->info.schemas[r->info.nschemas++] = s;
+            return true;
+        }
+        ok = false;
     }
-    if (!grow((void **)&r->info.schemas, &r->cap_schemas, r->info.nschemas, sizeof s)) goto bad;
-    r->info.schemas[r->info.nschemas++] = s;
-    return true;
-bad:
+    /* Malformed, ignored (id 0 or known) or no memory: what was read goes. */
     free(s.name);
     free(s.encoding);
-    return false;
+    return ok;
 }
 
 static bool add_channel(ferry_mcap_reader *r, ferry__mcap_cur c)
 {
     ferry_mcap_channel ch;
+    bool ok;
 
     memset(&ch, 0, sizeof ch);
     ch.id = ferry__mcap_get_u16(&c);
     ch.schema_id = ferry__mcap_get_u16(&c);
     ch.topic = get_str(&c);
     ch.message_encoding = get_str(&c);
-    if (c.failed || ch.topic == NULL || ch.message_encoding == NULL ||
-        !get_map(&c, &ch.metadata, &ch.nmetadata))
-        goto bad;
-    if (find_channel(r, ch.id) != NULL) {
-        free(ch.topic);
-        free(ch.message_encoding);
-        free_kv(ch.metadata, ch.nmetadata);
-        return true;
+    ok = !c.failed && ch.topic != NULL && ch.message_encoding != NULL &&
+         get_map(&c, &ch.metadata, &ch.nmetadata);
+    if (ok && find_channel(r, ch.id) == NULL) {
+        if (grow((void **)&r->info.channels, &r->cap_channels, r->info.nchannels, sizeof ch)) {
+            r->info.channels[r->info.nchannels++] = ch;
+            return true;
+        }
+        ok = false;
     }
-    if (!grow((void **)&r->info.channels, &r->cap_channels, r->info.nchannels, sizeof ch)) {
-        free_kv(ch.metadata, ch.nmetadata);
-        goto bad;
-    }
-    r->info.channels[r->info.nchannels++] = ch;
-    return true;
-bad:
+    /* Malformed, known already or no memory: what was read goes (get_map left nothing when it
+     * failed). */
     free(ch.topic);
     free(ch.message_encoding);
-    return false;
+    free_kv(ch.metadata, ch.nmetadata);
+    return ok;
 }
 
 static bool add_metadata(ferry_mcap_reader *r, ferry__mcap_cur c)
