@@ -172,6 +172,7 @@ typedef struct flood {
     uint64_t count;
     int64_t spin_ns;
     bool busy_poll;
+    int64_t pause_ns; /* the subscriber's work after each take */
     tu_pipe ready;
 } flood;
 
@@ -205,6 +206,8 @@ static int flood_subscriber(void *arg)
         TU_EQ_U64(s.sequence, next);
         TU_OK(ferry_release(sub, &s));
         next++;
+        if (f->pause_ns > 0)
+            tu_sleep_ns(f->pause_ns);
     }
     ferry_subscriber_stats st;
     TU_OK(ferry_subscriber_stats_get(sub, &st));
@@ -215,9 +218,11 @@ static int flood_subscriber(void *arg)
     return 0;
 }
 
-static void flood_run(uint64_t count, int64_t spin_ns, bool busy_poll)
+/* Publishes count messages to a lossless subscriber in another process; returns how long the
+ * publications took. */
+static int64_t flood_run(uint64_t count, int64_t spin_ns, bool busy_poll, int64_t pause_ns)
 {
-    flood f = {count, spin_ns, busy_poll, tu_pipe_make()};
+    flood f = {count, spin_ns, busy_poll, pause_ns, tu_pipe_make()};
     pid_t pid = tu_fork(flood_subscriber, &f, 120);
     ferry_node *node = tu_node("flood_pub");
     ferry_publisher_options po;
@@ -233,8 +238,10 @@ static void flood_run(uint64_t count, int64_t spin_ns, bool busy_poll)
     TU_OK(ferry_publisher_create(&pub, node, "/spin/flood", TYPE, 1, &po));
     TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));
     TU_EQ_U64(tu_recv(&f.ready, TU_WAIT_MS), 1);
+    int64_t t0 = ferry_now().ns;
     for (uint64_t v = 1; v <= count; v++)
         TU_OK(ferry_publish_copy(pub, &v, sizeof v));
+    int64_t took = ferry_now().ns - t0;
     TU_CHILD_OK(pid);
     ferry_publisher_stats st;
     TU_OK(ferry_publisher_stats_get(pub, &st));
@@ -243,59 +250,25 @@ static void flood_run(uint64_t count, int64_t spin_ns, bool busy_poll)
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));
     tu_pipe_close(&f.ready);
+    return took;
 }
 
 static void test_lossless_flood_spinning(void)
 {
-    flood_run(200000 / TU_SLOWDOWN, 0, false);
+    flood_run(200000 / TU_SLOWDOWN, 0, false, 0);
 }
 
 static void test_lossless_flood_sleeping(void)
 {
-    flood_run(20000 / TU_SLOWDOWN, FERRY_SPIN_OFF, false);
+    flood_run(20000 / TU_SLOWDOWN, FERRY_SPIN_OFF, false, 0);
 }
 
 static void test_lossless_flood_busy_poll(void)
 {
-    flood_run(100000 / TU_SLOWDOWN, 0, true);
+    flood_run(100000 / TU_SLOWDOWN, 0, true, 0);
 }
-
-typedef struct slow_taker {
-    tu_pipe ready;
-} slow_taker;
 
 enum { SLOW_N = 40 };
-
-static int slow_subscriber(void *arg)
-{
-    slow_taker *t = arg;
-    ferry_node *node = tu_node("slow_sub");
-    ferry_subscriber_options so;
-    ferry_subscriber_options_init(&so);
-    so.depth = 8;
-    so.overflow = FERRY_OVERFLOW_BLOCK;
-    so.spin_ns = FERRY_SPIN_OFF;
-    ferry_subscriber *sub;
-    TU_OK(ferry_subscriber_create(&sub, node, "/spin/slow", TYPE, 1, &so));
-    TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
-    tu_send(&t->ready, 1);
-    for (uint64_t next = 1; next <= SLOW_N;) {
-        ferry_sample smp;
-        ferry_err err = ferry_take(sub, &smp);
-        if (err == FERRY_EAGAIN) {
-            TU_OK(ferry_wait(sub, TU_WAIT_NS));
-            continue;
-        }
-        TU_OK(err);
-        TU_EQ_U64(smp.sequence, next);
-        TU_OK(ferry_release(sub, &smp));
-        next++;
-        tu_sleep_ns(2 * MS); /* one message, then work */
-    }
-    TU_OK(ferry_subscriber_destroy(sub));
-    TU_OK(ferry_node_destroy(node));
-    return 0;
-}
 
 /* A publisher blocked by a lossless subscriber that takes one message now and then, never
  * draining half its queue (the publisher's low-water mark) before it sleeps, still publishes at
@@ -303,30 +276,11 @@ static int slow_subscriber(void *arg)
  * never holds it until its block timeout. */
 static void test_blocked_by_slow_taker(void)
 {
-    slow_taker t = {tu_pipe_make()};
-    pid_t pid = tu_fork(slow_subscriber, &t, 60);
-    ferry_node *node = tu_node("slow_pub");
-    ferry_publisher_options po;
-    ferry_publisher_options_init(&po);
-    po.admit_blocking = true;
-    po.spin_ns = FERRY_SPIN_OFF;
-    po.block_timeout_ns = TU_WAIT_NS;
-    ferry_publisher *pub;
-    TU_OK(ferry_publisher_create(&pub, node, "/spin/slow", TYPE, 1, &po));
-    TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));
-    TU_EQ_U64(tu_recv(&t.ready, TU_WAIT_MS), 1);
-    int64_t t0 = ferry_now().ns;
-    for (uint64_t v = 1; v <= SLOW_N; v++)
-        TU_OK(ferry_publish_copy(pub, &v, sizeof v));
-    int64_t took = ferry_now().ns - t0;
+    int64_t took = flood_run(SLOW_N, FERRY_SPIN_OFF, false, 2 * MS);
     printf("  %d blocking publications to a subscriber taking one per 2 ms: %.0f ms\n", SLOW_N,
            (double)took / 1e6);
     /* About (SLOW_N - 8) x 2 ms; one block timeout alone would be 10 s. */
     TU_CMP_I64(took, <=, 300 * MS * TU_SLOWDOWN);
-    TU_CHILD_OK(pid);
-    TU_OK(ferry_publisher_destroy(pub));
-    TU_OK(ferry_node_destroy(node));
-    tu_pipe_close(&t.ready);
 }
 
 /* On one CPU the default budget yields once instead of spinning: both sides of a flood pinned to
@@ -340,7 +294,7 @@ static void test_one_cpu_yields(void)
     CPU_SET(cpu >= 0 ? cpu : 0, &one);
     TU_CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
     int64_t t0 = ferry_now().ns;
-    flood_run(200000 / TU_SLOWDOWN, 0, false);
+    flood_run(200000 / TU_SLOWDOWN, 0, false, 0);
     printf("  %d messages on one CPU in %.0f ms\n", 200000 / TU_SLOWDOWN,
            (double)(ferry_now().ns - t0) / 1e6);
     ferry_node *node = tu_node("one_cpu");
