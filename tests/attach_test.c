@@ -7,6 +7,12 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "core/status.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
 
 #include <string.h>
 #include <sys/mman.h>
@@ -203,6 +209,31 @@ static void test_notes(void)
     TU_EQ_U64(strlen(seen.sub), FERRY_ENDPOINT_NOTE_MAX);
     TU_CHECK(strspn(seen.sub, "x") == FERRY_ENDPOINT_NOTE_MAX);
     ferry__endpoint_note(NULL, "ignored");
+
+    /* A status file another process scribbled on: a note without its NUL, all escapes, is read
+     * as far as the field goes, every byte made printable. */
+    char dir[PATH_MAX], path[PATH_MAX + 300];
+    tu_topic_path("/note", dir, sizeof dir);
+    DIR *d = opendir(dir);
+    TU_CHECK(d != NULL);
+    int scribbled = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, "sub.", 4) != 0 || !strstr(e->d_name, ".status"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        TU_CHECK(fd >= 0);
+        char esc[FERRY_ENDPOINT_NOTE_MAX + 1];
+        memset(esc, 0x1b, sizeof esc);
+        TU_CHECK(pwrite(fd, esc, sizeof esc, offsetof(ferry__status, note)) == sizeof esc);
+        close(fd);
+        scribbled++;
+    }
+    closedir(d);
+    TU_EQ_U64(scribbled, 1);
+    TU_OK(ferry_inspect(tu_dir(), tu_domain(), "/note", note_cb, &seen));
+    TU_EQ_U64(strlen(seen.sub), FERRY_ENDPOINT_NOTE_MAX);
+    TU_CHECK(strspn(seen.sub, "?") == FERRY_ENDPOINT_NOTE_MAX);
 
     TU_OK(ferry_subscriber_destroy(sub));
     TU_OK(ferry_publisher_destroy(pub));

@@ -562,6 +562,9 @@ static int scribbling_sub_main(void *arg)
         h->return_capacity = 7;
         atomic_store(&h->sub_waiting, 0x55);
         atomic_store(&h->pub_waiting, 0x66);
+        /* Its own words: served last and never woken, and a publisher's wanted room. */
+        atomic_store(&h->sub_background, 0xdeadbeef);
+        atomic_store(&h->pub_wake_room, 0xffffffff);
         break;
     }
     tu_send(&p->up, MSG_DONE);
