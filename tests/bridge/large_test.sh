@@ -28,7 +28,10 @@ for i in 0 1 2; do
     ECHOS+=("$LAST_PID")
 done
 if [ "$PLAIN" != none ] && [ -x "$PLAIN/bridge_plain_sub" ]; then
-    bg "$NS" "$WORK/plain.log" "$PLAIN/bridge_plain_sub" rt/cam0 1280 720 rgb8 cam0 -1 9
+    # History 30 (1 s of frames), not ROS 2's 10: this reader checks every word of 2.7 MB frames
+    # beside three cameras and two bridges; on a busy 2-core machine it can fall more than 10
+    # frames behind and lose one in its own cache, which is not the bridge's loss.
+    bg "$NS" "$WORK/plain.log" "$PLAIN/bridge_plain_sub" --depth 30 rt/cam0 1280 720 rgb8 cam0 -1 9
     ECHOS+=("$LAST_PID")
 fi
 sleep 0.5

@@ -13,7 +13,11 @@
  * count 1, point_step 16, row_step WIDTH * 16, little endian, not dense) and checks every field
  * of the message and every descriptor of fields, then the point bytes as a synthetic frame.
  *
- * usage: bridge_plain_sub [--cloud] TOPIC WIDTH HEIGHT ENCODING FRAME_ID COUNT TIMEOUT_S [DOMAIN]
+ * --depth N keeps the last N samples in the reader's history instead of ROS 2's default 10: a
+ * reader that falls further behind than its history loses samples in its own cache, which says
+ * nothing about the writer.
+ *
+ * usage: bridge_plain_sub [--cloud] [--depth N] TOPIC WIDTH HEIGHT ENCODING FRAME_ID COUNT TIMEOUT_S [DOMAIN]
  */
 #include "pattern.h"
 #include "ros2_image_types.h"
@@ -78,7 +82,8 @@ static uint32_t bytes_per_pixel(const char *enc)
 int main(int argc, char **argv)
 {
     const char *topic, *encoding, *frame_id;
-    bool cloud = argc > 1 && strcmp(argv[1], "--cloud") == 0;
+    bool cloud = false;
+    int depth = 10;
     uint32_t width, height, domain = 0, bpp;
     long count, good = 0, bad = 0, dup = 0;
     static unsigned char seen[1 << 16];
@@ -88,13 +93,23 @@ int main(int argc, char **argv)
     dds_entity_t pp, tp, rd, ws;
     dds_qos_t *q;
 
-    if (cloud) {
+    while (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
+        if (strcmp(argv[1], "--cloud") == 0) {
+            cloud = true;
+        } else if (strcmp(argv[1], "--depth") == 0 && argc > 2 && atoi(argv[2]) > 0) {
+            depth = atoi(argv[2]);
+            argv++;
+            argc--;
+        } else {
+            fprintf(stderr, "plain_sub: bad option %s\n", argv[1]);
+            return 2;
+        }
         argv++;
         argc--;
     }
     if (argc < 8) {
         fprintf(stderr,
-                "usage: %s [--cloud] TOPIC WIDTH HEIGHT ENCODING FRAME_ID COUNT TIMEOUT_S "
+                "usage: %s [--cloud] [--depth N] TOPIC WIDTH HEIGHT ENCODING FRAME_ID COUNT TIMEOUT_S "
                 "[DOMAIN]\n",
                 argv[0]);
         return 2;
@@ -124,9 +139,9 @@ int main(int argc, char **argv)
                                 : &sensor_msgs_msg_dds__Image__desc,
                           topic, NULL, NULL);
     q = dds_create_qos();
-    /* ROS 2's default subscription QoS: reliable, keep last 10, volatile. */
+    /* ROS 2's default subscription QoS: reliable, keep last 10 (or --depth), volatile. */
     dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_SECS(1));
-    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 10);
+    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, depth);
     {
         dds_data_representation_id_t rep = DDS_DATA_REPRESENTATION_XCDR1;
 
