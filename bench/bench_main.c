@@ -36,6 +36,8 @@ const bench_entry bench_entries[] = {
     {"shm-copy", &bench_transport_shm_copy, "", false},
     {"uds-serialized", &bench_transport_uds, "", false},
     {"wakeup-floor", &bench_transport_wakeup, "", false},
+    /* The polling reader's floor, beside ferry-busy-poll (measure it with --pin). */
+    {"spin-floor", &bench_transport_wakeup, "spin", false},
 };
 const size_t bench_entry_count = sizeof bench_entries / sizeof bench_entries[0];
 

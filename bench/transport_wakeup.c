@@ -3,8 +3,13 @@
  * time and a sequence in a shared page and wakes the subscriber; no transport that wakes a
  * sleeping reader can be faster. Flat out, stores coalesce: the subscriber sees the newest one.
  * There is no frame: the buffer the driver fills is the header alone, whatever the payload.
+ *
+ * Variant "spin" (the spin-floor row): the subscriber never sleeps but spins on the page, so the
+ * publisher never wakes it: the floor of a polling reader on this machine (one cache line moving
+ * between CPUs, and the publisher's own cold start after its pause).
  */
 #include "bench.h"
+#include "platform/platform.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,16 +28,22 @@ typedef struct wake_shared {
 
 typedef struct wake_state {
     wake_shared *sh;
+    bool spin;      /* variant "spin": the subscriber polls and never sleeps */
     uint64_t last;  /* subscriber: the last sequence seen */
     bench_wire own; /* the header the publisher fills, or the subscriber's copy of the fields */
 } wake_state;
 
 static int wake_prepare(void **state, const bench_params *p)
 {
-    (void)p;
+    const char *v = p->variant ? p->variant : "";
+    if (v[0] && strcmp(v, "spin") != 0) {
+        fprintf(stderr, "ferry bench: wakeup-floor: unknown variant '%s'\n", v);
+        return -1;
+    }
     wake_state *s = calloc(1, sizeof *s);
     if (!s)
         return -1;
+    s->spin = v[0] != 0;
     void *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) {
         fprintf(stderr, "ferry bench: mmap: %s\n", strerror(errno));
@@ -131,6 +142,10 @@ static int wake_sub_recv(void *state, const void **data, size_t *size, int64_t *
             if (left <= 0)
                 return 1;
         }
+        if (s->spin) {
+            ferry__cpu_relax();
+            continue;
+        }
         atomic_store_explicit(&sh->waiting, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&sh->bell, memory_order_seq_cst) == bell)
             cli_futex_wait(&sh->bell, bell, left);
@@ -147,7 +162,7 @@ static void wake_release(void *state)
 
 const bench_transport bench_transport_wakeup = {
     .name = "wakeup-floor",
-    .summary = "bare futex wake of a blocked process, no payload (the floor)",
+    .summary = "bare futex wake of a blocked process, no payload (the floor; spin: it polls)",
     .prepare = wake_prepare,
     .pub_open = wake_open,
     .pub_idle = NULL,

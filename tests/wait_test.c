@@ -1,8 +1,12 @@
 /*
  * Waiting for samples from another process: the subscriber's pollable descriptor in an epoll
- * set, a waitset over subscribers of several topics, and how promptly ferry_wait wakes.
+ * set, a waitset over subscribers of several topics, and how promptly ferry_wait wakes; which
+ * doorbells a subscriber sets with and without its descriptor handed out.
  */
 #include "testutil.h"
+
+#include "core/conn.h"
+#include "core/subscriber.h"
 
 #include <errno.h>
 #include <string.h>
@@ -238,9 +242,102 @@ static void test_wait_wakes_promptly(void)
     TU_OK(ferry_node_destroy(node));
 }
 
+static uint32_t doorbell(ferry_subscriber *sub)
+{
+    TU_CMP_U64(sub->nlive, ==, 1);
+    return atomic_load(&sub->conns[sub->live[0]].ring.hdr->sub_waiting);
+}
+
+/* Publishes one sample (round) and takes it through ferry_wait, checking it. */
+static void wait_for_round(ferry_subscriber *sub, pubctl *l, uint64_t round, bool busy)
+{
+    ferry_sample s;
+    TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+    /* No descriptor handed out: nobody can wait on it, so a take that found nothing sets no
+     * doorbell (a publisher would otherwise send a wake-up datagram, a system call, for a
+     * subscriber that spins or polls). */
+    TU_EQ_U64(doorbell(sub), 0);
+    tu_send(&l->to_pub, 0);
+    TU_OK(ferry_wait(sub, TU_WAIT_NS));
+    if (busy)
+        TU_EQ_U64(doorbell(sub), 0); /* a polling reader never sets one */
+    TU_OK(ferry_take(sub, &s));
+    TU_EQ_U64(s.sequence, round);
+    TU_SAMPLE_INTACT(&s, SIZE);
+    TU_OK(ferry_release(sub, &s));
+}
+
+/* Doorbells follow the descriptor: a subscriber whose descriptor nobody asked for sets them only
+ * to sleep in ferry_wait (and a polling one never); once ferry_subscriber_fd handed it out, the
+ * notifier is set at once (so a descriptor asked for after a take that found nothing still
+ * fires) and by every take that finds nothing, also after a polling ferry_wait. */
+static void test_doorbells(void)
+{
+    for (int busy = 0; busy <= 1; busy++) {
+        pubctl l;
+        l.to_pub = tu_pipe_make();
+        l.ntopics = 1;
+        l.delay_ns = 10 * TU_MS;
+        pid_t child = tu_fork(publisher_main, &l, 60);
+        ferry_node *node = tu_node("doorbells");
+        ferry_subscriber_options so;
+        ferry_subscriber_options_init(&so);
+        so.depth = 8;
+        so.busy_poll = busy;
+        ferry_subscriber *sub = NULL;
+        TU_OK(ferry_subscriber_create(&sub, node, topics[0], TYPE, ferry_hash(TYPE), &so));
+        TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
+        tu_send(&l.to_pub, MSG_READY);
+        uint64_t round = 0;
+        for (int i = 0; i < 3; i++)
+            wait_for_round(sub, &l, ++round, busy);
+
+        /* The descriptor, asked for only now, after a take found nothing. */
+        ferry_sample s;
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+        int fd = -1;
+        TU_OK(ferry_subscriber_fd(sub, &fd));
+        TU_EQ_U64(doorbell(sub), FERRY__DOORBELL_NOTIFIER);
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        TU_CHECK(ep >= 0);
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 7};
+        TU_CHECK_MSG(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll_ctl: %s",
+                     strerror(errno));
+        tu_send(&l.to_pub, 0);
+        ferry_err e = FERRY_EAGAIN;
+        ferry_time t0 = ferry_now();
+        while (e == FERRY_EAGAIN) {
+            TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "the descriptor never fired");
+            struct epoll_event got;
+            if (epoll_wait(ep, &got, 1, 100) == 1)
+                e = ferry_take(sub, &s);
+        }
+        TU_OK(e);
+        TU_EQ_U64(s.sequence, ++round);
+        TU_OK(ferry_release(sub, &s));
+        /* With it out, a take that finds nothing sets the notifier, also after ferry_wait. */
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+        TU_EQ_U64(doorbell(sub), FERRY__DOORBELL_NOTIFIER);
+        tu_send(&l.to_pub, 0);
+        TU_OK(ferry_wait(sub, TU_WAIT_NS));
+        TU_OK(ferry_take(sub, &s));
+        TU_EQ_U64(s.sequence, ++round);
+        TU_OK(ferry_release(sub, &s));
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+        TU_EQ_U64(doorbell(sub), FERRY__DOORBELL_NOTIFIER);
+
+        tu_send(&l.to_pub, MSG_QUIT);
+        TU_CHILD_OK(child);
+        close(ep);
+        TU_OK(ferry_subscriber_destroy(sub));
+        TU_OK(ferry_node_destroy(node));
+    }
+}
+
 int main(void)
 {
     TU_RUN(test_epoll);
+    TU_RUN(test_doorbells);
     TU_RUN(test_waitset);
     TU_RUN(test_wait_wakes_promptly);
     return 0;

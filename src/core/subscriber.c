@@ -180,6 +180,11 @@ ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd)
         return err;
     if (!fd)
         return FERRY_EINVAL;
+    if (!sub->fd_given) {
+        /* As if the last take had found nothing: the descriptor fires on the next sample. */
+        sub->fd_given = true;
+        ferry__subscriber_arm(sub);
+    }
     *fd = sub->ep.epfd;
     return FERRY_OK;
 }

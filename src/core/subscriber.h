@@ -74,6 +74,11 @@ struct ferry_subscriber {
     uint32_t refused_next;
     bool rescan;
     bool no_futex; /* the kernel lacks futex_waitv: sleep on the notifier */
+    /* ferry_subscriber_fd handed the descriptor out: a take that finds nothing sets the notifier
+     * doorbells, so that it fires on the next sample. Until then nobody can wait on it, and
+     * doorbells stay clear while the subscriber spins or polls: publishers make no system call
+     * for it. */
+    bool fd_given;
     bool untyped;  /* created without a type: adopts the first publisher's (ep.type_name "") */
     bool type_refused; /* a publisher of another type refused us, or we it */
     ferry__spin spin; /* ferry_wait's spin before it sleeps */

@@ -245,7 +245,10 @@ static bool arm(ferry_subscriber *sub, uint32_t how)
             (c->armed != FERRY__DOORBELL_NOTIFIER || now != FERRY__DOORBELL_NOTIFIER) &&
             c->wake_credit < WAKE_CREDIT_MAX)
             c->wake_credit++;
-        ferry__conn_doorbell_set(&c->ring.hdr->sub_waiting, how);
+        /* Stored only when it changes: the publisher reads this line at every publication, and
+         * a store would take it from the publisher's cache each time. */
+        if (now != how)
+            ferry__conn_doorbell_set(&c->ring.hdr->sub_waiting, how);
         c->armed = how;
     }
     /* Pairs with the publisher's fence between its new head and its doorbell check. */
@@ -308,13 +311,20 @@ ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
         busy_housekeep(sub);
         return FERRY_OK;
     }
-    /* About to report "nothing": arm the doorbells (so the fd fires on the next delivery) and
-     * run housekeeping at a bounded rate (so a pending hang-up cannot keep the fd readable). */
-    ferry__subscriber_arm(sub);
+    /* About to report "nothing": arm the doorbells where the descriptor was handed out (so that
+     * it fires on the next delivery) and run housekeeping at a bounded rate (so a pending
+     * hang-up cannot keep the fd readable). A subscriber without it waits in ferry_wait, which
+     * sets its doorbells only to sleep. */
+    bool armed = sub->fd_given;
+    if (armed)
+        ferry__subscriber_arm(sub);
     sub->busy_since = ferry__clock_ns();
-    if (sub->busy_since >= sub->next_housekeep)
+    bool kept = sub->busy_since >= sub->next_housekeep;
+    if (kept)
         ferry__sub_housekeep(sub, 0);
-    if (try_take(sub, sample))
+    /* Once more where a sample may have come meanwhile: before the doorbells were set, or from
+     * a publisher that housekeeping just connected. */
+    if ((armed || kept) && try_take(sub, sample))
         return FERRY_OK;
     return FERRY_EAGAIN;
 }
@@ -400,24 +410,37 @@ static bool ready(void *arg)
     return ferry__subscriber_ready(arg);
 }
 
-/* busy_poll: polls until a sample is queued or deadline passes, never asleep. */
+/* busy_poll: polls until a sample is queued or deadline passes, never asleep. While it polls,
+ * its doorbells say it is awake: where the descriptor was handed out, the ferry_take that found
+ * the queue empty set them, and a publisher seeing them set would send a wake-up datagram with
+ * every sample (a system call on each side for a reader that needs none). They are set again on
+ * the way out, so that the descriptor fires afterwards as it did before the call. */
 static ferry_err poll_until(ferry_subscriber *sub, int64_t deadline)
 {
+    ferry_err err = FERRY_OK;
+    if (arm(sub, 0))
+        goto out;
     for (unsigned i = 1;; i++) {
-        if (ferry__subscriber_ready(sub)) {
-            busy_housekeep(sub);
-            return FERRY_OK;
-        }
+        if (ferry__subscriber_ready(sub))
+            goto out;
         ferry__cpu_relax();
         if (i % 64 == 0) {
             int64_t now = ferry__clock_ns();
             sub->busy_since = now;
             if (now >= sub->next_housekeep)
                 ferry__sub_housekeep(sub, 0);
-            if (now >= deadline)
-                return ferry__subscriber_ready(sub) ? FERRY_OK : FERRY_ETIMEDOUT;
+            if (now >= deadline) {
+                if (!ferry__subscriber_ready(sub))
+                    err = FERRY_ETIMEDOUT;
+                goto out;
+            }
         }
     }
+out:
+    if (sub->fd_given)
+        arm(sub, FERRY__DOORBELL_NOTIFIER);
+    busy_housekeep(sub);
+    return err;
 }
 
 ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
