@@ -613,7 +613,9 @@ FERRY_API ferry_err ferry_subscriber_type(ferry_subscriber *sub, const char **ty
 /**
  * A descriptor that becomes readable when a sample may be queued or housekeeping is due. It is
  * armed by a ferry_take that returned FERRY_EAGAIN: take until FERRY_EAGAIN, then wait on the fd.
- * Owned by the subscriber: do not close it.
+ * The first call arms it too (as if a take had just found nothing). Until then no take arms it:
+ * a subscriber that only waits in ferry_wait costs its publishers no wake-up messages while it
+ * spins or polls. Owned by the subscriber: do not close it.
  */
 FERRY_API ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd);
 
