@@ -58,24 +58,36 @@ static int publisher_main(void *arg)
     return 0;
 }
 
-static ferry_subscriber *make_sub(ferry_node *node, const char *topic)
+/* Forks publisher_main over the first ntopics topics, delay_ns between a request and its publish. */
+static pid_t start_publisher(pubctl *l, int ntopics, int64_t delay_ns)
+{
+    l->to_pub = tu_pipe_make();
+    l->ntopics = ntopics;
+    l->delay_ns = delay_ns;
+    return tu_fork(publisher_main, l, 60);
+}
+
+static ferry_subscriber *make_sub_polling(ferry_node *node, const char *topic, bool busy_poll)
 {
     ferry_subscriber_options so;
     ferry_subscriber_options_init(&so);
     so.depth = 8;
+    so.busy_poll = busy_poll;
     ferry_subscriber *sub = NULL;
     TU_OK(ferry_subscriber_create(&sub, node, topic, TYPE, ferry_hash(TYPE), &so));
     TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
     return sub;
 }
 
+static ferry_subscriber *make_sub(ferry_node *node, const char *topic)
+{
+    return make_sub_polling(node, topic, false);
+}
+
 static void test_epoll(void)
 {
     pubctl l;
-    l.to_pub = tu_pipe_make();
-    l.ntopics = 1;
-    l.delay_ns = 10 * TU_MS;
-    pid_t child = tu_fork(publisher_main, &l, 60);
+    pid_t child = start_publisher(&l, 1, 10 * TU_MS);
     ferry_node *node = tu_node("epoll");
     ferry_subscriber *sub = make_sub(node, topics[0]);
     int fd = -1;
@@ -126,10 +138,7 @@ static void test_epoll(void)
 static void test_waitset(void)
 {
     pubctl l;
-    l.to_pub = tu_pipe_make();
-    l.ntopics = NTOPICS;
-    l.delay_ns = 0;
-    pid_t child = tu_fork(publisher_main, &l, 60);
+    pid_t child = start_publisher(&l, NTOPICS, 0);
     ferry_node *node = tu_node("waitset");
     ferry_subscriber *subs[NTOPICS];
     int ctx[NTOPICS];
@@ -210,10 +219,8 @@ static void test_waitset(void)
 static void test_wait_wakes_promptly(void)
 {
     pubctl l;
-    l.to_pub = tu_pipe_make();
-    l.ntopics = 1;
-    l.delay_ns = 20 * TU_MS; /* so that the subscriber is asleep in ferry_wait */
-    pid_t child = tu_fork(publisher_main, &l, 60);
+    /* 20 ms: so that the subscriber is asleep in ferry_wait */
+    pid_t child = start_publisher(&l, 1, 20 * TU_MS);
     ferry_node *node = tu_node("prompt");
     ferry_subscriber *sub = make_sub(node, topics[0]);
     tu_send(&l.to_pub, MSG_READY);
@@ -275,18 +282,9 @@ static void test_doorbells(void)
 {
     for (int busy = 0; busy <= 1; busy++) {
         pubctl l;
-        l.to_pub = tu_pipe_make();
-        l.ntopics = 1;
-        l.delay_ns = 10 * TU_MS;
-        pid_t child = tu_fork(publisher_main, &l, 60);
+        pid_t child = start_publisher(&l, 1, 10 * TU_MS);
         ferry_node *node = tu_node("doorbells");
-        ferry_subscriber_options so;
-        ferry_subscriber_options_init(&so);
-        so.depth = 8;
-        so.busy_poll = busy;
-        ferry_subscriber *sub = NULL;
-        TU_OK(ferry_subscriber_create(&sub, node, topics[0], TYPE, ferry_hash(TYPE), &so));
-        TU_OK(ferry_subscriber_wait_publishers(sub, 1, TU_WAIT_NS));
+        ferry_subscriber *sub = make_sub_polling(node, topics[0], busy);
         tu_send(&l.to_pub, MSG_READY);
         uint64_t round = 0;
         for (int i = 0; i < 3; i++)
