@@ -91,7 +91,7 @@ void ferry__endpoint_sweep(ferry__endpoint *ep, int64_t now)
     if (now < ep->next_sweep)
         return;
     ep->next_sweep = now + FERRY__ENDPOINT_SWEEP_NS;
-    ferry__status_sweep(ep->dirfd);
+    ferry__status_sweep(ep->dirfd, ep->status.fd >= 0 ? ep->status.name : NULL);
 }
 
 void ferry__endpoint_adopt_type(ferry__endpoint *ep, const char *type_name, uint64_t type_hash)

@@ -298,7 +298,7 @@ static void sweep_topic(void *arg, const char *name)
     int tfd = openat(node->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (tfd < 0)
         return;
-    ferry__status_sweep(tfd);
+    ferry__status_sweep(tfd, NULL);
     close(tfd);
     ferry__node_topic_dir_remove(node, name);
 }

@@ -81,6 +81,9 @@ struct ferry_publisher {
     uint64_t seq;
     int64_t next_housekeep;
     bool inactive; /* a lifecycle that is not active: loans and publications refused */
+    /* Housekeeping after a publication leaves the directory sweep to the next loan (sweep_due):
+     * its system calls would run while the subscribers just woken may wait for this CPU. */
+    bool publishing, sweep_due;
     ferry__spin spin; /* the blocking waits' spin before they sleep */
 };
 
@@ -143,8 +146,11 @@ static inline void ferry__pub_publish_status(ferry_publisher *pub)
 
 static inline void ferry__pub_housekeep_maybe(ferry_publisher *pub)
 {
-    if (ferry__clock_ns() >= pub->next_housekeep)
+    if (ferry__clock_ns() >= pub->next_housekeep) {
+        pub->publishing = true;
         ferry__pub_housekeep(pub, 0);
+        pub->publishing = false;
+    }
 }
 
 #endif

@@ -249,6 +249,11 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
                    "not active", pub->ep.topic);
         return FERRY_ESTATE;
     }
+    if (pub->sweep_due) {
+        /* Left by the housekeeping after the last publication (publisher.h). */
+        pub->sweep_due = false;
+        ferry__endpoint_sweep(&pub->ep, ferry__clock_ns());
+    }
     /* Returns are taken in when the free list runs dry, not at every loan: a free chunk needs no
      * look at the subscribers' lines, and the pool grows exactly when it did before (only when
      * nothing came back). */

@@ -181,12 +181,17 @@ static void status_probe(int topic_dirfd, const char *name, bool *ours, bool *lo
 typedef struct sweep_ctx {
     int dirfd;
     unsigned removed;
+    const char *own;  /* the sweeper's status file name up to ".status", or NULL */
+    size_t own_len;
 } sweep_ctx;
 
 static void sweep_entry(void *arg, const char *n)
 {
     sweep_ctx *ctx = arg;
     if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+        return;
+    /* The sweeper's own status file and socket: alive while it runs. */
+    if (ctx->own && strncmp(n, ctx->own, ctx->own_len) == 0 && n[ctx->own_len] == '.')
         return;
     if (n[0] == '.') {
         if (ends_with(n, ".tmp") && orphan_old(ctx->dirfd, n) && unlinkat(ctx->dirfd, n, 0) == 0)
@@ -206,10 +211,14 @@ static void sweep_entry(void *arg, const char *n)
     }
 }
 
-unsigned ferry__status_sweep(int topic_dirfd)
+unsigned ferry__status_sweep(int topic_dirfd, const char *own)
 {
     /* Without allocating (ferry__dir_each): it runs in housekeeping, also of a real-time loop. */
-    sweep_ctx ctx = {topic_dirfd, 0};
+    sweep_ctx ctx = {topic_dirfd, 0, NULL, 0};
+    if (own && ends_with(own, ".status")) {
+        ctx.own = own;
+        ctx.own_len = strlen(own) - strlen(".status");
+    }
     ferry__dir_each(topic_dirfd, FERRY__SWEEP_ENTRIES, sweep_entry, &ctx);
     return ctx.removed;
 }

@@ -51,8 +51,10 @@ void ferry__status_remove_dead(int topic_dirfd, const char *name);
 /* Removes what dead endpoints left in a topic directory: status files whose lock went with their
  * process (with a dead publisher's socket), and temporary files and sockets without a status
  * file older than FERRY__SWEEP_ORPHAN_NS. Nothing of a live endpoint: its status file is locked
- * from before it appears. Returns the files removed. */
-unsigned ferry__status_sweep(int topic_dirfd);
+ * from before it appears. own (NULL for none): the sweeping endpoint's status file, whose files
+ * are not looked at (each look at a status file is five system calls). Returns the files
+ * removed. */
+unsigned ferry__status_sweep(int topic_dirfd, const char *own);
 /* FERRY_ETYPE when a live publisher of the topic directory has another type (subscribers do not
  * claim a topic). Removes the files of dead endpoints it meets. */
 ferry_err ferry__status_check_type(int topic_dirfd, const char *type_name, uint64_t type_hash);
