@@ -81,8 +81,8 @@ struct ferry_publisher {
     uint64_t seq;
     int64_t next_housekeep;
     bool inactive; /* a lifecycle that is not active: loans and publications refused */
-    /* Housekeeping after a publication leaves the directory sweep to the next loan (sweep_due):
-     * its system calls would run while the subscribers just woken may wait for this CPU. */
+    /* Housekeeping late enough to run after a publication leaves the directory sweep to the
+     * next loan (sweep_due); see ferry__pub_housekeep_maybe. */
     bool publishing, sweep_due;
     ferry__spin spin; /* the blocking waits' spin before they sleep */
 };
@@ -144,13 +144,19 @@ static inline void ferry__pub_publish_status(ferry_publisher *pub)
     *pub->st = pub->stats;
 }
 
-static inline void ferry__pub_housekeep_maybe(ferry_publisher *pub)
+/* Housekeeping comes with loans, when due (now: the clock of the call): after a publication its
+ * system calls would run while the subscribers just woken may wait for this CPU (unpinned, often
+ * placed on it), and delay them. A publisher that goes on publishing without loaning (loans made
+ * long before) gets it after a publication once it is FERRY__PUB_HOUSEKEEP_LATE_NS overdue, with
+ * the directory sweep left to its next loan. */
+static inline void ferry__pub_housekeep_maybe(ferry_publisher *pub, int64_t now, bool publishing)
 {
-    if (ferry__clock_ns() >= pub->next_housekeep) {
-        pub->publishing = true;
-        ferry__pub_housekeep(pub, 0);
-        pub->publishing = false;
-    }
+    int64_t late = publishing ? FERRY__PUB_HOUSEKEEP_LATE_NS : 0;
+    if (now < pub->next_housekeep + late)
+        return;
+    pub->publishing = publishing;
+    ferry__pub_housekeep(pub, 0);
+    pub->publishing = false;
 }
 
 #endif

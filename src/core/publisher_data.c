@@ -249,8 +249,10 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
                    "not active", pub->ep.topic);
         return FERRY_ESTATE;
     }
+    /* Housekeeping here, before the frame is filled, rather than after a publication. */
+    ferry__pub_housekeep_maybe(pub, ferry__clock_ns(), false);
     if (pub->sweep_due) {
-        /* Left by the housekeeping after the last publication (publisher.h). */
+        /* Left by housekeeping after a publication (publisher.h). */
         pub->sweep_due = false;
         ferry__endpoint_sweep(&pub->ep, ferry__clock_ns());
     }
@@ -382,7 +384,8 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     h->publisher_id = pub->ep.id;
     h->size = size;
     h->sequence = ++pub->seq;
-    h->publish_ns = ferry__clock_ns();
+    int64_t now = ferry__clock_ns();
+    h->publish_ns = now;
     ch->state = FERRY__CHUNK_PUBLISHED;
     ch->refs = 0;
     pub->pool.loaned--;
@@ -424,9 +427,10 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
         ferry__pool_put(&pub->pool, index);
     pub->stats.published++;
     /* After the wake-ups: cold pages and system calls cost microseconds that would otherwise
-     * sit between a frame and its subscribers. */
+     * sit between a frame and its subscribers. Housekeeping only when long overdue: it comes
+     * with loans (publisher.h). */
     ferry__pub_publish_status(pub);
-    ferry__pub_housekeep_maybe(pub);
+    ferry__pub_housekeep_maybe(pub, now, true);
     return FERRY_OK;
 }
 
