@@ -250,11 +250,12 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
         return FERRY_ESTATE;
     }
     /* Housekeeping here, before the frame is filled, rather than after a publication. */
-    ferry__pub_housekeep_maybe(pub, ferry__clock_ns(), false);
+    int64_t now = ferry__clock_ns();
+    ferry__pub_housekeep_maybe(pub, now, false);
     if (pub->sweep_due) {
         /* Left by housekeeping after a publication (publisher.h). */
         pub->sweep_due = false;
-        ferry__endpoint_sweep(&pub->ep, ferry__clock_ns());
+        ferry__endpoint_sweep(&pub->ep, now);
     }
     /* Returns are taken in when the free list runs dry, not at every loan: a free chunk needs no
      * look at the subscribers' lines, and the pool grows exactly when it did before (only when
