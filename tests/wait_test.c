@@ -1,7 +1,8 @@
 /*
  * Waiting for samples from another process: the subscriber's pollable descriptor in an epoll
  * set, a waitset over subscribers of several topics, and how promptly ferry_wait wakes; which
- * doorbells a subscriber sets with and without its descriptor handed out.
+ * doorbells a subscriber sets with and without its descriptor handed out; how ferry_wait sleeps
+ * where the kernel has no futex_waitv (a seccomp filter makes it ENOSYS).
  */
 #include "testutil.h"
 
@@ -9,8 +10,13 @@
 #include "core/subscriber.h"
 
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define TYPE "test/wait"
@@ -332,11 +338,139 @@ static void test_doorbells(void)
     }
 }
 
+/* From here on this process's futex_waitv fails with ENOSYS, as on a kernel before 5.16 (the
+ * kernels of Ubuntu 22.04 and of Jetson Linux) or in a sandbox that lacks it. False where no
+ * filter can be installed or the system call is unknown here. */
+static bool deny_futex_waitv(void)
+{
+#ifdef SYS_futex_waitv
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex_waitv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        return false;
+    errno = 0;
+    return syscall(SYS_futex_waitv, NULL, 0, 0, NULL, 0) == -1 && errno == ENOSYS;
+#else
+    return false;
+#endif
+}
+
+/* How the subscriber slept on each connection the last time it did. A notifier doorbell reads
+ * 0 again once its wake-up datagram was read. */
+static void check_armed(ferry_subscriber *sub, uint32_t how)
+{
+    TU_CMP_U64(sub->nlive, >=, 1);
+    for (uint32_t k = 0; k < sub->nlive; k++) {
+        uint32_t armed = sub->conns[sub->live[k]].armed;
+        if (how == FERRY__DOORBELL_NOTIFIER && armed == 0)
+            continue;
+        TU_EQ_U64(armed, how);
+    }
+}
+
+/* One request to l's publisher, taken through a sleeping ferry_wait (the publisher waits 10 ms
+ * before it publishes, far beyond any spin). */
+static void sleep_for_one(ferry_subscriber *sub, pubctl *l, uint64_t seq)
+{
+    ferry_sample s;
+    TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+    tu_send(&l->to_pub, 0);
+    TU_OK(ferry_wait(sub, TU_WAIT_NS));
+    TU_OK(ferry_take(sub, &s));
+    TU_EQ_U64(s.sequence, seq);
+    TU_SAMPLE_INTACT(&s, SIZE);
+    TU_OK(ferry_release(sub, &s));
+}
+
+typedef struct nowaitv {
+    pubctl a, b;     /* publisher a is up from the start, b once asked for on start_b */
+    tu_pipe start_b; /* the subscriber asks the test's process to fork b (a child of a process
+                        that maps ferry segments would inherit its mappings) */
+} nowaitv;
+
+/* The subscriber, in a process of its own without futex_waitv. */
+static int no_waitv_main(void *arg)
+{
+    nowaitv *t = arg;
+    pubctl *a = &t->a, *b = &t->b;
+    bool denied = deny_futex_waitv();
+    if (!denied)
+        printf("    no seccomp filter here: both cases run with futex_waitv\n");
+    ferry_node *node = tu_node("nowaitv");
+    ferry_subscriber *sub = make_sub(node, topics[0]);
+    tu_send(&a->to_pub, MSG_READY);
+    /* One publisher: FUTEX_WAIT, which every kernel has; no fallback. */
+    for (uint64_t i = 1; i <= 3; i++) {
+        sleep_for_one(sub, a, i);
+        check_armed(sub, FERRY__DOORBELL_FUTEX);
+    }
+    TU_CHECK(!sub->no_futexv);
+    /* Two: the vectored wait fails, and the subscriber sleeps on its notifier instead. */
+    tu_send(&t->start_b, 1);
+    TU_OK(ferry_subscriber_wait_publishers(sub, 2, TU_WAIT_NS));
+    tu_send(&b->to_pub, MSG_READY);
+    ferry_time t0 = ferry_now();
+    while (sub->nactive < 2) {
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "the second publisher never became active");
+        ferry_sample s;
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+        tu_sleep_ns(TU_MS);
+    }
+    for (uint64_t i = 1; i <= 3; i++) {
+        sleep_for_one(sub, b, i);
+        check_armed(sub, denied ? FERRY__DOORBELL_NOTIFIER : FERRY__DOORBELL_FUTEX);
+        sleep_for_one(sub, a, 3 + i);
+        check_armed(sub, denied ? FERRY__DOORBELL_NOTIFIER : FERRY__DOORBELL_FUTEX);
+    }
+    TU_CHECK(sub->no_futexv == denied);
+    tu_send(&b->to_pub, MSG_QUIT);
+    /* Back to one: FUTEX_WAIT again. */
+    t0 = ferry_now();
+    while (sub->nactive > 1) {
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "the second publisher's connection stayed");
+        ferry_sample s;
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+        tu_sleep_ns(TU_MS);
+    }
+    sleep_for_one(sub, a, 7);
+    check_armed(sub, FERRY__DOORBELL_FUTEX);
+    tu_send(&a->to_pub, MSG_QUIT);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_node_destroy(node));
+    tu_check_child_teardown();
+    return 0;
+}
+
+/* Where the kernel has no futex_waitv, a subscriber of one publisher still sleeps on its futex
+ * (FUTEX_WAIT), and one of two or more falls back to the notifier, and wakes all the same. */
+static void test_without_futex_waitv(void)
+{
+    nowaitv t;
+    pid_t pa = start_publisher(&t.a, 1, 10 * TU_MS);
+    t.b.to_pub = tu_pipe_make();
+    t.b.ntopics = 1;
+    t.b.delay_ns = 10 * TU_MS;
+    t.start_b = tu_pipe_make();
+    pid_t sub = tu_fork(no_waitv_main, &t, 60);
+    TU_EQ_U64(tu_recv(&t.start_b, TU_WAIT_MS), 1);
+    pid_t pb = tu_fork(publisher_main, &t.b, 60);
+    TU_CHILD_OK(sub);
+    TU_CHILD_OK(pb);
+    TU_CHILD_OK(pa);
+}
+
 int main(void)
 {
     TU_RUN(test_epoll);
     TU_RUN(test_doorbells);
     TU_RUN(test_waitset);
     TU_RUN(test_wait_wakes_promptly);
+    TU_RUN(test_without_futex_waitv);
     return 0;
 }

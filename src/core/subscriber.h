@@ -73,7 +73,7 @@ struct ferry_subscriber {
     char refused[REFUSED_MAX][64];
     uint32_t refused_next;
     bool rescan;
-    bool no_futex; /* the kernel lacks futex_waitv: sleep on the notifier */
+    bool no_futexv; /* the kernel lacks futex_waitv: with 2+ connections, sleep on the notifier */
     /* ferry_subscriber_fd handed the descriptor out: a take that finds nothing sets the notifier
      * doorbells, so that it fires on the next sample. Until then nobody can wait on it, and
      * doorbells stay clear while the subscriber spins or polls: publishers make no system call

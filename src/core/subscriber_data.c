@@ -262,13 +262,16 @@ bool ferry__subscriber_arm(ferry_subscriber *sub)
 }
 
 /* Sleeps on the doorbell words of the active connections (a futex wait is cheaper to wake than
- * an eventfd behind epoll). Returns false when that is not possible here. */
+ * a datagram behind epoll). Returns false when that is not possible here: more connections than
+ * one vectored wait takes, or two or more where the kernel has no futex_waitv (one connection,
+ * the usual case, is waited for with FUTEX_WAIT everywhere). */
 static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
 {
     void *words[128];
     uint32_t expected[128];
     unsigned n = 0;
-    if (sub->no_futex || sub->nactive == 0 || sub->nactive > 128 || sub->nconns != sub->nactive)
+    if (sub->nactive == 0 || sub->nactive > 128 || sub->nconns != sub->nactive ||
+        (sub->no_futexv && sub->nactive > 1))
         return false;
     if (arm(sub, FERRY__DOORBELL_FUTEX))
         return true;
@@ -280,7 +283,7 @@ static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
         }
     }
     if (ferry__futex_waitv(words, expected, n, timeout_ns) != 0 && errno == ENOSYS) {
-        sub->no_futex = true;
+        sub->no_futexv = true;
         return false;
     }
     return true;

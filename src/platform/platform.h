@@ -110,7 +110,8 @@ void ferry__notifier_drain(int fd);
 void ferry__futex_wake(void *word);
 /* Sleeps until a wake-up on one of the n words (n <= 128), a word differs from its expected
  * value, or timeout_ns passes (negative: for ever). Returns 0, or -1 with errno ETIMEDOUT,
- * EAGAIN (a word differed), EINTR, or ENOSYS (the kernel has no vectored futex wait). */
+ * EAGAIN (a word differed), EINTR, or ENOSYS (two words or more, and the kernel has no
+ * vectored futex wait; one word is waited for with FUTEX_WAIT, which every kernel has). */
 int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n,
                        int64_t timeout_ns);
 

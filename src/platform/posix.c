@@ -472,9 +472,25 @@ void ferry__futex_wake(void *word)
     syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* One word: FUTEX_WAIT, which every kernel has (futex_waitv came with 5.16, after the kernels
+ * of Ubuntu 22.04 and of Jetson Linux, and sandboxes may lack it). Its timeout is relative. */
+static int futex_wait1(void *word, uint32_t expected, int64_t timeout_ns)
+{
+    struct timespec ts, *tp = NULL;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns % 1000000000;
+        tp = &ts;
+    }
+    long rc = syscall(SYS_futex, word, FUTEX_WAIT, expected, tp, NULL, 0);
+    return rc < 0 ? -1 : 0;
+}
+
 int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n,
                        int64_t timeout_ns)
 {
+    if (n == 1)
+        return futex_wait1(words[0], expected[0], timeout_ns);
 #ifdef SYS_futex_waitv
     struct futex_waitv w[FUTEX_WAITV_MAX];
     if (n == 0 || n > FUTEX_WAITV_MAX) {
