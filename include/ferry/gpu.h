@@ -271,6 +271,13 @@ typedef struct ferry_gpu_subscriber ferry_gpu_subscriber;
 typedef struct ferry_gpu_publisher_options {
     int device;        /**< CUDA device ordinal; default 0 */
     ferry_gpu_ipc ipc; /**< default FERRY_GPU_IPC_AUTO */
+    /** true (the default): ferry_gpu_loan wakes the subscribers asleep in ferry_wait, so that
+     *  their wake-up overlaps the kernel launches up to ferry_gpu_publish instead of following
+     *  it; each polls for the publication up to 100 us (and not at all where its spin budget is
+     *  0: FERRY_SPIN_OFF, one CPU), then sleeps again. false: they are woken by the
+     *  publication, as any subscriber. Subscribers waiting on ferry_subscriber_fd() are woken by
+     *  the publication either way. */
+    bool early_wake;
 } ferry_gpu_publisher_options;
 
 /** Fills o with the defaults. */

@@ -75,6 +75,12 @@ typedef struct ferry__conn_header {
      * for half of it, so that it is woken once per half-queue drained, not once per message (the
      * low-water mark). It decides only when this publisher is woken. */
     _Atomic uint32_t pub_wake_room;
+    /* Set by the publisher when it woke the subscriber ahead of a publication it is about to
+     * make (ferry__publisher_wake_soon: a device frame's loan, whose publication follows within
+     * microseconds); cleared by the subscriber, which then polls for that publication a bounded
+     * time (FERRY__SOON_SPIN_NS) instead of sleeping again. A hint: it decides only how long
+     * this subscriber spins after one wake-up. */
+    _Atomic uint32_t pub_soon;
     _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
 } ferry__conn_header;
 

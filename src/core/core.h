@@ -43,6 +43,9 @@
 /* A subscriber whose queue never runs dry (it is slower than its publishers) still looks for
  * new, restarted and dead publishers at least this often. */
 #define FERRY__SUB_BUSY_HOUSEKEEP_NS 10000000
+/* How long a subscriber woken ahead of a publication (ferry__publisher_wake_soon) polls for it
+ * before it sleeps again. */
+#define FERRY__SOON_SPIN_NS 100000
 
 /* ---- what the endpoints share ---------------------------------------------------------------- */
 

@@ -132,6 +132,14 @@ FERRY_MODULE_API void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub, f
  * with it: a chunk is loaned again only after every reference to it came back). */
 FERRY_MODULE_API ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint32_t *index);
 
+/* Wakes the subscribers asleep in ferry_wait (futex doorbells; not background ones, not those
+ * in an epoll loop) ahead of a publication the caller is about to make, so that their wake-up
+ * overlaps the caller's work up to it rather than following the publication: each then polls
+ * for it up to FERRY__SOON_SPIN_NS and sleeps again if it does not come. For a device frame's
+ * loan, whose publication follows within microseconds of kernel launches; a subscriber that
+ * may not spin (FERRY_SPIN_OFF, one CPU) sleeps again at once. */
+FERRY_MODULE_API void ferry__publisher_wake_soon(ferry_publisher *pub);
+
 /* Attachments. The publisher keeps a duplicate of each descriptor and sends the set to every
  * subscriber, now and at each later handshake, before any sample that refers to it. */
 FERRY_MODULE_API ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds);

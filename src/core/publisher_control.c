@@ -95,10 +95,12 @@ bool ferry__pub_send_attachment(ferry_publisher *pub, pconn *c, const struct att
     if (ferry__send_msg(c->sock, &m, sizeof m, a->fds, a->nfds) == 0)
         return true;
     int e = errno;
-    ferry__log(pub->ep.node, FERRY_LOG_WARN, "%s: attachment to pid %d failed: %s", pub->ep.topic,
-               (int)c->pid, strerror(e));
-    /* A reset or broken connection is a subscriber that died: its chunks are reclaimed. */
-    ferry__pub_conn_close(pub, c, e == EPIPE || e == ECONNRESET);
+    /* A reset or broken connection is a subscriber that died or left (not news: it says so
+     * only at debug level); its chunks are reclaimed. */
+    bool gone = e == EPIPE || e == ECONNRESET;
+    ferry__log(pub->ep.node, gone ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
+               "%s: attachment to pid %d failed: %s", pub->ep.topic, (int)c->pid, strerror(e));
+    ferry__pub_conn_close(pub, c, gone);
     return false;
 }
 

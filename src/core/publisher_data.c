@@ -149,6 +149,26 @@ static bool background(const pconn *c)
     return atomic_load_explicit(&c->ring.hdr->sub_background, memory_order_relaxed) != 0;
 }
 
+void ferry__publisher_wake_soon(ferry_publisher *pub)
+{
+    if (ferry__pub_check(pub) || pub->inactive)
+        return;
+    for (uint32_t k = 0; k < pub->nactive; k++) {
+        pconn *c = &pub->conns[pub->active[k]];
+        ferry__conn_header *h = c->ring.hdr;
+        if (atomic_load_explicit(&h->sub_waiting, memory_order_relaxed) != FERRY__DOORBELL_FUTEX ||
+            paused(c) || background(c))
+            continue;
+        /* The hint before the doorbell: a subscriber woken by this exchange sees it. One that
+         * woke otherwise and sees it polls a little for nothing. */
+        atomic_store_explicit(&h->pub_soon, 1, memory_order_relaxed);
+        uint32_t how = FERRY__DOORBELL_FUTEX;
+        if (atomic_compare_exchange_strong_explicit(&h->sub_waiting, &how, 0,
+                                                    memory_order_acq_rel, memory_order_relaxed))
+            ferry__futex_wake((void *)&h->sub_waiting);
+    }
+}
+
 /* True when one more reference to ch would take c past its per-subscriber limits. */
 static bool at_limit(const ferry_publisher *pub, const pconn *c, const ferry__chunk *ch)
 {

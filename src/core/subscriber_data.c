@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +290,40 @@ static bool sleep_on_doorbells(ferry_subscriber *sub, int64_t timeout_ns)
     return true;
 }
 
+/* True when a publisher woke us ahead of a publication (ferry__publisher_wake_soon) and this
+ * subscriber may spin for it; the hints are cleared either way. */
+static bool woken_soon(ferry_subscriber *sub)
+{
+    bool soon = false;
+    for (uint32_t k = 0; k < sub->nlive; k++) {
+        sconn *c = &sub->conns[sub->live[k]];
+        if (c->state == SC_ACTIVE &&
+            atomic_load_explicit(&c->ring.hdr->pub_soon, memory_order_relaxed) != 0) {
+            atomic_store_explicit(&c->ring.hdr->pub_soon, 0, memory_order_relaxed);
+            soon = true;
+        }
+    }
+    return soon && sub->spin.max > 0;
+}
+
+/* Polls for the publication a publisher announced, up to FERRY__SOON_SPIN_NS (or deadline).
+ * It yields every few hundred polls: woken onto the publisher's CPU, it would otherwise hold
+ * back the very publication it waits for. */
+static void poll_soon(ferry_subscriber *sub, int64_t deadline)
+{
+    int64_t until = ferry__clock_ns() + FERRY__SOON_SPIN_NS;
+    if (deadline < until)
+        until = deadline;
+    for (unsigned i = 1; !ferry__subscriber_ready(sub); i++) {
+        ferry__cpu_relax();
+        if (i % 256 == 0) {
+            if (ferry__clock_ns() >= until)
+                return;
+            sched_yield();
+        }
+    }
+}
+
 /* Housekeeping for a subscriber that keeps finding samples: the empty-queue path, which runs it
  * otherwise, may never come. A subscriber that found its queue empty lately (and so ran it
  * there, at its own rate) pays nothing here: a frame that woke it is not delayed by it. */
@@ -477,8 +512,13 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
             ferry__sub_housekeep(sub, 0);
         int64_t cap = sub->opt.background ? FERRY_BACKGROUND_POLL_NS : FUTEX_SLICE_NS;
         int64_t slice = left < 0 || left > cap ? cap : left;
-        if (left != 0 && sleep_on_doorbells(sub, slice))
+        if (left != 0 && sleep_on_doorbells(sub, slice)) {
+            /* Woken ahead of a publication: it follows within microseconds, so poll for it
+             * rather than pay another wake-up. */
+            if (woken_soon(sub))
+                poll_soon(sub, deadline);
             continue;
+        }
         if (arm(sub, FERRY__DOORBELL_NOTIFIER))
             return FERRY_OK;
         /* Nobody wakes a background subscriber for a sample: it looks again after a slice. */

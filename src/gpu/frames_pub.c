@@ -64,6 +64,7 @@ struct ferry_gpu_publisher {
     size_t page;
     dchunk *chunks;  /* indexed by host chunk index */
     uint32_t nchunks;
+    bool early_wake;
     ferry_gpu_publisher_stats stats;
 };
 
@@ -74,6 +75,7 @@ void ferry_gpu_publisher_options_init(ferry_gpu_publisher_options *o)
     memset(o, 0, sizeof *o);
     o->device = 0;
     o->ipc = FERRY_GPU_IPC_AUTO;
+    o->early_wake = true;
 }
 
 static void vmm_prop(CUmemAllocationProp *prop, CUdevice dev)
@@ -118,6 +120,7 @@ ferry_err ferry_gpu_publisher_create(ferry_gpu_publisher **out, ferry_publisher 
     g->magic = GPUB_MAGIC;
     g->pub = pub;
     g->device = o.device;
+    g->early_wake = o.early_wake;
     long page = sysconf(_SC_PAGESIZE);
     g->page = page > 0 ? (size_t)page : 4096;
     CUresult r = ferry__gpu_drv.device_get(&g->cudev, o.device);
@@ -307,6 +310,11 @@ ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size, ferry_gpu_strea
     /* Room for the largest metadata, so that every descriptor loan is of one size class. */
     if ((err = ferry_loan(g->pub, FERRY__GPU_META_OFFSET + FERRY_GPU_META_MAX, &payload)))
         return err;
+    /* The publication follows this loan within the caller's kernel launches: a reader asleep
+     * in ferry_wait wakes meanwhile (tens of microseconds on a virtual machine) and polls for
+     * it, instead of starting to wake only once it is out. */
+    if (g->early_wake)
+        ferry__publisher_wake_soon(g->pub);
     uint32_t i;
     if ((err = ferry__publisher_loan_index(g->pub, payload, &i))) {
         ferry_loan_release(g->pub, payload);
