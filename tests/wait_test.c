@@ -388,6 +388,18 @@ static void sleep_for_one(ferry_subscriber *sub, pubctl *l, uint64_t seq)
     TU_OK(ferry_release(sub, &s));
 }
 
+/* Takes (finding nothing) until the subscriber has n active connections. */
+static void until_active(ferry_subscriber *sub, uint32_t n)
+{
+    ferry_time t0 = ferry_now();
+    while (sub->nactive != n) {
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "%u active connections, not %u", sub->nactive, n);
+        ferry_sample s;
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+        tu_sleep_ns(TU_MS);
+    }
+}
+
 typedef struct nowaitv {
     pubctl a, b;     /* publisher a is up from the start, b once asked for on start_b */
     tu_pipe start_b; /* the subscriber asks the test's process to fork b (a child of a process
@@ -415,13 +427,7 @@ static int no_waitv_main(void *arg)
     tu_send(&t->start_b, 1);
     TU_OK(ferry_subscriber_wait_publishers(sub, 2, TU_WAIT_NS));
     tu_send(&b->to_pub, MSG_READY);
-    ferry_time t0 = ferry_now();
-    while (sub->nactive < 2) {
-        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "the second publisher never became active");
-        ferry_sample s;
-        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
-        tu_sleep_ns(TU_MS);
-    }
+    until_active(sub, 2);
     for (uint64_t i = 1; i <= 3; i++) {
         sleep_for_one(sub, b, i);
         check_armed(sub, denied ? FERRY__DOORBELL_NOTIFIER : FERRY__DOORBELL_FUTEX);
@@ -431,13 +437,7 @@ static int no_waitv_main(void *arg)
     TU_CHECK(sub->no_futexv == denied);
     tu_send(&b->to_pub, MSG_QUIT);
     /* Back to one: FUTEX_WAIT again. */
-    t0 = ferry_now();
-    while (sub->nactive > 1) {
-        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "the second publisher's connection stayed");
-        ferry_sample s;
-        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
-        tu_sleep_ns(TU_MS);
-    }
+    until_active(sub, 1);
     sleep_for_one(sub, a, 7);
     check_armed(sub, FERRY__DOORBELL_FUTEX);
     tu_send(&a->to_pub, MSG_QUIT);

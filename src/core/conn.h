@@ -281,4 +281,14 @@ static inline uint32_t ferry__conn_doorbell_ring(_Atomic uint32_t *bell)
     return atomic_exchange_explicit(bell, 0, memory_order_acq_rel);
 }
 
+/* Takes the peer's doorbell back to 0 only if it says the peer sleeps the way how (a publisher
+ * waking ahead of a publication wakes futex sleepers alone). True when it was taken. */
+static inline bool ferry__conn_doorbell_take(_Atomic uint32_t *bell, uint32_t how)
+{
+    if (atomic_load_explicit(bell, memory_order_relaxed) != how)
+        return false;
+    return atomic_compare_exchange_strong_explicit(bell, &how, 0, memory_order_acq_rel,
+                                                   memory_order_relaxed);
+}
+
 #endif

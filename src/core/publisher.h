@@ -82,8 +82,8 @@ struct ferry_publisher {
     int64_t next_housekeep;
     bool inactive; /* a lifecycle that is not active: loans and publications refused */
     /* Housekeeping late enough to run after a publication leaves the directory sweep to the
-     * next loan (sweep_due); see ferry__pub_housekeep_maybe. */
-    bool publishing, sweep_due;
+     * next loan; see ferry__pub_housekeep_maybe. */
+    bool publishing;
     ferry__spin spin; /* the blocking waits' spin before they sleep */
 };
 

@@ -380,12 +380,8 @@ void ferry__pub_housekeep(ferry_publisher *pub, int64_t timeout_ns)
     ferry__pub_drain_all_returns(pub);
     ferry__pub_publish_status(pub);
     int64_t now = ferry__clock_ns();
-    if (!pub->publishing) {
+    if (!pub->publishing)
         ferry__endpoint_sweep(&pub->ep, now);
-        pub->sweep_due = false;
-    } else if (now >= pub->ep.next_sweep) {
-        pub->sweep_due = true;
-    }
     pub->next_housekeep = now + FERRY__PUB_HOUSEKEEP_NS;
 }
 

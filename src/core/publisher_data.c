@@ -156,15 +156,13 @@ void ferry__publisher_wake_soon(ferry_publisher *pub)
     for (uint32_t k = 0; k < pub->nactive; k++) {
         pconn *c = &pub->conns[pub->active[k]];
         ferry__conn_header *h = c->ring.hdr;
-        if (atomic_load_explicit(&h->sub_waiting, memory_order_relaxed) != FERRY__DOORBELL_FUTEX ||
-            paused(c) || background(c))
+        if (ferry__conn_doorbell_get(&h->sub_waiting) != FERRY__DOORBELL_FUTEX || paused(c) ||
+            background(c))
             continue;
         /* The hint before the doorbell: a subscriber woken by this exchange sees it. One that
          * woke otherwise and sees it polls a little for nothing. */
         atomic_store_explicit(&h->pub_soon, 1, memory_order_relaxed);
-        uint32_t how = FERRY__DOORBELL_FUTEX;
-        if (atomic_compare_exchange_strong_explicit(&h->sub_waiting, &how, 0,
-                                                    memory_order_acq_rel, memory_order_relaxed))
+        if (ferry__conn_doorbell_take(&h->sub_waiting, FERRY__DOORBELL_FUTEX))
             ferry__futex_wake((void *)&h->sub_waiting);
     }
 }
@@ -272,11 +270,8 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
     /* Housekeeping here, before the frame is filled, rather than after a publication. */
     int64_t now = ferry__clock_ns();
     ferry__pub_housekeep_maybe(pub, now, false);
-    if (pub->sweep_due) {
-        /* Left by housekeeping after a publication (publisher.h). */
-        pub->sweep_due = false;
-        ferry__endpoint_sweep(&pub->ep, now);
-    }
+    /* One left by housekeeping after a publication (publisher.h); a comparison when none is due. */
+    ferry__endpoint_sweep(&pub->ep, now);
     /* Returns are taken in when the free list runs dry, not at every loan: a free chunk needs no
      * look at the subscribers' lines, and the pool grows exactly when it did before (only when
      * nothing came back). */
