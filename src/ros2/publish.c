@@ -5,7 +5,12 @@
 #include "ros2.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+
+/* The reason of a refusal that names what was refused (an encoding): each thread's own, valid
+ * until its next call. */
+static _Thread_local char why_buf[160];
 
 static bool bounded_string(const char *s, size_t max)
 {
@@ -40,6 +45,39 @@ static ferry_stamp stamp_of(const ferry_ros2_header *h)
     return s;
 }
 
+/* An encoding for a log line: at most FERRY_ENCODING_MAX bytes, what is not printable ASCII
+ * shown as '?' (it comes from the network). */
+static void printable(char out[FERRY_ENCODING_MAX + 1], const char *s)
+{
+    size_t i;
+
+    for (i = 0; i < FERRY_ENCODING_MAX && s[i] != '\0'; i++)
+        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+}
+
+static ferry_err bad_encoding(const char **why, const ferry_ros2_image_msg *m)
+{
+    char enc[FERRY_ENCODING_MAX + 1];
+    ferry_image_layout l;
+
+    printable(enc, m->encoding);
+    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX))
+        snprintf(why_buf, sizeof why_buf, "encoding '%s...' longer than %u bytes", enc,
+                 FERRY_ENCODING_MAX);
+    else if (ferry_image_layout_get(m->encoding, 2, 2, 0, &l) != FERRY_OK)
+        snprintf(why_buf, sizeof why_buf, "unknown encoding '%s'", enc);
+    else
+        snprintf(why_buf, sizeof why_buf,
+                 "geometry or step for encoding '%s' (%ux%u, step %u, at least %u bytes a row)",
+                 enc, (unsigned)m->width, (unsigned)m->height, (unsigned)m->step,
+                 (unsigned)((uint64_t)m->width * l.bytes_per_pixel > UINT32_MAX
+                                ? UINT32_MAX
+                                : m->width * l.bytes_per_pixel));
+    *why = why_buf;
+    return FERRY_EINVAL;
+}
+
 static ferry_err publish_image(ferry_publisher *pub, const ferry_ros2_image_msg *m,
                                const char **why)
 {
@@ -48,10 +86,11 @@ static ferry_err publish_image(ferry_publisher *pub, const ferry_ros2_image_msg 
     ferry_err err;
 
     if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
-    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX)) return invalid(why, "encoding");
+    if (m->encoding == NULL) return invalid(why, "encoding");
+    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX)) return bad_encoding(why, m);
     if (m->is_bigendian > 1) return invalid(why, "is_bigendian");
     if (ferry_image_layout_get(m->encoding, m->width, m->height, m->step, &layout) != FERRY_OK)
-        return invalid(why, "encoding, geometry or step");
+        return bad_encoding(why, m);
     if (m->data == NULL || layout.data_size != (uint64_t)m->data_size)
         return invalid(why, "data size");
     err = ferry_image_loan(pub, m->width, m->height, m->encoding, m->step, &img);

@@ -236,7 +236,9 @@ ferry_ros2_cdr_result ferry_ros2_cdr_parse(ferry_ros2_kind kind, const void *ser
  * nanoseconds below 10^9, sizes that add up.
  *
  * @retval FERRY_OK      published
- * @retval FERRY_EINVAL  the message is not valid (*why, when not NULL, says which field)
+ * @retval FERRY_EINVAL  the message is not valid (*why, when not NULL, says which field; an
+ *                       image's refused encoding is named, in a buffer of the calling thread
+ *                       that its next call overwrites)
  * @retval FERRY_ETOOBIG larger than the publisher's pool allows (*why set)
  * @retval other         the loan's or the publish's error (FERRY_EPOOL, FERRY_EAGAIN, ...); *why
  *                       is ferry_strerror of it

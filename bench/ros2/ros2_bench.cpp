@@ -1,0 +1,256 @@
+// One side of the ROS 2 pipeline benchmark (bench/ros2/run.sh drives it): ordinary rclcpp code,
+// the same whichever RMW carries it.
+//
+//   ros2_bench pub image W H HZ COUNT      sensor_msgs/msg/Image rgb8, every byte written
+//   ros2_bench pub string BYTES HZ COUNT   std_msgs/msg/String of BYTES characters
+//   ros2_bench sub image|string COUNT SECONDS
+//
+// Latencies leave out the first half second (15 images, 500 strings): start-up.
+// Both use reliable, keep-last 10 (ROS 2's default profile). The publisher waits for the
+// subscription, publishes COUNT messages at HZ and stays a second; each message carries its
+// number (header.frame_id, or the string's first characters) and its publish time on
+// CLOCK_MONOTONIC (header.stamp, or the string's next characters), taken just before publish().
+// The subscriber takes the latency at the start of its callback (CLOCK_MONOTONIC then minus the
+// publish time: publish-to-callback), reads every byte of the message, and counts the numbers
+// that never came.
+// Each side prints one line of key=value pairs: the subscriber's latency p50/p99/max in
+// microseconds, lost, and both sides' whole-process CPU (user + system, every thread: the RMW's
+// own included) per message, over the messages' span.
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rclcpp/rclcpp.hpp"
+#include "sensor_msgs/msg/image.hpp"
+#include "std_msgs/msg/string.hpp"
+
+using namespace std::chrono_literals;
+
+namespace
+{
+
+int64_t mono_ns()
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t cpu_ns()
+{
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (static_cast<int64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000 +
+         (static_cast<int64_t>(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000;
+}
+
+rclcpp::QoS qos()
+{
+  return rclcpp::QoS(rclcpp::KeepLast(10)).reliable();
+}
+
+template<class Pub>
+bool wait_subscription(const rclcpp::Node::SharedPtr & node, const Pub & pub)
+{
+  auto end = std::chrono::steady_clock::now() + 30s;
+  while (pub->get_subscription_count() == 0) {
+    if (std::chrono::steady_clock::now() > end) {
+      return false;
+    }
+    rclcpp::spin_some(node);
+    std::this_thread::sleep_for(5ms);
+  }
+  // A moment for the subscription's side of the match (DDS matches each side on its own).
+  auto settle = std::chrono::steady_clock::now() + 500ms;
+  while (std::chrono::steady_clock::now() < settle) {
+    rclcpp::spin_some(node);
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+int pub_main(const std::string & kind, const std::vector<std::string> & a)
+{
+  auto node = rclcpp::Node::make_shared("bench_pub");
+  bool image = kind == "image";
+  uint32_t w = 0, h = 0;
+  size_t bytes = 0;
+  double hz;
+  int count;
+  if (image) {
+    w = static_cast<uint32_t>(std::stoul(a.at(0)));
+    h = static_cast<uint32_t>(std::stoul(a.at(1)));
+    hz = std::stod(a.at(2));
+    count = std::stoi(a.at(3));
+  } else {
+    bytes = std::stoul(a.at(0));
+    hz = std::stod(a.at(1));
+    count = std::stoi(a.at(2));
+  }
+  rclcpp::PublisherBase::SharedPtr base;
+  rclcpp::Publisher<sensor_msgs::msg::Image>::SharedPtr ipub;
+  rclcpp::Publisher<std_msgs::msg::String>::SharedPtr spub;
+  if (image) {
+    ipub = node->create_publisher<sensor_msgs::msg::Image>("/bench/image", qos());
+    if (!wait_subscription(node, ipub)) {
+      fprintf(stderr, "ros2_bench pub: no subscription\n");
+      return 1;
+    }
+  } else {
+    spub = node->create_publisher<std_msgs::msg::String>("/bench/string", qos());
+    if (!wait_subscription(node, spub)) {
+      fprintf(stderr, "ros2_bench pub: no subscription\n");
+      return 1;
+    }
+  }
+  int64_t period = static_cast<int64_t>(1e9 / hz);
+  int64_t cpu0 = cpu_ns(), t0 = mono_ns(), next = t0;
+  for (int i = 1; i <= count; i++) {
+    if (image) {
+      auto m = std::make_unique<sensor_msgs::msg::Image>();
+      m->height = h;
+      m->width = w;
+      m->encoding = "rgb8";
+      m->step = w * 3;
+      m->header.frame_id = std::to_string(i);
+      m->data.resize(static_cast<size_t>(m->step) * h);
+      // The camera writes every byte of its frame.
+      memset(m->data.data(), i & 0xff, m->data.size());
+      int64_t now = mono_ns();
+      m->header.stamp.sec = static_cast<int32_t>(now / 1000000000);
+      m->header.stamp.nanosec = static_cast<uint32_t>(now % 1000000000);
+      ipub->publish(std::move(m));
+    } else {
+      std_msgs::msg::String m;
+      m.data.assign(std::max<size_t>(bytes, 40), 'x');
+      int64_t now = mono_ns();
+      int n = snprintf(&m.data[0], 40, "%d %" PRId64 " ", i, now);
+      m.data[static_cast<size_t>(n)] = 'x';
+      spub->publish(m);
+    }
+    rclcpp::spin_some(node);
+    next += period;
+    int64_t sleep = next - mono_ns();
+    if (sleep > 0) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(sleep));
+    }
+  }
+  int64_t span = mono_ns() - t0, cpu = cpu_ns() - cpu0;
+  printf("pub count=%d seconds=%.2f cpu_us_per_msg=%.1f\n", count, span / 1e9, cpu / 1e3 / count);
+  fflush(stdout);
+  auto end = std::chrono::steady_clock::now() + 1s;
+  while (std::chrono::steady_clock::now() < end) {
+    rclcpp::spin_some(node);
+    std::this_thread::sleep_for(5ms);
+  }
+  return 0;
+}
+
+int sub_main(const std::string & kind, int count, int seconds)
+{
+  auto node = rclcpp::Node::make_shared("bench_sub");
+  std::vector<int64_t> lat;
+  lat.reserve(static_cast<size_t>(count));
+  int received = 0, last = 0, lost = 0;
+  const int warmup = kind == "image" ? 15 : 500;
+  uint64_t sum = 0;
+  int64_t cpu0 = 0, t0 = 0;
+  // now: CLOCK_MONOTONIC at the callback's start (publish-to-callback), before the message is read.
+  auto account = [&](int number, int64_t sent, int64_t now) {
+      if (received == 0) {
+        cpu0 = cpu_ns();
+        t0 = now;
+      }
+      // The first half second (pools carved, pages first touched, connections made) is start-up,
+      // left out of the latencies as ferry's demo does; it is counted for losses.
+      if (number > warmup) {
+        lat.push_back(now - sent);
+      }
+      lost += number > last + 1 ? number - last - 1 : 0;
+      last = std::max(last, number);
+      received++;
+    };
+  rclcpp::SubscriptionBase::SharedPtr sub;
+  if (kind == "image") {
+    sub = node->create_subscription<sensor_msgs::msg::Image>(
+      "/bench/image", qos(), [&](sensor_msgs::msg::Image::ConstSharedPtr m) {
+        int64_t now = mono_ns();
+        // The consumer reads every byte of the frame.
+        const uint64_t * p = reinterpret_cast<const uint64_t *>(m->data.data());
+        for (size_t k = 0; k < m->data.size() / 8; k++) {
+          sum += p[k];
+        }
+        int64_t sent = static_cast<int64_t>(m->header.stamp.sec) * 1000000000 +
+        m->header.stamp.nanosec;
+        account(std::atoi(m->header.frame_id.c_str()), sent, now);
+      });
+  } else {
+    sub = node->create_subscription<std_msgs::msg::String>(
+      "/bench/string", qos(), [&](std_msgs::msg::String::ConstSharedPtr m) {
+        int64_t now = mono_ns();
+        for (char c : m->data) {
+          sum += static_cast<uint8_t>(c);
+        }
+        int number = 0;
+        int64_t sent = 0;
+        sscanf(m->data.c_str(), "%d %" SCNd64, &number, &sent);
+        account(number, sent, now);
+      });
+  }
+  rclcpp::executors::SingleThreadedExecutor exec;
+  exec.add_node(node);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (rclcpp::ok() && last < count && std::chrono::steady_clock::now() < end) {
+    exec.spin_once(100ms);
+  }
+  int64_t span = received ? mono_ns() - t0 : 0, cpu = received ? cpu_ns() - cpu0 : 0;
+  lost += count - last;
+  std::sort(lat.begin(), lat.end());
+  auto pct = [&](double q) {
+      if (lat.empty()) {
+        return 0.0;
+      }
+      size_t i = std::min(lat.size() - 1, static_cast<size_t>(q * lat.size()));
+      return lat[i] / 1e3;
+    };
+  printf(
+    "sub received=%d lost=%d p50_us=%.1f p99_us=%.1f max_us=%.1f cpu_us_per_msg=%.1f "
+    "seconds=%.2f checksum=%" PRIu64 "\n", received, lost, pct(0.5), pct(0.99),
+    lat.empty() ? 0.0 : lat.back() / 1e3, received > 1 ? cpu / 1e3 / (received - 1) : 0.0,
+    span / 1e9, sum);
+  return received > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv)
+{
+  rclcpp::init(argc, argv);
+  std::vector<std::string> a(argv + 1, argv + argc);
+  int rc = 2;
+  try {
+    if (a.size() >= 2 && a[0] == "pub") {
+      rc = pub_main(a[1], std::vector<std::string>(a.begin() + 2, a.end()));
+    } else if (a.size() == 4 && a[0] == "sub") {
+      rc = sub_main(a[1], std::stoi(a[2]), std::stoi(a[3]));
+    } else {
+      fprintf(stderr, "usage: ros2_bench pub image W H HZ COUNT | pub string BYTES HZ COUNT | "
+        "sub image|string COUNT SECONDS\n");
+    }
+  } catch (const std::exception & e) {
+    fprintf(stderr, "ros2_bench: %s\n", e.what());
+    rc = 1;
+  }
+  rclcpp::shutdown();
+  return rc;
+}
