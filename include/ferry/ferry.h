@@ -204,9 +204,40 @@ FERRY_API ferry_err ferry_topic_validate(const char *topic);
  *  every wait sleeps in the kernel at once (a real-time task that must not give its CPU to a
  *  peer of its priority, say). */
 #define FERRY_SPIN_OFF (-1)
-/** The spin budget that spin_ns 0 means where the process may run on two CPUs or more; where it
- *  may run on one, 0 means FERRY_SPIN_OFF (spinning there only delays the peer it waits for). */
+/** The spin budget that spin_ns 0 means where spinning can help: where the waiting thread may
+ *  run on two CPUs or more, or where a peer it waits for runs on another CPU than its one. Where
+ *  it and every peer may run only on the same one CPU, 0 means one sched_yield instead (spinning
+ *  there only delays the peer it waits for). */
 #define FERRY_SPIN_DEFAULT_NS 20000
+
+/** How an endpoint's waits pass the time before they sleep, as decided now (spin_ns 0 decides by
+ *  where the endpoint and its peers may run, looked at again every 100 ms; see ferry_spin_stats). */
+typedef enum ferry_spin_mode {
+    FERRY_SPIN_MODE_SPIN = 0,  /**< poll up to budget_ns (adaptive) before sleeping */
+    FERRY_SPIN_MODE_YIELD = 1, /**< one sched_yield: it and its peers share its one CPU */
+    FERRY_SPIN_MODE_OFF = 2,   /**< sleep at once (FERRY_SPIN_OFF) */
+    FERRY_SPIN_MODE_POLL = 3,  /**< never sleep (a subscriber's busy_poll) */
+} ferry_spin_mode;
+
+/** Where an endpoint's waits run and how they spin: in ferry_publisher_stats and
+ *  ferry_subscriber_stats, and shown by `ferry info`. A peer says which CPU it may run on in the
+ *  connection it shares; a peer that lies can make this side spin where it cannot help, and the
+ *  adaptive budget bounds what that costs (a spin that finds nothing halves the budget: one full
+ *  budget per 32 waits once it ran down). */
+typedef struct ferry_spin_stats {
+    uint32_t mode;       /**< ferry_spin_mode */
+    int32_t cpu;         /**< the one CPU the endpoint's thread may run on; -1: more than one */
+    int64_t budget_ns;   /**< a full spin's length (FERRY_SPIN_MODE_SPIN); 0 otherwise */
+    uint32_t peers_elsewhere; /**< peers that may run on another CPU than cpu (cpu >= 0) */
+    uint32_t peers_same_cpu;  /**< peers that may run only on cpu */
+    uint64_t spins;      /**< waits that spun (or yielded) before sleeping */
+    uint64_t spins_found; /**< of those, the ones that found what they waited for */
+    /** A subscriber's anticipations of a steady stream's next sample: ferry_wait sleeps until a
+     *  little before it is due and spins across its arrival (mode SPIN only; bounded to 1/32 of
+     *  the wall time). 0 for a publisher. */
+    uint64_t paced_spins;
+    uint64_t paced_found; /**< of those, the ones that caught their sample spinning */
+} ferry_spin_stats;
 
 /** What ferry_loan does when no chunk is free and the byte cap or chunk cap is reached. */
 typedef enum ferry_pool_policy {
@@ -266,8 +297,9 @@ typedef struct ferry_publisher_options {
      *  to come: a subscriber that keeps up makes room within a microsecond, and a publisher that
      *  sleeps instead pays two context switches and the subscriber's system call to wake it. The
      *  budget adapts: it halves after each spin that found nothing (a paced stream soon spins no
-     *  more) and doubles back after one that did. 0 means the default (FERRY_SPIN_DEFAULT_NS; on
-     *  one CPU one sched_yield instead, which lets a subscriber on the same CPU drain its queue);
+     *  more) and doubles back after one that did. 0 means the default (FERRY_SPIN_DEFAULT_NS
+     *  where a subscriber may run on another CPU than this thread; where both may run only on the
+     *  same one CPU, one sched_yield instead, which lets the subscriber drain its queue);
      *  FERRY_SPIN_OFF neither spins nor yields; at most 10 ms. */
     int64_t spin_ns;
     /** Admit subscribers that ask for FERRY_OVERFLOW_BLOCK, which make ferry_publish wait up to
@@ -276,18 +308,23 @@ typedef struct ferry_publisher_options {
      *  slow this publisher. */
     bool admit_blocking;
     /** Most chunk references one subscriber may have at once, queued and held together. A
-     *  subscriber at the limit receives nothing more until it gives some back; each publication
-     *  it misses meanwhile counts as dropped for it (stats dropped and limited), while the other
-     *  subscribers carry on. Default 0: seven eighths of max_chunks, so that at least an eighth
-     *  (and at least one chunk) stays for the publisher's next loans and its other
-     *  subscribers. With k untrusted subscribers, give each less than 1/(k+1) of the pool. */
+     *  subscriber here is a peer, whatever number of connections it makes: a process of this
+     *  publisher's user, or every process of another user (a member of the share group)
+     *  together. A subscriber at the limit receives nothing more until it gives some back; each
+     *  publication it misses meanwhile counts as dropped for it (stats dropped and limited),
+     *  while the other subscribers carry on. Default 0: seven eighths of max_chunks, so that at
+     *  least an eighth (and at least one chunk) stays for the publisher's next loans and its
+     *  other subscribers. With k untrusted subscribers, give each less than 1/(k+1) of the
+     *  pool. */
     uint32_t max_chunks_per_subscriber;
-    /** The same limit in bytes of the chunks referenced. Default 0: seven eighths of
-     *  pool_bytes. */
+    /** The same limit in bytes of the chunks referenced, per peer as well. Default 0: seven
+     *  eighths of pool_bytes. */
     size_t max_bytes_per_subscriber;
     /** Connections accepted whose hello has not come yet, counted apart from max_subscribers.
      *  A hello must come within a second; when every place is taken, the oldest waiting
-     *  connection is dropped for the newcomer. Default 8, at most 256. */
+     *  connection is dropped for the newcomer. Each housekeeping pass accepts every connection
+     *  queued in the listen backlog (256), so honest ones queued behind a flood of silent ones
+     *  are admitted in that pass. Default 8, at most 256. */
     uint32_t max_pending;
     /** Pages of the data segment (ferry_huge_pages). Default FERRY_HUGE_PAGES_OFF. A huge-page
      *  pool rounds pool_bytes up to 2 MiB and spends 2 MiB on the segment's header and chunk
@@ -453,6 +490,7 @@ typedef struct ferry_publisher_stats {
                                     (ShmemPmdMapped or Hugetlb of its entry in /proc/self/smaps),
                                     as of the last carve or ferry_publisher_stats_get; 0 with
                                     4 KiB pages */
+    ferry_spin_stats spin;     /**< how its blocking waits spin (loans, blocking subscribers) */
 } ferry_publisher_stats;
 
 /**
@@ -495,8 +533,11 @@ typedef struct ferry_subscriber_options {
      *  flooding small messages then never has to wake this subscriber through the kernel. The
      *  budget adapts as the publisher's spin_ns does (it halves after each spin that found
      *  nothing, so a 30 Hz camera's subscriber soon spins no more). 0 means the default
-     *  (FERRY_SPIN_DEFAULT_NS; on one CPU one sched_yield instead, which lets a publisher on the
-     *  same CPU fill the queue); FERRY_SPIN_OFF neither spins nor yields; at most 10 ms. */
+     *  (FERRY_SPIN_DEFAULT_NS where a publisher may run on another CPU than this thread; where
+     *  both may run only on the same one CPU, one sched_yield instead, which lets the publisher
+     *  fill the queue); FERRY_SPIN_OFF neither spins nor yields; at most 10 ms. Where it spins,
+     *  ferry_wait also anticipates a steady stream's next sample (ferry_spin_stats.paced_spins):
+     *  FERRY_SPIN_OFF turns that off too. */
     int64_t spin_ns;
     /** Poll instead of sleeping: ferry_wait never sleeps in the kernel and returns within
      *  nanoseconds of a delivery, for a subscriber that has a CPU to itself (pinned, isolated).
@@ -584,7 +625,9 @@ FERRY_API ferry_err ferry_release(ferry_subscriber *sub, ferry_sample *sample);
 
 /**
  * Waits until a sample is queued (ferry_take would not return FERRY_EAGAIN), running
- * housekeeping meanwhile.
+ * housekeeping meanwhile. It spins before it sleeps where spinning can help (spin_ns), and for
+ * a steady stream sleeps until a little before the next sample is due, then spins across its
+ * arrival (ferry_spin_stats.paced_spins).
  * @retval FERRY_OK         a sample is queued
  * @retval FERRY_ETIMEDOUT  none came within timeout_ns
  */
@@ -595,7 +638,10 @@ FERRY_API ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns);
  * @retval FERRY_OK         count publishers are connected
  * @retval FERRY_ETYPE      fewer came within timeout_ns, and a publisher of another type
  *                          refused this subscriber (or it that publisher)
- * @retval FERRY_ETIMEDOUT  fewer came within timeout_ns
+ * @retval FERRY_ETIMEDOUT  fewer came within timeout_ns; a publisher found but stuck in the
+ *                          handshake for half a second or more is logged (FERRY_LOG_WARN) with
+ *                          why: its listen backlog full, or our hello unread or unanswered (a
+ *                          stalled publisher, or one flooded with connections)
  */
 FERRY_API ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint32_t count,
                                                      int64_t timeout_ns);
@@ -629,6 +675,7 @@ typedef struct ferry_subscriber_stats {
     uint64_t publishers_lost; /**< publishers that went away (destroyed, crashed) */
     uint64_t rejected;        /**< connections refused (type, credentials, protocol) */
     uint64_t protocol_errors; /**< publishers disconnected for breaking the protocol */
+    ferry_spin_stats spin;    /**< how ferry_wait spins */
 } ferry_subscriber_stats;
 
 /**
@@ -691,7 +738,8 @@ typedef struct ferry_endpoint_info {
     char node_name[FERRY_NODE_NAME_MAX + 1];   /**< its node's name, NUL-terminated */
     ferry_publisher_stats pub;                 /**< kind == FERRY_ENDPOINT_PUBLISHER */
     ferry_subscriber_stats sub;                /**< kind == FERRY_ENDPOINT_SUBSCRIBER */
-    uint32_t depth;                            /**< subscriber's queue depth */
+    uint32_t depth;                            /**< subscriber's queue depth; a publisher's
+                                                    history (samples kept for late joiners) */
     /** How its data travel where a module says so (the GPU module: device-frame path and MPS),
      *  NUL-terminated; empty otherwise. */
     char note[FERRY_ENDPOINT_NOTE_MAX + 1];

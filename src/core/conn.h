@@ -81,6 +81,12 @@ typedef struct ferry__conn_header {
      * time (FERRY__SOON_SPIN_NS) instead of sleeping again. A hint: it decides only how long
      * this subscriber spins after one wake-up. */
     _Atomic uint32_t pub_soon;
+    /* Each written by its side alone (ferry__spin_word, spin.h): where its thread may run,
+     * for the other side's choice between spinning and yielding. Written only when it changes
+     * and read every FERRY__SPIN_LOOK_NS, so they cost the doorbell line nothing; a hint
+     * either way (any value only makes the reader spin or yield). */
+    _Atomic uint32_t pub_cpu;
+    _Atomic uint32_t sub_cpu;
     _Alignas(FERRY__CACHELINE) _Atomic uint64_t dropped; /* written by the publisher only */
 } ferry__conn_header;
 

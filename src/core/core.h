@@ -46,6 +46,8 @@
 /* How long a subscriber woken ahead of a publication (ferry__publisher_wake_soon) polls for it
  * before it sleeps again. */
 #define FERRY__SOON_SPIN_NS 100000
+/* Loans of at least this size take in their subscribers' returns first (publisher_data.c). */
+#define FERRY__HOT_REUSE_BYTES (64u * 1024u)
 
 /* ---- what the endpoints share ---------------------------------------------------------------- */
 

@@ -82,6 +82,10 @@ static int open_checked(ferry_node *node, int at, const char *name, const char *
         ferry__log(node, FERRY_LOG_ERROR,
                    "%s is a %s, not a directory (owner uid %u, mode %04o): %s", path,
                    file_kind(f.type), f.uid, f.mode, todo);
+    else if (e == EACCES && f.exists)
+        ferry__log(node, FERRY_LOG_ERROR,
+                   "%s belongs to uid %u, group %u, mode %04o, and this process (uid %u) may not "
+                   "enter it: %s", path, f.uid, f.gid, f.mode, (unsigned)geteuid(), todo);
     else if (e == EPERM && f.exists && share_gid >= 0)
         ferry__log(node, FERRY_LOG_ERROR,
                    "%s belongs to uid %u, group %u, mode %04o; ferry needs one of uid %u or of "

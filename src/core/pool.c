@@ -185,6 +185,9 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
         err = FERRY_ENOMEM;
         goto fail;
     }
+    /* Written once, as every chunk is when carved: subscribers take pages that were reserved
+     * but never written for holes (the kernel cannot tell them apart), and refuse them. */
+    ferry__prefault_write(p->base, p->arena_offset);
     /* The publisher's mapping is the only writable one there will ever be: no subscriber can
      * write, even by reopening the descriptor it receives. */
     if (ferry__memfd_seal(p->fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) !=

@@ -105,11 +105,12 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
         goto fail;
     pub->words = (o.max_chunks + 63) / 64;
     pub->conns = calloc(o.max_subscribers, sizeof *pub->conns);
+    pub->shares = calloc(o.max_subscribers, sizeof *pub->shares);
     pub->pending = calloc(o.max_pending, sizeof *pub->pending);
     pub->active = calloc(o.max_subscribers, sizeof *pub->active);
     pub->bits = calloc((size_t)o.max_subscribers * pub->words, sizeof *pub->bits);
     pub->history = o.history ? calloc(o.history, sizeof *pub->history) : NULL;
-    if (!pub->conns || !pub->pending || !pub->active || !pub->bits ||
+    if (!pub->conns || !pub->shares || !pub->pending || !pub->active || !pub->bits ||
         (o.history && !pub->history)) {
         err = FERRY_ENOMEM;
         goto fail;
@@ -130,6 +131,7 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
     ferry__status init;
     ferry__endpoint_status_init(&pub->ep, FERRY_ENDPOINT_PUBLISHER, &init);
     init.pub.id = pub->ep.id;
+    init.depth = o.history; /* what tools see of a publisher's depth: the history it keeps */
     if ((err = ferry__endpoint_publish_status(&pub->ep, "pub", &init)))
         goto fail;
     pub->st = &pub->ep.status.map->pub;
@@ -160,6 +162,7 @@ fail: {
     ferry__endpoint_close(&pub->ep);
     ferry__pool_fini(&pub->pool);
     free(pub->conns);
+    free(pub->shares);
     free(pub->pending);
     free(pub->active);
     free(pub->bits);
@@ -236,6 +239,7 @@ ferry_err ferry_publisher_destroy(ferry_publisher *pub)
     ferry__endpoint_close(&pub->ep);
     ferry__pool_fini(&pub->pool);
     free(pub->conns);
+    free(pub->shares);
     free(pub->pending);
     free(pub->active);
     free(pub->bits);

@@ -28,8 +28,20 @@ typedef struct pending {
     int sock; /* -1 when the place is free */
     uint32_t gen;
     int32_t pid;
+    uint32_t uid;
     int64_t since;
 } pending;
+
+/* What one peer holds, all its connections together: the per-subscriber limits apply to it, so
+ * that a process cannot multiply its share by connecting again. A peer is a process of this
+ * publisher's user, or every process of another user (a member of the share group), since
+ * processes are cheap to make. Places are the connections': at most one each. */
+typedef struct peer_share {
+    uint64_t key;               /* peer_key(); meaningful while conns > 0 */
+    uint32_t conns;
+    uint32_t outstanding;
+    uint64_t outstanding_bytes; /* capacities of those chunks */
+} peer_share;
 
 typedef struct pconn {
     int state;
@@ -45,6 +57,7 @@ typedef struct pconn {
     uint64_t *bits;     /* chunks referenced by this subscriber (queued or held) */
     uint32_t outstanding;
     uint64_t outstanding_bytes; /* capacities of those chunks */
+    uint32_t share;     /* its peer's place in the publisher's shares */
     bool limited;       /* at its per-subscriber limit at the last publication */
     bool limit_told;    /* the log said so once: later times are counted, not logged */
     bool later;         /* background, not paused: served in ferry_publish's second pass */
@@ -63,6 +76,7 @@ struct ferry_publisher {
     ferry_publisher_stats *st; /* private counters, copied to the status file by sync_stats */
     ferry_publisher_stats stats;
     pconn *conns;
+    peer_share *shares; /* max_subscribers places */
     pending *pending;
     uint32_t npending;
     uint16_t *active; /* slots of the active connections, dense: hot loops touch only these */
@@ -135,6 +149,7 @@ static inline void ferry__pub_sync_stats(ferry_publisher *pub)
     s->size_classes = p->nclasses;
     s->huge_pages = p->huge;
     s->huge_bytes = p->huge_bytes;
+    ferry__spin_stats(&pub->spin, &s->spin);
 }
 
 /* Copies the counters to the status file, for tools; off the hot path. */

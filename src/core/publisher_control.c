@@ -31,6 +31,8 @@ void ferry__pub_conn_close(ferry_publisher *pub, pconn *c, bool lost)
                 reclaimed++;
             }
         }
+        /* Every reference it had went back above, from its peer's share too. */
+        pub->shares[c->share].conns--;
         pub->stats.chunks_reclaimed += lost ? reclaimed : 0;
         pub->stats.subscribers_lost += lost;
         uint16_t slot = (uint16_t)(c - pub->conns);
@@ -48,7 +50,7 @@ void ferry__pub_conn_close(ferry_publisher *pub, pconn *c, bool lost)
                         pub->ep.topic, (int)c->pid, reclaimed);
     }
     ferry__poller_del(pub->ep.epfd, c->sock);
-    close(c->sock);
+    ferry__sock_dispose(c->sock);
     uint64_t *bits = c->bits;
     uint32_t gen = c->gen + 1;
     memset(c, 0, sizeof *c);
@@ -72,7 +74,7 @@ void ferry__pub_pending_close(ferry_publisher *pub, pending *p)
     if (p->sock < 0)
         return;
     ferry__poller_del(pub->ep.epfd, p->sock);
-    close(p->sock);
+    ferry__sock_dispose(p->sock);
     p->sock = -1;
     p->gen++;
     pub->npending--;
@@ -137,6 +139,35 @@ static pconn *free_conn(ferry_publisher *pub)
     return NULL;
 }
 
+/* The peer a connection belongs to: a process of this publisher's user (which could do anything
+ * to this process anyway), or all the processes of another user together. */
+static uint64_t peer_key(int32_t pid, uint32_t uid)
+{
+    return uid == (uint32_t)geteuid() ? (uint64_t)(uint32_t)pid : ((uint64_t)1 << 32) | uid;
+}
+
+/* The place of the peer's share, joined by one more connection. There is always one: a free
+ * place per connection. */
+static uint32_t share_join(ferry_publisher *pub, int32_t pid, uint32_t uid)
+{
+    uint64_t key = peer_key(pid, uid);
+    uint32_t free_place = UINT32_MAX;
+    for (uint32_t i = 0; i < pub->opt.max_subscribers; i++) {
+        peer_share *sh = &pub->shares[i];
+        if (sh->conns > 0 && sh->key == key) {
+            sh->conns++;
+            return i;
+        }
+        if (sh->conns == 0 && free_place == UINT32_MAX)
+            free_place = i;
+    }
+    peer_share *sh = &pub->shares[free_place];
+    memset(sh, 0, sizeof *sh);
+    sh->key = key;
+    sh->conns = 1;
+    return free_place;
+}
+
 /* Reads the hello of a pending connection and admits the subscriber, or refuses it. */
 static void handshake(ferry_publisher *pub, pending *p)
 {
@@ -151,7 +182,7 @@ static void handshake(ferry_publisher *pub, pending *p)
         return;
     /* A hello carries no descriptor: whatever came is closed unused. */
     for (int i = 0; i < nfds; i++)
-        close(fds[i]);
+        ferry__fd_dispose(fds[i]);
     if (n <= 0) {
         if (n < 0)
             ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
@@ -225,6 +256,7 @@ static void handshake(ferry_publisher *pub, pending *p)
     uint32_t slot = (uint32_t)(c - pub->conns);
     int sock = p->sock;
     int32_t pid = p->pid;
+    c->share = share_join(pub, pid, p->uid);
     ferry__poller_del(pub->ep.epfd, sock);
     p->sock = -1;
     p->gen++;
@@ -234,6 +266,7 @@ static void handshake(ferry_publisher *pub, pending *p)
     c->since = ferry__clock_ns();
     c->conn_fd = fd;
     c->ring = ring;
+    atomic_store_explicit(&ring.hdr->pub_cpu, ferry__spin_word(&pub->spin), memory_order_relaxed);
     c->depth = depth;
     c->overflow = (uint8_t)hello.overflow;
     c->sub_id = hello.subscriber_id;
@@ -269,24 +302,37 @@ static void handshake(ferry_publisher *pub, pending *p)
     ferry__pub_sync_stats(pub);
 }
 
-/* A place for a new pending connection: a free one, else the oldest is dropped for it. */
+/* A place for a new pending connection: a free one, else the oldest's, dropped for it unless
+ * its hello came meanwhile (a subscriber sends it right after its connect, which may have been
+ * accepted first). */
 static pending *pending_place(ferry_publisher *pub)
 {
-    pending *oldest = NULL;
-    for (uint32_t i = 0; i < pub->opt.max_pending; i++) {
-        pending *p = &pub->pending[i];
-        if (p->sock < 0)
-            return p;
-        if (!oldest || p->since < oldest->since)
-            oldest = p;
+    for (;;) {
+        pending *oldest = NULL;
+        for (uint32_t i = 0; i < pub->opt.max_pending; i++) {
+            pending *p = &pub->pending[i];
+            if (p->sock < 0)
+                return p;
+            if (!oldest || p->since < oldest->since)
+                oldest = p;
+        }
+        handshake(pub, oldest);
+        if (oldest->sock >= 0) {
+            pending_drop(pub, oldest, "no hello yet, and its place went to a newer connection");
+            return oldest;
+        }
     }
-    pending_drop(pub, oldest, "no hello yet, and its place went to a newer connection");
-    return oldest;
 }
+
+/* Accepts every connection waiting in the listen backlog, up to a bound: a publisher that runs
+ * housekeeping only in its loans (a camera sleeping between frames) empties a backlog that a
+ * flood of silent connections filled, and the honest connections queued among them, whose hello
+ * is there already, are admitted in the same pass. */
+#define ACCEPT_MAX (FERRY__LISTEN_BACKLOG + 16)
 
 static void accept_all(ferry_publisher *pub)
 {
-    for (int k = 0; k < 16; k++) {
+    for (int k = 0; k < ACCEPT_MAX; k++) {
         int fd = ferry__accept(pub->listen_fd);
         if (fd < 0)
             return;
@@ -299,13 +345,14 @@ static void accept_all(ferry_publisher *pub)
             ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
                             "%s: refused connection from pid %d uid %u: not allowed",
                             pub->ep.topic, (int)pid, (unsigned)uid);
-            close(fd);
+            ferry__sock_dispose(fd);
             continue;
         }
         pending *p = pending_place(pub);
         uint32_t slot = (uint32_t)(p - pub->pending);
         p->sock = fd;
         p->pid = (int32_t)pid;
+        p->uid = (uint32_t)uid;
         p->since = ferry__clock_ns();
         pub->npending++;
         if (ferry__poller_add(pub->ep.epfd, fd, ferry__tag(FERRY__TAG_PENDING, slot, p->gen)) != 0) {
@@ -346,6 +393,22 @@ static void read_messages(ferry_publisher *pub, pconn *c, bool hup)
     ferry__pub_conn_fail(pub, c, "a flood of wake-ups");
 }
 
+/* Where this thread and the subscribers may run decides how the blocking waits spin (spin.h):
+ * our word written where it changed, theirs counted. */
+static void look_at_cpus(ferry_publisher *pub, int64_t now)
+{
+    if (!ferry__spin_look(&pub->spin, now))
+        return;
+    uint32_t word = ferry__spin_word(&pub->spin);
+    for (uint32_t i = 0; i < pub->nactive; i++) {
+        ferry__conn_header *h = pub->conns[pub->active[i]].ring.hdr;
+        if (atomic_load_explicit(&h->pub_cpu, memory_order_relaxed) != word)
+            atomic_store_explicit(&h->pub_cpu, word, memory_order_relaxed);
+        ferry__spin_peer(&pub->spin, atomic_load_explicit(&h->sub_cpu, memory_order_relaxed));
+    }
+    ferry__spin_decide(&pub->spin);
+}
+
 void ferry__pub_housekeep(ferry_publisher *pub, int64_t timeout_ns)
 {
     ferry__event ev[16];
@@ -378,8 +441,9 @@ void ferry__pub_housekeep(ferry_publisher *pub, int64_t timeout_ns)
         }
     }
     ferry__pub_drain_all_returns(pub);
-    ferry__pub_publish_status(pub);
     int64_t now = ferry__clock_ns();
+    look_at_cpus(pub, now);
+    ferry__pub_publish_status(pub);
     if (!pub->publishing)
         ferry__endpoint_sweep(&pub->ep, now);
     pub->next_housekeep = now + FERRY__PUB_HOUSEKEEP_NS;

@@ -45,8 +45,11 @@ static bool desc_valid(ferry_publisher *pub, const pconn *c, uint64_t d)
 void ferry__pub_drop_ref(ferry_publisher *pub, pconn *c, uint32_t index)
 {
     bit_clear(c, index);
+    peer_share *sh = &pub->shares[c->share];
     c->outstanding--;
     c->outstanding_bytes -= pub->pool.chunks[index].capacity;
+    sh->outstanding--;
+    sh->outstanding_bytes -= pub->pool.chunks[index].capacity;
     unref(pub, index);
 }
 
@@ -167,11 +170,13 @@ void ferry__publisher_wake_soon(ferry_publisher *pub)
     }
 }
 
-/* True when one more reference to ch would take c past its per-subscriber limits. */
+/* True when one more reference to ch would take c's peer (all its connections) past the
+ * per-subscriber limits. */
 static bool at_limit(const ferry_publisher *pub, const pconn *c, const ferry__chunk *ch)
 {
-    return c->outstanding >= pub->opt.max_chunks_per_subscriber ||
-           ch->capacity > pub->opt.max_bytes_per_subscriber - c->outstanding_bytes;
+    const peer_share *sh = &pub->shares[c->share];
+    return sh->outstanding >= pub->opt.max_chunks_per_subscriber ||
+           ch->capacity > pub->opt.max_bytes_per_subscriber - sh->outstanding_bytes;
 }
 
 /* Appends a reference to chunk index on c. Returns false when c was dropped. */
@@ -218,9 +223,15 @@ bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wak
         if (!c->limited)
             ferry__log_peer(pub->ep.node, &pub->ep.peer_log,
                             c->limit_told ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
-                            "%s: subscriber pid %d holds %u chunks (%llu bytes), its limit: it "
-                            "receives nothing more until it gives some back", pub->ep.topic,
-                            (int)c->pid, c->outstanding, (unsigned long long)c->outstanding_bytes);
+                            "%s: subscriber pid %d holds %u chunks (%llu bytes; its %s, %u "
+                            "connection%s: %u chunks, %llu bytes), the limit: it receives nothing "
+                            "more until it gives some back", pub->ep.topic, (int)c->pid,
+                            c->outstanding, (unsigned long long)c->outstanding_bytes,
+                            pub->shares[c->share].key >> 32 ? "user" : "process",
+                            pub->shares[c->share].conns,
+                            pub->shares[c->share].conns == 1 ? "" : "s",
+                            pub->shares[c->share].outstanding,
+                            (unsigned long long)pub->shares[c->share].outstanding_bytes);
         c->limited = c->limit_told = true;
         return true;
     }
@@ -229,6 +240,8 @@ bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wak
     bit_set(c, index);
     c->outstanding++;
     c->outstanding_bytes += ch->capacity;
+    pub->shares[c->share].outstanding++;
+    pub->shares[c->share].outstanding_bytes += ch->capacity;
     ch->refs++;
     pub->stats.deliveries++;
     conn_check(pub, c);
@@ -272,12 +285,20 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
     ferry__pub_housekeep_maybe(pub, now, false);
     /* One left by housekeeping after a publication (publisher.h); a comparison when none is due. */
     ferry__endpoint_sweep(&pub->ep, now);
-    /* Returns are taken in when the free list runs dry, not at every loan: a free chunk needs no
-     * look at the subscribers' lines, and the pool grows exactly when it did before (only when
-     * nothing came back). */
+    /* Small samples: returns are taken in when the free list runs dry, not at every loan: a
+     * free chunk needs no look at the subscribers' lines, and the pool grows exactly when it did
+     * before (only when nothing came back). Large ones: at every loan, for which a look at the
+     * lines is nothing beside the frame, so that the chunk given back last (the free list is a
+     * stack) is loaned again while its lines are still in this CPU's caches, and a stream cycles
+     * through as few chunks as its queues hold rather than through the whole pool (a 720p frame
+     * written into a cold chunk took twice as long). */
+    bool drained = size >= FERRY__HOT_REUSE_BYTES;
+    if (drained)
+        ferry__pub_drain_all_returns(pub);
     uint32_t index = ferry__pool_get_free(&pub->pool, size);
     if (index == FERRY__NONE) {
-        ferry__pub_drain_all_returns(pub);
+        if (!drained)
+            ferry__pub_drain_all_returns(pub);
         index = ferry__pool_get(&pub->pool, size, &err);
     }
     if (index == FERRY__NONE) {

@@ -12,6 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* ferry_subscriber_wait_publishers, timing out, logs why each handshake this old is stuck. */
+#define STUCK_SAY_NS 500000000LL
+
 void ferry_subscriber_options_init(ferry_subscriber_options *o)
 {
     if (!o)
@@ -88,11 +91,23 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     if ((err = ferry__endpoint_publish_status(&sub->ep, "sub", &init)))
         goto fail;
     /* Watched once the status file is in it: the directory it watches stays (see
-     * ferry__endpoint_publish_status). */
-    err = FERRY_ESYS;
-    if (ferry__dirwatch_create(&sub->watch_fd, sub->ep.dirfd) != 0 ||
-        ferry__poller_add(sub->ep.epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0)
+     * ferry__endpoint_publish_status). Without a watch (the user's inotify instances or watches
+     * are all taken, which any process of the user can do) publishers are found by the rescan,
+     * within RESCAN_NS: slower, said once, not an error. */
+    if (ferry__dirwatch_create(&sub->watch_fd, sub->ep.dirfd) != 0) {
+        if (errno != EMFILE && errno != ENFILE && errno != ENOSPC && errno != ENOMEM) {
+            err = FERRY_ESYS;
+            goto fail;
+        }
+        ferry__log(node, FERRY_LOG_WARN,
+                   "%s: cannot watch the topic directory (inotify: %s; see fs.inotify."
+                   "max_user_instances and max_user_watches): new publishers are found within "
+                   "a second instead of at once", sub->ep.topic, strerror(errno));
+    } else if (ferry__poller_add(sub->ep.epfd, sub->watch_fd,
+                                 ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0) {
+        err = FERRY_ESYS;
         goto fail;
+    }
     sub->st = &sub->ep.status.map->sub;
     if ((err = ferry__node_adopt(node, &sub->ep.obj, FERRY__SUB_MAGIC)))
         goto fail;
@@ -150,8 +165,14 @@ ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint32_t count
     ferry__sub_housekeep(sub, 0);
     while (sub->nactive < count) {
         int64_t left = ferry__remaining(deadline);
-        if (left == 0)
-            return sub->type_refused ? FERRY_ETYPE : FERRY_ETIMEDOUT;
+        if (left == 0) {
+            if (sub->type_refused)
+                return FERRY_ETYPE;
+            /* Why nothing came: a publisher found but stuck in its handshake says so (once; a
+             * publisher answers within its housekeeping, 50 ms while it publishes). */
+            ferry__sub_say_stuck(sub, STUCK_SAY_NS);
+            return FERRY_ETIMEDOUT;
+        }
         /* Short sleeps: a publisher answers during its own calls, which we cannot see. */
         ferry__sub_housekeep(sub, left < 0 || left > 5000000 ? 5000000 : left);
     }

@@ -18,8 +18,20 @@
 
 #include "core/core.h"
 
-enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3 };
-#define REFUSED_MAX 16 /* refused publishers remembered, so they are not tried again */
+/* SC_QUEUED: the publisher's listen backlog was full (a publisher that accepts only in its
+ * housekeeping, or one flooded with connections); no socket yet, the connect is tried again at
+ * each housekeeping. SC_PENDING: connected, our hello sent, its welcome awaited. */
+enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3, SC_QUEUED = 4 };
+#define REFUSED_MAX 16 /* publishers remembered as refused or silent */
+
+/* A publisher not to connect to: one that refused us (type, permission, protocol) or that we
+ * refused, for good; one that read our hello and never answered, until retry_at, after a
+ * back-off that doubles while it stays silent (subscriber_control.c). */
+typedef struct refusal {
+    char name[64]; /* its socket file; "" for a free place */
+    int64_t retry_at; /* 0: for good */
+    int64_t backoff;  /* the wait before the next try, for a silent one */
+} refusal;
 /* Wake-ups a subscriber may owe its publisher at once. A fast stream sets and fires its doorbell
  * thousands of times between two housekeeping passes, and a wake-up that was still on its way
  * when the doorbell was set again is read only there: the bound must allow them all. It bounds
@@ -35,6 +47,8 @@ typedef struct sconn {
     uint64_t pub_id;
     int32_t pid;
     int64_t since;
+    int64_t first_try; /* the first connect to this publisher, for what a stuck one logs */
+    bool told;         /* a stuck handshake was logged */
     const uint8_t *data;
     uint64_t data_size;
     ferry__conn ring;
@@ -44,6 +58,8 @@ typedef struct sconn {
     uint64_t rtail_seen; /* the publisher's return_tail as last seen */
     uint64_t *held_bits;
     uint64_t *seen_bits; /* chunks whose pages are populated here (prefault), in held_bits' block */
+    uint64_t *backed_bits; /* chunks whose pages were found allocated, in held_bits' block */
+    int data_fd;        /* the data segment, kept to look for holes (ferry__fd_backed) */
     uint32_t held;
     uint32_t armed; /* doorbell value we last set, 0 when none */
     /* Wake-ups the publisher may have sent: one per notifier doorbell we set (up to
@@ -68,9 +84,10 @@ struct ferry_subscriber {
     uint16_t *live; /* slots of connections that may hold queued samples (active or gone) */
     uint32_t nlive;
     uint32_t nconns, nactive;
+    uint32_t nqueued; /* connections in SC_QUEUED */
     uint32_t held;
     uint64_t dropped_closed;
-    char refused[REFUSED_MAX][64];
+    refusal refused[REFUSED_MAX];
     uint32_t refused_next;
     bool rescan;
     bool no_futexv; /* the kernel lacks futex_waitv: with 2+ connections, sleep on the notifier */
@@ -82,6 +99,7 @@ struct ferry_subscriber {
     bool untyped;  /* created without a type: adopts the first publisher's (ep.type_name "") */
     bool type_refused; /* a publisher of another type refused us, or we it */
     ferry__spin spin; /* ferry_wait's spin before it sleeps */
+    ferry__pace pace; /* ferry_wait's anticipation of a steady stream's next sample */
     bool paused;   /* lifecycle not active: publishers skip us, stragglers are given back */
     uint64_t discarded; /* queued samples given back unread while paused */
     int64_t next_rescan;
@@ -108,6 +126,9 @@ void ferry__sub_scan(ferry_subscriber *sub);
 void ferry__sub_read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max);
 /* Watches the directory, connects, reads messages and drops the silent for at most timeout_ns. */
 void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns);
+/* Logs, once each, the handshakes stuck for at least min_ns: a publisher whose listen backlog
+ * stays full, or that has not read or answered our hello. */
+void ferry__sub_say_stuck(ferry_subscriber *sub, int64_t min_ns);
 
 /* ---- data path (subscriber_data.c) ---------------------------------------------------------- */
 
@@ -131,6 +152,11 @@ static inline void ferry__sub_update_stats(ferry_subscriber *sub)
     sub->stats.dropped = dropped;
     sub->stats.held = sub->held;
     sub->stats.publishers = sub->nactive;
+    ferry__spin_stats(&sub->spin, &sub->stats.spin);
+    sub->stats.spin.paced_spins = sub->pace.spins;
+    sub->stats.spin.paced_found = sub->pace.found;
+    if (sub->opt.busy_poll)
+        sub->stats.spin.mode = FERRY_SPIN_MODE_POLL;
 }
 
 /* Copies the counters to the status file, for tools; off the hot path. */

@@ -15,8 +15,20 @@
 
 #define RESCAN_NS 1000000000LL /* safety-net rescan of the topic directory */
 /* A publisher answers a hello within its next housekeeping (50 ms while it publishes); one that
- * has not answered in 2 s is dropped and not tried again. */
+ * read ours and has not answered in 2 s is dropped and tried again only after a back-off that
+ * starts at SILENT_RETRY_MIN_NS and doubles while it stays silent, up to SILENT_RETRY_MAX_NS: a
+ * publisher stalled for a while (stopped, swapped, debugged, under a sanitizer) is found again,
+ * and a listener that never answers costs one connection and a 2 s wait per 30 s. One that has
+ * not even
+ * read it (it has not accepted our connection: it is stalled, or a flood of connections is
+ * queued ahead of ours) is waited for, in its queue, up to UNREAD_TIMEOUT_NS, then tried again
+ * afresh; so is one whose listen backlog is full. Either is logged once it is 2 s late. */
 #define PENDING_TIMEOUT_NS 2000000000LL
+#define UNREAD_TIMEOUT_NS 10000000000LL
+#define SILENT_RETRY_MIN_NS 1000000000LL
+#define SILENT_RETRY_MAX_NS 30000000000LL
+/* A connect refused by a full listen backlog is tried again this often, at most. */
+#define QUEUED_RETRY_NS 2000000LL
 
 static void live_remove(ferry_subscriber *sub, sconn *c)
 {
@@ -32,7 +44,7 @@ static void conn_release_resources(ferry_subscriber *sub, sconn *c)
 {
     if (c->sock >= 0) {
         ferry__poller_del(sub->ep.epfd, c->sock);
-        close(c->sock);
+        ferry__sock_dispose(c->sock);
         c->sock = -1;
     }
 }
@@ -43,6 +55,8 @@ void ferry__sub_conn_close(ferry_subscriber *sub, sconn *c)
         return;
     if (c->state == SC_ACTIVE)
         sub->nactive--;
+    if (c->state == SC_QUEUED)
+        sub->nqueued--;
     if (c->state == SC_ACTIVE || c->state == SC_GONE) {
         for (int h = 0; h < FERRY__CLOSE_HOOKS; h++)
             if (sub->hooks[h].fn)
@@ -50,6 +64,7 @@ void ferry__sub_conn_close(ferry_subscriber *sub, sconn *c)
         live_remove(sub, c);
         sub->dropped_closed += atomic_load_explicit(&c->ring.hdr->dropped, memory_order_relaxed);
         ferry__unmap((void *)c->data, c->data_size);
+        ferry__fd_dispose(c->data_fd);
         ferry__conn_unmap(&c->ring);
         sub->held -= c->held;
         free(c->held_bits);
@@ -57,7 +72,7 @@ void ferry__sub_conn_close(ferry_subscriber *sub, sconn *c)
     conn_release_resources(sub, c);
     for (uint32_t k = 0; k < c->nattachments; k++)
         for (int i = 0; i < c->attachments[k].nfds; i++)
-            close(c->attachments[k].fds[i]);
+            ferry__fd_dispose(c->attachments[k].fds[i]);
     free(c->attachments);
     uint32_t gen = c->gen + 1;
     memset(c, 0, sizeof *c);
@@ -105,24 +120,70 @@ void ferry__sub_conn_fail(ferry_subscriber *sub, sconn *c, const char *why)
         ferry__sub_conn_close(sub, c);
 }
 
-static bool refused(const ferry_subscriber *sub, const char *name)
+static refusal *refusal_of(ferry_subscriber *sub, const char *name)
 {
     for (uint32_t i = 0; i < REFUSED_MAX; i++)
-        if (strcmp(sub->refused[i], name) == 0)
-            return true;
-    return false;
+        if (sub->refused[i].name[0] && strcmp(sub->refused[i].name, name) == 0)
+            return &sub->refused[i];
+    return NULL;
+}
+
+/* True when name is not to be connected to now. */
+static bool refused(ferry_subscriber *sub, const char *name)
+{
+    refusal *r = refusal_of(sub, name);
+    return r && (r->retry_at == 0 || ferry__clock_ns() < r->retry_at);
+}
+
+/* name's place among the remembered, the oldest one's when it has none. */
+static refusal *refusal_place(ferry_subscriber *sub, const char *name)
+{
+    refusal *r = refusal_of(sub, name);
+    if (!r) {
+        r = &sub->refused[sub->refused_next];
+        sub->refused_next = (sub->refused_next + 1) % REFUSED_MAX;
+        *r = (refusal){0};
+        snprintf(r->name, sizeof r->name, "%s", name);
+    }
+    return r;
 }
 
 static void remember_refused(ferry_subscriber *sub, const char *name)
 {
-    snprintf(sub->refused[sub->refused_next], sizeof sub->refused[0], "%s", name);
-    sub->refused_next = (sub->refused_next + 1) % REFUSED_MAX;
+    refusal_place(sub, name)->retry_at = 0;
 }
 
-static bool sealed_against_shrinking(int fd)
+/* A publisher that read our hello and did not answer: tried again after the back-off. */
+static void remember_silent(ferry_subscriber *sub, const char *name, int64_t now)
+{
+    refusal *r = refusal_place(sub, name);
+    r->backoff = r->backoff == 0 ? SILENT_RETRY_MIN_NS
+                 : r->backoff >= SILENT_RETRY_MAX_NS / 2 ? SILENT_RETRY_MAX_NS
+                                                          : 2 * r->backoff;
+    r->retry_at = now + r->backoff;
+}
+
+/* A publisher that answered: whatever was remembered of it is forgotten. */
+static void forget_refusal(ferry_subscriber *sub, const char *name)
+{
+    refusal *r = refusal_of(sub, name);
+    if (r)
+        *r = (refusal){0};
+}
+
+static bool sealed(int fd, unsigned want)
 {
     unsigned seals = 0;
-    return ferry__memfd_seals(fd, &seals) == 0 && (seals & F_SEAL_SHRINK);
+    return ferry__memfd_seals(fd, &seals) == 0 && (seals & want) == want;
+}
+
+/* The data segment's own seals: no shrinking (a read past its end would be SIGBUS) and no
+ * writing through new descriptors or mappings, which also forbids punching holes: pages found
+ * allocated once stay allocated. */
+static bool data_sealed(int fd)
+{
+    return sealed(fd, F_SEAL_SHRINK) &&
+           (sealed(fd, F_SEAL_FUTURE_WRITE) || sealed(fd, F_SEAL_WRITE));
 }
 
 static void welcome(ferry_subscriber *sub, sconn *c)
@@ -138,7 +199,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         return;
     if (n <= 0) {
         for (int i = 0; i < nfds; i++)
-            close(fds[i]); /* an empty datagram may still carry descriptors */
+            ferry__fd_dispose(fds[i]); /* an empty datagram may still carry descriptors */
         if (n < 0)
             ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
                             "%s: welcome from publisher pid %d lost: %s%s", sub->ep.topic,
@@ -170,7 +231,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
                         ferry_errname((ferry_err)w.status), w.type_name,
                         (unsigned long long)w.type_hash);
         for (int i = 0; i < nfds; i++)
-            close(fds[i]);
+            ferry__fd_dispose(fds[i]);
         ferry__sub_conn_close(sub, c);
         return;
     } else if (nfds != 2 || ferry__fd_is_memfd(fds[0]) != 1 || ferry__fd_is_memfd(fds[1]) != 1 ||
@@ -179,9 +240,15 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         why = "welcome without its descriptors";
     } else if (ferry__welcome_check(&w, data_size, conn_size) != FERRY_OK) {
         why = "welcome with an impossible geometry";
-    } else if (!sealed_against_shrinking(fds[0]) || !sealed_against_shrinking(fds[1])) {
-        /* A segment its owner could still truncate would turn our next read into SIGBUS. */
-        why = "segments not sealed against shrinking";
+    } else if (!data_sealed(fds[0]) || !sealed(fds[1], F_SEAL_SHRINK)) {
+        /* A segment its owner could still truncate would turn our next read into SIGBUS; one
+         * it could punch holes in, our reads into allocations charged to us. */
+        why = "segments not sealed against shrinking (and the data segment against writing)";
+    } else if (ferry__fd_backed(fds[0], 0, w.arena_offset) == 0 ||
+               ferry__fd_backed(fds[1], 0, conn_size) == 0) {
+        /* Reading a hole of a shared mapping allocates a page, charged to the reader. */
+        sub->stats.protocol_errors++;
+        why = "segments with holes (pages the publisher never allocated)";
     } else if (sub->untyped && sub->ep.type_name[0] == '\0') {
         /* The first publisher met gives an untyped subscriber its type. */
         if (ferry__type_name_validate(w.type_name) != FERRY_OK)
@@ -204,7 +271,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN, "%s: publisher pid %d: %s",
                         sub->ep.topic, (int)c->pid, why);
         for (int i = 0; i < nfds; i++)
-            close(fds[i]);
+            ferry__fd_dispose(fds[i]);
         ferry__sub_conn_close(sub, c);
         return;
     }
@@ -216,10 +283,10 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     bool mapped = ferry__conn_map(&ring, fds[1], conn_size, w.deliver_capacity,
                                   w.return_capacity) == 0;
     ferry__conn_header *hdr = ring.hdr;
-    /* Two bitmaps in one block: chunks held, chunks already populated (prefault). */
-    uint64_t *bits = calloc(2 * (size_t)((w.max_chunks + 63) / 64), sizeof *bits);
-    close(fds[0]);
-    close(fds[1]);
+    /* Three bitmaps in one block: chunks held, chunks already populated (prefault), chunks found
+     * allocated. */
+    uint64_t *bits = calloc(3 * (size_t)((w.max_chunks + 63) / 64), sizeof *bits);
+    ferry__fd_dispose(fds[1]);
     int map_errno = errno;
     const ferry__data_header *dh = (const ferry__data_header *)data;
     if (!data || !mapped || !bits || ferry__conn_check(hdr, &w) != FERRY_OK ||
@@ -232,6 +299,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
             ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: publisher pid %d: segments do not match",
                        sub->ep.topic, (int)c->pid);
         sub->stats.protocol_errors += data && mapped && bits;
+        ferry__fd_dispose(fds[0]);
         ferry__unmap((void *)data, data_size);
         if (mapped)
             ferry__conn_unmap(&ring);
@@ -250,14 +318,19 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     c->rtail_seen = c->rhead;
     c->held_bits = bits;
     c->seen_bits = bits + (w.max_chunks + 63) / 64;
+    c->backed_bits = bits + 2 * ((w.max_chunks + 63) / 64);
+    c->data_fd = fds[0];
     /* A connection made while paused starts paused. What the publisher delivered before it
      * could see this (history) is given back unread. */
     if (sub->paused)
         atomic_store_explicit(&hdr->sub_paused, 1, memory_order_seq_cst);
     if (sub->opt.background)
         atomic_store_explicit(&hdr->sub_background, 1, memory_order_relaxed);
+    atomic_store_explicit(&hdr->sub_cpu, ferry__spin_word(&sub->spin), memory_order_relaxed);
+    sub->spin.next_look = 0; /* the publisher's word counts at the next housekeeping */
     c->pub_id = w.publisher_id;
     c->state = SC_ACTIVE;
+    forget_refusal(sub, c->name);
     sub->nactive++;
     sub->live[sub->nlive++] = (uint16_t)(c - sub->conns);
     ferry__sub_update_stats(sub);
@@ -265,22 +338,28 @@ static void welcome(ferry_subscriber *sub, sconn *c)
                (int)c->pid);
 }
 
-static void connect_to(ferry_subscriber *sub, const char *name)
+/* Connects c (a free place, or a queued connection tried again) to the publisher c->name and
+ * sends our hello. A full listen backlog keeps the place queued; any other failure frees it. */
+static void connect_place(ferry_subscriber *sub, sconn *c)
 {
-    sconn *c = NULL;
-    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
-        if (sub->conns[i].state == SC_FREE) {
-            c = &sub->conns[i];
-            break;
+    int64_t now = ferry__clock_ns();
+    int fd = ferry__connect_at(sub->ep.dirfd, c->name);
+    if (fd < 0 && errno == EAGAIN) {
+        /* Its backlog is full: it has not accepted for a while (it accepts in its housekeeping,
+         * which a camera runs in its loans only) or a flood of connections fills it. */
+        if (c->state == SC_FREE) {
+            c->state = SC_QUEUED;
+            c->first_try = now;
+            c->told = false;
+            sub->nconns++;
+            sub->nqueued++;
         }
-    if (!c) {
-        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: more than %u publishers; ignoring %s",
-                   sub->ep.topic, sub->opt.max_publishers, name);
+        c->since = now;
         return;
     }
-    int fd = ferry__connect_at(sub->ep.dirfd, name);
+    const char *name = c->name;
     if (fd < 0) {
-        if (errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT)
+        if (errno != ECONNREFUSED && errno != ENOENT)
             ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: cannot connect to %s: %s", sub->ep.topic,
                        name, strerror(errno));
         if (errno == ECONNREFUSED) {
@@ -296,9 +375,9 @@ static void connect_to(ferry_subscriber *sub, const char *name)
                     unlinkat(sub->ep.dirfd, status, 0);
             }
             unlinkat(sub->ep.dirfd, name, 0);
-        } else if (errno == EAGAIN) {
-            sub->next_rescan = ferry__clock_ns() + 10000000; /* its backlog is full */
         }
+        if (c->state != SC_FREE)
+            ferry__sub_conn_close(sub, c);
         return;
     }
     pid_t pid = 0;
@@ -310,7 +389,9 @@ static void connect_to(ferry_subscriber *sub, const char *name)
         remember_refused(sub, name);
         ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: publisher pid %d uid %u not allowed",
                    sub->ep.topic, (int)pid, (unsigned)uid);
-        close(fd);
+        ferry__sock_dispose(fd);
+        if (c->state != SC_FREE)
+            ferry__sub_conn_close(sub, c);
         return;
     }
     ferry__hello h;
@@ -325,21 +406,46 @@ static void connect_to(ferry_subscriber *sub, const char *name)
     memcpy(h.type_name, sub->ep.type_name, sizeof h.type_name);
     memcpy(h.node_name, sub->ep.node->name, sizeof h.node_name);
     if (ferry__send_msg(fd, &h, sizeof h, NULL, 0) != 0) {
-        close(fd);
+        ferry__sock_dispose(fd);
+        if (c->state != SC_FREE)
+            ferry__sub_conn_close(sub, c);
         return;
     }
     uint32_t slot = (uint32_t)(c - sub->conns);
+    if (c->state == SC_FREE) {
+        sub->nconns++;
+        c->first_try = now;
+        c->told = false;
+    } else {
+        sub->nqueued--;
+        c->told = false; /* a new reason to wait, said once more */
+    }
     c->state = SC_PENDING;
     c->sock = fd;
     c->pid = (int32_t)pid;
-    c->since = ferry__clock_ns();
-    snprintf(c->name, sizeof c->name, "%s", name);
-    sub->nconns++;
+    c->since = now;
     if (ferry__poller_add(sub->ep.epfd, fd, ferry__tag(FERRY__TAG_CONN, slot, c->gen)) != 0)
         ferry__sub_conn_close(sub, c);
 }
 
-static bool known(const ferry_subscriber *sub, const char *name)
+static void connect_to(ferry_subscriber *sub, const char *name)
+{
+    sconn *c = NULL;
+    for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
+        if (sub->conns[i].state == SC_FREE) {
+            c = &sub->conns[i];
+            break;
+        }
+    if (!c) {
+        ferry__log(sub->ep.node, FERRY_LOG_WARN, "%s: more than %u publishers; ignoring %s",
+                   sub->ep.topic, sub->opt.max_publishers, name);
+        return;
+    }
+    snprintf(c->name, sizeof c->name, "%s", name);
+    connect_place(sub, c);
+}
+
+static bool known(ferry_subscriber *sub, const char *name)
 {
     for (uint32_t i = 0; i < sub->opt.max_publishers; i++)
         if (sub->conns[i].state != SC_FREE && strcmp(sub->conns[i].name, name) == 0)
@@ -395,7 +501,7 @@ static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds
     if (m->nfds == 0) {
         if (a) {
             for (int i = 0; i < a->nfds; i++)
-                close(a->fds[i]);
+                ferry__fd_dispose(a->fds[i]);
             *a = c->attachments[--c->nattachments];
         }
         return true;
@@ -409,7 +515,7 @@ static bool keep_attachment(sconn *c, const ferry__attach_msg *m, const int *fds
         a = &c->attachments[c->nattachments++];
     } else {
         for (int i = 0; i < a->nfds; i++)
-            close(a->fds[i]);
+            ferry__fd_dispose(a->fds[i]);
     }
     a->key = m->key;
     a->nfds = (int)m->nfds;
@@ -437,7 +543,7 @@ void ferry__sub_read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max
         }
         if (got <= 0) {
             for (int i = 0; i < nfds; i++)
-                close(fds[i]);
+                ferry__fd_dispose(fds[i]);
             conn_gone(sub, c, true);
             return;
         }
@@ -459,7 +565,7 @@ void ferry__sub_read_messages(ferry_subscriber *sub, sconn *c, bool hup, int max
         if (ferry__attach_decode(buf.raw, (size_t)got, nfds, &m) != FERRY_OK ||
             !keep_attachment(c, &m, fds)) {
             for (int i = 0; i < nfds; i++)
-                close(fds[i]);
+                ferry__fd_dispose(fds[i]);
             ferry__sub_conn_fail(sub, c, "unexpected message");
             return;
         }
@@ -491,9 +597,64 @@ ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uin
     return FERRY_EAGAIN;
 }
 
+/* Logs why c has waited so long, once. */
+static void say_stuck(ferry_subscriber *sub, sconn *c, int64_t now)
+{
+    double s = (double)(now - c->first_try) / 1e9;
+    c->told = true;
+    if (c->state == SC_QUEUED) {
+        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                        "%s: cannot connect to publisher %s: its listen backlog has been full for "
+                        "%.1f s (it is stalled, or flooded with connections); still trying",
+                        sub->ep.topic, c->name, s);
+    } else if (ferry__sock_unread(c->sock) > 0) {
+        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                        "%s: publisher %s (pid %d) has not read our hello in %.1f s (it is "
+                        "stalled, or its queue of pending connections is flooded); still waiting",
+                        sub->ep.topic, c->name, (int)c->pid, s);
+    } else {
+        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                        "%s: publisher %s (pid %d) did not answer our hello within %.1f s",
+                        sub->ep.topic, c->name, (int)c->pid, s);
+    }
+}
+
+void ferry__sub_say_stuck(ferry_subscriber *sub, int64_t min_ns)
+{
+    int64_t now = ferry__clock_ns();
+    for (uint32_t i = 0; i < sub->opt.max_publishers && sub->nconns; i++) {
+        sconn *c = &sub->conns[i];
+        if ((c->state == SC_QUEUED || c->state == SC_PENDING) && !c->told &&
+            now - c->first_try >= min_ns)
+            say_stuck(sub, c, now);
+    }
+}
+
+/* Where this thread and the publishers may run decides how ferry_wait spins (spin.h): our
+ * word written where it changed, theirs counted. */
+static void look_at_cpus(ferry_subscriber *sub, int64_t now)
+{
+    if (!ferry__spin_look(&sub->spin, now))
+        return;
+    uint32_t word = ferry__spin_word(&sub->spin);
+    for (uint32_t k = 0; k < sub->nlive; k++) {
+        sconn *c = &sub->conns[sub->live[k]];
+        if (c->state != SC_ACTIVE)
+            continue;
+        ferry__conn_header *h = c->ring.hdr;
+        if (atomic_load_explicit(&h->sub_cpu, memory_order_relaxed) != word)
+            atomic_store_explicit(&h->sub_cpu, word, memory_order_relaxed);
+        ferry__spin_peer(&sub->spin, atomic_load_explicit(&h->pub_cpu, memory_order_relaxed));
+    }
+    ferry__spin_decide(&sub->spin);
+}
+
 void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns)
 {
     ferry__event ev[16];
+    /* A queued connection has no socket to wake us: it is tried again after a short sleep. */
+    if (sub->nqueued > 0 && (timeout_ns < 0 || timeout_ns > QUEUED_RETRY_NS))
+        timeout_ns = QUEUED_RETRY_NS;
     int n = ferry__poller_wait(sub->ep.epfd, ev, 16, timeout_ns);
     for (int i = 0; i < n; i++) {
         unsigned kind = ferry__tag_kind(ev[i].tag);
@@ -521,19 +682,40 @@ void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns)
     ferry__endpoint_sweep(&sub->ep, now);
     for (uint32_t i = 0; i < sub->opt.max_publishers && sub->nconns; i++) {
         sconn *c = &sub->conns[i];
-        if (c->state == SC_GONE && c->held == 0 && ferry__sub_ring_empty(c))
+        if (c->state == SC_GONE && c->held == 0 && ferry__sub_ring_empty(c)) {
             ferry__sub_conn_close(sub, c);
-        else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS) {
-            /* A listener that never answers is not a publisher worth a place again. */
+        } else if (c->state == SC_QUEUED) {
+            if (now - c->since >= QUEUED_RETRY_NS)
+                connect_place(sub, c);
+            if (c->state == SC_QUEUED && !c->told && now - c->first_try > PENDING_TIMEOUT_NS)
+                say_stuck(sub, c, now);
+        } else if (c->state == SC_PENDING && now - c->since > PENDING_TIMEOUT_NS) {
+            if (ferry__sock_unread(c->sock) > 0) {
+                /* Not accepted yet: its place in the publisher's queue is kept a while. */
+                if (!c->told)
+                    say_stuck(sub, c, now);
+                if (now - c->since > UNREAD_TIMEOUT_NS) {
+                    ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+                                    "%s: publisher %s (pid %d) has not read our hello in %.0f s; "
+                                    "connecting again", sub->ep.topic, c->name, (int)c->pid,
+                                    UNREAD_TIMEOUT_NS / 1e9);
+                    ferry__sub_conn_close(sub, c);
+                }
+                continue;
+            }
+            /* A listener that read our hello and does not answer: its place goes to others,
+             * and it is tried again after a back-off (a publisher stalled for a while). */
+            remember_silent(sub, c->name, now);
             ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
-                            "%s: %s (pid %d) did not answer our hello within 2 s", sub->ep.topic,
-                            c->name, (int)c->pid);
-            remember_refused(sub, c->name);
+                            "%s: publisher %s (pid %d) did not answer our hello within 2 s; "
+                            "trying again in %.0f s", sub->ep.topic, c->name, (int)c->pid,
+                            refusal_of(sub, c->name)->backoff / 1e9);
             ferry__sub_conn_close(sub, c);
         }
     }
     if (sub->paused)
         ferry__sub_discard_queued(sub);
+    look_at_cpus(sub, now);
     ferry__sub_publish_status(sub);
     sub->next_housekeep = ferry__clock_ns() + FERRY__HOUSEKEEP_NS;
 }

@@ -48,6 +48,18 @@ static int peek(ferry_subscriber *sub, sconn *c, peeked *p)
         ferry__sub_conn_fail(sub, c, "chunk table entry out of range");
         return -1;
     }
+    /* First sight of the chunk on this connection: its pages must all be allocated, or reading
+     * them would allocate pages charged to us (a publisher's sparse segment can make a frame
+     * span any size of hole). The data segment is sealed against writing, so no hole can be
+     * punched later. */
+    uint64_t bit = (uint64_t)1 << (index % 64);
+    if (!(c->backed_bits[index / 64] & bit)) {
+        if (ferry__fd_backed(c->data_fd, e.offset, c->payload_offset + e.capacity) == 0) {
+            ferry__sub_conn_fail(sub, c, "a chunk spans pages the publisher never allocated");
+            return -1;
+        }
+        c->backed_bits[index / 64] |= bit;
+    }
     memcpy(&p->h, c->data + e.offset, sizeof p->h);
     if (p->h.index != index || p->h.generation != ferry__desc_gen(d) || p->h.size == 0 ||
         p->h.size > e.capacity) {
@@ -306,22 +318,27 @@ static bool woken_soon(ferry_subscriber *sub)
     return soon && sub->spin.max > 0;
 }
 
-/* Polls for the publication a publisher announced, up to FERRY__SOON_SPIN_NS (or deadline).
- * It yields every few hundred polls: woken onto the publisher's CPU, it would otherwise hold
- * back the very publication it waits for. */
-static void poll_soon(ferry_subscriber *sub, int64_t deadline)
+/* Polls until a sample is queued (true) or until passes. It yields every few hundred polls:
+ * on the publisher's CPU (unpinned, woken onto it), it would otherwise hold back the very
+ * publication it waits for. */
+static bool poll_ready_until(ferry_subscriber *sub, int64_t until)
 {
-    int64_t until = ferry__clock_ns() + FERRY__SOON_SPIN_NS;
-    if (deadline < until)
-        until = deadline;
     for (unsigned i = 1; !ferry__subscriber_ready(sub); i++) {
         ferry__cpu_relax();
         if (i % 256 == 0) {
             if (ferry__clock_ns() >= until)
-                return;
+                return false;
             sched_yield();
         }
     }
+    return true;
+}
+
+/* Polls for the publication a publisher announced, up to FERRY__SOON_SPIN_NS (or deadline). */
+static void poll_soon(ferry_subscriber *sub, int64_t deadline)
+{
+    int64_t until = ferry__clock_ns() + FERRY__SOON_SPIN_NS;
+    poll_ready_until(sub, deadline < until ? deadline : until);
 }
 
 /* Housekeeping for a subscriber that keeps finding samples: the empty-queue path, which runs it
@@ -481,6 +498,41 @@ out:
     return err;
 }
 
+/* A steady stream's next sample (spin.h, paced streams): sleeps until a little before it is
+ * due, then spins across its arrival with the doorbells clear (so the publisher makes no system
+ * call for it). True when a sample is queued. */
+static bool anticipate(ferry_subscriber *sub, int64_t deadline)
+{
+    if (sub->spin.max == 0)
+        return false; /* spinning cannot help (one CPU shared) or is off */
+    int64_t now = ferry__clock_ns();
+    int64_t at = ferry__pace_wake_at(&sub->pace, now);
+    if (at == 0 || at >= deadline)
+        return false;
+    if (now >= sub->next_housekeep)
+        ferry__sub_housekeep(sub, 0);
+    now = ferry__clock_ns();
+    if (at <= now || !sleep_on_doorbells(sub, at - now))
+        return false;
+    now = ferry__clock_ns();
+    if (ferry__subscriber_ready(sub)) {
+        ferry__pace_arrived(&sub->pace, now); /* woken by its publication: it came early */
+        return true;
+    }
+    if (now < at)
+        return false; /* woken for something else: the caller's wait goes on */
+    int64_t until = ferry__pace_spin_until(&sub->pace, at, now);
+    if (until > deadline)
+        until = deadline;
+    int64_t start = now;
+    bool found = arm(sub, 0) || poll_ready_until(sub, until);
+    now = ferry__clock_ns();
+    ferry__pace_spent(&sub->pace, start, now, found);
+    if (found)
+        ferry__pace_arrived(&sub->pace, now);
+    return found;
+}
+
 ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
 {
     ferry_err err = ferry__subscriber_check(sub);
@@ -493,13 +545,20 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
     for (;; waited = true) {
         if (ferry__subscriber_ready(sub)) {
             /* Waiting ran housekeeping before it slept: none between a frame and its reader. */
-            if (waited)
+            if (waited) {
                 sub->busy_since = ferry__clock_ns();
-            else
+                ferry__pace_arrived(&sub->pace, sub->busy_since);
+            } else {
                 busy_housekeep(sub);
+            }
             return FERRY_OK;
         }
         if (!waited && timeout_ns != 0 && ferry__spin_until(&sub->spin, ready, sub, deadline)) {
+            sub->busy_since = ferry__clock_ns();
+            ferry__pace_arrived(&sub->pace, sub->busy_since);
+            return FERRY_OK;
+        }
+        if (!waited && timeout_ns != 0 && anticipate(sub, deadline)) {
             sub->busy_since = ferry__clock_ns();
             return FERRY_OK;
         }

@@ -22,17 +22,22 @@ _Static_assert(sizeof(ferry_pointcloud_header) == 3128, "ferry_pointcloud_header
  * of half the rows; 3/1 for nv24: one of twice the luma plane's bytes). */
 typedef struct msg_encoding {
     const char *name;
-    uint8_t bytes_per_pixel;
+    uint32_t bytes_per_pixel;
     bool even_width;
     bool even_height;
     uint8_t rows_num, rows_den;
 } msg_encoding;
 
 #define MSG_PACKED(name, bpp) {name, bpp, false, false, 1, 1}
-/* OpenCV's type names: DEPTH "C1" .. "C4", DEPTH bytes per channel. */
-#define MSG_CV(depth, bytes)                                                                       \
-    MSG_PACKED(depth "C1", bytes), MSG_PACKED(depth "C2", 2 * (bytes)),                           \
-        MSG_PACKED(depth "C3", 3 * (bytes)), MSG_PACKED(depth "C4", 4 * (bytes))
+/* The generic encodings of sensor_msgs/image_encodings (OpenCV's type names): a depth of these,
+ * "C" and a channel count of 1..MSG_CHANNELS_MAX (OpenCV's CV_CN_MAX) in decimal, without a
+ * leading zero. */
+static const struct msg_depth {
+    const char *prefix;
+    uint32_t bytes;
+} msg_depths[] = {{"8UC", 1}, {"8SC", 1}, {"16UC", 2}, {"16SC", 2},
+                  {"32SC", 4}, {"32FC", 4}, {"64FC", 8}};
+#define MSG_CHANNELS_MAX 512u
 
 static const msg_encoding msg_encodings[] = {
     MSG_PACKED("rgb8", 3),           MSG_PACKED("bgr8", 3),
@@ -40,10 +45,6 @@ static const msg_encoding msg_encodings[] = {
     MSG_PACKED("rgb16", 6),          MSG_PACKED("bgr16", 6),
     MSG_PACKED("rgba16", 8),         MSG_PACKED("bgra16", 8),
     MSG_PACKED("mono8", 1),          MSG_PACKED("mono16", 2),
-    MSG_CV("8U", 1),                 MSG_CV("8S", 1),
-    MSG_CV("16U", 2),                MSG_CV("16S", 2),
-    MSG_CV("32S", 4),                MSG_CV("32F", 4),
-    MSG_CV("64F", 8),
     MSG_PACKED("bayer_rggb8", 1),    MSG_PACKED("bayer_bggr8", 1),
     MSG_PACKED("bayer_gbrg8", 1),    MSG_PACKED("bayer_grbg8", 1),
     MSG_PACKED("bayer_rggb16", 2),   MSG_PACKED("bayer_bggr16", 2),
@@ -62,13 +63,39 @@ static bool msg_host_bigendian(void)
     return first == 0;
 }
 
-/* encoding must be terminated within FERRY_ENCODING_MAX + 1 bytes. */
-static const msg_encoding *msg_encoding_find(const char *encoding)
+/* A generic encoding ("32FC3"): its bytes per pixel, or 0. */
+static uint32_t msg_generic_bpp(const char *encoding)
+{
+    for (size_t i = 0; i < sizeof msg_depths / sizeof msg_depths[0]; i++) {
+        size_t n = strlen(msg_depths[i].prefix);
+        if (strncmp(encoding, msg_depths[i].prefix, n) != 0)
+            continue;
+        const char *p = encoding + n;
+        uint32_t channels = 0;
+        if (*p < '1' || *p > '9')
+            return 0;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            channels = channels * 10 + (uint32_t)(*p - '0');
+            if (channels > MSG_CHANNELS_MAX)
+                return 0;
+        }
+        return *p == '\0' ? channels * msg_depths[i].bytes : 0;
+    }
+    return 0;
+}
+
+/* encoding must be terminated within FERRY_ENCODING_MAX + 1 bytes. A generic encoding is
+ * described in *tmp. */
+static const msg_encoding *msg_encoding_find(const char *encoding, msg_encoding *tmp)
 {
     for (size_t i = 0; i < sizeof msg_encodings / sizeof msg_encodings[0]; i++)
         if (strcmp(msg_encodings[i].name, encoding) == 0)
             return &msg_encodings[i];
-    return NULL;
+    uint32_t bpp = msg_generic_bpp(encoding);
+    if (bpp == 0)
+        return NULL;
+    *tmp = (msg_encoding){encoding, bpp, false, false, 1, 1};
+    return tmp;
 }
 
 uint64_t ferry__msg_align_up(uint64_t v)
@@ -134,7 +161,8 @@ ferry_err ferry_image_layout_get(const char *encoding, uint32_t width, uint32_t 
 {
     if (!encoding || !out || strnlen(encoding, FERRY_ENCODING_MAX + 1) > FERRY_ENCODING_MAX)
         return FERRY_EINVAL;
-    const msg_encoding *enc = msg_encoding_find(encoding);
+    msg_encoding generic;
+    const msg_encoding *enc = msg_encoding_find(encoding, &generic);
     if (!enc)
         return FERRY_EINVAL;
     ferry_image_layout l;
@@ -159,7 +187,8 @@ static bool msg_image_check(const ferry_image_header *h, size_t size, ferry_imag
     if (h->is_bigendian > 1 || !ferry__msg_terminated(h->encoding, sizeof h->encoding) ||
         !ferry__msg_terminated(h->frame_id, sizeof h->frame_id))
         return false;
-    const msg_encoding *enc = msg_encoding_find(h->encoding);
+    msg_encoding generic;
+    const msg_encoding *enc = msg_encoding_find(h->encoding, &generic);
     if (!enc || h->step == 0)
         return false;
     if (msg_layout(enc, h->width, h->height, h->step, layout) != FERRY_OK)

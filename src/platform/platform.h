@@ -74,17 +74,40 @@ void ferry__prefault_read(const void *addr, size_t size);
  * without allocating (getdents64 into a buffer on the stack). */
 int ferry__dir_each(int dirfd, unsigned max, void (*fn)(void *arg, const char *name), void *arg);
 
-/* Seqpacket Unix-domain sockets named relative to a directory descriptor. */
+/* Seqpacket Unix-domain sockets named relative to a directory descriptor. A listening socket
+ * queues up to FERRY__LISTEN_BACKLOG connections not accepted yet (fewer where the system's
+ * somaxconn is lower); a connect to a full queue fails with EAGAIN. */
+#define FERRY__LISTEN_BACKLOG 256
 int ferry__listen_at(int dirfd, const char *name, const char *tmp_name,
                      unsigned mode); /* fd or -1 */
 int ferry__connect_at(int dirfd, const char *name);           /* fd (non-blocking) or -1 */
+/* Bytes this end sent that the peer has not read yet (SIOCOUTQ), or -1. */
+int ferry__sock_unread(int sock);
 int ferry__accept(int listen_fd);                             /* fd (non-blocking) or -1 */
 int ferry__peer_cred(int sock, pid_t *pid, uid_t *uid, gid_t *gid);
 /* 1 when the peer's primary or supplementary groups include gid, 0 when not, -1 on error. */
 int ferry__peer_in_group(int sock, gid_t gid);
 /* Sends one datagram with up to 4 descriptors; never blocks (EAGAIN when the peer is full). */
 int ferry__send_msg(int sock, const void *buf, size_t len, const int *fds, int nfds);
-/* Receives one datagram; *nfds in: capacity of fds, out: received (extra ones are closed).
+/* Descriptors a peer sent. Their last close may wait as long as the peer likes (a TCP socket
+ * with SO_LINGER and unsent data, a FUSE or network file, a terminal, a socket with such
+ * descriptors in flight), so they are closed only where that cannot happen and otherwise by a
+ * disposal thread of the process, started the first time one is needed (at most 4 threads and
+ * 256 queued descriptors; past those a descriptor stays open and is counted as kept).
+ * ferry__fd_close_waits: 1 when the close of fd could wait (or that cannot be told), 0 not.
+ * ferry__fd_dispose: closes fd without waiting; 0 closed, 1 handed to the disposal thread, -1
+ * kept open. errno is left as it was.
+ * ferry__sock_dispose: closes a connection socket of ours: shut to input, what the peer queued
+ * received and its descriptors disposed of, then closed (by the disposal thread when its queue
+ * cannot be emptied). */
+int ferry__fd_close_waits(int fd);
+/* 1 when every page of [offset, offset + len) of fd is allocated (no hole: reading it through a
+ * shared mapping allocates nothing), 0 when there is a hole, -1 when it cannot be told. */
+int ferry__fd_backed(int fd, uint64_t offset, uint64_t len);
+int ferry__fd_dispose(int fd);
+void ferry__sock_dispose(int sock);
+void ferry__fd_disposal_stats(uint64_t *deferred, uint64_t *kept, uint32_t *threads);
+/* Receives one datagram; *nfds in: capacity of fds, out: received (extra ones are disposed of).
  * Returns the byte count, 0 at end of stream, -1 on error (EAGAIN when nothing is there).
  * A truncated datagram fails with EMSGSIZE after closing the descriptors it carried. */
 ssize_t ferry__recv_msg(int sock, void *buf, size_t cap, int *fds, int *nfds);
@@ -152,8 +175,9 @@ int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid,
  * Thread functions return 0 or an errno value (they do not set errno). */
 int ferry__cpu_online(int cpu);                                 /* 1 online, 0 not, -1 error */
 int ferry__cpu_count(uint32_t *count);                          /* online CPUs */
-/* CPUs the calling thread may run on now (sched_getaffinity); 1 when it cannot be read. */
-uint32_t ferry__cpus_allowed(void);
+/* The one CPU the calling thread may run on now (sched_getaffinity); -1 when it may run on
+ * more than one or its affinity cannot be read. */
+int32_t ferry__cpu_only(void);
 /* One step of a spin loop: tells the CPU (and a hypervisor) that this is a busy wait. */
 static inline void ferry__cpu_relax(void)
 {

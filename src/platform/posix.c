@@ -7,11 +7,13 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -19,7 +21,9 @@
 #include <sys/socket.h>
 #include <sys/vfs.h>
 #include <linux/futex.h>
+#include <linux/sockios.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -251,7 +255,7 @@ int ferry__listen_at(int dirfd, const char *name, const char *tmp_name, unsigned
     /* The socket's mode decides who may connect: failing to set it fails the listen. */
     if (fchmodat(dirfd, tmp_name, (mode_t)mode, 0) != 0)
         goto fail_unlink;
-    if (listen(fd, 64) != 0)
+    if (listen(fd, FERRY__LISTEN_BACKLOG) != 0)
         goto fail_unlink;
     /* Only a listening socket becomes visible under its real name: a connect never meets a
      * bound-but-not-listening socket. */
@@ -286,6 +290,12 @@ int ferry__connect_at(int dirfd, const char *name)
         return -1;
     }
     return fd;
+}
+
+int ferry__sock_unread(int sock)
+{
+    int n = 0;
+    return ioctl(sock, SIOCOUTQ, &n) == 0 ? n : -1;
 }
 
 int ferry__accept(int listen_fd)
@@ -359,12 +369,197 @@ int ferry__send_msg(int sock, const void *buf, size_t len, const int *fds, int n
     return 0;
 }
 
-ssize_t ferry__recv_msg(int sock, void *buf, size_t cap, int *fds, int *nfds)
+/* --- descriptors a peer sent ----------------------------------------------------------------
+ * The last close of some descriptors waits: a TCP socket with SO_LINGER and unsent data (up to
+ * the linger time, which its owner chooses), a file of a FUSE or network file system (the
+ * server's flush), a terminal draining its output, a Unix socket whose queue holds such
+ * descriptors in flight. A peer can hand ferry any of them and drop its own reference, so ferry
+ * closes what a peer sent only where the close cannot wait, and hands the rest to a disposal
+ * thread of the process, started the first time one is needed. */
+
+#ifndef ANON_INODE_FS_MAGIC
+#define ANON_INODE_FS_MAGIC 0x09041934
+#endif
+#ifndef PIPEFS_MAGIC
+#define PIPEFS_MAGIC 0x50495045
+#endif
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC 0x958458f6
+#endif
+#ifndef PIDFS_MAGIC
+#define PIDFS_MAGIC 0x50494446
+#endif
+
+/* At most this many descriptors wait for the disposal threads, and at most this many threads
+ * close them (each may wait as long as a peer likes); past both, a descriptor stays open and is
+ * counted (ferry__fd_disposal_stats), which costs a slot of the descriptor table, not time. */
+#define FERRY__DISPOSE_QUEUE 256
+#define FERRY__DISPOSE_THREADS 4
+#define FERRY__DISPOSE_STACK (64 * 1024)
+/* The most descriptors one message can carry (the kernel's SCM_MAX_FD), and the most messages a
+ * closing connection's queue is drained of (a peer's send buffer holds far fewer). */
+#define FERRY__SCM_MAX_FD 253
+#define FERRY__DRAIN_MAX 4096
+
+int ferry__fd_close_waits(int fd)
+{
+    struct stat st;
+    struct statfs fs;
+    if (fstat(fd, &st) != 0 || fstatfs(fd, &fs) != 0)
+        return 1; /* cannot tell: as if it could */
+    /* The memory devices (/dev/null, zero, full, random, urandom) release nothing. */
+    if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1)
+        return 0;
+    switch ((unsigned long)fs.f_type) {
+    case TMPFS_MAGIC: /* memfds and shared memory; not device nodes (devtmpfs says tmpfs) */
+    case HUGETLBFS_MAGIC:
+        return !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode));
+    case ANON_INODE_FS_MAGIC: /* eventfd, epoll, timerfd, signalfd, pidfd; io_uring frees later */
+    case PIPEFS_MAGIC:
+    case PIDFS_MAGIC:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+int ferry__fd_backed(int fd, uint64_t offset, uint64_t len)
+{
+    if (len == 0)
+        return 1;
+    off_t hole = lseek(fd, (off_t)offset, SEEK_HOLE);
+    if (hole < 0)
+        return errno == ENXIO ? 0 : -1; /* ENXIO: offset is at or past the end */
+    return (uint64_t)hole >= offset + len ? 1 : 0;
+}
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    int queue[FERRY__DISPOSE_QUEUE];
+    unsigned head, count;
+    unsigned threads, idle;
+    uint64_t deferred, kept;
+} disposal = {.lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER};
+static pthread_once_t disposal_once = PTHREAD_ONCE_INIT;
+
+static void disposal_prepare(void)
+{
+    pthread_mutex_lock(&disposal.lock);
+}
+
+static void disposal_parent(void)
+{
+    pthread_mutex_unlock(&disposal.lock);
+}
+
+/* The child of a fork has none of the threads: it starts afresh (what was queued stays open in
+ * it, close-on-exec). */
+static void disposal_child(void)
+{
+    pthread_mutex_init(&disposal.lock, NULL);
+    pthread_cond_init(&disposal.more, NULL);
+    disposal.head = disposal.count = disposal.threads = disposal.idle = 0;
+}
+
+static void disposal_init(void)
+{
+    pthread_atfork(disposal_prepare, disposal_parent, disposal_child);
+}
+
+static void *disposal_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&disposal.lock);
+    for (;;) {
+        disposal.idle++;
+        while (disposal.count == 0)
+            pthread_cond_wait(&disposal.more, &disposal.lock);
+        disposal.idle--;
+        int fd = disposal.queue[disposal.head];
+        disposal.head = (disposal.head + 1) % FERRY__DISPOSE_QUEUE;
+        disposal.count--;
+        pthread_mutex_unlock(&disposal.lock);
+        close(fd); /* may wait as long as the peer chose */
+        pthread_mutex_lock(&disposal.lock);
+    }
+    return NULL;
+}
+
+/* With the lock held: one more thread, which takes no signal (the process's handlers run in
+ * the threads the application made). */
+static bool disposal_start_thread(void)
+{
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0)
+        return false;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, FERRY__DISPOSE_STACK);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    bool ok = pthread_create(&t, &attr, disposal_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (ok)
+        disposal.threads++;
+    return ok;
+}
+
+int ferry__fd_dispose(int fd)
+{
+    if (fd < 0)
+        return 0;
+    int e = errno;
+    int rc = 0;
+    if (!ferry__fd_close_waits(fd)) {
+        close(fd);
+    } else {
+        pthread_once(&disposal_once, disposal_init);
+        pthread_mutex_lock(&disposal.lock);
+        if (disposal.idle <= disposal.count && disposal.threads < FERRY__DISPOSE_THREADS)
+            disposal_start_thread();
+        if (disposal.threads > 0 && disposal.count < FERRY__DISPOSE_QUEUE) {
+            disposal.queue[(disposal.head + disposal.count) % FERRY__DISPOSE_QUEUE] = fd;
+            disposal.count++;
+            disposal.deferred++;
+            pthread_cond_signal(&disposal.more);
+            rc = 1;
+        } else {
+            disposal.kept++;
+            rc = -1;
+        }
+        pthread_mutex_unlock(&disposal.lock);
+    }
+    errno = e;
+    return rc;
+}
+
+void ferry__fd_disposal_stats(uint64_t *deferred, uint64_t *kept, uint32_t *threads)
+{
+    pthread_once(&disposal_once, disposal_init);
+    pthread_mutex_lock(&disposal.lock);
+    *deferred = disposal.deferred;
+    *kept = disposal.kept;
+    *threads = disposal.threads;
+    pthread_mutex_unlock(&disposal.lock);
+}
+
+/* One recvmsg without waiting, with room for every descriptor a message can carry (those that did
+ * not fit would be closed by the kernel on this thread, where a close may wait) and for the
+ * sender's credentials: the first *nfds descriptors are kept in fds, the rest disposed of. *cmsgs
+ * says whether any control message came. Returns recvmsg's count; *flags gets msg_flags. */
+static ssize_t recv_fds(int sock, void *buf, size_t cap, int *fds, int *nfds, bool *cmsgs,
+                        int *flags)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     union {
         struct cmsghdr align;
-        char buf[CMSG_SPACE(8 * sizeof(int))];
+        char buf[CMSG_SPACE(FERRY__SCM_MAX_FD * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
     } control;
     struct msghdr msg = {.msg_iov = &iov,
                          .msg_iovlen = 1,
@@ -372,14 +567,16 @@ ssize_t ferry__recv_msg(int sock, void *buf, size_t cap, int *fds, int *nfds)
                          .msg_controllen = sizeof control.buf};
     int capacity = *nfds;
     *nfds = 0;
+    *cmsgs = false;
     ssize_t n;
     do {
         n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
-        return -1;
+        return n;
     /* Take every descriptor that came, so none leaks, then keep what the caller has room for. */
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        *cmsgs = true;
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -389,12 +586,68 @@ ssize_t ferry__recv_msg(int sock, void *buf, size_t cap, int *fds, int *nfds)
             if (*nfds < capacity)
                 fds[(*nfds)++] = fd;
             else
-                close(fd);
+                ferry__fd_dispose(fd);
         }
     }
-    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    *flags = msg.msg_flags;
+    return n;
+}
+
+/* Receives the next message queued on sock, disposing of the descriptors it carries. With
+ * SO_PASSCRED on sock every message comes with its sender's credentials, an empty one too, so
+ * 1: a message was there, 0: the queue is empty (end of stream), -1: an error. */
+static int drain_one(int sock)
+{
+    char byte[64];
+    int nfds = 0, flags;
+    bool cmsgs;
+    ssize_t n = recv_fds(sock, byte, sizeof byte, NULL, &nfds, &cmsgs, &flags);
+    if (n < 0)
+        return -1;
+    return n > 0 || cmsgs ? 1 : 0;
+}
+
+void ferry__sock_dispose(int sock)
+{
+    if (sock < 0)
+        return;
+    int e = errno;
+    /* Shut to input first, so that the peer can queue nothing more (its sends fail with EPIPE);
+     * then what it queued before is received and its descriptors disposed of, so that the close
+     * releases none of them on this thread. A peer's send buffer holds a few hundred messages
+     * at most: one that holds more than FERRY__DRAIN_MAX, or a socket that cannot be drained,
+     * is closed by the disposal thread. */
+    int one = 1, drained = 0;
+    if (shutdown(sock, SHUT_RD) != 0 && errno == ENOTCONN) {
+        drained = 1; /* never connected: nothing was queued */
+    } else if (setsockopt(sock, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) == 0) {
+        for (int i = 0; i < FERRY__DRAIN_MAX && drained == 0; i++) {
+            int r = drain_one(sock);
+            /* ECONNRESET: the peer closed with our messages unread; said once, then the queue
+             * reads on. */
+            if (r < 0 && errno != ECONNRESET)
+                drained = -1;
+            else if (r == 0)
+                drained = 1;
+        }
+    }
+    if (drained == 1)
+        close(sock);
+    else
+        ferry__fd_dispose(sock);
+    errno = e;
+}
+
+ssize_t ferry__recv_msg(int sock, void *buf, size_t cap, int *fds, int *nfds)
+{
+    bool cmsgs;
+    int flags = 0;
+    ssize_t n = recv_fds(sock, buf, cap, fds, nfds, &cmsgs, &flags);
+    if (n < 0)
+        return -1;
+    if (flags & (MSG_TRUNC | MSG_CTRUNC)) {
         for (int i = 0; i < *nfds; i++)
-            close(fds[i]);
+            ferry__fd_dispose(fds[i]);
         *nfds = 0;
         errno = EMSGSIZE;
         return -1;
@@ -693,14 +946,17 @@ int ferry__cpu_count(uint32_t *count)
     return 0;
 }
 
-uint32_t ferry__cpus_allowed(void)
+int32_t ferry__cpu_only(void)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return 1;
-    int n = CPU_COUNT(&set);
-    return n > 0 ? (uint32_t)n : 1;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1)
+        return -1;
+    for (int i = 0; i < CPU_SETSIZE; i++) {
+        if (CPU_ISSET(i, &set))
+            return i;
+    }
+    return -1;
 }
 
 int ferry__thread_pin(const int *cpus, size_t n)
@@ -1047,8 +1303,9 @@ static uint64_t cgroup_reclaimable(char *dir, size_t len, bool v2)
     return c.values[0] > busy ? c.values[0] - busy : 0;
 }
 
-/* Walks from the process's cgroup up to the root of the hierarchy's mount. */
-static void cgroup_headroom(bool v2, uint64_t *least)
+/* Walks from the process's cgroup up to the root of the hierarchy's mount. With limited, opens
+ * the innermost cgroup with a memory limit into *limited when it is still -1. */
+static void cgroup_headroom(bool v2, uint64_t *least, int *limited)
 {
     cgroup_find cg = {.v2 = v2};
     if (each_line("/proc/self/cgroup", cgroup_line, &cg) != 0 || !cg.found)
@@ -1065,6 +1322,8 @@ static void cgroup_headroom(bool v2, uint64_t *least)
             read_u64_in(m.dir, len, usage_name, &usage)) {
             uint64_t reclaimable = cgroup_reclaimable(m.dir, len, v2);
             headroom_under(limit, usage > reclaimable ? usage - reclaimable : 0, least);
+            if (limited && *limited < 0)
+                *limited = open(m.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         }
         if (len <= m.base)
             break;
@@ -1083,9 +1342,45 @@ uint64_t ferry__memory_headroom(void)
     if (each_line("/proc/meminfo", meminfo_line, &mi) == 0 && mi.found == 3 &&
         mi.available_kb <= mi.total_kb)
         headroom_under(mi.total_kb * 1024, (mi.total_kb - mi.available_kb) * 1024, &least);
-    cgroup_headroom(true, &least);
-    cgroup_headroom(false, &least);
+    cgroup_headroom(true, &least, NULL);
+    cgroup_headroom(false, &least, NULL);
     return least;
+}
+
+/* Growth of the processes of one memory cgroup takes turns: each checks the headroom and takes
+ * what it checked under an exclusive lock of the innermost limited cgroup's directory, so that
+ * two steps that each fit cannot together pass the limit (whose charge the kernel answers with
+ * its OOM killer). The wait is bounded: a holder that keeps it longer (a step of 64 MiB takes
+ * milliseconds) gets the caller ENOMEM rather than a wait without end (*refused). Returns the
+ * locked descriptor (closing it unlocks), or -1: no limited cgroup, nothing to take turns for,
+ * or not had. */
+#define FERRY__GROWTH_LOCK_NS (2 * 1000000000LL)
+
+static int growth_lock(bool *refused)
+{
+    uint64_t least = UINT64_MAX;
+    int fd = -1;
+    *refused = false;
+    cgroup_headroom(true, &least, &fd);
+    cgroup_headroom(false, &least, &fd);
+    if (fd < 0)
+        return -1;
+    int64_t deadline = ferry__clock_ns() + FERRY__GROWTH_LOCK_NS;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            close(fd); /* a file system without locks: unserialised, as it must */
+            return -1;
+        }
+        if (ferry__clock_ns() >= deadline) {
+            close(fd);
+            *refused = true;
+            errno = ENOMEM;
+            return -1;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return fd;
 }
 
 static int allocate(int fd, int mode, uint64_t offset, uint64_t len)
@@ -1142,6 +1437,10 @@ static int reserve(int fd, void *base, uint64_t offset, uint64_t len)
      * here takes what is promised to this file and cannot fail for want of memory. */
     bool hugetlb = ferry__fd_is_hugetlb(fd) == 1;
     uint64_t done = 0;
+    bool refused = false;
+    int lock = hugetlb ? -1 : growth_lock(&refused);
+    if (refused)
+        return -1;
     while (done < len) {
         /* Checked again before each step: others take memory meanwhile, and so did the step
          * before. Memory a cgroup would have to find is refused here, before the charge, because
@@ -1155,11 +1454,15 @@ static int reserve(int fd, void *base, uint64_t offset, uint64_t len)
             goto fail;
         done += step;
     }
+    if (lock >= 0)
+        close(lock); /* the lock goes with it */
     return 0;
 fail: {
     int e = errno;
     if (done > 0)
         allocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, done);
+    if (lock >= 0)
+        close(lock);
     errno = e;
     return -1;
 }

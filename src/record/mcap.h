@@ -10,10 +10,13 @@
  * complete chunk.
  *
  * A reader takes a whole file in memory (a read-only mapping, or a caller's buffer for the fuzz
- * target) as untrusted input: every length is checked against what is left, every allocation is
- * bounded (FERRY_MCAP_CHUNK_MAX, FERRY_MCAP_RECORDS_MAX), and a malformed file is an error with a
- * message naming the offset, never a crash. A file without a usable summary (cut short, or written
- * without one) is scanned from its start.
+ * target) as untrusted input: every length is checked against what is left; what a file can make
+ * it hold is bounded (the FERRY_MCAP_*_MAX limits below, the memory the process may still take,
+ * and the caller's memory_max); what it can make it do is bounded by the file's own bytes (each
+ * chunk and metadata record is read at most once per pass: index entries that list one twice or
+ * overlap are refused) and can be cancelled from a signal handler. A malformed file is an error
+ * with a message naming the offset, never a crash. A file without a usable summary (cut short,
+ * written without one, or with one that lies) is scanned from its start.
  *
  * Internal to ferry (the static library ferry_mcap, linked by the CLI). A writer or a reader is
  * used by one thread at a time (the caller serialises).
@@ -23,6 +26,7 @@
 
 #include <ferry/ferry.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,12 +59,25 @@ enum {
     FERRY_MCAP_OP_DATA_END = 0x0f,
 };
 
-/** Largest uncompressed chunk a reader accepts (its records are decompressed into the heap). */
+/** Largest uncompressed chunk a reader accepts (its records are decompressed into the heap; the
+ *  chunk must also fit in the memory available, see ferry_mcap_reader_options). */
 #define FERRY_MCAP_CHUNK_MAX ((uint64_t)1 << 30)
-/** Most schemas, channels, chunk indexes or metadata records a reader keeps. */
+/** Most chunk indexes, or metadata records, a reader keeps. Schemas and channels are at most
+ *  65535 and 65536 (their ids are 16 bits; a second record with a known id is ignored). Message
+ *  indexes and attachments are skipped, never kept. */
 #define FERRY_MCAP_RECORDS_MAX 1000000u
-/** Longest string a reader copies (topic, name, encoding, metadata key or value). */
+/** Longest name a reader copies: topic, schema name, message and schema encoding, metadata name,
+ *  the Header's profile and library. */
+#define FERRY_MCAP_NAME_MAX 1024u
+/** Longest key or value of a metadata map (a channel's or a Metadata record's). */
 #define FERRY_MCAP_STRING_MAX 65536u
+/** Most entries of one metadata map. */
+#define FERRY_MCAP_MAP_MAX 4096u
+/** Largest schema (its data is copied). */
+#define FERRY_MCAP_SCHEMA_MAX ((uint64_t)16 << 20)
+/** Most heap a reader's description of a file (ferry_mcap_info: names, maps, schemas, tables)
+ *  may take, the allocator's overhead included. */
+#define FERRY_MCAP_INFO_MAX ((uint64_t)256 << 20)
 
 /** Chunk compression. */
 typedef enum ferry_mcap_compression {
@@ -166,7 +183,7 @@ void ferry_mcap_writer_abandon(ferry_mcap_writer *w);
 typedef struct ferry_mcap_schema {
     uint16_t id;
     char *name, *encoding;
-    const uint8_t *data; /**< into the file */
+    const uint8_t *data; /**< the reader's copy (a schema may come from a decompressed chunk) */
     size_t size;
 } ferry_mcap_schema;
 
@@ -198,6 +215,10 @@ typedef struct ferry_mcap_info {
     uint64_t file_size;
     bool has_summary;   /**< a footer pointed at a summary that parsed and whose CRC matched */
     bool truncated;     /**< no valid footer: the file was cut short (the scan stopped early) */
+    /** Why the summary the footer points at was not used and the file was scanned instead (its
+     *  CRC does not match, or its indexes lie: "its chunk indexes list the chunk at offset 28
+     *  twice"); "" when it was used, or when there is none. */
+    char summary_ignored[160];
     uint64_t message_count;
     uint64_t start_time, end_time; /**< of the messages; 0 when none */
     uint32_t chunk_count;
@@ -213,21 +234,54 @@ typedef struct ferry_mcap_info {
 
 typedef struct ferry_mcap_reader ferry_mcap_reader;
 
+/** Options of ferry_mcap_reader_open_with; zero fields mean the defaults. */
+typedef struct ferry_mcap_reader_options {
+    /** When *cancel becomes nonzero (a flag a SIGINT or SIGTERM handler sets) the reader stops
+     *  within one step of its work (a record; 64 MiB of a CRC, of an LZ4 chunk or of the pages of
+     *  a new chunk buffer; one zstd chunk): an open that scans fails with FERRY_ESYS and errno
+     *  EINTR, a walk of messages ends as when its callback stops it. NULL (default): never. */
+    const volatile sig_atomic_t *cancel;
+    /** The most heap the reader may hold at once: its description of the file and the chunk it
+     *  decompressed. Default: no limit but FERRY_MCAP_INFO_MAX and FERRY_MCAP_CHUNK_MAX. Whatever
+     *  it says, the reader takes no more than the memory the process may still take (MemAvailable
+     *  and its memory cgroups' limits, less a margin), checked before a chunk's buffer grows and
+     *  every 4 MiB the description grows: a file that needs more is refused with FERRY_ENOMEM
+     *  where it would have called the OOM killer. */
+    uint64_t memory_max;
+} ferry_mcap_reader_options;
+
 /**
  * Opens a file (mapped read-only) or a caller's buffer (which must outlive the reader), reads
- * its header and summary, or scans it when the summary is missing or broken.
+ * its header and summary, or scans it when the summary is missing or cannot be trusted (CRC
+ * mismatch, offsets outside the data section, chunk or metadata indexes that list one record
+ * twice or overlap: info.summary_ignored says why). o may be NULL (the defaults).
  * @retval FERRY_OK      *out is a reader
  * @retval FERRY_EPROTO  not an MCAP file, or malformed where no scan can go on (its header, a
- *                       summary that parsed but lies)
- * @retval FERRY_ESYS    the file could not be opened or mapped (errno)
- * @retval FERRY_ENOMEM  out of memory
+ *                       record of the data section)
+ * @retval FERRY_ELIMIT  the file needs more than a limit of the reader (a name, map, schema or
+ *                       chunk over its FERRY_MCAP_*_MAX, too many records, the description over
+ *                       FERRY_MCAP_INFO_MAX, or over o->memory_max)
+ * @retval FERRY_ENOMEM  the file needs more memory than the process may still take
+ * @retval FERRY_ESYS    the file could not be opened or mapped (errno), or *o->cancel was set
+ *                       (errno EINTR, why "interrupted")
  * why (may be NULL, 256 bytes) receives a message on error.
  */
+ferry_err ferry_mcap_reader_open_with(ferry_mcap_reader **out, const char *path,
+                                      const ferry_mcap_reader_options *o, char *why,
+                                      size_t why_size);
+ferry_err ferry_mcap_reader_open_mem_with(ferry_mcap_reader **out, const void *data, size_t size,
+                                          const ferry_mcap_reader_options *o, char *why,
+                                          size_t why_size);
+/** ferry_mcap_reader_open_with and _open_mem_with with the default options. */
 ferry_err ferry_mcap_reader_open(ferry_mcap_reader **out, const char *path, char *why,
                                  size_t why_size);
 ferry_err ferry_mcap_reader_open_mem(ferry_mcap_reader **out, const void *data, size_t size,
                                      char *why, size_t why_size);
 void ferry_mcap_reader_close(ferry_mcap_reader *r);
+
+/** Sets the cancel flag of an open reader (the option cancel; NULL: none), for a caller that
+ *  installs its signal handlers after the open. */
+void ferry_mcap_reader_set_cancel(ferry_mcap_reader *r, const volatile sig_atomic_t *cancel);
 
 /** What the reader found; valid while it is open. */
 const ferry_mcap_info *ferry_mcap_reader_info(const ferry_mcap_reader *r);
@@ -237,7 +291,8 @@ const ferry_mcap_channel *ferry_mcap_reader_channel(const ferry_mcap_reader *r, 
 /** A schema by id, or NULL. */
 const ferry_mcap_schema *ferry_mcap_reader_schema(const ferry_mcap_reader *r, uint16_t id);
 
-/** A message as a reader hands it out: data points into the file or a decompressed chunk. */
+/** A message as a reader hands it out: data points into the file or a decompressed chunk, and
+ *  is valid until the callback returns (the next chunk reuses the buffer). */
 typedef struct ferry_mcap_message {
     uint16_t channel_id;
     uint32_t sequence;
@@ -252,11 +307,12 @@ typedef bool (*ferry_mcap_message_fn)(void *arg, const ferry_mcap_message *m);
 /**
  * Calls fn for every message with start <= log_time <= end, in file order (the recorder writes in
  * log-time order). With chunk indexes, chunks outside the range are skipped unread; without, the
- * data section is scanned. Every chunk's CRC is checked.
- * @retval FERRY_OK      the walk ended (or fn stopped it)
+ * data section is scanned. Every chunk's CRC is checked. Each chunk is read once.
+ * @retval FERRY_OK      the walk ended (or fn stopped it, or the cancel flag was set)
  * @retval FERRY_EPROTO  a malformed record or a CRC mismatch (why says where); the messages
  *                       before it were handed out
- * @retval FERRY_ENOMEM  out of memory for a chunk
+ * @retval FERRY_ELIMIT  a chunk over FERRY_MCAP_CHUNK_MAX or the option memory_max
+ * @retval FERRY_ENOMEM  a chunk larger than the memory the process may still take
  */
 ferry_err ferry_mcap_reader_messages(ferry_mcap_reader *r, uint64_t start, uint64_t end,
                                      ferry_mcap_message_fn fn, void *arg, char *why,

@@ -2,9 +2,18 @@
  * The MCAP reader (mcap.h). The file is one read-only buffer; every record is parsed through a
  * bounded cursor (mcap_codec.h), and a record whose length runs past what is left ends a scan as
  * "truncated" at the top level and is an error inside a chunk, whose records must be whole.
+ *
+ * What a file can make the reader do is bounded by the file itself: the summary's chunk and
+ * metadata indexes are sorted by offset and refused when two overlap (a chunk listed twice would
+ * be decompressed twice), schemas and channels are found by id in a table (no walk per record),
+ * and a second record with a known id is skipped before anything of it is copied. What it can
+ * make the reader hold is counted (kept, an estimate with the allocator's overhead) against
+ * FERRY_MCAP_INFO_MAX, the caller's memory_max and, every HEADROOM_STEP, the memory the process
+ * may still take.
  */
 #include "mcap.h"
 #include "mcap_codec.h"
+#include "platform/platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +29,11 @@
 
 #define RECORD_HEAD 9u /* opcode and length */
 #define FOOTER_SIZE (RECORD_HEAD + 20u)
-#define MAP_ENTRIES_MAX 4096u
+#define IDS 65536u                        /* schema and channel ids are 16 bits */
+#define HEAP_OVERHEAD 16u                 /* what the allocator adds to a block, about */
+#define HEADROOM_STEP ((uint64_t)4 << 20) /* growth between two checks of the memory available */
+#define SLICE ((size_t)64 << 20)          /* CRC and LZ4 work between two looks at cancel */
+#define MIB(n) ((n) >> 20)
 
 struct ferry_mcap_reader {
     const uint8_t *base;
@@ -34,6 +47,14 @@ struct ferry_mcap_reader {
     LZ4F_dctx *lz4;
     ZSTD_DCtx *zstd;
     size_t cap_schemas, cap_channels, cap_chunks, cap_metadata;
+    uint32_t *schema_at, *channel_at; /* by id: 1 + the index in info.schemas / channels, 0 none */
+    const volatile sig_atomic_t *cancel;
+    uint64_t memory_max;
+    uint64_t kept;      /* heap the description holds */
+    uint64_t unchecked; /* growth since the memory available was last checked */
+    /* Why the last record that failed to parse failed, when more is known than "malformed". */
+    ferry_err fault;
+    char fault_why[128];
 };
 
 /* One pass over records: scanning (registering schemas and channels, counting), or handing
@@ -44,7 +65,8 @@ typedef struct walk {
     uint64_t start, end;
     ferry_mcap_message_fn fn;
     void *arg;
-    bool stopped;
+    bool stopped;   /* fn returned false, or cancelled */
+    bool cancelled; /* the cancel flag was seen */
     char *why;
     size_t why_size;
 } walk;
@@ -63,35 +85,141 @@ static ferry_err say(char *why, size_t n, ferry_err err, const char *fmt, ...)
     return err;
 }
 
-static bool grow(void **p, size_t *cap, size_t count, size_t elem)
+/* Notes why a parse fails (the first reason of a record wins; fault_clear starts a record). */
+static void fault(ferry_mcap_reader *r, ferry_err err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fault(ferry_mcap_reader *r, ferry_err err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->fault != FERRY_OK) return;
+    r->fault = err;
+    va_start(ap, fmt);
+    vsnprintf(r->fault_why, sizeof r->fault_why, fmt, ap);
+    va_end(ap);
+}
+
+static void fault_clear(ferry_mcap_reader *r)
+{
+    r->fault = FERRY_OK;
+    r->fault_why[0] = '\0';
+}
+
+/* The error of a record that failed to parse: what fault noted, else malformed. */
+static ferry_err fault_err(const ferry_mcap_reader *r)
+{
+    return r->fault != FERRY_OK ? r->fault : FERRY_EPROTO;
+}
+
+static const char *fault_text(const ferry_mcap_reader *r)
+{
+    return r->fault != FERRY_OK ? r->fault_why : "malformed";
+}
+
+static bool cancelled(const ferry_mcap_reader *r)
+{
+    return r->cancel != NULL && *r->cancel != 0;
+}
+
+/* Whether n more bytes of heap may be held (the chunk buffer's or the description's): within
+ * memory_max, and within the memory available, which is read once n, or the growth since the
+ * last reading, reaches HEADROOM_STEP (the headroom keeps a margin of 64 MiB or more, so that
+ * smaller steps between two readings cannot reach the OOM killer). */
+static bool room_for(ferry_mcap_reader *r, uint64_t n, const char *what)
+{
+    uint64_t held = r->kept + r->ucap;
+
+    if (r->memory_max != 0 && (held > r->memory_max || n > r->memory_max - held)) {
+        fault(r, FERRY_ELIMIT, "%s would take the reader over its limit of %" PRIu64 " MiB", what,
+              MIB(r->memory_max));
+        return false;
+    }
+    if (n >= HEADROOM_STEP || r->unchecked + n >= HEADROOM_STEP) {
+        uint64_t room = ferry__memory_headroom(), want = n >= HEADROOM_STEP ? n : HEADROOM_STEP;
+
+        if (room < want) {
+            fault(r, FERRY_ENOMEM,
+                  "%s needs %" PRIu64 " MiB more, and this process may take only %" PRIu64
+                  " MiB more (the memory available or a memory cgroup's limit)",
+                  what, MIB(want + (1u << 20) - 1), MIB(room));
+            return false;
+        }
+        r->unchecked = 0;
+    } else {
+        r->unchecked += n;
+    }
+    return true;
+}
+
+/* Counts n bytes (one allocation) into the description: within FERRY_MCAP_INFO_MAX and
+ * room_for. */
+static bool take(ferry_mcap_reader *r, uint64_t n)
+{
+    n += HEAP_OVERHEAD;
+    if (r->kept + n > FERRY_MCAP_INFO_MAX) {
+        fault(r, FERRY_ELIMIT,
+              "the file's schemas, channels, indexes and metadata need more than %" PRIu64
+              " MiB (FERRY_MCAP_INFO_MAX)",
+              MIB(FERRY_MCAP_INFO_MAX));
+        return false;
+    }
+    if (!room_for(r, n, "the file's description")) return false;
+    r->kept += n;
+    return true;
+}
+
+static void *take_alloc(ferry_mcap_reader *r, size_t n)
+{
+    void *p;
+
+    if (!take(r, n)) return NULL;
+    p = malloc(n > 0 ? n : 1);
+    if (p == NULL) fault(r, FERRY_ENOMEM, "out of memory");
+    return p;
+}
+
+/* Room for one more element at count (at most max elements). */
+static bool grow(ferry_mcap_reader *r, void **p, size_t *cap, size_t count, size_t elem, size_t max,
+                 const char *what)
 {
     size_t ncap;
     void *q;
 
     if (count < *cap) return true;
-    if (count >= FERRY_MCAP_RECORDS_MAX) return false;
+    if (count >= max) {
+        fault(r, FERRY_ELIMIT, "more than %zu %s", max, what);
+        return false;
+    }
     ncap = *cap ? *cap * 2 : 8;
+    if (ncap > max) ncap = max;
+    if (!take(r, (uint64_t)(ncap - *cap) * elem)) return false;
     q = realloc(*p, ncap * elem);
-    if (q == NULL) return false;
+    if (q == NULL) {
+        fault(r, FERRY_ENOMEM, "out of memory");
+        return false;
+    }
     *p = q;
     *cap = ncap;
     return true;
 }
 
-/* A string field as a NUL-terminated copy; NULL when malformed, too long or out of memory. */
-static char *get_str(ferry__mcap_cur *c)
+/* A string field of at most max bytes as a NUL-terminated copy; NULL when malformed, too long
+ * or out of memory (c->failed set, the reason noted). */
+static char *get_str(ferry_mcap_reader *r, ferry__mcap_cur *c, uint32_t max, const char *what)
 {
     uint32_t n = ferry__mcap_get_u32(c);
     const uint8_t *p;
     char *s;
 
-    if (n > FERRY_MCAP_STRING_MAX) {
+    if (c->failed) return NULL;
+    if (n > max) {
+        fault(r, FERRY_ELIMIT, "%s of %" PRIu32 " bytes, over the limit of %" PRIu32, what, n, max);
         c->failed = true;
         return NULL;
     }
     p = ferry__mcap_get_bytes(c, n);
     if (p == NULL) return NULL;
-    s = malloc((size_t)n + 1);
+    s = take_alloc(r, (size_t)n + 1);
     if (s == NULL) {
         c->failed = true;
         return NULL;
@@ -111,7 +239,7 @@ static void free_kv(ferry_mcap_kv *kv, size_t n)
 }
 
 /* A Map<string, string>. */
-static bool get_map(ferry__mcap_cur *c, ferry_mcap_kv **out, size_t *count)
+static bool get_map(ferry_mcap_reader *r, ferry__mcap_cur *c, ferry_mcap_kv **out, size_t *count)
 {
     ferry__mcap_cur m = ferry__mcap_get_len32(c);
     ferry_mcap_kv *kv = NULL;
@@ -120,12 +248,12 @@ static bool get_map(ferry__mcap_cur *c, ferry_mcap_kv **out, size_t *count)
     while (!m.failed && m.left > 0) {
         char *k, *v;
 
-        if (n == MAP_ENTRIES_MAX || !grow((void **)&kv, &cap, n, sizeof *kv)) {
+        if (!grow(r, (void **)&kv, &cap, n, sizeof *kv, FERRY_MCAP_MAP_MAX, "entries in a map")) {
             m.failed = true;
             break;
         }
-        k = get_str(&m);
-        v = get_str(&m);
+        k = get_str(r, &m, FERRY_MCAP_STRING_MAX, "a map key");
+        v = get_str(r, &m, FERRY_MCAP_STRING_MAX, "a map value");
         if (k == NULL || v == NULL) {
             free(k);
             free(v);
@@ -148,16 +276,16 @@ static bool get_map(ferry__mcap_cur *c, ferry_mcap_kv **out, size_t *count)
 
 static ferry_mcap_channel *find_channel(const ferry_mcap_reader *r, uint16_t id)
 {
-    for (size_t i = 0; i < r->info.nchannels; i++)
-        if (r->info.channels[i].id == id) return &r->info.channels[i];
-    return NULL;
+    uint32_t at = r->channel_at != NULL ? r->channel_at[id] : 0;
+
+    return at != 0 ? &r->info.channels[at - 1] : NULL;
 }
 
 static ferry_mcap_schema *find_schema(const ferry_mcap_reader *r, uint16_t id)
 {
-    for (size_t i = 0; i < r->info.nschemas; i++)
-        if (r->info.schemas[i].id == id) return &r->info.schemas[i];
-    return NULL;
+    uint32_t at = r->schema_at != NULL ? r->schema_at[id] : 0;
+
+    return at != 0 ? &r->info.schemas[at - 1] : NULL;
 }
 
 const ferry_mcap_channel *ferry_mcap_reader_channel(const ferry_mcap_reader *r, uint16_t id)
@@ -175,60 +303,76 @@ const ferry_mcap_info *ferry_mcap_reader_info(const ferry_mcap_reader *r)
     return r != NULL ? &r->info : NULL;
 }
 
-/* Schema and Channel records: a second one with a known id is ignored (the summary repeats
- * them). Schema id 0 is invalid and ignored, as the specification says. */
+/* The id table *at (allocated on first use). */
+static bool id_table(ferry_mcap_reader *r, uint32_t **at)
+{
+    if (*at != NULL) return true;
+    if (!take(r, IDS * sizeof **at)) return false;
+    *at = calloc(IDS, sizeof **at);
+    if (*at == NULL) fault(r, FERRY_ENOMEM, "out of memory");
+    return *at != NULL;
+}
+
+/* Schema and Channel records: a second one with a known id is skipped unread (the summary
+ * repeats them). Schema id 0 is invalid and ignored, as the specification says. */
 static bool add_schema(ferry_mcap_reader *r, ferry__mcap_cur c)
 {
     ferry_mcap_schema s;
     uint32_t n;
-    bool ok;
+    const uint8_t *data;
 
     memset(&s, 0, sizeof s);
     s.id = ferry__mcap_get_u16(&c);
-    s.name = get_str(&c);
-    s.encoding = get_str(&c);
+    if (c.failed) return false;
+    if (s.id == 0 || find_schema(r, s.id) != NULL) return true;
+    s.name = get_str(r, &c, FERRY_MCAP_NAME_MAX, "a schema name");
+    s.encoding = get_str(r, &c, FERRY_MCAP_NAME_MAX, "a schema encoding");
     n = ferry__mcap_get_u32(&c);
-    s.data = ferry__mcap_get_bytes(&c, n);
+    if (!c.failed && n > FERRY_MCAP_SCHEMA_MAX)
+        fault(r, FERRY_ELIMIT, "a schema of %" PRIu32 " bytes, over the limit of %" PRIu64, n,
+              FERRY_MCAP_SCHEMA_MAX);
+    else if ((data = ferry__mcap_get_bytes(&c, n)) != NULL && (s.data = take_alloc(r, n)) != NULL)
+        memcpy((uint8_t *)s.data, data, n);
     s.size = n;
-    ok = !c.failed && s.name != NULL && s.encoding != NULL;
-    if (ok && s.id != 0 && find_schema(r, s.id) == NULL) {
-        if (grow((void **)&r->info.schemas, &r->cap_schemas, r->info.nschemas, sizeof s)) {
-            r->info.schemas[r->info.nschemas++] = s;
-            return true;
-        }
-        ok = false;
+    if (s.name != NULL && s.encoding != NULL && s.data != NULL && !c.failed &&
+        id_table(r, &r->schema_at) &&
+        grow(r, (void **)&r->info.schemas, &r->cap_schemas, r->info.nschemas, sizeof s, IDS,
+             "schemas")) {
+        r->info.schemas[r->info.nschemas++] = s;
+        r->schema_at[s.id] = (uint32_t)r->info.nschemas;
+        return true;
     }
-    /* Malformed, ignored (id 0 or known) or no memory: what was read goes. */
     free(s.name);
     free(s.encoding);
-    return ok;
+    free((uint8_t *)s.data);
+    return false;
 }
 
 static bool add_channel(ferry_mcap_reader *r, ferry__mcap_cur c)
 {
     ferry_mcap_channel ch;
-    bool ok;
 
     memset(&ch, 0, sizeof ch);
     ch.id = ferry__mcap_get_u16(&c);
     ch.schema_id = ferry__mcap_get_u16(&c);
-    ch.topic = get_str(&c);
-    ch.message_encoding = get_str(&c);
-    ok = !c.failed && ch.topic != NULL && ch.message_encoding != NULL &&
-         get_map(&c, &ch.metadata, &ch.nmetadata);
-    if (ok && find_channel(r, ch.id) == NULL) {
-        if (grow((void **)&r->info.channels, &r->cap_channels, r->info.nchannels, sizeof ch)) {
+    if (c.failed) return false;
+    if (find_channel(r, ch.id) != NULL) return true;
+    ch.topic = get_str(r, &c, FERRY_MCAP_NAME_MAX, "a topic");
+    ch.message_encoding = get_str(r, &c, FERRY_MCAP_NAME_MAX, "a message encoding");
+    if (ch.topic != NULL && ch.message_encoding != NULL &&
+        get_map(r, &c, &ch.metadata, &ch.nmetadata)) {
+        if (id_table(r, &r->channel_at) && grow(r, (void **)&r->info.channels, &r->cap_channels,
+                                                r->info.nchannels, sizeof ch, IDS, "channels")) {
             r->info.channels[r->info.nchannels++] = ch;
+            r->channel_at[ch.id] = (uint32_t)r->info.nchannels;
             return true;
         }
-        ok = false;
+        free_kv(ch.metadata, ch.nmetadata);
     }
-    /* Malformed, known already or no memory: what was read goes (get_map left nothing when it
-     * failed). */
+    /* get_map left nothing when it failed. */
     free(ch.topic);
     free(ch.message_encoding);
-    free_kv(ch.metadata, ch.nmetadata);
-    return ok;
+    return false;
 }
 
 static bool add_metadata(ferry_mcap_reader *r, ferry__mcap_cur c)
@@ -236,12 +380,13 @@ static bool add_metadata(ferry_mcap_reader *r, ferry__mcap_cur c)
     ferry_mcap_metadata m;
 
     memset(&m, 0, sizeof m);
-    m.name = get_str(&c);
-    if (m.name == NULL || !get_map(&c, &m.kv, &m.n)) {
+    m.name = get_str(r, &c, FERRY_MCAP_NAME_MAX, "a metadata name");
+    if (m.name == NULL || !get_map(r, &c, &m.kv, &m.n)) {
         free(m.name);
         return false;
     }
-    if (!grow((void **)&r->info.metadata, &r->cap_metadata, r->info.nmetadata, sizeof m)) {
+    if (!grow(r, (void **)&r->info.metadata, &r->cap_metadata, r->info.nmetadata, sizeof m,
+              FERRY_MCAP_RECORDS_MAX, "metadata records")) {
         free(m.name);
         free_kv(m.kv, m.n);
         return false;
@@ -252,7 +397,9 @@ static bool add_metadata(ferry_mcap_reader *r, ferry__mcap_cur c)
 
 static bool add_chunk_index(ferry_mcap_reader *r, const ferry_mcap_chunk_index *ci)
 {
-    if (!grow((void **)&r->info.chunks, &r->cap_chunks, r->info.nchunks, sizeof *ci)) return false;
+    if (!grow(r, (void **)&r->info.chunks, &r->cap_chunks, r->info.nchunks, sizeof *ci,
+              FERRY_MCAP_RECORDS_MAX, "chunks"))
+        return false;
     r->info.chunks[r->info.nchunks++] = *ci;
     return true;
 }
@@ -293,11 +440,92 @@ static ferry_err chunk_parse(ferry__mcap_cur c, chunk_view *v)
     return c.failed ? FERRY_EPROTO : FERRY_OK;
 }
 
-static ferry_err chunk_load(ferry_mcap_reader *r, chunk_view *v, uint64_t off, char *why,
-                            size_t why_size)
+/* A buffer of v->usize bytes for the decompressed chunk at off; FERRY_OK with k->cancelled set
+ * when the cancel flag stopped it. */
+static ferry_err chunk_buffer(walk *k, const chunk_view *v, uint64_t off)
 {
+    ferry_mcap_reader *r = k->r;
+    uint8_t *p;
+
+    if (v->usize > FERRY_MCAP_CHUNK_MAX)
+        return say(k->why, k->why_size, FERRY_ELIMIT,
+                   "chunk at offset %" PRIu64 ": uncompressed size %" PRIu64
+                   " is over the limit of %" PRIu64 " bytes",
+                   off, v->usize, FERRY_MCAP_CHUNK_MAX);
+    if (v->usize <= r->ucap) return FERRY_OK;
+    fault_clear(r);
+    if (!room_for(r, v->usize - r->ucap, "its buffer"))
+        return say(k->why, k->why_size, r->fault,
+                   "chunk at offset %" PRIu64 " (%" PRIu64 " bytes uncompressed): %s", off,
+                   v->usize, r->fault_why);
+    /* Not realloc: the old contents are not needed, and copying them would touch their pages. */
+    free(r->ubuf);
+    r->ucap = 0;
+    p = malloc((size_t)v->usize);
+    r->ubuf = p;
+    if (p == NULL)
+        return say(k->why, k->why_size, FERRY_ENOMEM,
+                   "chunk at offset %" PRIu64 ": out of memory for %" PRIu64 " bytes", off,
+                   v->usize);
+    r->ucap = (size_t)v->usize;
+    /* Its pages, a slice at a time: faulting in a fresh GiB takes seconds on a busy machine,
+     * too long for one call that cannot look at the cancel flag. */
+    for (size_t at = 0; at < r->ucap && !k->cancelled; at += SLICE) {
+        if (cancelled(r))
+            k->stopped = k->cancelled = true;
+        else
+            ferry__prefault_write(p + at, r->ucap - at < SLICE ? r->ucap - at : SLICE);
+    }
+    return FERRY_OK;
+}
+
+/* Decompresses the LZ4 frame of v into ubuf, SLICE bytes of output at a time. */
+static ferry_err lz4_load(walk *k, const chunk_view *v, uint64_t off, size_t *n)
+{
+    ferry_mcap_reader *r = k->r;
     const uint8_t *src = v->records;
-    size_t n;
+    size_t in_left = (size_t)v->records_size, out_done = 0;
+    LZ4F_decompressOptions_t opts;
+
+    memset(&opts, 0, sizeof opts);
+    opts.stableDst = 1; /* the output stays where it was written: no copy of the window */
+    if (r->lz4 == NULL && LZ4F_isError(LZ4F_createDecompressionContext(&r->lz4, LZ4F_VERSION)))
+        return say(k->why, k->why_size, FERRY_ENOMEM, "out of memory (lz4)");
+    LZ4F_resetDecompressionContext(r->lz4);
+    for (;;) {
+        size_t room = (size_t)v->usize - out_done, srcn = in_left;
+        size_t dst = room < SLICE ? room : SLICE;
+        size_t ret;
+
+        if (cancelled(r)) {
+            k->stopped = k->cancelled = true;
+            return FERRY_OK;
+        }
+        ret = LZ4F_decompress(r->lz4, r->ubuf + out_done, &dst, src, &srcn, &opts);
+        if (LZ4F_isError(ret))
+            return say(k->why, k->why_size, FERRY_EPROTO, "chunk at offset %" PRIu64 ": lz4: %s",
+                       off, LZ4F_getErrorName(ret));
+        out_done += dst;
+        src += srcn;
+        in_left -= srcn;
+        if (ret == 0) break; /* the frame is complete */
+        if (dst == 0 && srcn == 0)
+            return say(k->why, k->why_size, FERRY_EPROTO,
+                       "chunk at offset %" PRIu64 ": lz4 frame incomplete or larger than its "
+                       "uncompressed size",
+                       off);
+    }
+    *n = out_done;
+    return FERRY_OK;
+}
+
+/* Decompresses v's records into ubuf, checks the chunk's CRC, and points v at its records;
+ * returns FERRY_OK with k->cancelled set when the cancel flag stopped it. */
+static ferry_err chunk_load(walk *k, chunk_view *v, uint64_t off)
+{
+    ferry_mcap_reader *r = k->r;
+    size_t n = 0;
+    ferry_err err;
 
     if (v->compression[0] != '\0' && v->usize == 0) {
         /* Nothing to decompress (and no buffer to decompress into). */
@@ -305,74 +533,62 @@ static ferry_err chunk_load(ferry_mcap_reader *r, chunk_view *v, uint64_t off, c
         v->records_size = 0;
     } else if (v->compression[0] == '\0') {
         if (v->usize != v->records_size)
-            return say(why, why_size, FERRY_EPROTO,
-                       "chunk at offset %" PRIu64 ": uncompressed size %" PRIu64
-                       " but %" PRIu64 " bytes of records",
+            return say(k->why, k->why_size, FERRY_EPROTO,
+                       "chunk at offset %" PRIu64 ": uncompressed size %" PRIu64 " but %" PRIu64
+                       " bytes of records",
                        off, v->usize, v->records_size);
+    } else if (strcmp(v->compression, "lz4") != 0 && strcmp(v->compression, "zstd") != 0) {
+        return say(k->why, k->why_size, FERRY_EPROTO,
+                   "chunk at offset %" PRIu64 ": unsupported compression", off);
     } else {
-        if (v->usize > FERRY_MCAP_CHUNK_MAX)
-            return say(why, why_size, FERRY_EPROTO,
-                       "chunk at offset %" PRIu64 ": uncompressed size %" PRIu64
-                       " is over the limit of %" PRIu64 " bytes",
-                       off, v->usize, FERRY_MCAP_CHUNK_MAX);
-        if (v->usize > r->ucap) {
-            uint8_t *p = realloc(r->ubuf, (size_t)v->usize);
+        if (strcmp(v->compression, "zstd") == 0) {
+            /* A frame that announces more than the chunk does is refused before any memory is
+             * taken for it. */
+            unsigned long long fcs = ZSTD_getFrameContentSize(v->records, (size_t)v->records_size);
 
-            if (p == NULL) return say(why, why_size, FERRY_ENOMEM, "out of memory for a chunk");
-            r->ubuf = p;
-            r->ucap = (size_t)v->usize;
+            if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR && fcs > v->usize)
+                return say(k->why, k->why_size, FERRY_EPROTO,
+                           "chunk at offset %" PRIu64 ": its zstd frame holds %llu bytes, the "
+                           "chunk announces %" PRIu64,
+                           off, fcs, v->usize);
         }
+        err = chunk_buffer(k, v, off);
+        if (err != FERRY_OK || k->cancelled) return err;
         if (strcmp(v->compression, "lz4") == 0) {
-            size_t in_left = (size_t)v->records_size, out_done = 0;
-
-            if (r->lz4 == NULL &&
-                LZ4F_isError(LZ4F_createDecompressionContext(&r->lz4, LZ4F_VERSION)))
-                return say(why, why_size, FERRY_ENOMEM, "out of memory (lz4)");
-            LZ4F_resetDecompressionContext(r->lz4);
-            for (;;) {
-                size_t dst = (size_t)v->usize - out_done, srcn = in_left;
-                size_t ret = LZ4F_decompress(r->lz4, r->ubuf + out_done, &dst, src, &srcn, NULL);
-
-                if (LZ4F_isError(ret))
-                    return say(why, why_size, FERRY_EPROTO,
-                               "chunk at offset %" PRIu64 ": lz4: %s", off,
-                               LZ4F_getErrorName(ret));
-                out_done += dst;
-                src += srcn;
-                in_left -= srcn;
-                if (ret == 0) break; /* the frame is complete */
-                if (dst == 0 && srcn == 0)
-                    return say(why, why_size, FERRY_EPROTO,
-                               "chunk at offset %" PRIu64 ": lz4 frame incomplete or larger "
-                               "than its uncompressed size",
-                               off);
-            }
-            n = out_done;
-        } else if (strcmp(v->compression, "zstd") == 0) {
+            err = lz4_load(k, v, off, &n);
+            if (err != FERRY_OK || k->cancelled) return err;
+        } else {
+            /* One call for the whole chunk (at most FERRY_MCAP_CHUNK_MAX, about a second): the
+             * streaming interface would need a window buffer of the frame's size besides. */
             if (r->zstd == NULL && (r->zstd = ZSTD_createDCtx()) == NULL)
-                return say(why, why_size, FERRY_ENOMEM, "out of memory (zstd)");
-            n = ZSTD_decompressDCtx(r->zstd, r->ubuf, (size_t)v->usize, src,
+                return say(k->why, k->why_size, FERRY_ENOMEM, "out of memory (zstd)");
+            n = ZSTD_decompressDCtx(r->zstd, r->ubuf, (size_t)v->usize, v->records,
                                     (size_t)v->records_size);
             if (ZSTD_isError(n))
-                return say(why, why_size, FERRY_EPROTO, "chunk at offset %" PRIu64 ": zstd: %s",
-                           off, ZSTD_getErrorName(n));
-        } else {
-            return say(why, why_size, FERRY_EPROTO,
-                       "chunk at offset %" PRIu64 ": unsupported compression", off);
+                return say(k->why, k->why_size, FERRY_EPROTO,
+                           "chunk at offset %" PRIu64 ": zstd: %s", off, ZSTD_getErrorName(n));
         }
         if (n != v->usize)
-            return say(why, why_size, FERRY_EPROTO,
-                       "chunk at offset %" PRIu64 ": %zu bytes decompressed, %" PRIu64
-                       " announced",
+            return say(k->why, k->why_size, FERRY_EPROTO,
+                       "chunk at offset %" PRIu64 ": %zu bytes decompressed, %" PRIu64 " announced",
                        off, n, v->usize);
         v->records = r->ubuf;
         v->records_size = v->usize;
     }
     if (v->crc != 0) {
-        uint32_t crc = ferry__mcap_crc32(0, v->records, (size_t)v->records_size);
+        uint32_t crc = 0;
 
+        for (uint64_t at = 0; at < v->records_size; at += SLICE) {
+            uint64_t step = v->records_size - at < SLICE ? v->records_size - at : SLICE;
+
+            if (cancelled(r)) {
+                k->stopped = k->cancelled = true;
+                return FERRY_OK;
+            }
+            crc = ferry__mcap_crc32(crc, v->records + at, (size_t)step);
+        }
         if (crc != v->crc)
-            return say(why, why_size, FERRY_EPROTO,
+            return say(k->why, k->why_size, FERRY_EPROTO,
                        "chunk at offset %" PRIu64 ": CRC mismatch (0x%08" PRIx32
                        " in the file, 0x%08" PRIx32 " computed)",
                        off, v->crc, crc);
@@ -394,10 +610,10 @@ static ferry_err on_message(walk *k, ferry__mcap_cur c, uint64_t off)
                    "message at offset %" PRIu64 ": shorter than its fields", off);
     m.data = c.p;
     m.size = c.left;
-    ch = find_channel(k->r, m.channel_id);
     if (k->scan) {
         ferry_mcap_info *in = &k->r->info;
 
+        ch = find_channel(k->r, m.channel_id);
         if (ch != NULL) {
             ch->messages++;
             ch->bytes += m.size;
@@ -412,8 +628,8 @@ static ferry_err on_message(walk *k, ferry__mcap_cur c, uint64_t off)
     return FERRY_OK;
 }
 
-static ferry_err walk_records(walk *k, const uint8_t *p, uint64_t n, uint64_t base, bool top,
-                              bool *truncated, bool *data_end);
+static ferry_err walk_records(walk *k, const uint8_t *p, uint64_t n, uint64_t base,
+                              uint64_t chunk_at, bool *truncated, bool *data_end);
 
 static ferry_err on_chunk(walk *k, ferry__mcap_cur c, uint64_t off, uint64_t length)
 {
@@ -434,21 +650,26 @@ static ferry_err on_chunk(walk *k, ferry__mcap_cur c, uint64_t off, uint64_t len
         ci.compressed_size = v.records_size;
         ci.uncompressed_size = v.usize;
         memcpy(ci.compression, v.compression, sizeof ci.compression);
+        fault_clear(k->r);
         if (!add_chunk_index(k->r, &ci))
-            return say(k->why, k->why_size, FERRY_ENOMEM, "too many chunks");
+            return say(k->why, k->why_size, fault_err(k->r), "chunk at offset %" PRIu64 ": %s", off,
+                       fault_text(k->r));
     } else if (v.end_time < k->start || v.start_time > k->end) {
         return FERRY_OK;
     }
-    err = chunk_load(k->r, &v, off, k->why, k->why_size);
-    if (err != FERRY_OK) return err;
-    return walk_records(k, v.records, v.records_size, 0, false, NULL, NULL);
+    err = chunk_load(k, &v, off);
+    if (err != FERRY_OK || k->cancelled) return err;
+    return walk_records(k, v.records, v.records_size, 0, off, NULL, NULL);
 }
 
-/* The records of p[0..n): at the top level (base is p's file offset) or inside a chunk. */
-static ferry_err walk_records(walk *k, const uint8_t *p, uint64_t n, uint64_t base, bool top,
-                              bool *truncated, bool *data_end)
+/* The records of p[0..n): at the top level (chunk_at UINT64_MAX; base is p's file offset) or
+ * inside the chunk at file offset chunk_at (base 0). */
+static ferry_err walk_records(walk *k, const uint8_t *p, uint64_t n, uint64_t base,
+                              uint64_t chunk_at, bool *truncated, bool *data_end)
 {
+    bool top = chunk_at == UINT64_MAX;
     uint64_t at = 0;
+    char where[64] = "";
 
     while (at < n && !k->stopped) {
         ferry__mcap_cur h = ferry__mcap_cur_make(p + at, (size_t)(n - at));
@@ -456,40 +677,47 @@ static ferry_err walk_records(walk *k, const uint8_t *p, uint64_t n, uint64_t ba
         uint64_t len = ferry__mcap_get_u64(&h);
         ferry__mcap_cur body;
         ferry_err err = FERRY_OK;
+        const char *what = NULL;
+        bool ok = true;
 
+        if (cancelled(k->r)) {
+            k->stopped = k->cancelled = true;
+            break;
+        }
         if (h.failed || len > h.left) {
             if (top) {
                 *truncated = true;
                 return FERRY_OK;
             }
             return say(k->why, k->why_size, FERRY_EPROTO,
-                       "record at offset %" PRIu64 " of a chunk overruns the chunk", at);
+                       "record at offset %" PRIu64 " of the chunk at offset %" PRIu64
+                       " overruns the chunk",
+                       at, chunk_at);
         }
         body = ferry__mcap_cur_make(h.p, (size_t)len);
+        fault_clear(k->r);
         switch (op) {
         case FERRY_MCAP_OP_SCHEMA:
-            if (k->scan && !add_schema(k->r, body))
-                err = say(k->why, k->why_size, FERRY_EPROTO,
-                          "schema at offset %" PRIu64 " is malformed", base + at);
+            what = "schema";
+            ok = !k->scan || add_schema(k->r, body);
             break;
         case FERRY_MCAP_OP_CHANNEL:
-            if (k->scan && !add_channel(k->r, body))
-                err = say(k->why, k->why_size, FERRY_EPROTO,
-                          "channel at offset %" PRIu64 " is malformed", base + at);
+            what = "channel";
+            ok = !k->scan || add_channel(k->r, body);
             break;
         case FERRY_MCAP_OP_MESSAGE:
             err = on_message(k, body, base + at);
             break;
         case FERRY_MCAP_OP_CHUNK:
             if (!top)
-                err = say(k->why, k->why_size, FERRY_EPROTO, "a chunk inside a chunk");
+                err = say(k->why, k->why_size, FERRY_EPROTO,
+                          "a chunk inside the chunk at offset %" PRIu64, chunk_at);
             else
                 err = on_chunk(k, body, base + at, RECORD_HEAD + len);
             break;
         case FERRY_MCAP_OP_METADATA:
-            if (k->scan && top && !add_metadata(k->r, body))
-                err = say(k->why, k->why_size, FERRY_EPROTO,
-                          "metadata at offset %" PRIu64 " is malformed", base + at);
+            what = "metadata";
+            ok = !k->scan || !top || add_metadata(k->r, body);
             break;
         case FERRY_MCAP_OP_DATA_END:
             if (top) {
@@ -500,10 +728,52 @@ static ferry_err walk_records(walk *k, const uint8_t *p, uint64_t n, uint64_t ba
         default: /* message indexes, attachments, unknown opcodes: skipped */
             break;
         }
+        if (!ok) {
+            if (!top) snprintf(where, sizeof where, " of the chunk at offset %" PRIu64, chunk_at);
+            err = say(k->why, k->why_size, fault_err(k->r), "%s at offset %" PRIu64 "%s: %s", what,
+                      base + at, where, fault_text(k->r));
+        }
         if (err != FERRY_OK) return err;
         at += RECORD_HEAD + len;
     }
     return FERRY_OK;
+}
+
+/* A Metadata Index: the offset and length of a Metadata record. */
+typedef struct span {
+    uint64_t offset, length;
+} span;
+
+static int span_order(const void *a, const void *b)
+{
+    uint64_t x = ((const span *)a)->offset, y = ((const span *)b)->offset;
+
+    return x < y ? -1 : x > y;
+}
+
+static int chunk_order(const void *a, const void *b)
+{
+    uint64_t x = ((const ferry_mcap_chunk_index *)a)->offset;
+    uint64_t y = ((const ferry_mcap_chunk_index *)b)->offset;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Whether the record at b (sorted after a) starts inside a: a record listed twice, or two that
+ * overlap, would be read twice. */
+static bool overlap(const char *what, uint64_t a_offset, uint64_t a_length, uint64_t b_offset,
+                    char *why, size_t why_size)
+{
+    if (b_offset >= a_offset + a_length) return false;
+    if (b_offset == a_offset)
+        say(why, why_size, FERRY_EPROTO, "its %s indexes list the %s at offset %" PRIu64 " twice",
+            what, what, a_offset);
+    else
+        say(why, why_size, FERRY_EPROTO,
+            "its %s indexes overlap: the %s at offset %" PRIu64 " (%" PRIu64
+            " bytes) and the one at offset %" PRIu64,
+            what, what, a_offset, a_length, b_offset);
+    return true;
 }
 
 /* Reads the summary section; false (after setting why) when it cannot be trusted. */
@@ -511,22 +781,30 @@ static bool read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, char 
                          size_t why_size)
 {
     uint64_t at = from;
-    bool have_stats = false;
+    bool have_stats = false, ok = true;
     ferry__mcap_cur counts = ferry__mcap_cur_make(NULL, 0);
+    span *meta = NULL;
+    size_t nmeta = 0, cap_meta = 0;
 
-    while (at < to) {
+    while (at < to && ok) {
         ferry__mcap_cur h = ferry__mcap_cur_make(r->base + at, (size_t)(to - at));
         uint8_t op = ferry__mcap_get_u8(&h);
         uint64_t len = ferry__mcap_get_u64(&h);
         ferry__mcap_cur c;
-        bool ok = true;
 
+        if (cancelled(r)) {
+            say(why, why_size, FERRY_ESYS, "interrupted");
+            ok = false;
+            break;
+        }
         if (h.failed || len > h.left) {
             say(why, why_size, FERRY_EPROTO,
                 "summary record at offset %" PRIu64 " overruns the summary", at);
-            return false;
+            ok = false;
+            break;
         }
         c = ferry__mcap_cur_make(h.p, (size_t)len);
+        fault_clear(r);
         switch (op) {
         case FERRY_MCAP_OP_SCHEMA:
             ok = add_schema(r, c);
@@ -570,48 +848,78 @@ static bool read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, char 
             set_compression(ci.compression, cname, clen);
             ci.compressed_size = ferry__mcap_get_u64(&c);
             ci.uncompressed_size = ferry__mcap_get_u64(&c);
-            ok = !c.failed && ci.offset >= r->data_start && ci.length >= RECORD_HEAD &&
-                 ci.offset <= r->data_end && ci.length <= r->data_end - ci.offset &&
-                 add_chunk_index(r, &ci);
+            if (!c.failed && !(ci.offset >= r->data_start && ci.length >= RECORD_HEAD &&
+                               ci.offset <= r->data_end && ci.length <= r->data_end - ci.offset &&
+                               ci.compressed_size < ci.length))
+                fault(r, FERRY_EPROTO,
+                      "a chunk index (offset %" PRIu64 ", %" PRIu64
+                      " bytes) points outside the data section",
+                      ci.offset, ci.length);
+            ok = !c.failed && r->fault == FERRY_OK && add_chunk_index(r, &ci);
             break;
         }
         case FERRY_MCAP_OP_METADATA_INDEX: {
-            uint64_t off = ferry__mcap_get_u64(&c), mlen = ferry__mcap_get_u64(&c);
+            span s;
 
-            ok = !c.failed && off >= r->data_start && mlen >= RECORD_HEAD &&
-                 off <= r->data_end && mlen <= r->data_end - off;
-            if (ok) {
-                ferry__mcap_cur mh = ferry__mcap_cur_make(r->base + off, (size_t)mlen);
-                uint8_t mop = ferry__mcap_get_u8(&mh);
-                uint64_t ml = ferry__mcap_get_u64(&mh);
-
-                ok = mop == FERRY_MCAP_OP_METADATA && ml == mlen - RECORD_HEAD &&
-                     add_metadata(r, ferry__mcap_cur_make(mh.p, (size_t)ml));
-            }
+            s.offset = ferry__mcap_get_u64(&c);
+            s.length = ferry__mcap_get_u64(&c);
+            if (!c.failed && !(s.offset >= r->data_start && s.length >= RECORD_HEAD &&
+                               s.offset <= r->data_end && s.length <= r->data_end - s.offset))
+                fault(r, FERRY_EPROTO,
+                      "a metadata index (offset %" PRIu64 ", %" PRIu64
+                      " bytes) points outside the data section",
+                      s.offset, s.length);
+            ok = !c.failed && r->fault == FERRY_OK &&
+                 grow(r, (void **)&meta, &cap_meta, nmeta, sizeof s, FERRY_MCAP_RECORDS_MAX,
+                      "metadata records");
+            if (ok) meta[nmeta++] = s;
             break;
         }
         default:
             break;
         }
-        if (!ok) {
-            say(why, why_size, FERRY_EPROTO,
-                "summary record 0x%02x at offset %" PRIu64 " is malformed", op, at);
-            return false;
-        }
+        if (!ok)
+            say(why, why_size, fault_err(r), "summary record 0x%02x at offset %" PRIu64 ": %s", op,
+                at, fault_text(r));
         at += RECORD_HEAD + len;
     }
-    if (!have_stats) {
+    if (ok && !have_stats) {
         say(why, why_size, FERRY_EPROTO, "the summary has no statistics");
-        return false;
+        ok = false;
     }
-    while (counts.left > 0) {
+    /* In file order, each record once. */
+    if (ok) {
+        ferry_mcap_chunk_index *ci = r->info.chunks;
+
+        if (r->info.nchunks > 1) qsort(ci, r->info.nchunks, sizeof *ci, chunk_order);
+        for (size_t i = 1; ok && i < r->info.nchunks; i++)
+            ok = !overlap("chunk", ci[i - 1].offset, ci[i - 1].length, ci[i].offset, why, why_size);
+        if (nmeta > 1) qsort(meta, nmeta, sizeof *meta, span_order);
+        for (size_t i = 1; ok && i < nmeta; i++)
+            ok = !overlap("metadata", meta[i - 1].offset, meta[i - 1].length, meta[i].offset, why,
+                          why_size);
+    }
+    for (size_t i = 0; ok && i < nmeta; i++) {
+        ferry__mcap_cur mh = ferry__mcap_cur_make(r->base + meta[i].offset, (size_t)meta[i].length);
+        uint8_t mop = ferry__mcap_get_u8(&mh);
+        uint64_t ml = ferry__mcap_get_u64(&mh);
+
+        fault_clear(r);
+        ok = !cancelled(r) && mop == FERRY_MCAP_OP_METADATA && ml == meta[i].length - RECORD_HEAD &&
+             add_metadata(r, ferry__mcap_cur_make(mh.p, (size_t)ml));
+        if (!ok)
+            say(why, why_size, fault_err(r), "the metadata index of offset %" PRIu64 ": %s",
+                meta[i].offset, cancelled(r) ? "interrupted" : fault_text(r));
+    }
+    free(meta);
+    while (ok && counts.left > 0) {
         uint16_t id = ferry__mcap_get_u16(&counts);
         uint64_t count = ferry__mcap_get_u64(&counts);
         ferry_mcap_channel *ch = find_channel(r, id);
 
         if (ch != NULL) ch->messages = count;
     }
-    return true;
+    return ok;
 }
 
 static void info_reset(ferry_mcap_reader *r)
@@ -621,6 +929,7 @@ static void info_reset(ferry_mcap_reader *r)
     for (size_t i = 0; i < in->nschemas; i++) {
         free(in->schemas[i].name);
         free(in->schemas[i].encoding);
+        free((uint8_t *)in->schemas[i].data);
     }
     for (size_t i = 0; i < in->nchannels; i++) {
         free(in->channels[i].topic);
@@ -635,6 +944,9 @@ static void info_reset(ferry_mcap_reader *r)
     free(in->channels);
     free(in->chunks);
     free(in->metadata);
+    free(r->schema_at);
+    free(r->channel_at);
+    r->schema_at = r->channel_at = NULL;
     in->schemas = NULL;
     in->channels = NULL;
     in->chunks = NULL;
@@ -643,6 +955,7 @@ static void info_reset(ferry_mcap_reader *r)
     r->cap_schemas = r->cap_channels = r->cap_chunks = r->cap_metadata = 0;
     in->message_count = in->start_time = in->end_time = 0;
     in->chunk_count = 0;
+    r->kept = 0; /* what is left (the profile and library) is under a few KiB */
 }
 
 static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
@@ -652,7 +965,8 @@ static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
     uint8_t op;
     uint64_t len, footer_at;
     bool footer = false, truncated = false, data_end = false;
-    char summary_why[200] = "";
+    char *summary_why = r->info.summary_ignored;
+    size_t summary_why_size = sizeof r->info.summary_ignored;
     ferry_err err;
     walk k;
 
@@ -666,9 +980,10 @@ static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
     {
         ferry__mcap_cur h = ferry__mcap_cur_make(c.p, (size_t)len);
 
-        r->info.profile = get_str(&h);
-        r->info.library = get_str(&h);
-        if (h.failed) return say(why, why_size, FERRY_EPROTO, "the Header record is malformed");
+        r->info.profile = get_str(r, &h, FERRY_MCAP_NAME_MAX, "the profile");
+        r->info.library = get_str(r, &h, FERRY_MCAP_NAME_MAX, "the library");
+        if (h.failed)
+            return say(why, why_size, fault_err(r), "the Header record: %s", fault_text(r));
     }
     r->data_start = FERRY_MCAP_MAGIC_SIZE + RECORD_HEAD + len;
     r->data_end = r->size;
@@ -702,18 +1017,19 @@ static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
                 }
                 r->data_end = summary_start;
                 if (crc != 0 && got != crc)
-                    snprintf(summary_why, sizeof summary_why, "summary CRC mismatch");
-                else if (read_summary(r, summary_start, to, summary_why, sizeof summary_why))
+                    snprintf(summary_why, summary_why_size, "its CRC does not match");
+                else if (read_summary(r, summary_start, to, summary_why, summary_why_size))
                     r->info.has_summary = true;
                 if (!r->info.has_summary) info_reset(r);
             } else if (summary_start != 0) {
-                snprintf(summary_why, sizeof summary_why, "the footer's summary offset is bad");
+                snprintf(summary_why, summary_why_size, "the footer's summary offset is bad");
             }
             if (!r->info.has_summary) r->data_end = footer_at;
         }
     }
     r->info.truncated = !footer;
     if (r->info.has_summary) {
+        summary_why[0] = '\0';
         if (r->info.chunk_count == 0) r->info.chunk_count = (uint32_t)r->info.nchunks;
         return FERRY_OK;
     }
@@ -725,16 +1041,20 @@ static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
     k.why = why;
     k.why_size = why_size;
     err = walk_records(&k, r->base + r->data_start, r->data_end - r->data_start, r->data_start,
-                       true, &truncated, &data_end);
+                       UINT64_MAX, &truncated, &data_end);
     if (err != FERRY_OK) return err;
+    if (k.cancelled) {
+        errno = EINTR;
+        return say(why, why_size, FERRY_ESYS, "interrupted");
+    }
     if (truncated || !data_end) r->info.truncated = true;
     r->info.chunk_count = (uint32_t)r->info.nchunks;
-    (void)summary_why;
     return FERRY_OK;
 }
 
-ferry_err ferry_mcap_reader_open_mem(ferry_mcap_reader **out, const void *data, size_t size,
-                                     char *why, size_t why_size)
+ferry_err ferry_mcap_reader_open_mem_with(ferry_mcap_reader **out, const void *data, size_t size,
+                                          const ferry_mcap_reader_options *o, char *why,
+                                          size_t why_size)
 {
     ferry_mcap_reader *r;
     ferry_err err;
@@ -745,17 +1065,31 @@ ferry_err ferry_mcap_reader_open_mem(ferry_mcap_reader **out, const void *data, 
     if (r == NULL) return say(why, why_size, FERRY_ENOMEM, "out of memory");
     r->base = data;
     r->size = size;
+    if (o != NULL) {
+        r->cancel = o->cancel;
+        r->memory_max = o->memory_max;
+    }
     err = open_buffer(r, why, why_size);
     if (err != FERRY_OK) {
+        int e = errno;
+
         ferry_mcap_reader_close(r);
+        errno = e;
         return err;
     }
     *out = r;
     return FERRY_OK;
 }
 
-ferry_err ferry_mcap_reader_open(ferry_mcap_reader **out, const char *path, char *why,
-                                 size_t why_size)
+ferry_err ferry_mcap_reader_open_mem(ferry_mcap_reader **out, const void *data, size_t size,
+                                     char *why, size_t why_size)
+{
+    return ferry_mcap_reader_open_mem_with(out, data, size, NULL, why, why_size);
+}
+
+ferry_err ferry_mcap_reader_open_with(ferry_mcap_reader **out, const char *path,
+                                      const ferry_mcap_reader_options *o, char *why,
+                                      size_t why_size)
 {
     struct stat st;
     void *map = NULL;
@@ -789,14 +1123,28 @@ ferry_err ferry_mcap_reader_open(ferry_mcap_reader **out, const char *path, char
         madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
     }
     close(fd);
-    err = ferry_mcap_reader_open_mem(out, map, (size_t)st.st_size, why, why_size);
+    err = ferry_mcap_reader_open_mem_with(out, map, (size_t)st.st_size, o, why, why_size);
     if (err != FERRY_OK) {
+        int e = errno;
+
         if (map != NULL) munmap(map, (size_t)st.st_size);
+        errno = e;
         return err;
     }
     (*out)->map = map;
     (*out)->map_size = (size_t)st.st_size;
     return FERRY_OK;
+}
+
+ferry_err ferry_mcap_reader_open(ferry_mcap_reader **out, const char *path, char *why,
+                                 size_t why_size)
+{
+    return ferry_mcap_reader_open_with(out, path, NULL, why, why_size);
+}
+
+void ferry_mcap_reader_set_cancel(ferry_mcap_reader *r, const volatile sig_atomic_t *cancel)
+{
+    if (r != NULL) r->cancel = cancel;
 }
 
 void ferry_mcap_reader_close(ferry_mcap_reader *r)
@@ -829,11 +1177,12 @@ ferry_err ferry_mcap_reader_messages(ferry_mcap_reader *r, uint64_t start, uint6
     k.why = why;
     k.why_size = why_size;
     if (!r->info.has_summary || r->info.nchunks == 0)
-        return walk_records(&k, r->base + r->data_start, r->data_end - r->data_start,
-                            r->data_start, true, &truncated, &data_end);
-    /* Seek through the chunk indexes, whose offsets read_summary checked against the data
-     * section; the record there must be the chunk the index says. */
-    for (size_t i = 0; i < r->info.nchunks && !k.stopped; i++) {
+        return walk_records(&k, r->base + r->data_start, r->data_end - r->data_start, r->data_start,
+                            UINT64_MAX, &truncated, &data_end);
+    /* Seek through the chunk indexes, which read_summary checked against the data section and
+     * sorted by offset, none overlapping another; the record there must be the chunk the index
+     * says. */
+    for (size_t i = 0; i < r->info.nchunks && !k.stopped && !cancelled(r); i++) {
         const ferry_mcap_chunk_index *ci = &r->info.chunks[i];
         ferry__mcap_cur h;
         uint8_t op;

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 seconds=${1:-17}
 build=${FERRY_FUZZ_BUILD:-build-fuzz}
-targets=(fuzz_proto fuzz_conn fuzz_conn_seg fuzz_mcap)
+targets=(fuzz_proto fuzz_conn fuzz_conn_seg fuzz_mcap fuzz_ros2_types)
 max_len=2048
 
 if ! command -v clang >/dev/null 2>&1; then
