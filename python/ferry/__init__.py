@@ -6,19 +6,21 @@ publish it; subscribers take samples that are read-only views of the publisher's
 
     import numpy as np, ferry
 
-    with ferry.Node() as node:
+    with ferry.Node() as node:           # a publisher process
         pub = node.publisher("/camera", "image")
         loan = pub.loan_image(1280, 720, "rgb8")
         np.asarray(loan)[:] = 0          # (720, 1280, 3) uint8 over the publisher's pages
         pub.publish(loan)
 
-    with ferry.Node() as node:
-        sub = node.subscribe("/camera")  # the type comes from the topic's publishers
+    with ferry.Node() as node:           # a subscriber process
+        sub = node.subscribe("/camera")  # waits for the publisher; the type comes from it
         with sub.take(timeout=1.0) as frame:
             img = np.asarray(frame)      # read-only (720, 1280, 3) uint8, not a copy
+    # img may stay bound: what it reads stays mapped until it goes (docs/python.md)
 
 Several topics matched by stamp come from ``ferry.Sync``; device frames and tensors (when the
-GPU module is built, ``ferry.HAVE_GPU``) from ``ferry.GpuSubscriber``, for ``torch.from_dlpack``.
+GPU module is built, ``ferry.HAVE_GPU``) from ``ferry.GpuSubscriber``, for ``torch.from_dlpack``,
+and are published from device memory that torch fills in place with ``ferry.GpuPublisher``.
 
 The C extension (``ferry._ferry``) does the work; this module adds what is easier in Python:
 ``Sample.numpy()`` and the asyncio helpers ``Subscriber.take_async()`` and ``async for``.
@@ -54,6 +56,19 @@ if not HAVE_GPU:
         def __init__(self, subscriber: Subscriber, *, device: int = 0) -> None:
             raise NotSupportedError(
                 "GpuSubscriber: ferry was built without the GPU module (FERRY_GPU=ON needs a "
+                "CUDA toolkit)"
+            )
+
+    class GpuPublisher:
+        """Device frames through a Publisher: this build of ferry has no GPU module (FERRY_GPU),
+        so creating one raises NotSupportedError."""
+
+        def __init__(
+            self, publisher: Publisher, *, device: int = 0, ipc: str = "auto",
+            early_wake: bool = True
+        ) -> None:
+            raise NotSupportedError(
+                "GpuPublisher: ferry was built without the GPU module (FERRY_GPU=ON needs a "
                 "CUDA toolkit)"
             )
 

@@ -2,7 +2,8 @@
  * ferry.GpuSubscriber and ferry.GpuFrame: device frames and device tensors (ferry/gpu.h,
  * ferry/tensor.h) handed to PyTorch, CuPy and any other DLPack consumer without a copy. Built
  * with the GPU module (FERRY_PY_GPU); without it the module has HAVE_GPU False and no GPU type
- * (the package's GpuSubscriber then raises NotSupportedError).
+ * (the package's GpuSubscriber then raises NotSupportedError). The publishing side,
+ * ferry.GpuPublisher, is in gpu_pub.c and shares the stream helpers here.
  * libferry_gpu reaches the CUDA driver lazily, so the extension still loads where there is no
  * driver: creating a GpuSubscriber then raises NoDeviceError.
  *
@@ -11,6 +12,8 @@
  * when it is released and the last DLPack tensor over it is deleted, ordered after the work of
  * every stream it was exported to: the frame's host sample goes back only when that work is
  * done. A frame done while another thread holds the lock is queued and given back by it.
+ * Closed while a tensor still reads a frame, it gives the other frames back at once and is
+ * destroyed when the last such tensor is deleted (pyf_gpusub_finish).
  *
  * Streams are cudaStream_t values as integers: 0 (or None) the legacy default stream, 2 the
  * per-thread default stream, anything else a stream of the caller's. DLPack's consumer streams
@@ -24,11 +27,12 @@
 #include <ferry/gpu.h>
 
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 /* Streams a frame may be exported to besides the one it was taken on. */
-#define GPU_STREAMS_MAX 8
+#define GPU_STREAMS_MAX PYF_GPU_STREAMS_MAX
 
 enum { FRAME_HELD = 0, FRAME_PENDING = 1, FRAME_RELEASED = 2 };
 
@@ -47,8 +51,7 @@ typedef struct pyf_gpusub {
     PyObject_HEAD
     pyf_child link;
     pyf_sub *sub; /* a strong reference */
-    ferry_gpu_subscriber *gsub; /* NULL once closed */
-    pid_t pid;
+    ferry_gpu_subscriber *gsub; /* NULL once destroyed (link.closed: closed) */
     int device;
     pyf_gpuframe *frames; /* every frame taken and not given back */
     gpu_pending *pending;
@@ -72,9 +75,10 @@ struct pyf_gpuframe {
  * Streams
  * ------------------------------------------------------------------------------------------- */
 
-/* A cudaStream_t given by the caller: None, an int, or an object with cuda_stream (PyTorch) or
- * ptr (CuPy). cudaStreamLegacy (1) is the legacy default stream, which is also 0. */
-static bool stream_arg(PyObject *o, uintptr_t *out)
+/* A cudaStream_t given by the caller: None, an int, or an object with __cuda_stream__ (the CUDA
+ * stream protocol: a (version, handle) tuple), cuda_stream (PyTorch) or ptr (CuPy).
+ * cudaStreamLegacy (1) is the legacy default stream, which is also 0. */
+bool pyf_gpu_stream_arg(PyObject *o, uintptr_t *out)
 {
     PyObject *attr = NULL;
     unsigned long long v;
@@ -82,15 +86,26 @@ static bool stream_arg(PyObject *o, uintptr_t *out)
     *out = 0;
     if (o == NULL || o == Py_None) return true;
     if (!PyIndex_Check(o)) {
-        if (PyObject_HasAttrString(o, "cuda_stream"))
+        if (PyObject_HasAttrString(o, "__cuda_stream__")) {
+            PyObject *t = PyObject_CallMethod(o, "__cuda_stream__", NULL);
+
+            if (t == NULL) return false;
+            if (PyTuple_Check(t) && PyTuple_Size(t) == 2)
+                attr = Py_NewRef(PyTuple_GetItem(t, 1));
+            else
+                PyErr_SetString(PyExc_TypeError, "__cuda_stream__() must return (version, "
+                                                 "handle)");
+            Py_DECREF(t);
+        } else if (PyObject_HasAttrString(o, "cuda_stream")) {
             attr = PyObject_GetAttrString(o, "cuda_stream");
-        else if (PyObject_HasAttrString(o, "ptr"))
+        } else if (PyObject_HasAttrString(o, "ptr")) {
             attr = PyObject_GetAttrString(o, "ptr");
+        }
         if (attr == NULL) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError,
                                 "stream must be None, a cudaStream_t as an int, or a stream object "
-                                "with cuda_stream or ptr");
+                                "with __cuda_stream__, cuda_stream or ptr");
             return false;
         }
         o = attr;
@@ -109,19 +124,28 @@ static bool stream_arg(PyObject *o, uintptr_t *out)
     return true;
 }
 
+bool pyf_gpu_device_enter(int device, int *prev)
+{
+    if (cudaGetDevice(prev) != cudaSuccess) *prev = -1;
+    if (*prev == device || cudaSetDevice(device) == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    return false;
+}
+
+void pyf_gpu_device_leave(int device, int prev)
+{
+    if (prev >= 0 && prev != device) cudaSetDevice(prev);
+}
+
 /* Makes stream `waiter` wait (on the GPU) for the work enqueued on `done` so far. */
-static ferry_err stream_order(int device, uintptr_t waiter, uintptr_t done)
+ferry_err pyf_gpu_stream_order(int device, uintptr_t waiter, uintptr_t done)
 {
     cudaEvent_t ev;
     cudaError_t e;
     int prev = -1;
 
     if (waiter == done) return FERRY_OK;
-    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    if (prev != device && cudaSetDevice(device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return FERRY_ENODEV;
-    }
+    if (!pyf_gpu_device_enter(device, &prev)) return FERRY_ENODEV;
     e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e == cudaSuccess) {
         e = cudaEventRecord(ev, (cudaStream_t)done);
@@ -130,7 +154,7 @@ static ferry_err stream_order(int device, uintptr_t waiter, uintptr_t done)
         cudaEventDestroy(ev);
     }
     if (e != cudaSuccess) (void)cudaGetLastError();
-    if (prev >= 0 && prev != device) cudaSetDevice(prev);
+    pyf_gpu_device_leave(device, prev);
     return e == cudaSuccess ? FERRY_OK : FERRY_ESYS;
 }
 
@@ -145,11 +169,11 @@ static void frame_give_back(pyf_gpusub *gs, ferry_gpu_frame *f, uintptr_t releas
     uint32_t i;
 
     /* A forked child has no CUDA context of its parent's: it only forgets. */
-    if (gs->gsub == NULL || gs->pid != getpid()) return;
+    if (gs->gsub == NULL || !pyf_home(gs->link.gen)) return;
     /* The release is recorded on one stream: make it wait for the others first. If that fails
      * the frame is given back after a wait for those streams on the CPU. */
     for (i = 0; i < nstreams; i++)
-        if (stream_order(gs->device, release_stream, streams[i]) != FERRY_OK) {
+        if (pyf_gpu_stream_order(gs->device, release_stream, streams[i]) != FERRY_OK) {
             if (cudaStreamSynchronize((cudaStream_t)streams[i]) != cudaSuccess)
                 (void)cudaGetLastError();
         }
@@ -166,7 +190,7 @@ static void gpusub_drain(pyf_gpusub *gs)
         PyMem_Free(p);
     }
     pyf_sub_drain(gs->sub);
-    if (gs->gsub != NULL && gs->pid == getpid()) ferry_gpu_subscriber_poll(gs->gsub);
+    if (gs->gsub != NULL && pyf_home(gs->link.gen)) ferry_gpu_subscriber_poll(gs->gsub);
 }
 
 static void frame_unlink(pyf_gpuframe *fr)
@@ -189,11 +213,12 @@ static void frame_do_release(pyf_gpuframe *fr)
     if (fr->state == FRAME_RELEASED) return;
     fr->state = FRAME_RELEASED;
     frame_unlink(fr);
-    if (gs->gsub == NULL) return;
+    /* A forked child only forgets its parent's frame. */
+    if (gs->gsub == NULL || !pyf_home(gs->link.gen)) return;
     if (PyThread_acquire_lock(gs->sub->lock, NOWAIT_LOCK)) {
         frame_give_back(gs, &fr->f, release_stream, fr->streams, fr->nstreams);
         gpusub_drain(gs);
-        PyThread_release_lock(gs->sub->lock);
+        pyf_sub_unlock(gs->sub); /* destroys a closed GpuSubscriber whose last frame this was */
     } else {
         gpu_pending *p = PyMem_Calloc(1, sizeof *p);
 
@@ -228,7 +253,8 @@ static void frame_unexport(pyf_gpuframe *fr)
 
 static bool gs_open(pyf_gpusub *gs, const char *what)
 {
-    if (gs->gsub != NULL) return true;
+    if (!pyf_child_home(&gs->link, what)) return false;
+    if (!gs->link.closed && gs->gsub != NULL) return true;
     pyf_raise_closed(what);
     return false;
 }
@@ -251,13 +277,13 @@ static PyObject *gpusub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         return NULL;
     }
     sub = (pyf_sub *)o_sub;
-    if (sub->sub == NULL || sub->link.node == NULL || sub->link.node->node == NULL)
+    if (!pyf_child_home(&sub->link, "GpuSubscriber")) return NULL;
+    if (sub->link.closed || sub->link.node == NULL || sub->link.node->closed)
         return pyf_raise_closed("GpuSubscriber");
     if (!pyf_sub_own(sub, "GpuSubscriber")) return NULL;
     if (device < 0) return pyf_raise(FERRY_EINVAL, "GpuSubscriber: device %d", device);
     gs = (pyf_gpusub *)pyf_alloc(type);
     if (gs == NULL) return NULL;
-    gs->pid = getpid();
     gs->device = device;
     gs->sub = (pyf_sub *)Py_NewRef(o_sub);
     pyf_child_link(&gs->link, sub->link.node, PYF_CHILD_GPUSUB, (PyObject *)gs);
@@ -274,47 +300,75 @@ static PyObject *gpusub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         return pyf_raise(err, "ferry_gpu_subscriber_create('%s', device %d)", sub->topic, device);
     }
     sub->owner = (PyObject *)gs;
+    sub->owner_link = &gs->link;
     return (PyObject *)gs;
 }
 
-int pyf_gpusub_close(PyObject *self)
+/* Destroys a closed GpuSubscriber once no frame is out. Never waits for the lock: its holder
+ * finishes it when letting the lock go (pyf_sub_unlock). */
+static ferry_err gpusub_try_finish(pyf_gpusub *gs)
 {
-    pyf_gpusub *gs = (pyf_gpusub *)self;
-    pyf_gpuframe *fr;
+    bool home = pyf_home(gs->link.gen);
     ferry_err err = FERRY_OK;
 
-    if (gs->gsub == NULL) return 0;
-    for (fr = gs->frames; fr != NULL; fr = fr->next)
-        if (fr->exports > 0) {
-            pyf_raise(FERRY_EBUSY, "GpuSubscriber('%s').close(): a frame is still exported to a "
-                                   "DLPack tensor (delete it first)",
-                      gs->sub->topic);
-            return -1;
-        }
-    Py_INCREF(self);
-    pyf_lock(gs->sub->lock);
+    if (!gs->link.closed || gs->gsub == NULL || gs->frames != NULL) return FERRY_OK;
+    /* A forked child only forgets it, without the lock. */
+    if (home && !PyThread_acquire_lock(gs->sub->lock, NOWAIT_LOCK)) return FERRY_OK;
+    Py_INCREF((PyObject *)gs);
     gpusub_drain(gs);
-    while (gs->frames != NULL) {
-        fr = gs->frames;
-        fr->state = FRAME_RELEASED;
-        frame_unlink(fr);
-        frame_give_back(gs, &fr->f, fr->take_stream, fr->streams, fr->nstreams);
-    }
-    if (gs->pid == getpid()) {
+    if (home) {
         /* Waits for the work on frames released and not completed. */
         Py_BEGIN_ALLOW_THREADS
         err = ferry_gpu_subscriber_destroy(gs->gsub);
         Py_END_ALLOW_THREADS
     }
-    if (err == FERRY_OK) gs->gsub = NULL;
+    if (err == FERRY_OK) gs->gsub = NULL; /* else dealloc tries again */
+    if (home) PyThread_release_lock(gs->sub->lock);
+    if (err == FERRY_OK) {
+        if (gs->sub->owner == (PyObject *)gs) gs->sub->owner = NULL;
+        pyf_child_unlink(&gs->link);
+        pyf_sub_finish(gs->sub); /* closed meanwhile, it waited for this */
+    }
+    Py_DECREF((PyObject *)gs);
+    return err;
+}
+
+void pyf_gpusub_finish(PyObject *self)
+{
+    (void)gpusub_try_finish((pyf_gpusub *)self);
+}
+
+int pyf_gpusub_close(PyObject *self)
+{
+    pyf_gpusub *gs = (pyf_gpusub *)self;
+    pyf_gpuframe *fr, *next;
+    ferry_err err;
+
+    if (!pyf_child_home(&gs->link, "GpuSubscriber.close")) return -1;
+    if (gs->link.closed) return 0;
+    Py_INCREF(self);
+    /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
+    gs->link.closed = true;
+    pyf_lock(gs->sub->lock);
+    gpusub_drain(gs);
+    for (fr = gs->frames; fr != NULL; fr = next) {
+        next = fr->next;
+        if (fr->exports > 0) {
+            /* A tensor reads it: given back (and this destroyed) when the last is deleted. */
+            fr->state = FRAME_PENDING;
+            continue;
+        }
+        fr->state = FRAME_RELEASED;
+        frame_unlink(fr);
+        frame_give_back(gs, &fr->f, fr->take_stream, fr->streams, fr->nstreams);
+    }
     PyThread_release_lock(gs->sub->lock);
+    err = gpusub_try_finish(gs);
     if (err != FERRY_OK) {
         Py_DECREF(self);
         pyf_raise(err, "ferry_gpu_subscriber_destroy('%s')", gs->sub->topic);
         return -1;
     }
-    if (gs->sub->owner == self) gs->sub->owner = NULL;
-    pyf_child_unlink(&gs->link);
     Py_DECREF(self);
     return 0;
 }
@@ -326,11 +380,12 @@ static void gpusub_dealloc(PyObject *self)
     /* Frames hold a reference: none is left, but some may be pending. */
     if (gs->gsub != NULL) {
         gpusub_drain(gs);
-        if (gs->pid == getpid()) ferry_gpu_subscriber_destroy(gs->gsub);
+        if (pyf_home(gs->link.gen)) ferry_gpu_subscriber_destroy(gs->gsub);
         gs->gsub = NULL;
     }
     if (gs->sub != NULL) {
         if (gs->sub->owner == self) gs->sub->owner = NULL;
+        pyf_sub_finish(gs->sub); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)gs->sub);
     }
     pyf_child_unlink(&gs->link);
@@ -376,8 +431,8 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
         int64_t slice = PYF_WAIT_SLICE_NS;
 
         gpusub_drain(gs);
-        if (gs->gsub == NULL || gs->sub->sub == NULL) {
-            PyThread_release_lock(gs->sub->lock);
+        if (gs->link.closed) {
+            pyf_sub_unlock(gs->sub);
             return pyf_raise_closed("GpuSubscriber.take");
         }
         memset(&f, 0, sizeof f);
@@ -386,14 +441,14 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
         Py_END_ALLOW_THREADS
         if (err == FERRY_OK) break;
         if (err != FERRY_EAGAIN) {
-            PyThread_release_lock(gs->sub->lock);
+            pyf_sub_unlock(gs->sub);
             return pyf_raise(err, "ferry_gpu_take('%s')", gs->sub->topic);
         }
         if (deadline >= 0) {
             int64_t left = deadline - ferry_now().ns;
 
             if (left <= 0) {
-                PyThread_release_lock(gs->sub->lock);
+                pyf_sub_unlock(gs->sub);
                 if (none_on_empty) Py_RETURN_NONE;
                 return pyf_raise(FERRY_ETIMEDOUT, "GpuSubscriber.take('%s', timeout %.3f s)",
                                  gs->sub->topic, (double)timeout_ns / 1e9);
@@ -404,16 +459,16 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
         err = ferry_wait(gs->sub->sub, slice);
         Py_END_ALLOW_THREADS
         if (err != FERRY_OK && err != FERRY_ETIMEDOUT) {
-            PyThread_release_lock(gs->sub->lock);
+            pyf_sub_unlock(gs->sub);
             return pyf_raise(err, "ferry_wait('%s')", gs->sub->topic);
         }
         if (PyErr_CheckSignals() < 0) {
-            PyThread_release_lock(gs->sub->lock);
+            pyf_sub_unlock(gs->sub);
             return NULL;
         }
     }
     r = frame_wrap(gs, &f, stream);
-    PyThread_release_lock(gs->sub->lock);
+    pyf_sub_unlock(gs->sub);
     return r;
 }
 
@@ -426,7 +481,7 @@ static PyObject *gpusub_take(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:take", kwlist, &o_timeout, &o_stream))
         return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !stream_arg(o_stream, &stream)) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
     return gpusub_take_wait((pyf_gpusub *)self, ns, stream, false);
 }
 
@@ -438,7 +493,7 @@ static PyObject *gpusub_try_take(PyObject *self, PyObject *args, PyObject *kwarg
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:try_take", kwlist, &o_stream))
         return NULL;
-    if (!stream_arg(o_stream, &stream)) return NULL;
+    if (!pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
     return gpusub_take_wait((pyf_gpusub *)self, 0, stream, true);
 }
 
@@ -468,8 +523,8 @@ static PyObject *gpusub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
         int64_t slice = PYF_WAIT_SLICE_NS;
 
         gpusub_drain(gs);
-        if (gs->gsub == NULL || gs->sub->sub == NULL) {
-            PyThread_release_lock(gs->sub->lock);
+        if (gs->link.closed) {
+            pyf_sub_unlock(gs->sub);
             return pyf_raise_closed("GpuSubscriber.wait");
         }
         if (deadline >= 0) {
@@ -484,11 +539,11 @@ static PyObject *gpusub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
         if (err != FERRY_ETIMEDOUT) break;
         if (deadline >= 0 && ferry_now().ns >= deadline) break;
         if (PyErr_CheckSignals() < 0) {
-            PyThread_release_lock(gs->sub->lock);
+            pyf_sub_unlock(gs->sub);
             return NULL;
         }
     }
-    PyThread_release_lock(gs->sub->lock);
+    pyf_sub_unlock(gs->sub);
     if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
         return pyf_raise(err, "ferry_wait('%s')", gs->sub->topic);
     return PyBool_FromLong(err == FERRY_OK);
@@ -502,7 +557,7 @@ static PyObject *gpusub_poll(PyObject *self, PyObject *unused)
     if (!gs_open(gs, "GpuSubscriber.poll")) return NULL;
     pyf_lock(gs->sub->lock);
     gpusub_drain(gs);
-    PyThread_release_lock(gs->sub->lock);
+    pyf_sub_unlock(gs->sub);
     Py_RETURN_NONE;
 }
 
@@ -514,7 +569,6 @@ static PyObject *gpusub_fileno(PyObject *self, PyObject *unused)
 
     (void)unused;
     if (!gs_open(gs, "GpuSubscriber.fileno")) return NULL;
-    if (gs->sub->sub == NULL) return pyf_raise_closed("GpuSubscriber.fileno");
     err = ferry_subscriber_fd(gs->sub->sub, &fd);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_fd('%s')", gs->sub->topic);
     return PyLong_FromLong(fd);
@@ -532,8 +586,8 @@ static PyObject *gpusub_stats(PyObject *self, PyObject *unused)
     if (!gs_open(gs, "GpuSubscriber.stats")) return NULL;
     pyf_lock(gs->sub->lock);
     gpusub_drain(gs);
-    err = gs->gsub != NULL ? ferry_gpu_subscriber_stats_get(gs->gsub, &st) : FERRY_ECLOSED;
-    PyThread_release_lock(gs->sub->lock);
+    err = !gs->link.closed ? ferry_gpu_subscriber_stats_get(gs->gsub, &st) : FERRY_ECLOSED;
+    pyf_sub_unlock(gs->sub);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_gpu_subscriber_stats_get");
     for (fr = gs->frames; fr != NULL; fr = fr->next) held++;
     return Py_BuildValue("{s:K,s:K,s:K,s:I}", "imports", (unsigned long long)st.imports,
@@ -567,7 +621,7 @@ static PyObject *gpusub_get(PyObject *self, void *closure)
     switch ((int)(intptr_t)closure) {
     case 0: return Py_NewRef((PyObject *)gs->sub);
     case 1: return PyLong_FromLong(gs->device);
-    default: return PyBool_FromLong(gs->gsub == NULL);
+    default: return PyBool_FromLong(gs->link.closed);
     }
 }
 
@@ -595,7 +649,9 @@ static PyMethodDef gpusub_methods[] = {
     {"close", gpusub_close_m, METH_NOARGS,
      "close()\n\nGives back every frame (their GpuFrames then raise StateError) and destroys\n"
      "the GPU subscriber, waiting for the GPU work on released frames; the subscriber can be\n"
-     "taken from again. BusyError while a frame is exported to a DLPack tensor."},
+     "taken from again. A frame a DLPack tensor still reads stays mapped: it goes back, and\n"
+     "the GPU subscriber is destroyed, when the last such tensor is deleted (the subscriber\n"
+     "stays its own until then). Closing twice does nothing."},
     {"__enter__", gpusub_enter, METH_NOARGS, "Returns the GPU subscriber."},
     {"__exit__", gpusub_exit, METH_VARARGS, "Closes the GPU subscriber."},
     {NULL, NULL, 0, NULL},
@@ -626,6 +682,13 @@ static void frame_dealloc(PyObject *self)
 
 static bool frame_usable(pyf_gpuframe *fr, const char *what)
 {
+    if (!pyf_home(fr->gs->link.gen)) {
+        char name[64];
+
+        snprintf(name, sizeof name, "GpuFrame.%s", what);
+        pyf_raise_forked(name, "GpuFrame", fr->gs->link.pid);
+        return false;
+    }
     if (fr->state == FRAME_HELD) return true;
     pyf_raise(FERRY_ESTATE, "GpuFrame.%s: the frame was released", what);
     return false;
@@ -641,7 +704,7 @@ static PyObject *frame_release(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:release", kwlist, &o_stream))
         return NULL;
-    if (!frame_usable(fr, "release") || !stream_arg(o_stream, &stream)) return NULL;
+    if (!frame_usable(fr, "release") || !pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
     if (o_stream != Py_None && stream != fr->take_stream) {
         for (i = 0; i < fr->nstreams && fr->streams[i] != stream; i++) {
         }
@@ -666,6 +729,9 @@ static PyObject *frame_enter(PyObject *self, PyObject *unused)
 static PyObject *frame_exit(PyObject *self, PyObject *args)
 {
     (void)args;
+    if (!pyf_home(((pyf_gpuframe *)self)->gs->link.gen) &&
+        !frame_usable((pyf_gpuframe *)self, "__exit__"))
+        return NULL;
     frame_let_go((pyf_gpuframe *)self);
     Py_RETURN_NONE;
 }
@@ -677,7 +743,7 @@ static void frame_dl_unexport(PyObject *owner)
 
 /* The consumer stream of __dlpack__ as a cudaStream_t; *sync false for -1 (no synchronisation).
  */
-static bool dl_stream(PyObject *o, uintptr_t *out, bool *sync)
+bool pyf_gpu_dl_stream(PyObject *o, uintptr_t *out, bool *sync)
 {
     long long v;
 
@@ -715,7 +781,8 @@ static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     uint32_t i;
 
     if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned)) return NULL;
-    if (!frame_usable(fr, "__dlpack__") || !dl_stream(o_stream, &stream, &sync)) return NULL;
+    if (!frame_usable(fr, "__dlpack__") || !pyf_gpu_dl_stream(o_stream, &stream, &sync))
+        return NULL;
     if (sync && stream != fr->take_stream) {
         /* The consumer works on another stream than the one the frame was made ready for: that
          * stream waits for it, and the frame's release waits for that stream's work. */
@@ -726,7 +793,7 @@ static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
                          GPU_STREAMS_MAX + 1);
             return NULL;
         }
-        if (stream_order(fr->f.device, stream, fr->take_stream) != FERRY_OK) {
+        if (pyf_gpu_stream_order(fr->f.device, stream, fr->take_stream) != FERRY_OK) {
             PyErr_SetString(PyExc_BufferError, "__dlpack__: the consumer stream could not be "
                                                "made to wait for the frame");
             return NULL;
@@ -754,7 +821,7 @@ static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     t.device = cuda;
     t.shape = shape;
     t.strides = strides;
-    cap = pyf_dlpack_capsule(self, frame_dl_unexport, versioned, &t);
+    cap = pyf_dlpack_capsule(self, frame_dl_unexport, versioned, false, &t);
     if (cap != NULL) fr->exports++;
     return cap;
 }
@@ -762,6 +829,9 @@ static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyObject *frame_dlpack_device(PyObject *self, PyObject *unused)
 {
     (void)unused;
+    if (!pyf_home(((pyf_gpuframe *)self)->gs->link.gen) &&
+        !frame_usable((pyf_gpuframe *)self, "__dlpack_device__"))
+        return NULL;
     return Py_BuildValue("(ii)", FERRY_DL_CUDA, ((pyf_gpuframe *)self)->f.device);
 }
 
@@ -769,21 +839,12 @@ enum { GF_DEVICE_PTR, GF_DATA_PTR, GF_SIZE, GF_SEQUENCE, GF_PUBLISH_TIME, GF_PUB
        GF_DEVICE, GF_META, GF_KIND, GF_RELEASED, GF_SHAPE, GF_STRIDES, GF_DTYPE, GF_FRAME_ID,
        GF_STAMP, GF_NBYTES, GF_TOPIC };
 
-static PyObject *i64_tuple(const int64_t *v, uint32_t n)
-{
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    uint32_t i;
-
-    if (t == NULL) return NULL;
-    for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
-    return t;
-}
-
 static PyObject *frame_get(PyObject *self, void *closure)
 {
     pyf_gpuframe *fr = (pyf_gpuframe *)self;
     int what = (int)(intptr_t)closure;
 
+    if (!pyf_home(fr->gs->link.gen) && !frame_usable(fr, "attribute")) return NULL;
     if (what == GF_RELEASED) return PyBool_FromLong(fr->state != FRAME_HELD);
     if (what == GF_KIND) return PyUnicode_FromString(fr->tensor ? "tensor" : "bytes");
     if (what == GF_DEVICE) return PyLong_FromLong(fr->f.device);
@@ -807,8 +868,8 @@ static PyObject *frame_get(PyObject *self, void *closure)
         const ferry_tensor_header *h = &fr->tv.header;
 
         switch (what) {
-        case GF_SHAPE: return i64_tuple(h->shape, h->ndim);
-        case GF_STRIDES: return i64_tuple(h->strides, h->ndim);
+        case GF_SHAPE: return pyf_i64_tuple(h->shape, h->ndim);
+        case GF_STRIDES: return pyf_i64_tuple(h->strides, h->ndim);
         case GF_DTYPE: return PyUnicode_FromString(ferry_dtype_name(fr->tv.dtype));
         case GF_FRAME_ID: return PyUnicode_FromString(h->frame_id);
         case GF_STAMP: return pyf_stamp_get(&h->stamp);
@@ -823,6 +884,8 @@ static PyObject *frame_repr(PyObject *self)
 {
     pyf_gpuframe *fr = (pyf_gpuframe *)self;
 
+    if (!pyf_home(fr->gs->link.gen))
+        return PyUnicode_FromFormat("<ferry.GpuFrame of process %ld>", (long)fr->gs->link.pid);
     if (fr->state != FRAME_HELD) return PyUnicode_FromString("<ferry.GpuFrame released>");
     return PyUnicode_FromFormat("<ferry.GpuFrame %s %zu bytes on cuda:%d seq=%llu>",
                                 fr->tensor ? "tensor" : "bytes", fr->f.size, fr->f.device,
@@ -931,7 +994,7 @@ bool pyf_gpu_types(PyObject *module)
     pyf.gpuframe_type = (PyTypeObject *)PyType_FromSpec(&fr_spec);
     if (pyf.gpuframe_type == NULL || PyModule_AddType(module, pyf.gpuframe_type) < 0)
         return false;
-    return PyModule_AddFunctions(module, gpu_functions) == 0 &&
+    return pyf_gpupub_types(module) && PyModule_AddFunctions(module, gpu_functions) == 0 &&
            PyModule_AddObjectRef(module, "HAVE_GPU", Py_True) == 0;
 }
 
@@ -946,6 +1009,22 @@ int pyf_gpusub_close(PyObject *gsub)
 {
     (void)gsub;
     return 0;
+}
+
+void pyf_gpusub_finish(PyObject *gsub)
+{
+    (void)gsub;
+}
+
+int pyf_gpupub_close(PyObject *gpub)
+{
+    (void)gpub;
+    return 0;
+}
+
+void pyf_gpupub_finish(PyObject *gpub)
+{
+    (void)gpub;
 }
 
 #endif

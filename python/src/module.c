@@ -5,10 +5,12 @@
 #include "pyferry.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 pyf_state pyf;
 
@@ -61,29 +63,18 @@ static const pyf_error_spec error_specs[] = {
      "FERRY_EFOREIGN: the sample or loan belongs to another publisher or subscriber."},
 };
 
-PyObject *pyf_raise(ferry_err err, const char *fmt, ...)
-{
-    int saved = errno;
-    PyObject *cls, *exc, *v;
-    char context[512];
-    char msg[768];
-    va_list ap;
+unsigned pyf_fork_gen;
 
-    if (err <= FERRY_OK || err >= FERRY_ERR_COUNT_ || pyf.errors[err] == NULL) {
-        cls = pyf.error;
-    } else {
-        cls = pyf.errors[err];
-    }
-    va_start(ap, fmt);
-    vsnprintf(context, sizeof context, fmt, ap);
-    va_end(ap);
-    if (err == FERRY_ESYS) {
-        snprintf(msg, sizeof msg, "%s: %s: %s", context, ferry_strerror(err), strerror(saved));
-        exc = PyObject_CallFunction(cls, "is", saved, msg);
-    } else {
-        snprintf(msg, sizeof msg, "%s: %s", context, ferry_strerror(err));
+/* Raises an exception of class cls with message msg (and errno's when err is FERRY_ESYS),
+ * .code err and .errname its name. */
+static PyObject *raise_as(PyObject *cls, ferry_err err, int saved_errno, const char *msg)
+{
+    PyObject *exc, *v;
+
+    if (err == FERRY_ESYS)
+        exc = PyObject_CallFunction(cls, "is", saved_errno, msg);
+    else
         exc = PyObject_CallFunction(cls, "s", msg);
-    }
     if (exc == NULL) return NULL;
     v = PyLong_FromLong((long)err);
     if (v == NULL || PyObject_SetAttrString(exc, "code", v) < 0) {
@@ -104,9 +95,72 @@ PyObject *pyf_raise(ferry_err err, const char *fmt, ...)
     return NULL;
 }
 
+PyObject *pyf_raise(ferry_err err, const char *fmt, ...)
+{
+    int saved = errno;
+    PyObject *cls;
+    char context[512];
+    char msg[768];
+    va_list ap;
+
+    if (err <= FERRY_OK || err >= FERRY_ERR_COUNT_ || pyf.errors[err] == NULL) {
+        cls = pyf.error;
+    } else {
+        cls = pyf.errors[err];
+    }
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    if (err == FERRY_ESYS)
+        snprintf(msg, sizeof msg, "%s: %s: %s", context, ferry_strerror(err), strerror(saved));
+    else
+        snprintf(msg, sizeof msg, "%s: %s", context, ferry_strerror(err));
+    return raise_as(cls, err, saved, msg);
+}
+
 PyObject *pyf_raise_closed(const char *what)
 {
     return pyf_raise(FERRY_ECLOSED, "%s", what);
+}
+
+PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    uint32_t i;
+
+    if (t == NULL) return NULL;
+    for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
+    return t;
+}
+
+PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid)
+{
+    char msg[512];
+
+    snprintf(msg, sizeof msg,
+             "%s: this %s belongs to process %ld, and this is process %ld; a process made by "
+             "fork() must create its own Node",
+             what, type, (long)pid, (long)getpid());
+    return raise_as(pyf.fork_error, FERRY_ECLOSED, 0, msg);
+}
+
+bool pyf_child_home_(const pyf_child *c, const char *what)
+{
+    static const char *const types[] = {"object", "Publisher",     "Subscriber",  "WaitSet",
+                                        "Sync",   "GpuSubscriber", "GpuPublisher"};
+
+    if (pyf_home(c->gen)) return true;
+    pyf_raise_forked(what, c->kind > 0 && c->kind <= PYF_CHILD_GPUPUB ? types[c->kind] : "object",
+                     c->pid);
+    return false;
+}
+
+static bool atfork_registered;
+
+/* The child of a fork: objects made before it belong to its parent. */
+static void fork_child(void)
+{
+    pyf_fork_gen++;
 }
 
 static bool errors_create(PyObject *module)
@@ -132,7 +186,14 @@ static bool errors_create(PyObject *module)
         pyf.errors[e->code] = cls;
         if (PyModule_AddObjectRef(module, strchr(e->name, '.') + 1, cls) < 0) return false;
     }
-    return true;
+    pyf.fork_error = PyErr_NewExceptionWithDoc(
+        "ferry.ForkError",
+        "A ClosedError: the object was created by another process, which fork() copied into this "
+        "one. A forked child cannot use its parent's nodes, endpoints, samples or loans (they "
+        "share its sockets and shared memory); it creates its own Node.",
+        pyf.errors[FERRY_ECLOSED], NULL);
+    return pyf.fork_error != NULL &&
+           PyModule_AddObjectRef(module, "ForkError", pyf.fork_error) == 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -700,6 +761,28 @@ static PyObject *mod_clean(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_DECREF(v_);                                                                         \
     } while (0)
 
+/* d["spin"] = how the endpoint's waits spin (ferry_spin_stats); steals d on failure. */
+static PyObject *with_spin(PyObject *d, const ferry_spin_stats *sp)
+{
+    static const char *modes[] = {"spin", "yield", "off", "poll"};
+    PyObject *v = Py_BuildValue("{s:s,s:i,s:L,s:I,s:I,s:K,s:K,s:K,s:K}", "mode",
+                                sp->mode < 4 ? modes[sp->mode] : "?", "cpu", (int)sp->cpu,
+                                "budget_ns", (long long)sp->budget_ns, "peers_elsewhere",
+                                (unsigned)sp->peers_elsewhere, "peers_same_cpu",
+                                (unsigned)sp->peers_same_cpu, "spins",
+                                (unsigned long long)sp->spins, "spins_found",
+                                (unsigned long long)sp->spins_found, "paced_spins",
+                                (unsigned long long)sp->paced_spins, "paced_found",
+                                (unsigned long long)sp->paced_found);
+    if (v == NULL || PyDict_SetItemString(d, "spin", v) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(v);
+    return d;
+}
+
 static PyObject *publisher_stats_dict(const ferry_publisher_stats *s)
 {
     PyObject *d = PyDict_New();
@@ -734,7 +817,7 @@ static PyObject *publisher_stats_dict(const ferry_publisher_stats *s)
         return NULL;
     }
     Py_DECREF(h);
-    return d;
+    return with_spin(d, &s->spin);
 }
 
 static PyObject *subscriber_stats_dict(const ferry_subscriber_stats *s)
@@ -750,7 +833,7 @@ static PyObject *subscriber_stats_dict(const ferry_subscriber_stats *s)
     STAT_U(d, s, publishers_lost);
     STAT_U(d, s, rejected);
     STAT_U(d, s, protocol_errors);
-    return d;
+    return with_spin(d, &s->spin);
 }
 
 PyObject *pyf_publisher_stats(const ferry_publisher_stats *s)
@@ -864,7 +947,7 @@ bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, P
 }
 
 PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner), bool versioned,
-                             const ferry_dl_tensor *desc)
+                             bool writable, const ferry_dl_tensor *desc)
 {
     dl_export *e;
     ferry_dl_tensor *t;
@@ -892,7 +975,7 @@ PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner),
         e->m.v1.version.minor = FERRY_DLPACK_MINOR;
         e->m.v1.manager_ctx = e;
         e->m.v1.deleter = dl_delete_v1;
-        e->m.v1.flags = FERRY_DLPACK_FLAG_READ_ONLY;
+        e->m.v1.flags = writable ? 0 : FERRY_DLPACK_FLAG_READ_ONLY;
         cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", dl_capsule_v1);
     } else {
         e->m.v0.manager_ctx = e;
@@ -945,6 +1028,14 @@ PyMODINIT_FUNC PyInit__ferry(void)
     PyObject *m = PyModule_Create(&module_def);
 
     if (m == NULL) return NULL;
+    /* Once per process image: a second import (another interpreter) must not count forks twice. */
+    if (!atfork_registered) {
+        if (pthread_atfork(NULL, NULL, fork_child) != 0) {
+            Py_DECREF(m);
+            return PyErr_NoMemory();
+        }
+        atfork_registered = true;
+    }
     if (!errors_create(m) || !pyf_node_types(m) || !pyf_pub_types(m) || !pyf_sub_types(m) ||
         !pyf_waitset_types(m) || !pyf_sync_types(m) || !pyf_gpu_types(m) ||
         PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||

@@ -59,11 +59,21 @@ void pyf_child_link(pyf_child *c, pyf_node *node, int kind, PyObject *self)
 {
     c->node = (pyf_node *)Py_NewRef((PyObject *)node);
     c->kind = kind;
+    c->gen = pyf_fork_gen;
+    c->pid = getpid();
     c->self = self;
     c->prev = NULL;
     c->next = node->children;
     if (node->children != NULL) node->children->prev = c;
     node->children = c;
+}
+
+/* Destroys a closed node once its last child is gone. */
+static void node_finish(pyf_node *n)
+{
+    if (!n->closed || n->node == NULL || n->children != NULL) return;
+    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK) return; /* dealloc retries */
+    n->node = NULL;
 }
 
 void pyf_child_unlink(pyf_child *c)
@@ -78,12 +88,17 @@ void pyf_child_unlink(pyf_child *c)
     if (c->next != NULL) c->next->prev = c->prev;
     c->prev = c->next = NULL;
     c->node = NULL;
+    node_finish(node);
     Py_DECREF((PyObject *)node);
 }
 
 bool pyf_node_open(pyf_node *n, const char *what)
 {
-    if (n->node != NULL) return true;
+    if (!pyf_home(n->gen)) {
+        pyf_raise_forked(what, "Node", n->pid);
+        return false;
+    }
+    if (!n->closed && n->node != NULL) return true;
     pyf_raise_closed(what);
     return false;
 }
@@ -106,6 +121,7 @@ static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     o.name = name;
     n = (pyf_node *)pyf_alloc(type);
     if (n == NULL) return NULL;
+    n->gen = pyf_fork_gen;
     n->pid = getpid();
     n->domain = o.domain;
     if ((dir != NULL && (n->dir = pyf_strdup(dir)) == NULL) ||
@@ -123,40 +139,39 @@ static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)n;
 }
 
-/* Closes the children, synchronisers and GPU subscribers first (they take from subscribers),
- * then waitsets (they refer to subscribers), then subscribers and publishers; stops at the first
- * that refuses. */
+/* Closes the children, synchronisers, GPU subscribers and GPU publishers first (they take from
+ * subscribers or publish through publishers), then waitsets (they refer to subscribers), then
+ * subscribers and publishers; stops at the first that refuses. A child whose memory an array
+ * still reads stays in the list, closed, until its last export goes. */
 static int node_close_children(pyf_node *n)
 {
-    static const int order[] = {PYF_CHILD_SYNC, PYF_CHILD_GPUSUB, PYF_CHILD_WAITSET, PYF_CHILD_SUB,
-                                PYF_CHILD_PUB};
+    static const int order[] = {PYF_CHILD_SYNC,    PYF_CHILD_GPUSUB, PYF_CHILD_GPUPUB,
+                                PYF_CHILD_WAITSET, PYF_CHILD_SUB,    PYF_CHILD_PUB};
     size_t k;
 
     for (k = 0; k < sizeof order / sizeof order[0]; k++) {
-        pyf_child *c = n->children;
+        for (;;) {
+            pyf_child *c = n->children;
+            PyObject *self;
+            int rc;
 
-        while (c != NULL) {
-            pyf_child *next = c->next;
-            PyObject *self = c->self;
-            int rc = 0;
-
-            if (c->kind == order[k]) {
-                /* Closing unlinks c, which may drop the last reference to n: hold it. */
-                Py_INCREF(self);
-                switch (c->kind) {
-                case PYF_CHILD_SYNC: rc = pyf_sync_close(self); break;
-                case PYF_CHILD_GPUSUB: rc = pyf_gpusub_close(self); break;
-                case PYF_CHILD_WAITSET: rc = pyf_waitset_close(self); break;
-                case PYF_CHILD_SUB: rc = pyf_sub_close((pyf_sub *)self); break;
-                default: rc = pyf_pub_close((pyf_pub *)self); break;
-                }
-                Py_DECREF(self);
-                if (rc < 0) return -1;
-                /* The list may have changed under the close (a waitset let go of its
-                 * subscribers): start again from the head. */
-                next = n->children;
+            /* The list may change under each close (a waitset lets go of its subscribers, a
+             * child is unlinked): look from the head each time. */
+            while (c != NULL && (c->kind != order[k] || c->closed)) c = c->next;
+            if (c == NULL) break;
+            self = c->self;
+            /* Closing unlinks c, which may drop the last reference to n: hold it. */
+            Py_INCREF(self);
+            switch (c->kind) {
+            case PYF_CHILD_SYNC: rc = pyf_sync_close(self); break;
+            case PYF_CHILD_GPUSUB: rc = pyf_gpusub_close(self); break;
+            case PYF_CHILD_GPUPUB: rc = pyf_gpupub_close(self); break;
+            case PYF_CHILD_WAITSET: rc = pyf_waitset_close(self); break;
+            case PYF_CHILD_SUB: rc = pyf_sub_close((pyf_sub *)self); break;
+            default: rc = pyf_pub_close((pyf_pub *)self); break;
             }
-            c = next;
+            Py_DECREF(self);
+            if (rc < 0) return -1;
         }
     }
     return 0;
@@ -165,23 +180,28 @@ static int node_close_children(pyf_node *n)
 static PyObject *node_close(PyObject *self, PyObject *unused)
 {
     pyf_node *n = (pyf_node *)self;
-    ferry_err err;
 
     (void)unused;
-    if (n->node == NULL) Py_RETURN_NONE;
+    if (!pyf_home(n->gen)) return pyf_raise_forked("Node.close", "Node", n->pid);
+    if (n->closed || n->node == NULL) Py_RETURN_NONE;
     Py_INCREF(self);
+    /* Closed first, so that a child finished during the closes destroys the node once it is
+     * the last. */
+    n->closed = true;
     if (node_close_children(n) < 0) {
+        n->closed = false;
         Py_DECREF(self);
         return NULL;
     }
-    if (n->pid == getpid()) {
-        err = ferry_node_destroy(n->node);
+    if (n->children == NULL && n->node != NULL) {
+        ferry_err err = ferry_node_destroy(n->node);
+
         if (err != FERRY_OK) {
             Py_DECREF(self);
             return pyf_raise(err, "ferry_node_destroy");
         }
+        n->node = NULL;
     }
-    n->node = NULL;
     Py_DECREF(self);
     Py_RETURN_NONE;
 }
@@ -190,8 +210,9 @@ static void node_dealloc(PyObject *self)
 {
     pyf_node *n = (pyf_node *)self;
 
-    /* Children hold references to the node, so none is left here. */
-    if (n->node != NULL && n->pid == getpid()) ferry_node_destroy(n->node);
+    /* Children hold references to the node, so none is left here. In another process it is
+     * only forgotten. */
+    if (n->node != NULL && pyf_home(n->gen)) ferry_node_destroy(n->node);
     PyMem_Free(n->dir);
     PyMem_Free(n->name);
     pyf_free(self);
@@ -249,7 +270,7 @@ static PyObject *node_get_name(PyObject *self, void *closure)
 static PyObject *node_get_closed(PyObject *self, void *closure)
 {
     (void)closure;
-    return PyBool_FromLong(((pyf_node *)self)->node == NULL);
+    return PyBool_FromLong(((pyf_node *)self)->closed || ((pyf_node *)self)->node == NULL);
 }
 
 static PyMethodDef node_methods[] = {
@@ -266,16 +287,18 @@ static PyMethodDef node_methods[] = {
     {"subscribe", (PyCFunction)(void (*)(void))node_subscribe, METH_VARARGS | METH_KEYWORDS,
      "subscribe(topic, type=None, *, type_hash=None, depth=2, overflow=\"drop_oldest\",\n"
      "          history=0, max_held=16, max_publishers=16, prefault=False, spin_ns=0,\n"
-     "          busy_poll=False, background=False) -> Subscriber\n\n"
-     "Creates a subscriber. type None takes the type of the topic's live publishers (or\n"
-     "subscribers), as `ferry echo` does; InvalidArgumentError when the topic has none."},
+     "          busy_poll=False, background=False, timeout=None) -> Subscriber\n\n"
+     "Creates a subscriber. type None takes the type of the topic's live publishers (else of\n"
+     "its live subscribers), as `ferry echo` does: with neither yet, it waits for one (the GIL\n"
+     "released, Ctrl-C interrupts) up to timeout seconds (None: for ever, 0: not at all), then\n"
+     "raises TimeoutError. A type given subscribes at once."},
     {"waitset", node_waitset, METH_NOARGS,
      "waitset() -> WaitSet\n\nCreates a WaitSet on this node (ferry_waitset_create)."},
     {"close", node_close, METH_NOARGS,
-     "close()\n\nDestroys the node's synchronisers, GPU subscribers, waitsets, subscribers and\n"
-     "publishers, in that order, then the node. Raises BusyError (and leaves the rest open) when a\n"
-     "subscriber has samples still exported to arrays, or a publisher loans still exported.\n"
-     "Closing twice does nothing."},
+     "close()\n\nCloses the node's synchronisers, GPU subscribers, waitsets, subscribers and\n"
+     "publishers, in that order, then the node. What an array, memoryview or DLPack tensor\n"
+     "still reads stays mapped: the subscriber or publisher it came from, and the node, are\n"
+     "destroyed when the last of them is gone. Closing twice does nothing."},
     {"__enter__", node_enter, METH_NOARGS, "Returns the node."},
     {"__exit__", node_exit, METH_VARARGS, "Closes the node."},
     {NULL, NULL, 0, NULL},

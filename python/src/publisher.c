@@ -1,6 +1,10 @@
 /*
  * ferry.Publisher and ferry.Loan: writable loans exported through the buffer protocol, so that
- * NumPy writes straight into the publisher's pages.
+ * NumPy writes straight into the publisher's pages. A publisher closed while an array still
+ * reads or writes one of its loans is destroyed (its segment unmapped) only when the last such
+ * array is gone (pyf_pub_finish). A publisher a GpuPublisher (gpu_pub.c) publishes through
+ * carries that one's descriptors: it refuses loans and publishes of its own, and is destroyed
+ * only after the GpuPublisher.
  */
 #include "pyferry.h"
 
@@ -125,7 +129,70 @@ static bool type_hash_of(PyObject *v, const char *type_name, uint64_t *out)
 
 static bool pub_open(pyf_pub *p, const char *what)
 {
-    if (p->pub != NULL) return true;
+    if (!pyf_child_home(&p->link, what)) return false;
+    if (!p->link.closed && p->pub != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+/* pub_open, for loans and publishes: not while a GpuPublisher's descriptors go through it (a
+ * sample of another kind would reach its device-frame subscribers). */
+static bool pub_own_open(pyf_pub *p, const char *what)
+{
+    return pub_open(p, what) && pyf_pub_own(p, what);
+}
+
+bool pyf_pub_own(pyf_pub *p, const char *what)
+{
+    if (p->owner == NULL) return true;
+    if (p->owner_link->closed)
+        pyf_raise(FERRY_EBUSY, "%s('%s'): the GpuPublisher that published through it is closed, "
+                               "but a tensor still reads one of its loans: delete that first",
+                  what, p->topic);
+    else
+        pyf_raise(FERRY_EBUSY, "%s('%s'): the publisher carries a GpuPublisher's device frames: "
+                               "publish through it, or close it first",
+                  what, p->topic);
+    return false;
+}
+
+/* Destroys a closed publisher once no array is left over one of its loans and its GpuPublisher
+ * is destroyed. Never waits for the lock: its holder finishes it when letting the lock go
+ * (pyf_pub_unlock). In a forked child it only forgets it, without the lock. */
+void pyf_pub_finish(pyf_pub *p)
+{
+    bool home = pyf_home(p->link.gen);
+    pyf_loan *l;
+
+    if (!p->link.closed || p->pub == NULL || p->owner != NULL) return;
+    for (l = p->loans; l != NULL; l = l->next)
+        if (l->exports > 0) return;
+    if (home && !PyThread_acquire_lock(p->lock, NOWAIT_LOCK)) return;
+    /* ferry_publisher_destroy gives outstanding loans up. */
+    if (home) ferry_publisher_destroy(p->pub);
+    p->pub = NULL;
+    if (home) PyThread_release_lock(p->lock);
+    pyf_child_unlink(&p->link);
+}
+
+void pyf_pub_unlock(pyf_pub *p)
+{
+    PyThread_release_lock(p->lock);
+    if (p->owner != NULL && p->owner_link->closed) {
+        PyObject *owner = Py_NewRef(p->owner);
+
+        pyf_gpupub_finish(owner);
+        Py_DECREF(owner);
+    }
+    if (p->link.closed) pyf_pub_finish(p);
+}
+
+/* Takes the publisher's lock; false (ClosedError) when it was closed meanwhile. */
+static bool pub_lock(pyf_pub *p, const char *what)
+{
+    pyf_lock(p->lock);
+    if (!p->link.closed) return true;
+    pyf_pub_unlock(p);
     pyf_raise_closed(what);
     return false;
 }
@@ -209,22 +276,18 @@ int pyf_pub_close(pyf_pub *p)
 {
     pyf_loan *l;
 
-    if (p->pub == NULL) return 0;
-    for (l = p->loans; l != NULL; l = l->next) {
-        if (l->exports > 0) {
-            pyf_raise(FERRY_EBUSY, "Publisher('%s').close(): a loan is still exported to an "
-                                   "array or memoryview (delete it first)", p->topic);
-            return -1;
-        }
-    }
-    /* ferry_publisher_destroy gives outstanding loans up. */
+    if (!pyf_child_home(&p->link, "Publisher.close")) return -1;
+    if (p->link.closed) return 0;
+    /* An open GpuPublisher still publishes through it: close that first. A closed one that waits
+     * for its tensors keeps this publisher until it is destroyed. */
+    if (p->owner != NULL && !p->owner_link->closed && !pyf_pub_own(p, "Publisher.close"))
+        return -1;
+    p->link.closed = true;
+    /* Unpublished loans are given up with the publisher; an array over one may still write it
+     * until it goes, which nothing reads. */
     for (l = p->loans; l != NULL; l = l->next)
         if (l->state == LOAN_HELD) l->state = LOAN_RELEASED;
-    pyf_lock(p->lock);
-    if (p->link.node != NULL && p->link.node->pid == getpid()) ferry_publisher_destroy(p->pub);
-    p->pub = NULL;
-    PyThread_release_lock(p->lock);
-    pyf_child_unlink(&p->link);
+    pyf_pub_finish(p); /* now, unless an array still reads or writes a loan */
     return 0;
 }
 
@@ -233,8 +296,7 @@ static void pub_dealloc(PyObject *self)
     pyf_pub *p = (pyf_pub *)self;
 
     /* Loans hold a reference to their publisher: none is left. */
-    if (p->pub != NULL && p->link.node != NULL && p->link.node->pid == getpid())
-        ferry_publisher_destroy(p->pub);
+    if (p->pub != NULL && pyf_home(p->link.gen)) ferry_publisher_destroy(p->pub);
     pyf_child_unlink(&p->link);
     if (p->lock != NULL) PyThread_free_lock(p->lock);
     PyMem_Free(p->topic);
@@ -271,13 +333,17 @@ static PyObject *pub_loan(PyObject *self, PyObject *args)
     pyf_loan *l;
 
     if (!PyArg_ParseTuple(args, "n:loan", &n)) return NULL;
-    if (!pub_open(p, "Publisher.loan")) return NULL;
+    if (!pub_own_open(p, "Publisher.loan")) return NULL;
     if (n <= 0) return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.loan")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_loan(p->pub, (size_t)n, &payload);
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    if (err == FERRY_OK && p->link.closed) { /* closed by another thread meanwhile */
+        ferry_loan_release(p->pub, payload);
+        err = FERRY_ECLOSED;
+    }
+    pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_loan('%s', %zd bytes)", p->topic, n);
     l = (pyf_loan *)loan_wrap(p, PYF_BYTES);
     if (l == NULL || !pyf_geom_bytes(&l->geom, payload, (size_t)n)) {
@@ -313,13 +379,17 @@ static PyObject *pub_loan_image(PyObject *self, PyObject *args, PyObject *kwargs
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "II|sI:loan_image", kwlist, &w, &h, &enc,
                                      &step))
         return NULL;
-    if (!pub_open(p, "Publisher.loan_image") || !pub_kind(p, PYF_IMAGE, "loan_image"))
+    if (!pub_own_open(p, "Publisher.loan_image") || !pub_kind(p, PYF_IMAGE, "loan_image"))
         return NULL;
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.loan_image")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_image_loan(p->pub, w, h, enc, step, &img);
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    if (err == FERRY_OK && p->link.closed) {
+        ferry_image_loan_release(p->pub, &img);
+        err = FERRY_ECLOSED;
+    }
+    pyf_pub_unlock(p);
     if (err != FERRY_OK)
         return pyf_raise(err, "ferry_image_loan('%s', %ux%u %s)", p->topic, w, h, enc);
     ferry_image_layout_get(img.header->encoding, w, h, img.header->step, &layout);
@@ -442,14 +512,18 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IIO|I:loan_pointcloud", kwlist, &w, &h,
                                      &fseq, &point_step))
         return NULL;
-    if (!pub_open(p, "Publisher.loan_pointcloud") || !pub_kind(p, PYF_CLOUD, "loan_pointcloud"))
+    if (!pub_own_open(p, "Publisher.loan_pointcloud") || !pub_kind(p, PYF_CLOUD, "loan_pointcloud"))
         return NULL;
     if (!cloud_fields(fseq, fields, &n)) return NULL;
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.loan_pointcloud")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_pointcloud_loan(p->pub, w, h, fields, n, point_step, &pc);
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    if (err == FERRY_OK && p->link.closed) {
+        ferry_pointcloud_loan_release(p->pub, &pc);
+        err = FERRY_ECLOSED;
+    }
+    pyf_pub_unlock(p);
     if (err != FERRY_OK)
         return pyf_raise(err, "ferry_pointcloud_loan('%s', %ux%u points)", p->topic, w, h);
     l = (pyf_loan *)loan_wrap(p, PYF_CLOUD);
@@ -465,7 +539,7 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
     return (PyObject *)l;
 }
 
-static bool tensor_dtype(PyObject *v, ferry_dtype *out)
+bool pyf_tensor_dtype(PyObject *v, ferry_dtype *out)
 {
     PyObject *name = NULL;
     const char *s;
@@ -480,6 +554,12 @@ static bool tensor_dtype(PyObject *v, ferry_dtype *out)
             PyErr_Clear();
             Py_XDECREF(name);
             name = PyObject_GetAttrString(v, "__name__");
+        }
+        /* a torch dtype has neither: its str() is "torch.float32" */
+        if (name == NULL || !PyUnicode_Check(name)) {
+            PyErr_Clear();
+            Py_XDECREF(name);
+            name = PyObject_Str(v);
             if (name == NULL) return false;
         }
     }
@@ -488,6 +568,7 @@ static bool tensor_dtype(PyObject *v, ferry_dtype *out)
         Py_DECREF(name);
         return false;
     }
+    if (strncmp(s, "torch.", 6) == 0) s += 6;
     for (d = FERRY_DTYPE_INT8; d <= FERRY_DTYPE_BOOL; d++) {
         if (strcmp(s, ferry_dtype_name((ferry_dtype)d)) == 0 ||
             (d == FERRY_DTYPE_BOOL && strcmp(s, "bool_") == 0)) {
@@ -501,7 +582,7 @@ static bool tensor_dtype(PyObject *v, ferry_dtype *out)
     return false;
 }
 
-static bool int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n)
+bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n)
 {
     PyObject *fast = PySequence_Fast(seq, "shape and strides are sequences of ints");
     Py_ssize_t count, i;
@@ -545,21 +626,25 @@ static PyObject *pub_loan_tensor(PyObject *self, PyObject *args, PyObject *kwarg
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:loan_tensor", kwlist, &o_shape,
                                      &o_dtype, &o_strides))
         return NULL;
-    if (!pub_open(p, "Publisher.loan_tensor") || !pub_kind(p, PYF_TENSOR, "loan_tensor"))
+    if (!pub_own_open(p, "Publisher.loan_tensor") || !pub_kind(p, PYF_TENSOR, "loan_tensor"))
         return NULL;
-    if (!int64_list(o_shape, "shape", shape, &ndim) || !tensor_dtype(o_dtype, &dtype))
+    if (!pyf_int64_list(o_shape, "shape", shape, &ndim) || !pyf_tensor_dtype(o_dtype, &dtype))
         return NULL;
     if (o_strides != Py_None) {
-        if (!int64_list(o_strides, "strides", strides, &nstrides)) return NULL;
+        if (!pyf_int64_list(o_strides, "strides", strides, &nstrides)) return NULL;
         if (nstrides != ndim)
             return pyf_raise(FERRY_EINVAL, "strides has %u entries, shape %u", nstrides, ndim);
     }
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.loan_tensor")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_tensor_loan(p->pub, dtype, ndim, shape, o_strides != Py_None ? strides : NULL,
                             &t);
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    if (err == FERRY_OK && p->link.closed) {
+        ferry_tensor_loan_release(p->pub, &t);
+        err = FERRY_ECLOSED;
+    }
+    pyf_pub_unlock(p);
     if (err != FERRY_OK)
         return pyf_raise(err, "ferry_tensor_loan('%s', %u dimensions of %s)", p->topic, ndim,
                          ferry_dtype_name(dtype));
@@ -609,7 +694,7 @@ static PyObject *pub_publish(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:publish", kwlist, &obj, &o_size))
         return NULL;
-    if (!pub_open(p, "Publisher.publish") || !loan_check(obj, p, &l)) return NULL;
+    if (!pub_own_open(p, "Publisher.publish") || !loan_check(obj, p, &l)) return NULL;
     if (o_size != Py_None) {
         if (l->kind != PYF_BYTES)
             return pyf_raise(FERRY_EINVAL, "publish: size applies to byte loans only");
@@ -618,7 +703,7 @@ static PyObject *pub_publish(PyObject *self, PyObject *args, PyObject *kwargs)
         if (size <= 0 || (size_t)size > l->size)
             return pyf_raise(FERRY_EINVAL, "publish: size %zd is outside 1..%zu", size, l->size);
     }
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.publish")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     switch (l->kind) {
     case PYF_IMAGE: err = ferry_image_publish(p->pub, &l->u.img); break;
@@ -627,7 +712,7 @@ static PyObject *pub_publish(PyObject *self, PyObject *args, PyObject *kwargs)
     default: err = ferry_publish(p->pub, l->payload, (size_t)size); break;
     }
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "publish on '%s'", p->topic);
     l->state = LOAN_PUBLISHED;
     Py_RETURN_NONE;
@@ -639,17 +724,20 @@ static PyObject *pub_publish_copy(PyObject *self, PyObject *arg)
     ferry_err err;
     Py_buffer b;
 
-    if (!pub_open(p, "Publisher.publish_copy")) return NULL;
+    if (!pub_own_open(p, "Publisher.publish_copy")) return NULL;
     if (PyObject_GetBuffer(arg, &b, PyBUF_C_CONTIGUOUS) < 0) return NULL;
     if (b.len == 0) {
         PyBuffer_Release(&b);
         return pyf_raise(FERRY_EINVAL, "publish_copy on '%s': no byte to publish", p->topic);
     }
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.publish_copy")) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     err = ferry_publish_copy(p->pub, b.buf, (size_t)b.len);
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    pyf_pub_unlock(p);
     PyBuffer_Release(&b);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publish_copy('%s')", p->topic);
     Py_RETURN_NONE;
@@ -665,11 +753,11 @@ static PyObject *pub_reserve(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "nI:reserve", &size, &count)) return NULL;
     if (!pub_open(p, "Publisher.reserve")) return NULL;
     if (size <= 0) return pyf_raise(FERRY_EINVAL, "reserve: size %zd", size);
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.reserve")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_publisher_reserve(p->pub, (size_t)size, count);
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_reserve('%s')", p->topic);
     Py_RETURN_NONE;
 }
@@ -685,11 +773,11 @@ static PyObject *pub_poll(PyObject *self, PyObject *args)
     if (!pub_open(p, "Publisher.poll")) return NULL;
     if (o_timeout != NULL && !pyf_timeout_ns(o_timeout, &ns)) return NULL;
     if (ns < 0 || ns > PYF_WAIT_SLICE_NS) ns = PYF_WAIT_SLICE_NS;
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.poll")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_publisher_poll(p->pub, ns);
     Py_END_ALLOW_THREADS
-    PyThread_release_lock(p->lock);
+    pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_poll('%s')", p->topic);
     Py_RETURN_NONE;
 }
@@ -718,15 +806,14 @@ static PyObject *pub_wait_subscribers(PyObject *self, PyObject *args, PyObject *
             if (left < 0) left = 0;
             if (left < slice) slice = left;
         }
-        pyf_lock(p->lock);
+        if (!pub_lock(p, "Publisher.wait_subscribers")) return NULL;
         Py_BEGIN_ALLOW_THREADS
         err = ferry_publisher_wait_subscribers(p->pub, count, slice);
         Py_END_ALLOW_THREADS
-        PyThread_release_lock(p->lock);
+        pyf_pub_unlock(p);
         if (err != FERRY_ETIMEDOUT) break;
         if (deadline >= 0 && ferry_now().ns >= deadline) break;
         if (PyErr_CheckSignals() < 0) return NULL;
-        if (p->pub == NULL) return pyf_raise_closed("Publisher.wait_subscribers");
     }
     if (err != FERRY_OK)
         return pyf_raise(err, "wait_subscribers('%s', %u)", p->topic, count);
@@ -754,9 +841,9 @@ static PyObject *pub_stats(PyObject *self, PyObject *unused)
 
     (void)unused;
     if (!pub_open(p, "Publisher.stats")) return NULL;
-    pyf_lock(p->lock);
+    if (!pub_lock(p, "Publisher.stats")) return NULL;
     err = ferry_publisher_stats_get(p->pub, &st);
-    PyThread_release_lock(p->lock);
+    pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_stats_get('%s')", p->topic);
     return pyf_publisher_stats(&st);
 }
@@ -788,7 +875,7 @@ static PyObject *pub_get(PyObject *self, void *closure)
     case 0: return PyUnicode_FromString(p->topic);
     case 1: return PyUnicode_FromString(p->type_name);
     case 2: return PyUnicode_FromString(pyf_kind_name(p->kind));
-    default: return PyBool_FromLong(p->pub == NULL);
+    default: return PyBool_FromLong(p->link.closed);
     }
 }
 
@@ -838,8 +925,9 @@ static PyMethodDef pub_methods[] = {
     {"stats", pub_stats, METH_NOARGS,
      "stats() -> dict\n\nThe publisher's counters (ferry_publisher_stats)."},
     {"close", pub_close_m, METH_NOARGS,
-     "close()\n\nDestroys the publisher; unpublished loans are given up. BusyError while a\n"
-     "loan is still exported to an array."},
+     "close()\n\nDestroys the publisher; unpublished loans are given up. While an array or\n"
+     "memoryview over a loan is left, the publisher's memory stays mapped: it is destroyed\n"
+     "when the last of them is gone. Closing twice does nothing."},
     {"__enter__", pub_enter, METH_NOARGS, "Returns the publisher."},
     {"__exit__", pub_exit, METH_VARARGS, "Closes the publisher."},
     {NULL, NULL, 0, NULL},
@@ -871,21 +959,32 @@ static PyTypeObject *pub_spec_make(void)
  * Loan
  * ------------------------------------------------------------------------------------------- */
 
+/* ForkError unless in the process that made the loan. */
+static bool loan_home(pyf_loan *l, const char *what)
+{
+    if (pyf_home(l->pub->link.gen)) return true;
+    pyf_raise_forked(what, "Loan", l->pub->link.pid);
+    return false;
+}
+
 static void loan_give_back(pyf_loan *l)
 {
     pyf_pub *p = l->pub;
 
     if (l->state != LOAN_HELD) return;
     l->state = LOAN_RELEASED;
-    if (p->pub == NULL) return;
+    /* A forked child only forgets its parent's loan. */
+    if (p->pub == NULL || !pyf_home(p->link.gen)) return;
     pyf_lock(p->lock);
-    switch (l->kind) {
-    case PYF_IMAGE: ferry_image_loan_release(p->pub, &l->u.img); break;
-    case PYF_CLOUD: ferry_pointcloud_loan_release(p->pub, &l->u.pc); break;
-    case PYF_TENSOR: ferry_tensor_loan_release(p->pub, &l->u.t); break;
-    default: ferry_loan_release(p->pub, l->payload); break;
+    if (p->pub != NULL) { /* not destroyed while this thread waited for the lock */
+        switch (l->kind) {
+        case PYF_IMAGE: ferry_image_loan_release(p->pub, &l->u.img); break;
+        case PYF_CLOUD: ferry_pointcloud_loan_release(p->pub, &l->u.pc); break;
+        case PYF_TENSOR: ferry_tensor_loan_release(p->pub, &l->u.t); break;
+        default: ferry_loan_release(p->pub, l->payload); break;
+        }
     }
-    PyThread_release_lock(p->lock);
+    pyf_pub_unlock(p);
 }
 
 static void loan_dealloc(PyObject *self)
@@ -910,6 +1009,7 @@ static int loan_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     pyf_loan *l = (pyf_loan *)self;
 
+    if (!loan_home(l, "Loan buffer")) return -1;
     if (l->state != LOAN_HELD) {
         PyErr_SetString(PyExc_BufferError, "the loan was published or released: its memory is "
                                            "no longer yours to write");
@@ -922,8 +1022,12 @@ static int loan_getbuffer(PyObject *self, Py_buffer *view, int flags)
 
 static void loan_releasebuffer(PyObject *self, Py_buffer *view)
 {
+    pyf_loan *l = (pyf_loan *)self;
+
     (void)view;
-    ((pyf_loan *)self)->exports--;
+    l->exports--;
+    /* The last array over a loan of a closed publisher: it can go now. */
+    if (l->exports == 0 && l->pub->link.closed) pyf_pub_finish(l->pub);
 }
 
 static PyObject *loan_release(PyObject *self, PyObject *unused)
@@ -931,10 +1035,11 @@ static PyObject *loan_release(PyObject *self, PyObject *unused)
     pyf_loan *l = (pyf_loan *)self;
 
     (void)unused;
+    if (!loan_home(l, "Loan.release")) return NULL;
     if (l->state != LOAN_HELD)
         return pyf_raise(FERRY_ESTATE, "Loan.release: the loan was %s already",
                          l->state == LOAN_PUBLISHED ? "published" : "released");
-    if (l->pub->pub == NULL) return pyf_raise_closed("Loan.release: the publisher");
+    if (l->pub->link.closed) return pyf_raise_closed("Loan.release: the publisher");
     loan_give_back(l);
     Py_RETURN_NONE;
 }
@@ -942,12 +1047,14 @@ static PyObject *loan_release(PyObject *self, PyObject *unused)
 static PyObject *loan_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
+    if (!loan_home((pyf_loan *)self, "Loan.__enter__")) return NULL;
     return Py_NewRef(self);
 }
 
 static PyObject *loan_exit(PyObject *self, PyObject *args)
 {
     (void)args;
+    if (!loan_home((pyf_loan *)self, "Loan.__exit__")) return NULL;
     loan_give_back((pyf_loan *)self);
     Py_RETURN_NONE;
 }
@@ -989,6 +1096,7 @@ static PyObject *loan_get(PyObject *self, void *closure)
     pyf_loan *l = (pyf_loan *)self;
     int what = (int)(intptr_t)closure;
 
+    if (!loan_home(l, "Loan attribute")) return NULL;
     if (what == LG_STATE) return PyUnicode_FromString(states[l->state]);
     if (what == LG_KIND) return PyUnicode_FromString(pyf_kind_name(l->kind));
     if (what == LG_SIZE) return PyLong_FromSize_t(l->size);
@@ -1043,6 +1151,7 @@ static int loan_set(PyObject *self, PyObject *value, void *closure)
     pyf_loan *l = (pyf_loan *)self;
     int what = (int)(intptr_t)closure;
 
+    if (!loan_home(l, "Loan attribute")) return -1;
     if (!loan_usable(l, "header")) return -1;
     if (what == LG_STAMP && loan_stamp(l) != NULL) return pyf_stamp_set(loan_stamp(l), value);
     if (what == LG_FRAME_ID && loan_frame_id(l) != NULL) {

@@ -6,7 +6,17 @@
  * hold a strong reference to their Node and are linked into its list of children (the list owns
  * no reference, so no cycle forms); a Loan holds its Publisher, a Sample its Subscriber. So the
  * garbage collector can only destroy a node after its children, and a child after its loans and
- * samples. Node.close() destroys the children explicitly, waitsets first.
+ * samples. Node.close() closes the children explicitly, waitsets first.
+ *
+ * Closing while arrays are bound: close() never refuses because an array, memoryview or DLPack
+ * tensor still reads a sample, loan or frame (an export). It closes the object for its user at
+ * once (pyf_child.closed, pyf_node.closed: every call but a few getters raises ClosedError) and
+ * lets go of what is not exported; the ferry object itself (subscriber, publisher, sync, GPU
+ * subscriber, and the node above them) is destroyed by its *_finish function when the last
+ * export over its memory is gone, as a NumPy array over an mmap keeps the mapping. A finish
+ * runs where an export ends (releasebuffer, a DLPack deleter), possibly inside another call's
+ * garbage collection, so it never waits for a lock: when another thread holds one, that thread
+ * runs the finish when it lets the lock go; the object's dealloc is the last resort.
  *
  * Concurrency: every ferry call is made with the GIL held or, for calls that may block, with the
  * GIL released and the object's own lock held, so that two Python threads never use one ferry
@@ -14,9 +24,12 @@
  * long as a take() waits; a sample released meanwhile from another thread is queued on the
  * subscriber and released by the waiting thread when its wait slice ends.
  *
- * Processes: every object remembers the pid that created it; after a fork the child never
- * destroys what its parent created (that would remove the parent's sockets and status files),
- * it only forgets it.
+ * Processes: every object remembers the fork generation and the pid of the process that created
+ * it (pyf_fork_gen, bumped in the child of every fork() by a pthread_atfork handler). In another
+ * process every entry point raises ForkError (pyf_home), and destruction only forgets: no ferry
+ * call is made (it would send goodbyes on the parent's sockets, release the parent's samples and
+ * loans or remove its status files), and no lock is taken (another thread may have held it at
+ * the fork). The child's copies of the descriptors and mappings go when it exits.
  */
 #ifndef FERRY_PY_PYFERRY_H
 #define FERRY_PY_PYFERRY_H
@@ -58,20 +71,29 @@ typedef struct pyf_geom {
     bool big_endian;
 } pyf_geom;
 
+/* The fork generation of this process: 0 in the process that imported the module, one more in
+ * the child of each fork() since. */
+extern unsigned pyf_fork_gen;
+
 /* Links a child into its node's list. */
 typedef struct pyf_child {
     struct pyf_node *node;
     struct pyf_child *prev, *next;
     int kind; /* PYF_CHILD_* */
+    unsigned gen; /* pyf_fork_gen when created */
+    pid_t pid;    /* the process that created it */
+    bool closed; /* close() ran; the ferry object may live on until its last export is gone */
     PyObject *self;
 } pyf_child;
 
 enum { PYF_CHILD_PUB = 1, PYF_CHILD_SUB = 2, PYF_CHILD_WAITSET = 3, PYF_CHILD_SYNC = 4,
-       PYF_CHILD_GPUSUB = 5 };
+       PYF_CHILD_GPUSUB = 5, PYF_CHILD_GPUPUB = 6 };
 
 typedef struct pyf_node {
     PyObject_HEAD
-    ferry_node *node; /* NULL once closed */
+    ferry_node *node; /* NULL once destroyed */
+    bool closed;      /* close() ran: destroyed when its last child is */
+    unsigned gen;     /* pyf_fork_gen when created */
     pid_t pid;
     uint32_t domain;
     char *dir; /* NULL: the default */
@@ -85,12 +107,15 @@ struct pyf_sample;
 typedef struct pyf_pub {
     PyObject_HEAD
     pyf_child link;
-    ferry_publisher *pub; /* NULL once closed */
+    ferry_publisher *pub; /* NULL once destroyed (link.closed: closed) */
     PyThread_type_lock lock;
     pyf_kind kind;
     char *topic;
     char *type_name;
     struct pyf_loan *loans; /* every Loan object alive */
+    PyObject *owner;        /* borrowed: the GpuPublisher that publishes through it, or NULL; set
+                             * until that one's ferry object is destroyed */
+    pyf_child *owner_link;  /* the owner's link (its closed flag) */
 } pyf_pub;
 
 /* A sample released while another thread held the subscriber. */
@@ -102,7 +127,7 @@ typedef struct pyf_pending {
 typedef struct pyf_sub {
     PyObject_HEAD
     pyf_child link;
-    ferry_subscriber *sub; /* NULL once closed */
+    ferry_subscriber *sub; /* NULL once destroyed (link.closed: closed) */
     PyThread_type_lock lock;
     pyf_kind kind;
     char *topic;
@@ -110,7 +135,9 @@ typedef struct pyf_sub {
     struct pyf_sample *samples; /* every Sample object alive and not yet released */
     pyf_pending *pending;
     PyObject *waitset; /* borrowed: the WaitSet this subscriber is in, or NULL */
-    PyObject *owner;   /* borrowed: the Sync or GpuSubscriber that takes from it, or NULL */
+    PyObject *owner;   /* borrowed: the Sync or GpuSubscriber that takes from it, or NULL; set
+                        * until that one's ferry object is destroyed */
+    pyf_child *owner_link; /* the owner's link (its closed flag) */
 } pyf_sub;
 
 /* A matched set of a Sync, handed out and not yet given back (sync.c): its samples' Sample
@@ -120,8 +147,10 @@ struct pyf_syncset;
 /* Objects of the module, created at import. */
 typedef struct pyf_state {
     PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
-    PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type;
+    PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type, *gpupub_type,
+        *gpuloan_type;
     PyObject *error;                     /* ferry.Error */
+    PyObject *fork_error;                /* ferry.ForkError, a ClosedError */
     PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
 } pyf_state;
 
@@ -135,6 +164,22 @@ void *pyf_fn(void (*f)(void));
 /* module.c */
 PyObject *pyf_raise(ferry_err err, const char *fmt, ...);
 PyObject *pyf_raise_closed(const char *what);
+/* A tuple of ints (a tensor's shape or strides). */
+PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n);
+/* Raises ForkError (a ClosedError): what was called on a `type` made by process pid. */
+PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid);
+/* True in the process (fork generation) that created an object; the one comparison every entry
+ * point makes. */
+static inline bool pyf_home(unsigned gen)
+{
+    return gen == pyf_fork_gen;
+}
+/* pyf_home for a node's child, else ForkError naming what was called. */
+bool pyf_child_home_(const pyf_child *c, const char *what);
+static inline bool pyf_child_home(const pyf_child *c, const char *what)
+{
+    return pyf_home(c->gen) || pyf_child_home_(c, what);
+}
 bool pyf_lock(PyThread_type_lock lock);
 char *pyf_strdup(const char *s);
 PyObject *pyf_alloc(PyTypeObject *type);
@@ -161,27 +206,50 @@ PyObject *pyf_fields_get(const ferry_point_field *fields, uint32_t n);
  * stream argument (borrowed, Py_None when absent), *versioned whether max_version >= (1, 0). */
 bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, PyObject **stream,
                      bool *versioned);
-/* A DLPack capsule over desc (shape and strides copied): "dltensor_versioned", flagged
- * read-only, when versioned, else "dltensor". It holds a reference to owner; its deleter calls
- * unexport(owner) with the GIL held, once. The caller counts the export on success. */
+/* A DLPack capsule over desc (shape and strides copied): "dltensor_versioned" when versioned
+ * (flagged read-only unless writable), else "dltensor". It holds a reference to owner; its
+ * deleter calls unexport(owner) with the GIL held, once. The caller counts the export on
+ * success. */
 PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner), bool versioned,
-                             const ferry_dl_tensor *desc);
+                             bool writable, const ferry_dl_tensor *desc);
 
 /* node.c */
 bool pyf_node_types(PyObject *module);
+/* False with ClosedError when closed, ForkError in another process. */
 bool pyf_node_open(pyf_node *n, const char *what);
 void pyf_child_link(pyf_child *c, pyf_node *node, int kind, PyObject *self);
+/* Takes c out of its node's list; a closed node whose last child it was is destroyed. */
 void pyf_child_unlink(pyf_child *c);
 
 /* publisher.c */
 bool pyf_pub_types(PyObject *module);
 PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs);
+/* Closes the publisher; its destroy waits for the last array over one of its loans and for its
+ * GpuPublisher's destroy. BusyError only while that one is open. */
 int pyf_pub_close(pyf_pub *p);
+/* Destroys a closed publisher once nothing needs it (see the top of this file). */
+void pyf_pub_finish(pyf_pub *p);
+/* Lets the publisher's lock go, then finishes what its closing left to the lock's holder: the
+ * publisher itself, or its closed GpuPublisher. */
+void pyf_pub_unlock(pyf_pub *p);
+/* Raises BusyError when the publisher publishes through a GpuPublisher. */
+bool pyf_pub_own(pyf_pub *p, const char *what);
+/* A tensor dtype argument: a name ("float32"), a NumPy dtype or scalar type, or a torch dtype. */
+bool pyf_tensor_dtype(PyObject *v, ferry_dtype *out);
+/* A shape or strides argument: at most FERRY_TENSOR_DIMS_MAX ints. */
+bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n);
 
 /* subscriber.c */
 bool pyf_sub_types(PyObject *module);
 PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs);
+/* Closes the subscriber: releases the samples no array reads; its destroy waits for the last
+ * export and for its Sync or GpuSubscriber's destroy. BusyError only while that one is open. */
 int pyf_sub_close(pyf_sub *s);
+/* Destroys a closed subscriber once nothing needs it (see the top of this file). */
+void pyf_sub_finish(pyf_sub *s);
+/* Lets the subscriber's lock go, then finishes what its closing left to the lock's holder: the
+ * subscriber itself, or its closed owner. */
+void pyf_sub_unlock(pyf_sub *s);
 PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s);
 void pyf_sub_drain(pyf_sub *s);
 /* A Sample for sample s of a matched set: it is not in the subscriber's list, and when it is
@@ -190,6 +258,9 @@ void pyf_sub_drain(pyf_sub *s);
 PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set);
 /* The set a Sample belongs to (NULL for a plain one, or once it is done). */
 struct pyf_syncset *pyf_sample_set(PyObject *sample);
+/* True when sample (else anything) was taken in this process, else ForkError naming what was
+ * called on a `type`. */
+bool pyf_sample_home(PyObject *sample, const char *what, const char *type);
 /* True while the user holds the sample (not released, whatever its exports). */
 bool pyf_sample_held(PyObject *sample);
 /* True when an array, memoryview or DLPack tensor still reads the sample. */
@@ -203,13 +274,43 @@ bool pyf_sub_own(pyf_sub *s, const char *what);
 
 /* sync.c */
 bool pyf_sync_types(PyObject *module);
+/* Closes the Sync: gives back the sets no array reads; its destroy waits for the others. */
 int pyf_sync_close(PyObject *sync);
+/* Destroys a closed Sync once no set is out, then finishes its closed subscribers. */
+void pyf_sync_finish(PyObject *sync);
 void pyf_syncset_done(struct pyf_syncset *set);
 
 /* gpu.c: the GPU types exist in every build; without the GPU module they raise
  * NotSupportedError when created. */
 bool pyf_gpu_types(PyObject *module);
+/* Closes the GpuSubscriber: gives back the frames no tensor reads; its destroy waits for the
+ * others. */
 int pyf_gpusub_close(PyObject *gsub);
+/* Destroys a closed GpuSubscriber once no frame is out, then finishes its subscriber. */
+void pyf_gpusub_finish(PyObject *gsub);
+/* Closes the GpuPublisher: BusyError while a loan is held; its destroy waits for the last DLPack
+ * tensor over one of its loans. */
+int pyf_gpupub_close(PyObject *gpub);
+/* Destroys a closed GpuPublisher once no tensor reads a loan, then finishes its publisher. */
+void pyf_gpupub_finish(PyObject *gpub);
+#ifdef FERRY_PY_GPU
+/* Streams a loan or frame may be exported to besides its own. */
+#define PYF_GPU_STREAMS_MAX 8
+/* A cudaStream_t argument: None, an int, or a stream object (__cuda_stream__, cuda_stream or
+ * ptr); the legacy default stream is 0. */
+bool pyf_gpu_stream_arg(PyObject *o, uintptr_t *out);
+/* __dlpack__'s consumer stream as a cudaStream_t; *sync false for -1 (no synchronisation). */
+bool pyf_gpu_dl_stream(PyObject *o, uintptr_t *out, bool *sync);
+/* Makes device current for the CUDA calls that follow (false: it cannot be); *prev is what
+ * pyf_gpu_device_leave restores. */
+bool pyf_gpu_device_enter(int device, int *prev);
+void pyf_gpu_device_leave(int device, int prev);
+/* Makes stream waiter wait (on the GPU) for the work enqueued on done so far. */
+ferry_err pyf_gpu_stream_order(int device, uintptr_t waiter, uintptr_t done);
+
+/* gpu_pub.c */
+bool pyf_gpupub_types(PyObject *module);
+#endif
 
 /* waitset.c */
 bool pyf_waitset_types(PyObject *module);

@@ -5,13 +5,16 @@
  * A Sample is released when release() is called, its with-block ends or it is garbage
  * collected; the ferry_release itself waits until the last array, memoryview or DLPack tensor
  * over it is gone (the buffer protocol's releasebuffer and the DLPack deleter count them down),
- * so no array can outlive the memory it reads.
+ * so no array can outlive the memory it reads. For the same reason a subscriber closed while
+ * arrays still read some of its samples is destroyed only when the last of them is gone
+ * (pyf_sub_finish); until then it is closed to its user and keeps its connections.
  */
 #include "pyferry.h"
 
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { SAMPLE_HELD = 0, SAMPLE_PENDING = 1, SAMPLE_RELEASED = 2 };
@@ -37,14 +40,15 @@ typedef struct pyf_sample {
  * Releasing
  * ------------------------------------------------------------------------------------------- */
 
-/* Releases the samples other threads released while this one held the lock. Lock and GIL held. */
+/* Releases the samples other threads released while this one held the lock. Lock and GIL held
+ * (in a forked child, only the GIL: it forgets them). */
 void pyf_sub_drain(pyf_sub *s)
 {
     while (s->pending != NULL) {
         pyf_pending *p = s->pending;
 
         s->pending = p->next;
-        if (s->sub != NULL) ferry_release(s->sub, &p->s);
+        if (s->sub != NULL && pyf_home(s->link.gen)) ferry_release(s->sub, &p->s);
         PyMem_Free(p);
     }
 }
@@ -77,15 +81,16 @@ static void sample_do_release(pyf_sample *sm)
         return;
     }
     sample_unlink(sm);
-    if (s->sub == NULL) return;
+    /* A forked child only forgets its parent's sample: the parent still reads it. */
+    if (s->sub == NULL || !pyf_home(s->link.gen)) return;
     if (PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
         ferry_release(s->sub, &sm->s);
         pyf_sub_drain(s);
-        PyThread_release_lock(s->lock);
+        pyf_sub_unlock(s); /* destroys a closed subscriber whose last sample this was */
     } else {
         pyf_pending *p = PyMem_Malloc(sizeof *p);
 
-        if (p == NULL) return; /* the sample stays held until the subscriber is closed */
+        if (p == NULL) return; /* the sample stays held until the subscriber is destroyed */
         p->s = sm->s;
         p->next = s->pending;
         s->pending = p;
@@ -123,18 +128,58 @@ static void sample_unexport(pyf_sample *sm)
 
 static bool sub_open(pyf_sub *s, const char *what)
 {
-    if (s->sub != NULL) return true;
+    if (!pyf_child_home(&s->link, what)) return false;
+    if (!s->link.closed && s->sub != NULL) return true;
     pyf_raise_closed(what);
     return false;
 }
 
 bool pyf_sub_own(pyf_sub *s, const char *what)
 {
+    const char *owner;
+
     if (s->owner == NULL) return true;
-    pyf_raise(FERRY_EBUSY, "%s('%s'): the subscriber is read through a %s: take from it, or "
-                           "close it first",
-              what, s->topic, Py_TYPE(s->owner) == pyf.sync_type ? "Sync" : "GpuSubscriber");
+    owner = Py_TYPE(s->owner) == pyf.sync_type ? "Sync" : "GpuSubscriber";
+    if (s->owner_link->closed)
+        pyf_raise(FERRY_EBUSY, "%s('%s'): the %s the subscriber was read through is closed, but "
+                               "an array or tensor still reads what it took: delete that first",
+                  what, s->topic, owner);
+    else
+        pyf_raise(FERRY_EBUSY, "%s('%s'): the subscriber is read through a %s: take from it, or "
+                               "close it first",
+                  what, s->topic, owner);
     return false;
+}
+
+void pyf_sub_unlock(pyf_sub *s)
+{
+    PyThread_release_lock(s->lock);
+    if (s->owner != NULL && s->owner_link->closed) {
+        PyObject *owner = Py_NewRef(s->owner);
+
+        if (Py_TYPE(owner) == pyf.sync_type)
+            pyf_sync_finish(owner);
+        else
+            pyf_gpusub_finish(owner);
+        Py_DECREF(owner);
+    }
+    if (s->link.closed) pyf_sub_finish(s);
+}
+
+void pyf_sub_finish(pyf_sub *s)
+{
+    bool home = pyf_home(s->link.gen);
+    ferry_err err = FERRY_OK;
+
+    if (!s->link.closed || s->sub == NULL || s->samples != NULL || s->owner != NULL) return;
+    /* Whoever holds the lock finishes it when letting the lock go (pyf_sub_unlock). A forked
+     * child only forgets it, without the lock. */
+    if (home && !PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) return;
+    pyf_sub_drain(s);
+    if (home) err = ferry_subscriber_destroy(s->sub);
+    if (err == FERRY_OK) s->sub = NULL; /* else (a sample still held) dealloc tries again */
+    if (home) PyThread_release_lock(s->lock);
+    if (err == FERRY_OK) pyf_child_unlink(&s->link);
 }
 
 typedef struct found_type {
@@ -155,6 +200,54 @@ static bool note_type(void *arg, const ferry_endpoint_info *info)
     t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
     t->found = true;
     return !t->from_publisher;
+}
+
+/* How often subscribe() looks for a publisher to take the type from while none is there. */
+#define TYPE_POLL_NS 20000000LL
+
+/* The type of topic as `ferry echo` finds it: with none yet, it waits for an endpoint to take
+ * it from, looking at the domain every TYPE_POLL_NS (the GIL released) until timeout_ns
+ * (FERRY_FOREVER: for ever) passed; then TimeoutError. Ctrl-C interrupts it. */
+static bool topic_type(pyf_node *node, const char *topic, int64_t timeout_ns, found_type *ft)
+{
+    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
+    ferry_err err = ferry_topic_validate(topic);
+
+    if (err != FERRY_OK) {
+        pyf_raise(err, "subscribe('%s')", topic);
+        return false;
+    }
+    for (;;) {
+        int64_t nap = TYPE_POLL_NS;
+        struct timespec ts;
+
+        memset(ft, 0, sizeof *ft);
+        err = ferry_inspect(node->dir, node->domain, topic, note_type, ft);
+        if (err != FERRY_OK) {
+            pyf_raise(err, "ferry_inspect('%s')", topic);
+            return false;
+        }
+        if (ft->found) return true;
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left <= 0) {
+                pyf_raise(FERRY_ETIMEDOUT, "subscribe('%s', timeout %.3f s): no publisher of the "
+                                           "topic came to take the type from (type= subscribes "
+                                           "at once)",
+                          topic, (double)timeout_ns / 1e9);
+                return false;
+            }
+            if (left < nap) nap = left;
+        }
+        ts.tv_sec = (time_t)(nap / 1000000000LL);
+        ts.tv_nsec = (long)(nap % 1000000000LL);
+        Py_BEGIN_ALLOW_THREADS
+        nanosleep(&ts, NULL);
+        Py_END_ALLOW_THREADS
+        if (PyErr_CheckSignals() < 0) return false;
+        if (!pyf_node_open(node, "Node.subscribe")) return false;
+    }
 }
 
 static bool opt_u32(PyObject *v, const char *name, uint32_t *out)
@@ -181,9 +274,10 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {"topic",    "type",      "type_hash",      "depth",
                              "overflow", "history",   "max_held",       "max_publishers",
                              "prefault", "spin_ns",   "busy_poll",      "background",
-                             NULL};
+                             "timeout",  NULL};
     PyObject *o_hash = Py_None, *o_depth = NULL, *o_hist = NULL, *o_held = NULL, *o_pubs = NULL,
-             *o_spin = NULL;
+             *o_spin = NULL, *o_timeout = Py_None;
+    int64_t timeout_ns;
     const char *topic, *type = NULL, *overflow = "drop_oldest";
     int prefault = 0, busy = 0, background = 0;
     ferry_subscriber_options o;
@@ -193,21 +287,15 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     ferry_err err;
     pyf_sub *s;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z$OOsOOOpOpp:subscribe", kwlist, &topic,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z$OOsOOOpOppO:subscribe", kwlist, &topic,
                                      &type, &o_hash, &o_depth, &overflow, &o_hist, &o_held,
-                                     &o_pubs, &prefault, &o_spin, &busy, &background))
+                                     &o_pubs, &prefault, &o_spin, &busy, &background, &o_timeout))
         return NULL;
+    if (!pyf_timeout_ns(o_timeout, &timeout_ns)) return NULL;
     if (!pyf_node_open(node, "Node.subscribe")) return NULL;
     memset(&ft, 0, sizeof ft);
     if (type == NULL) {
-        err = ferry_topic_validate(topic);
-        if (err != FERRY_OK) return pyf_raise(err, "subscribe('%s')", topic);
-        err = ferry_inspect(node->dir, node->domain, topic, note_type, &ft);
-        if (err != FERRY_OK) return pyf_raise(err, "ferry_inspect('%s')", topic);
-        if (!ft.found)
-            return pyf_raise(FERRY_EINVAL, "subscribe('%s'): the topic has no live endpoint to "
-                                           "take the type from; pass type=",
-                             topic);
+        if (!topic_type(node, topic, timeout_ns, &ft)) return NULL;
         type_name = ft.name;
         hash = ft.hash;
     } else {
@@ -269,31 +357,31 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 
 int pyf_sub_close(pyf_sub *s)
 {
-    pyf_sample *sm;
+    pyf_sample *sm, *next;
 
-    if (s->sub == NULL) return 0;
-    if (!pyf_sub_own(s, "Subscriber.close")) return -1;
-    for (sm = s->samples; sm != NULL; sm = sm->next) {
-        if (sm->exports > 0) {
-            pyf_raise(FERRY_EBUSY, "Subscriber('%s').close(): a sample is still exported to an "
-                                   "array, memoryview or DLPack tensor (delete it first)",
-                      s->topic);
-            return -1;
-        }
-    }
+    if (!pyf_child_home(&s->link, "Subscriber.close")) return -1;
+    if (s->link.closed) return 0;
+    /* An open Sync or GpuSubscriber still takes from it: close that first. A closed one that
+     * waits for its exports keeps this subscriber until it is destroyed. */
+    if (s->owner != NULL && !s->owner_link->closed && !pyf_sub_own(s, "Subscriber.close"))
+        return -1;
     if (s->waitset != NULL && pyf_waitset_forget(s->waitset, s) < 0) return -1;
+    /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
+    s->link.closed = true;
     pyf_lock(s->lock);
-    while (s->samples != NULL) {
-        sm = s->samples;
+    for (sm = s->samples; sm != NULL; sm = next) {
+        next = sm->next;
+        if (sm->exports > 0) {
+            /* An array reads it: released (and the subscriber destroyed) when the last goes. */
+            sm->state = SAMPLE_PENDING;
+            continue;
+        }
         sm->state = SAMPLE_RELEASED;
         sample_unlink(sm);
-        ferry_release(s->sub, &sm->s);
+        if (s->sub != NULL) ferry_release(s->sub, &sm->s);
     }
     pyf_sub_drain(s);
-    if (s->link.node != NULL && s->link.node->pid == getpid()) ferry_subscriber_destroy(s->sub);
-    s->sub = NULL;
-    PyThread_release_lock(s->lock);
-    pyf_child_unlink(&s->link);
+    pyf_sub_unlock(s); /* destroys it now when nothing is exported */
     return 0;
 }
 
@@ -305,8 +393,7 @@ static void sub_dealloc(PyObject *self)
      * but released samples may still be pending. */
     if (s->sub != NULL) {
         pyf_sub_drain(s);
-        if (s->link.node != NULL && s->link.node->pid == getpid())
-            ferry_subscriber_destroy(s->sub);
+        if (pyf_home(s->link.gen)) ferry_subscriber_destroy(s->sub);
     }
     pyf_child_unlink(&s->link);
     if (s->lock != NULL) PyThread_free_lock(s->lock);
@@ -377,6 +464,15 @@ struct pyf_syncset *pyf_sample_set(PyObject *sample)
     return ((pyf_sample *)sample)->set;
 }
 
+bool pyf_sample_home(PyObject *sample, const char *what, const char *type)
+{
+    pyf_sample *sm = (pyf_sample *)sample;
+
+    if (!PyObject_TypeCheck(sample, pyf.sample_type) || pyf_home(sm->sub->link.gen)) return true;
+    pyf_raise_forked(what, type, sm->sub->link.pid);
+    return false;
+}
+
 bool pyf_sample_held(PyObject *sample)
 {
     return PyObject_TypeCheck(sample, pyf.sample_type) &&
@@ -410,21 +506,21 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
     for (;;) {
         int64_t slice = PYF_WAIT_SLICE_NS;
 
-        if (s->sub == NULL) {
-            PyThread_release_lock(s->lock);
+        if (s->link.closed) {
+            pyf_sub_unlock(s);
             return pyf_raise_closed("Subscriber.take");
         }
         err = ferry_take(s->sub, &smp);
         if (err == FERRY_OK) break;
         if (err != FERRY_EAGAIN) {
-            PyThread_release_lock(s->lock);
+            pyf_sub_unlock(s);
             return pyf_raise(err, "ferry_take('%s')", s->topic);
         }
         if (deadline >= 0) {
             int64_t left = deadline - ferry_now().ns;
 
             if (left <= 0) {
-                PyThread_release_lock(s->lock);
+                pyf_sub_unlock(s);
                 if (none_on_empty) Py_RETURN_NONE;
                 return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
                                  (double)timeout_ns / 1e9);
@@ -436,15 +532,15 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
         Py_END_ALLOW_THREADS
         pyf_sub_drain(s);
         if (err != FERRY_OK && err != FERRY_ETIMEDOUT) {
-            PyThread_release_lock(s->lock);
+            pyf_sub_unlock(s);
             return pyf_raise(err, "ferry_wait('%s')", s->topic);
         }
         if (PyErr_CheckSignals() < 0) {
-            PyThread_release_lock(s->lock);
+            pyf_sub_unlock(s);
             return NULL;
         }
     }
-    PyThread_release_lock(s->lock);
+    pyf_sub_unlock(s);
     return pyf_sample_wrap(s, &smp);
 }
 
@@ -498,8 +594,8 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
             if (left < 0) left = 0;
             if (left < slice) slice = left;
         }
-        if (s->sub == NULL) {
-            PyThread_release_lock(s->lock);
+        if (s->link.closed) {
+            pyf_sub_unlock(s);
             return pyf_raise_closed("Subscriber.wait");
         }
         Py_BEGIN_ALLOW_THREADS
@@ -508,16 +604,16 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
         pyf_sub_drain(s);
         if (err == FERRY_OK) break;
         if (err != FERRY_ETIMEDOUT) {
-            PyThread_release_lock(s->lock);
+            pyf_sub_unlock(s);
             return pyf_raise(err, "ferry_wait('%s')", s->topic);
         }
         if (deadline >= 0 && ferry_now().ns >= deadline) break;
         if (PyErr_CheckSignals() < 0) {
-            PyThread_release_lock(s->lock);
+            pyf_sub_unlock(s);
             return NULL;
         }
     }
-    PyThread_release_lock(s->lock);
+    pyf_sub_unlock(s);
     return PyBool_FromLong(err == FERRY_OK);
 }
 
@@ -546,15 +642,15 @@ static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *k
             if (left < slice) slice = left;
         }
         pyf_lock(s->lock);
-        if (s->sub == NULL) {
-            PyThread_release_lock(s->lock);
+        if (s->link.closed) {
+            pyf_sub_unlock(s);
             return pyf_raise_closed("Subscriber.wait_publishers");
         }
         Py_BEGIN_ALLOW_THREADS
         err = ferry_subscriber_wait_publishers(s->sub, count, slice);
         Py_END_ALLOW_THREADS
         pyf_sub_drain(s);
-        PyThread_release_lock(s->lock);
+        pyf_sub_unlock(s);
         if (err != FERRY_ETIMEDOUT) break;
         if (deadline >= 0 && ferry_now().ns >= deadline) break;
         if (PyErr_CheckSignals() < 0) return NULL;
@@ -586,8 +682,8 @@ static PyObject *sub_stats(PyObject *self, PyObject *unused)
     if (!sub_open(s, "Subscriber.stats")) return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
-    err = s->sub != NULL ? ferry_subscriber_stats_get(s->sub, &st) : FERRY_ECLOSED;
-    PyThread_release_lock(s->lock);
+    err = !s->link.closed ? ferry_subscriber_stats_get(s->sub, &st) : FERRY_ECLOSED;
+    pyf_sub_unlock(s);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_stats_get('%s')", s->topic);
     return pyf_subscriber_stats(&st);
 }
@@ -619,7 +715,7 @@ static PyObject *sub_get(PyObject *self, void *closure)
     case 0: return PyUnicode_FromString(s->topic);
     case 1: return PyUnicode_FromString(s->type_name);
     case 2: return PyUnicode_FromString(pyf_kind_name(s->kind));
-    default: return PyBool_FromLong(s->sub == NULL);
+    default: return PyBool_FromLong(s->link.closed);
     }
 }
 
@@ -646,8 +742,9 @@ static PyMethodDef sub_methods[] = {
      "stats() -> dict\n\nThe subscriber's counters (ferry_subscriber_stats): received, dropped,\n"
      "bytes_copied, held, publishers, ..."},
     {"close", sub_close_m, METH_NOARGS,
-     "close()\n\nReleases the samples still held and destroys the subscriber. BusyError while a\n"
-     "sample is still exported to an array."},
+     "close()\n\nReleases the samples still held and destroys the subscriber. A sample an array,\n"
+     "memoryview or DLPack tensor still reads stays mapped: it is released, and the subscriber\n"
+     "destroyed, when the last of them is gone. Closing twice does nothing."},
     {"__enter__", sub_enter, METH_NOARGS, "Returns the subscriber."},
     {"__exit__", sub_exit, METH_VARARGS, "Closes the subscriber."},
     {NULL, NULL, 0, NULL},
@@ -695,8 +792,22 @@ static void sample_dealloc(PyObject *self)
     pyf_free(self);
 }
 
+/* ForkError unless in the process that took the sample. */
+static bool sample_home(pyf_sample *sm, const char *what)
+{
+    if (pyf_home(sm->sub->link.gen)) return true;
+    pyf_raise_forked(what, "Sample", sm->sub->link.pid);
+    return false;
+}
+
 static bool sample_usable(pyf_sample *sm, const char *what)
 {
+    if (!pyf_home(sm->sub->link.gen)) {
+        char name[64];
+
+        snprintf(name, sizeof name, "Sample.%s", what);
+        return sample_home(sm, name);
+    }
     if (sm->state == SAMPLE_HELD) return true;
     pyf_raise(FERRY_ESTATE, "Sample.%s: the sample was released", what);
     return false;
@@ -706,6 +817,7 @@ static int sample_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     pyf_sample *sm = (pyf_sample *)self;
 
+    if (!sample_home(sm, "Sample buffer")) return -1;
     if (sm->state != SAMPLE_HELD) {
         pyf_raise(FERRY_ESTATE, "Sample buffer: the sample was released");
         return -1;
@@ -741,6 +853,7 @@ static PyObject *sample_enter(PyObject *self, PyObject *unused)
 static PyObject *sample_exit(PyObject *self, PyObject *args)
 {
     (void)args;
+    if (!sample_home((pyf_sample *)self, "Sample.__exit__")) return NULL;
     sample_let_go((pyf_sample *)self);
     Py_RETURN_NONE;
 }
@@ -789,15 +902,15 @@ static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     t.dtype.lanes = 1;
     t.shape = shape;
     t.strides = strides;
-    cap = pyf_dlpack_capsule(self, sample_dl_unexport, versioned, &t);
+    cap = pyf_dlpack_capsule(self, sample_dl_unexport, versioned, false, &t);
     if (cap != NULL) sm->exports++;
     return cap;
 }
 
 static PyObject *sample_dlpack_device(PyObject *self, PyObject *unused)
 {
-    (void)self;
     (void)unused;
+    if (!sample_home((pyf_sample *)self, "Sample.__dlpack_device__")) return NULL;
     return Py_BuildValue("(ii)", FERRY_DL_CPU, 0);
 }
 
@@ -805,16 +918,6 @@ enum { SG_SEQUENCE, SG_PUBLISH_TIME, SG_PUBLISHER_ID, SG_SIZE, SG_KIND, SG_RELEA
        SG_HEIGHT, SG_STEP, SG_ENCODING, SG_IS_BIGENDIAN, SG_FRAME_ID, SG_STAMP, SG_POINT_STEP,
        SG_ROW_STEP, SG_IS_DENSE, SG_FIELDS, SG_SHAPE, SG_STRIDES, SG_DTYPE, SG_DEVICE,
        SG_TOPIC, SG_NBYTES };
-
-static PyObject *int_tuple(const int64_t *v, uint32_t n)
-{
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    uint32_t i;
-
-    if (t == NULL) return NULL;
-    for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
-    return t;
-}
 
 static PyObject *sample_get(PyObject *self, void *closure)
 {
@@ -824,6 +927,7 @@ static PyObject *sample_get(PyObject *self, void *closure)
     const ferry_pointcloud_header *ph = &sm->v.pc.header;
     const ferry_tensor_header *th = &sm->v.t.header;
 
+    if (!sample_home(sm, "Sample attribute")) return NULL;
     if (what == SG_RELEASED) return PyBool_FromLong(sm->state != SAMPLE_HELD);
     if (what == SG_KIND) return PyUnicode_FromString(pyf_kind_name(sm->kind));
     if (!sample_usable(sm, "attribute")) return NULL;
@@ -859,8 +963,8 @@ static PyObject *sample_get(PyObject *self, void *closure)
         }
     } else if (sm->kind == PYF_TENSOR) {
         switch (what) {
-        case SG_SHAPE: return int_tuple(th->shape, th->ndim);
-        case SG_STRIDES: return int_tuple(th->strides, th->ndim);
+        case SG_SHAPE: return pyf_i64_tuple(th->shape, th->ndim);
+        case SG_STRIDES: return pyf_i64_tuple(th->strides, th->ndim);
         case SG_DTYPE: return PyUnicode_FromString(ferry_dtype_name(sm->v.t.dtype));
         case SG_DEVICE:
             return Py_BuildValue("(ii)", (int)sm->v.t.device.device_type,
@@ -878,6 +982,8 @@ static PyObject *sample_repr(PyObject *self)
 {
     pyf_sample *sm = (pyf_sample *)self;
 
+    if (!pyf_home(sm->sub->link.gen))
+        return PyUnicode_FromFormat("<ferry.Sample of process %ld>", (long)sm->sub->link.pid);
     if (sm->state != SAMPLE_HELD) return PyUnicode_FromString("<ferry.Sample released>");
     if (sm->kind == PYF_IMAGE)
         return PyUnicode_FromFormat("<ferry.Sample image %ux%u %s seq=%llu>",

@@ -7,7 +7,9 @@
  * with no array or DLPack tensor left over it) gives the whole set back. SyncSet.release() and
  * Sync.release(set) release every member at once; dropping the tuple releases nothing, dropping
  * the members does. While a Sync lives its subscribers are its own: taking from them directly
- * raises BusyError (pyf_sub_own).
+ * raises BusyError (pyf_sub_own). Closed while an array still reads a sample of a set, it gives
+ * back the other sets at once and is destroyed when the last such array is gone
+ * (pyf_sync_finish); its subscribers stay its own until then.
  *
  * Locks: every ferry_sync call holds the locks of all the Sync's subscribers, taken in index
  * order (a subscriber belongs to one Sync at most, and other paths take one subscriber lock
@@ -38,8 +40,7 @@ struct pyf_syncset {
 struct pyf_sync {
     PyObject_HEAD
     pyf_child link;
-    ferry_sync *sync; /* NULL once closed */
-    pid_t pid;
+    ferry_sync *sync; /* NULL once destroyed (link.closed: closed) */
     uint32_t n;
     pyf_sub *subs[FERRY_SYNC_MAX_TOPICS]; /* strong references */
     struct pyf_syncset *sets;    /* handed out, not given back */
@@ -85,7 +86,8 @@ static void set_unlink(pyf_sync *y, struct pyf_syncset *set)
 static void set_give_back(pyf_sync *y, struct pyf_syncset *set)
 {
     set_unlink(y, set);
-    if (y->sync != NULL) ferry_sync_release(y->sync, set->set);
+    /* A forked child only forgets its parent's set. */
+    if (y->sync != NULL && pyf_home(y->link.gen)) ferry_sync_release(y->sync, set->set);
     set->sync = NULL;
     PyMem_Free(set);
     Py_DECREF((PyObject *)y);
@@ -124,13 +126,20 @@ void pyf_syncset_done(struct pyf_syncset *set)
         return;
     }
     memset(set->members, 0, sizeof set->members);
-    if (locks_take(y, false)) {
+    if (!pyf_home(y->link.gen)) { /* a forked child: no lock, nothing given back */
+        Py_INCREF((PyObject *)y);
+        set_give_back(y, set);
+        pyf_sync_finish((PyObject *)y);
+        Py_DECREF((PyObject *)y);
+    } else if (locks_take(y, false)) {
         Py_INCREF((PyObject *)y);
         set_give_back(y, set);
         sync_drain(y);
         locks_release(y, y->n);
+        pyf_sync_finish((PyObject *)y); /* the last set out of a closed Sync */
         Py_DECREF((PyObject *)y);
     } else {
+        /* Whoever holds the locks gives it back (sync_drain) and finishes a closed Sync. */
         set->pending = true;
         set->pending_next = y->pending;
         y->pending = set;
@@ -187,7 +196,8 @@ static int64_t stamp_header(void *arg, uint32_t index, const ferry_sample *s)
 
 static bool sync_open(pyf_sync *y, const char *what)
 {
-    if (y->sync != NULL) return true;
+    if (!pyf_child_home(&y->link, what)) return false;
+    if (!y->link.closed && y->sync != NULL) return true;
     pyf_raise_closed(what);
     return false;
 }
@@ -234,7 +244,11 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             PyErr_Format(PyExc_TypeError, "Sync: item %zd is not a ferry.Subscriber", i);
             return NULL;
         }
-        if (s->sub == NULL || s->link.node == NULL || s->link.node->node == NULL) {
+        if (!pyf_child_home(&s->link, "Sync")) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (s->link.closed || s->sub == NULL || s->link.node == NULL || s->link.node->closed) {
             Py_DECREF(seq);
             return pyf_raise_closed("Sync");
         }
@@ -269,7 +283,6 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_DECREF(seq);
         return NULL;
     }
-    y->pid = getpid();
     if (strcmp(stamp, "header") == 0) {
         o.stamp = stamp_header;
         o.stamp_arg = y;
@@ -287,44 +300,82 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_DECREF(y);
         return pyf_raise(err, "ferry_sync_create(%u subscribers, queue %u)", (unsigned)n, queue);
     }
-    for (i = 0; i < n; i++) y->subs[i]->owner = (PyObject *)y;
+    for (i = 0; i < n; i++) {
+        y->subs[i]->owner = (PyObject *)y;
+        y->subs[i]->owner_link = &y->link;
+    }
     return (PyObject *)y;
+}
+
+static bool set_exported(pyf_sync *y, const struct pyf_syncset *set)
+{
+    uint32_t i;
+
+    for (i = 0; i < y->n; i++)
+        if (set->members[i] != NULL && pyf_sample_exported(set->members[i])) return true;
+    return false;
 }
 
 int pyf_sync_close(PyObject *self)
 {
     pyf_sync *y = (pyf_sync *)self;
-    struct pyf_syncset *set;
+    struct pyf_syncset *set, *next;
     uint32_t i;
 
-    if (y->sync == NULL) return 0;
-    for (set = y->sets; set != NULL; set = set->next)
-        for (i = 0; i < y->n; i++)
-            if (set->members[i] != NULL && pyf_sample_exported(set->members[i])) {
-                pyf_raise(FERRY_EBUSY, "Sync.close(): a sample of a set is still exported to "
-                                       "an array, memoryview or DLPack tensor (delete it first)");
-                return -1;
-            }
+    if (!pyf_child_home(&y->link, "Sync.close")) return -1;
+    if (y->link.closed) return 0;
     Py_INCREF(self);
+    /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
+    y->link.closed = true;
     locks_take(y, true);
     sync_drain(y);
-    /* ferry_sync_destroy gives back the sets still handed out; their Samples only forget. */
-    while (y->sets != NULL) {
-        set = y->sets;
+    /* The sets no array reads go back now; their Samples only forget. */
+    for (set = y->sets; set != NULL; set = next) {
+        next = set->next;
+        if (set_exported(y, set)) continue;
         for (i = 0; i < y->n; i++)
             if (set->members[i] != NULL) pyf_sample_forget(set->members[i]);
-        set_unlink(y, set);
-        PyMem_Free(set);
-        Py_DECREF(self);
+        set_give_back(y, set);
     }
-    if (y->pid == getpid()) ferry_sync_destroy(y->sync);
-    y->sync = NULL;
     locks_release(y, y->n);
-    for (i = 0; i < y->n; i++)
-        if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
-    pyf_child_unlink(&y->link);
+    /* The others are let go: each goes back when the last array over one of its samples does
+     * (letting go cannot give a set back here, since one of its samples is still exported). */
+    for (set = y->sets; set != NULL; set = set->next)
+        for (i = 0; i < y->n; i++)
+            if (set->members[i] != NULL) pyf_sample_let_go(set->members[i]);
+    pyf_sync_finish(self); /* now, unless an array still reads a set */
     Py_DECREF(self);
     return 0;
+}
+
+void pyf_sync_finish(PyObject *self)
+{
+    pyf_sync *y = (pyf_sync *)self;
+    bool home = pyf_home(y->link.gen);
+    uint32_t i;
+
+    if (!y->link.closed || y->sync == NULL) return;
+    /* Nothing to do while a set is out, unless sets done meanwhile wait to be given back. */
+    if (y->sets != NULL && y->pending == NULL) return;
+    /* Whoever holds the locks finishes it when done (every Sync call ends with a finish, and
+     * a Subscriber call on one of its subscribers too: pyf_sub_unlock). A forked child only
+     * forgets, without the locks. */
+    if (home && !locks_take(y, false)) return;
+    Py_INCREF(self);
+    sync_drain(y);
+    if (y->sets == NULL) {
+        if (home) ferry_sync_destroy(y->sync);
+        y->sync = NULL;
+    }
+    if (home) locks_release(y, y->n);
+    if (y->sync == NULL) {
+        for (i = 0; i < y->n; i++)
+            if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
+        pyf_child_unlink(&y->link);
+        /* Subscribers closed meanwhile waited for this. */
+        for (i = 0; i < y->n; i++) pyf_sub_finish(y->subs[i]);
+    }
+    Py_DECREF(self);
 }
 
 static void sync_dealloc(PyObject *self)
@@ -334,11 +385,12 @@ static void sync_dealloc(PyObject *self)
 
     /* Sets hold a reference to their Sync: none is handed out here, none is pending. */
     if (y->sync != NULL) {
-        if (y->pid == getpid()) ferry_sync_destroy(y->sync);
+        if (pyf_home(y->link.gen)) ferry_sync_destroy(y->sync);
         y->sync = NULL;
     }
     for (i = 0; i < y->n; i++) {
         if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
+        pyf_sub_finish(y->subs[i]); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)y->subs[i]);
     }
     pyf_child_unlink(&y->link);
@@ -407,7 +459,7 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
         int64_t slice = PYF_WAIT_SLICE_NS;
 
         sync_drain(y);
-        if (y->sync == NULL) {
+        if (y->link.closed || y->sync == NULL) {
             err = FERRY_ECLOSED;
             break;
         }
@@ -445,10 +497,12 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
 
         sync_drain(y); /* a set that failed to wrap is given back now */
         locks_release(y, y->n);
+        pyf_sync_finish((PyObject *)y);
         Py_DECREF((PyObject *)y);
         return r;
     }
     locks_release(y, y->n);
+    pyf_sync_finish((PyObject *)y); /* closed meanwhile by another thread */
     Py_DECREF((PyObject *)y);
     if (err == FERRY_ERR_COUNT_) return NULL;
     if (err == FERRY_ETIMEDOUT && none_on_empty) Py_RETURN_NONE;
@@ -502,7 +556,7 @@ static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
         int64_t slice = PYF_WAIT_SLICE_NS;
 
         sync_drain(y);
-        if (y->sync == NULL) {
+        if (y->link.closed || y->sync == NULL) {
             err = FERRY_ECLOSED;
             break;
         }
@@ -524,6 +578,7 @@ static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     sync_drain(y);
     locks_release(y, y->n);
+    pyf_sync_finish(self);
     Py_DECREF(self);
     if (err == FERRY_ERR_COUNT_) return NULL;
     if (err == FERRY_OK) Py_RETURN_TRUE;
@@ -562,6 +617,7 @@ static PyObject *set_release(PyObject *set, pyf_sync *y)
 
 static PyObject *sync_release(PyObject *self, PyObject *set)
 {
+    if (!pyf_child_home(&((pyf_sync *)self)->link, "Sync.release")) return NULL;
     return set_release(set, (pyf_sync *)self);
 }
 
@@ -588,8 +644,9 @@ static PyObject *sync_stats(PyObject *self, PyObject *unused)
     Py_INCREF(self);
     locks_take(y, true);
     sync_drain(y);
-    err = y->sync != NULL ? ferry_sync_stats_get(y->sync, &st) : FERRY_ECLOSED;
+    err = !y->link.closed ? ferry_sync_stats_get(y->sync, &st) : FERRY_ECLOSED;
     locks_release(y, y->n);
+    pyf_sync_finish(self);
     Py_DECREF(self);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_sync_stats_get");
     for (i = 0; i < st.topics && i < FERRY_SYNC_MAX_TOPICS; i++) held[i] = st.held[i];
@@ -624,7 +681,7 @@ static PyObject *sync_get(PyObject *self, void *closure)
     PyObject *t;
     uint32_t i;
 
-    if ((intptr_t)closure == 1) return PyBool_FromLong(y->sync == NULL);
+    if ((intptr_t)closure == 1) return PyBool_FromLong(y->link.closed);
     t = PyTuple_New((Py_ssize_t)y->n);
     if (t == NULL) return NULL;
     for (i = 0; i < y->n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, Py_NewRef((PyObject *)y->subs[i]));
@@ -653,8 +710,9 @@ static PyMethodDef sync_methods[] = {
     {"close", sync_close_m, METH_NOARGS,
      "close()\n\nDestroys the synchroniser, giving back every sample it holds, sets handed out\n"
      "included (their Samples then raise StateError); the subscribers can be taken from\n"
-     "again. BusyError while a sample of a set is exported to an array. Closing twice does\n"
-     "nothing."},
+     "again. A set an array, memoryview or DLPack tensor still reads stays mapped: it goes\n"
+     "back, and the synchroniser is destroyed, when the last of them is gone (its subscribers\n"
+     "stay its own until then). Closing twice does nothing."},
     {"__enter__", sync_enter, METH_NOARGS, "Returns the synchroniser."},
     {"__exit__", sync_exit, METH_VARARGS, "Closes the synchroniser."},
     {NULL, NULL, 0, NULL},
@@ -670,15 +728,23 @@ static PyGetSetDef sync_getset[] = {
  * SyncSet: a tuple of the set's Samples
  * ------------------------------------------------------------------------------------------- */
 
+/* ForkError unless the set was taken in this process. */
+static bool syncset_home(PyObject *self, const char *what)
+{
+    return PyTuple_Size(self) < 1 || pyf_sample_home(PyTuple_GetItem(self, 0), what, "SyncSet");
+}
+
 static PyObject *syncset_release(PyObject *self, PyObject *unused)
 {
     (void)unused;
+    if (!syncset_home(self, "SyncSet.release")) return NULL;
     return set_release(self, NULL);
 }
 
 static PyObject *syncset_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
+    if (!syncset_home(self, "SyncSet.__enter__")) return NULL;
     return Py_NewRef(self);
 }
 
@@ -687,6 +753,7 @@ static PyObject *syncset_exit(PyObject *self, PyObject *args)
     Py_ssize_t i, n = PyTuple_Size(self);
 
     (void)args;
+    if (!syncset_home(self, "SyncSet.__exit__")) return NULL;
     Py_INCREF(self);
     for (i = 0; i < n; i++)
         if (pyf_sample_set(PyTuple_GetItem(self, i)) != NULL)
@@ -700,6 +767,7 @@ static PyObject *syncset_get_released(PyObject *self, void *closure)
     Py_ssize_t i, n = PyTuple_Size(self);
 
     (void)closure;
+    if (!syncset_home(self, "SyncSet.released")) return NULL;
     for (i = 0; i < n; i++)
         if (pyf_sample_set(PyTuple_GetItem(self, i)) != NULL &&
             pyf_sample_held(PyTuple_GetItem(self, i)))

@@ -17,6 +17,7 @@ typedef struct pyf_waitset {
 
 static bool ws_open(pyf_waitset *w, const char *what)
 {
+    if (!pyf_child_home(&w->link, what)) return false;
     if (w->ws != NULL) return true;
     pyf_raise_closed(what);
     return false;
@@ -61,7 +62,8 @@ int pyf_waitset_forget(PyObject *self, pyf_sub *sub)
     pyf_waitset *w = (pyf_waitset *)self;
     Py_ssize_t i = member_index(w, sub);
 
-    if (w->ws != NULL && sub->sub != NULL) {
+    /* A forked child leaves its parent's waitset alone: the epoll set is the parent's too. */
+    if (w->ws != NULL && sub->sub != NULL && pyf_home(w->link.gen)) {
         pyf_lock(w->lock);
         ferry_waitset_remove(w->ws, sub->sub);
         PyThread_release_lock(w->lock);
@@ -75,6 +77,7 @@ int pyf_waitset_close(PyObject *self)
 {
     pyf_waitset *w = (pyf_waitset *)self;
 
+    if (!pyf_child_home(&w->link, "WaitSet.close")) return -1;
     if (w->ws == NULL) return 0;
     while (PyList_Size(w->members) > 0) {
         pyf_sub *sub = (pyf_sub *)PyList_GetItem(w->members, 0);
@@ -82,7 +85,7 @@ int pyf_waitset_close(PyObject *self)
         if (pyf_waitset_forget(self, sub) < 0) return -1;
     }
     pyf_lock(w->lock);
-    if (w->link.node != NULL && w->link.node->pid == getpid()) ferry_waitset_destroy(w->ws);
+    ferry_waitset_destroy(w->ws);
     w->ws = NULL;
     PyThread_release_lock(w->lock);
     pyf_child_unlink(&w->link);
@@ -98,7 +101,7 @@ static void ws_dealloc(PyObject *self)
 
         for (i = 0; i < n; i++) ((pyf_sub *)PyList_GetItem(w->members, i))->waitset = NULL;
     }
-    if (w->ws != NULL && w->link.node != NULL && w->link.node->pid == getpid()) {
+    if (w->ws != NULL && pyf_home(w->link.gen)) {
         Py_ssize_t i, n = w->members != NULL ? PyList_Size(w->members) : 0;
 
         for (i = 0; i < n; i++) {
@@ -126,7 +129,7 @@ static PyObject *ws_add(PyObject *self, PyObject *arg)
         return NULL;
     }
     sub = (pyf_sub *)arg;
-    if (sub->sub == NULL) return pyf_raise_closed("WaitSet.add: the subscriber");
+    if (sub->link.closed) return pyf_raise_closed("WaitSet.add: the subscriber");
     if (sub->link.node != w->link.node)
         return pyf_raise(FERRY_EFOREIGN, "WaitSet.add('%s'): the subscriber is of another node",
                          sub->topic);

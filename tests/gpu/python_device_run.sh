@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds ferry with the GPU module on a machine with an NVIDIA GPU and runs the Python package's
 # tests: python_torch_gpu (tests/gpu/python_torch_test.py: device tensors of a C publisher into
-# torch.from_dlpack and cupy.from_dlpack, no copy) and python_test (the pytest suite, Sync
-# included). Run from the repository root; needs CUDA, PyTorch with CUDA and, for its part, CuPy
+# torch.from_dlpack and cupy.from_dlpack, no copy), python_gpu_pub (tests/gpu/
+# python_gpu_pub_test.py: device tensors published from Python with ferry.GpuPublisher, taken in
+# another Python process) and python_test (the pytest suite, Sync included). Run from the repository root; needs CUDA, PyTorch with CUDA and, for its part, CuPy
 # in the python3 the build finds (PYTHON=... to choose another).
 #
 # Output in $OUT (default ./gpu-out): build.log, python-tests.log (nvidia-smi, the versions,
-# then ctest -V) and a summary at the end of python-tests.log. Exit status 0 only when both
-# tests passed (a skipped python_torch_gpu is a failure here: this script is for a GPU machine).
+# then ctest -V) and a summary at the end of python-tests.log. Exit status 0 only when every
+# test passed (a skipped GPU test is a failure here: this script is for a GPU machine).
 #
 #   BUILD=dir   build directory, configured afresh (default: build-gpu-python)
 set -u
@@ -59,7 +60,7 @@ for name in ("torch", "cupy", "numpy", "pytest"):
 EOF
   if [ $build_rc -eq 0 ]; then
     echo "== $(date -u +%FT%TZ) ctest -R 'python' -V"
-    (cd "$BUILD" && timeout 300 ctest -R "python" -V --output-on-failure --timeout 120)
+    (cd "$BUILD" && timeout 400 ctest -R "python" -V --output-on-failure --timeout 120)
     echo "== ctest exit status $?"
   else
     echo "== build failed: no tests run (see build.log)"
@@ -68,7 +69,7 @@ EOF
 
 status=0
 summary=()
-for t in python_torch_gpu python_test; do
+for t in python_torch_gpu python_gpu_pub python_test; do
   line=$(grep -E "Test +#[0-9]+: $t " "$OUT/python-tests.log" | tail -n 1)
   case $line in
     *Passed*) summary+=("$t: passed") ;;

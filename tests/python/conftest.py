@@ -51,3 +51,17 @@ def peer():
     if not path or not os.path.exists(path):
         pytest.skip("FERRY_PY_PEER not set")
     return path
+
+
+def torch_cuda():
+    """torch, where the GPU module, a CUDA device and PyTorch with CUDA are all there; the test
+    is skipped otherwise."""
+    if not ferry.HAVE_GPU or ferry.gpu_device_count() == 0:
+        pytest.skip("no GPU module or no CUDA device")
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("PyTorch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA")
+    return torch

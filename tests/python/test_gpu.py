@@ -1,5 +1,6 @@
-"""ferry.GpuSubscriber where it cannot work: without the GPU module or without a CUDA device.
-The device path itself is tests/gpu/python_torch_test.py (ctest python_torch_gpu)."""
+"""ferry.GpuSubscriber and ferry.GpuPublisher where they cannot work: without the GPU module or
+without a CUDA device. The device paths themselves are tests/gpu/python_torch_test.py (ctest
+python_torch_gpu) and tests/gpu/python_gpu_pub_test.py (ctest python_gpu_pub)."""
 
 import pytest
 
@@ -19,3 +20,23 @@ def test_gpu_subscriber_without_a_device(node):
     with pytest.raises(TypeError if ferry.HAVE_GPU else ferry.NotSupportedError):
         ferry.GpuSubscriber("not a subscriber")
     sub.close()
+
+
+def test_gpu_publisher_without_a_device(node):
+    pub = node.publisher("/gpu/none/pub", "tensor")
+    if ferry.HAVE_GPU and ferry.gpu_device_count() > 0:
+        pytest.skip("a CUDA device is there: python_gpu_pub covers it")
+    expected = ferry.NoDeviceError if ferry.HAVE_GPU else ferry.NotSupportedError
+    with pytest.raises(expected):
+        ferry.GpuPublisher(pub)
+    with pytest.raises(expected):
+        ferry.GpuPublisher(pub, device=0, ipc="vmm", early_wake=False)
+    if ferry.HAVE_GPU:
+        with pytest.raises(ferry.InvalidArgumentError):
+            ferry.GpuPublisher(pub, ipc="shm")
+    # The failed GpuPublisher left the publisher free and the node closable.
+    loan = pub.loan_tensor((2, 3), "float32")
+    pub.publish(loan)
+    with pytest.raises(TypeError if ferry.HAVE_GPU else ferry.NotSupportedError):
+        ferry.GpuPublisher("not a publisher")
+    pub.close()

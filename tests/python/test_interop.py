@@ -73,6 +73,7 @@ def test_python_to_c(node, where):
             break
         lines.append(line.split())
     assert p.wait(10) == 0
+    p.stdout.close()
     for seq, fields in enumerate(lines, 1):
         assert fields == [str(seq), "160x120", str(int(pattern((120, 160, 3), seq).sum())), "ok"]
     assert pub.stats()["bytes_copied"] == 0

@@ -1,5 +1,7 @@
 """Nothing is copied: arrays point into the publisher's memfd, mapped read-only by subscribers."""
 
+import os
+
 import numpy as np
 
 from conftest import connect
@@ -52,3 +54,19 @@ def test_dlpack_points_into_the_segment(node):
         assert "memfd:ferry-data" in mapping_of(x.__array_interface__["data"][0])[1]
         assert float(x.sum()) == 1.5 * 256
         del x
+
+
+def test_stats_say_how_waits_spin(node):
+    pub = node.publisher("/spin", "tensor")
+    sub = node.subscribe("/spin")
+    connect(pub, sub)
+    several = len(os.sched_getaffinity(0)) > 1
+    for spin in (pub.stats()["spin"], sub.stats()["spin"]):
+        assert set(spin) == {"mode", "cpu", "budget_ns", "peers_elsewhere", "peers_same_cpu",
+                             "spins", "spins_found", "paced_spins", "paced_found"}
+        if several:
+            # Threads that may run on several CPUs spin, whatever the peer says.
+            assert (spin["mode"], spin["cpu"], spin["budget_ns"]) == ("spin", -1, 20000), spin
+        else:
+            assert spin["mode"] in ("yield", "spin"), spin
+            assert spin["cpu"] in os.sched_getaffinity(0), spin
