@@ -12,12 +12,13 @@
  *   plain:   Cyclone DDS writer (A) -> DDS over the veth -> Cyclone DDS reader (B)
  *
  * Both paths carry sensor_msgs::msg::dds_::Image_ with the bridge's Cyclone settings, reliable,
- * KEEP_LAST, XCDR1. The publisher writes a bench_wire (sequence, CLOCK_MONOTONIC send time,
- * flags) into the first bytes of the pixels; the subscriber subtracts that from its own clock
- * when it has the sample (CLOCK_MONOTONIC is one clock for all namespaces of a host). Paced rows
- * give latency; flat rows send as fast as a window of messages in flight allows (the subscriber
- * counts what it received in shared memory), which measures throughput without overrunning any
- * queue of either path.
+ * KEEP_ALL (readers: at most DEPTH untaken), XCDR1. The namespaces are anonymous, each held by
+ * a child process (no /run/netns entry or mount). The publisher writes a bench_wire (sequence,
+ * CLOCK_MONOTONIC send time, flags) into the first bytes of the pixels; the subscriber subtracts
+ * that from its own clock when it has the sample (CLOCK_MONOTONIC is one clock for all namespaces
+ * of a host). Paced rows give latency; flat rows send as fast as a window of messages in flight
+ * allows (the subscriber counts what it received in shared memory), which measures throughput
+ * without overrunning any queue of either path.
  */
 #include "bench.h"
 #include "bridge.h"
@@ -29,7 +30,6 @@
 
 #include <dds/dds.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -62,7 +62,9 @@
 #define SUB_IDLE_END_NS (2 * NS_PER_S)
 #define LAT_FLAT_CAP ((size_t)1 << 20)
 #define SYSCTL_WANT 67108864L
-#define LOCK_PATH "/tmp/ferry-bridge-large-test.lock" /* shared with the large-frame test */
+/* The lock of the global socket limits, shared with the bridge's large-frame tests (lib.sh): a
+ * flock on the limit's own file, so that no lock file is left anywhere. */
+#define LOCK_PATH "/proc/sys/net/core/rmem_max"
 
 typedef struct size_spec {
     size_t bytes; /* pixel bytes: the DDS data_ length and the ferry image's data_size */
@@ -125,8 +127,8 @@ typedef struct plan {
 static struct {
     bool active;
     char tag[12];
-    char ns[2][32];
-    bool ns_made[2];
+    char ns[2][32];  /* names for the report; the namespaces are anonymous */
+    pid_t ns_pid[2]; /* the process that holds each (also in children: it dies with us) */
     char veth[2][16];
     char ip[2][20];
     char dir[2][256];
@@ -212,13 +214,10 @@ static void cleanup(void)
     if (!env.active)
         return;
     env.active = false;
+    /* The namespaces, with the veth pair, go with the last process in them: their holders are
+     * children too. */
     kill_children();
-    for (int s = 0; s < 2; s++)
-        if (env.ns_made[s]) {
-            char *argv[] = {"ip", "netns", "del", env.ns[s], NULL};
-            run_cmd(argv, true);
-            env.ns_made[s] = false;
-        }
+    env.ns_pid[0] = env.ns_pid[1] = 0;
     for (int k = 0; k < 2; k++)
         if (env.sysctl_changed[k]) {
             sysctl_write(env.sysctl_path[k], env.sysctl_old[k]);
@@ -251,10 +250,11 @@ static void untrack_child(pid_t pid)
             env.children[i] = 0;
 }
 
-/* Runs "ip ARGS..." (a NULL-terminated list). */
-static int ip(const char *first, ...) __attribute__((sentinel));
+/* Runs "ip ARGS..." (a NULL-terminated list), in namespace side's network namespace when side
+ * is SIDE_A or SIDE_B, in the benchmark's own for -1. */
+static int ip(int side, const char *first, ...) __attribute__((sentinel));
 
-static int ip(const char *first, ...)
+static int ip(int side, const char *first, ...)
 {
     char *argv[24] = {"ip"};
     size_t n = 1;
@@ -265,31 +265,68 @@ static int ip(const char *first, ...)
         argv[n++] = (char *)a;
     va_end(ap);
     argv[n] = NULL;
-    return run_cmd(argv, false);
+    if (side < 0)
+        return run_cmd(argv, false);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)env.ns_pid[side]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+            fprintf(stderr, "ferry bench: cannot enter %s: %s\n", env.ns[side], strerror(errno));
+            _exit(127);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-/* Namespaces of earlier runs that were killed outright (SIGKILL leaves no way to clean up):
- * "fbb<pid>A|B" whose process is gone. */
-static void remove_stale_namespaces(void)
+/* A network namespace of its own, held by a child that does nothing else: anonymous (no
+ * `ip netns add`, so nothing is mounted on /run/netns), gone when the child is, and the child
+ * goes with the benchmark, even one killed outright (PR_SET_PDEATHSIG). */
+static int make_namespace(int side)
 {
-    DIR *d = opendir("/run/netns");
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        char *end;
-        if (strncmp(de->d_name, "fbb", 3) != 0)
-            continue;
-        long pid = strtol(de->d_name + 3, &end, 10);
-        if (end == de->d_name + 3 || (strcmp(end, "A") != 0 && strcmp(end, "B") != 0) ||
-            pid <= 0)
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char *argv[] = {"ip", "netns", "del", de->d_name, NULL};
-        run_cmd(argv, true);
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0)
+        return cli_fail("bench", 1, "pipe: %s", strerror(errno));
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(ready[0]);
+        close(ready[1]);
+        return cli_fail("bench", 1, "fork: %s", strerror(errno));
     }
-    closedir(d);
+    if (pid == 0) {
+        cli_child_setup(parent);
+        /* The driver ends it (SIGKILL), after the endpoints. */
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        char ok = unshare(CLONE_NEWNET) == 0 ? 1 : 0;
+        if (write(ready[1], &ok, 1) != 1 || !ok)
+            _exit(1);
+        close(ready[1]);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    track_child(pid);
+    env.ns_pid[side] = pid;
+    char ok = 0;
+    ssize_t n;
+    while ((n = read(ready[0], &ok, 1)) < 0 && errno == EINTR)
+        ;
+    close(ready[0]);
+    if (n != 1 || !ok)
+        return cli_fail("bench", 1, "cannot make a network namespace (unshare CLONE_NEWNET)");
+    return 0;
 }
 
 static int setup(void)
@@ -300,10 +337,9 @@ static int setup(void)
     srand((unsigned)(pid ^ time(NULL)));
     snprintf(env.tag, sizeof env.tag, "fbb%d", (int)(pid % 10000000));
     env.active = true;
-    remove_stale_namespaces();
 
     /* The net.core limits are global: wait for another benchmark or large-frame test to end. */
-    env.lock_fd = open(LOCK_PATH, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    env.lock_fd = open(LOCK_PATH, O_RDONLY | O_CLOEXEC);
     if (env.lock_fd >= 0) {
         int64_t until = cli_now_ns() + 60 * NS_PER_S;
         while (flock(env.lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -328,20 +364,22 @@ static int setup(void)
         snprintf(env.ns[s], sizeof env.ns[s], "%s%c", env.tag, s == SIDE_A ? 'A' : 'B');
         snprintf(env.veth[s], sizeof env.veth[s], "%s%c", env.tag, s == SIDE_A ? 'a' : 'b');
         snprintf(env.ip[s], sizeof env.ip[s], "10.%d.%d.%d", net2, net3, s + 1);
-        if (ip("netns", "add", env.ns[s], NULL) != 0)
-            return cli_fail("bench", 1, "ip netns add %s failed", env.ns[s]);
-        env.ns_made[s] = true;
-        if (ip("-n", env.ns[s], "link", "set", "lo", "up", NULL) != 0)
-            return cli_fail("bench", 1, "ip link set lo up failed");
+        if (make_namespace(s) != 0)
+            return 1;
+        if (ip(s, "link", "set", "lo", "up", NULL) != 0)
+            return cli_fail("bench", 1, "ip link set lo up failed in %s", env.ns[s]);
     }
-    if (ip("link", "add", env.veth[0], "netns", env.ns[0], "type", "veth", "peer", "name",
-           env.veth[1], "netns", env.ns[1], NULL) != 0)
+    char pid_a[16], pid_b[16];
+    snprintf(pid_a, sizeof pid_a, "%d", (int)env.ns_pid[0]);
+    snprintf(pid_b, sizeof pid_b, "%d", (int)env.ns_pid[1]);
+    if (ip(-1, "link", "add", env.veth[0], "netns", pid_a, "type", "veth", "peer", "name",
+           env.veth[1], "netns", pid_b, NULL) != 0)
         return cli_fail("bench", 1, "cannot create the veth pair");
     for (int s = 0; s < 2; s++) {
         char cidr[32];
         snprintf(cidr, sizeof cidr, "%s/24", env.ip[s]);
-        if (ip("-n", env.ns[s], "addr", "add", cidr, "dev", env.veth[s], NULL) != 0 ||
-            ip("-n", env.ns[s], "link", "set", env.veth[s], "up", "multicast", "on", NULL) != 0)
+        if (ip(s, "addr", "add", cidr, "dev", env.veth[s], NULL) != 0 ||
+            ip(s, "link", "set", env.veth[s], "up", "multicast", "on", NULL) != 0)
             return cli_fail("bench", 1, "cannot configure %s", env.veth[s]);
         /* Unicast discovery over the veth only, as tests/bridge/lib.sh does. */
         snprintf(env.dds_config[s], sizeof env.dds_config[s],
@@ -386,7 +424,7 @@ static pid_t spawn(int side, int (*fn)(int, const void *), const void *arg)
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
     char path[64];
-    snprintf(path, sizeof path, "/run/netns/%s", env.ns[side]);
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)env.ns_pid[side]);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
         fprintf(stderr, "ferry bench: cannot enter %s: %s\n", env.ns[side], strerror(errno));
@@ -436,9 +474,11 @@ static dds_qos_t *plain_qos(void)
 {
     dds_qos_t *q = dds_create_qos();
     dds_data_representation_id_t rep = DDS_DATA_REPRESENTATION_XCDR1;
-    /* What the bridge's writer uses (bridge_out.c writer_qos): the same terms for both paths. */
+    /* What the bridge's reliable writer and its in route's reader use (bridge_out.c writer_qos,
+     * bridge_in.c): the same terms for both paths. A writer ignores the resource limits. */
     dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
-    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)DEPTH);
+    dds_qset_history(q, DDS_HISTORY_KEEP_ALL, 0);
+    dds_qset_resource_limits(q, (int32_t)DEPTH, DDS_LENGTH_UNLIMITED, (int32_t)DEPTH);
     dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
     dds_qset_data_representation(q, 1, &rep);
     return q;
@@ -540,6 +580,8 @@ static int pub_open(endpoint *e, int side)
         return -1;
     ferry_publisher_options o;
     ferry_publisher_options_init(&o);
+    /* Bridge A's reliable route subscribes with a blocking subscriber: the lossless path. */
+    o.admit_blocking = true;
     ferry_err err = ferry_publisher_create(&e->pub, e->node, a->topic, FERRY_IMAGE_TYPE_NAME,
                                            FERRY_IMAGE_TYPE_HASH, &o);
     if (err)
@@ -591,6 +633,10 @@ static int pub_send(endpoint *e, uint64_t seq, uint32_t flags, int64_t *send_ns)
     err = ferry_image_publish(e->pub, &img);
     if (err) {
         ferry_image_loan_release(e->pub, &img);
+        /* Bridge A's blocking subscriber stayed full for the publisher's block timeout (100 ms):
+         * the frame is not published, as a plain writer's dds_write that times out. */
+        if (err == FERRY_ETIMEDOUT)
+            return 1;
         return ferry_fail("image publish", err);
     }
     return 0;
@@ -1186,7 +1232,7 @@ int bench_bridge_cmd(int argc, char **argv)
     stop_bridges();
     const ferry_bridge_stats *a = &env.sh->bridge[SIDE_A].st, *b = &env.sh->bridge[SIDE_B].st;
     printf("\nmsgs: measured messages received; lost: sent - received (reliable DDS on both "
-           "paths, KEEP_LAST %u).\n"
+           "paths, KEEP_ALL, readers at most %u untaken).\n"
            "flat/N: as fast as N messages in flight allow (the subscriber's count, shared "
            "memory, paces the publisher);\n"
            "its latency includes waiting behind the other messages in flight.\n"
@@ -1194,12 +1240,14 @@ int bench_bridge_cmd(int argc, char **argv)
            "messages, 62 KiB fragments,\n"
            "socket buffers up to 64/16 MiB, WhcHigh 48 MiB) and unicast discovery over the "
            "veth; rmem_max/wmem_max raised to 64 MiB.\n"
-           "bridge A: out_taken=%llu out_written=%llu out_early=%llu out_failed=%llu; "
-           "bridge B: in_received=%llu in_published=%llu in_dropped=%llu\n",
+           "bridge A: out_taken=%llu out_written=%llu out_early=%llu out_failed=%llu "
+           "out_queue_dropped=%llu out_write_timeouts=%llu; "
+           "bridge B: in_received=%llu in_published=%llu in_dropped=%llu in_lost=%llu\n",
            DEPTH, (unsigned long long)a->out_taken, (unsigned long long)a->out_written,
            (unsigned long long)a->out_early, (unsigned long long)a->out_failed,
+           (unsigned long long)a->out_queue_dropped, (unsigned long long)a->out_write_timeouts,
            (unsigned long long)b->in_received, (unsigned long long)b->in_published,
-           (unsigned long long)b->in_dropped);
+           (unsigned long long)b->in_dropped, (unsigned long long)b->in_lost);
     print_ratios(rows, n);
     if (stop_flag) {
         fprintf(stderr, "ferry bench: stopped by a signal\n");

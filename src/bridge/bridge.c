@@ -227,8 +227,10 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
 
     wait_ns = b->next_scan_ns - ferry_now().ns;
     if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
+    /* A new route, and a sample whose write timed out, give no event of their own. */
     for (i = 0; i < b->nouts; i++)
-        if (!b->outs[i]->active && wait_ns > NEW_ROUTE_POLL_NS) wait_ns = NEW_ROUTE_POLL_NS;
+        if ((!b->outs[i]->active || b->outs[i]->pending_sub != NULL) && wait_ns > NEW_ROUTE_POLL_NS)
+            wait_ns = NEW_ROUTE_POLL_NS;
     if (wait_ns < 0) wait_ns = 0;
     ms = (int)((wait_ns + NS_PER_MS - 1) / NS_PER_MS);
     n = epoll_wait(b->epfd, ev, (int)(sizeof ev / sizeof ev[0]), ms);
@@ -251,23 +253,27 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
 
 ferry_err ferry_bridge_stats_get(const ferry_bridge *b, ferry_bridge_stats *out)
 {
+    size_t i;
+
     if (b == NULL || out == NULL) return FERRY_EINVAL;
     *out = b->st;
     out->routes_out = (uint32_t)b->nouts;
     out->routes_in = (uint32_t)b->nins;
-    return FERRY_OK;
-}
+    out->routes_out_lossy = 0;
+    /* b->st holds what closed routes counted; the live ones' counters are in their endpoints. */
+    for (i = 0; i < b->nouts; i++) {
+        out->out_queue_dropped += ferry__bridge_out_queue_dropped(b->outs[i]);
+        if (!b->outs[i]->blocking) out->routes_out_lossy++;
+    }
+    for (i = 0; i < b->nins; i++) {
+        in_losses l;
 
-static void route_info(ferry_bridge_route_info *out, const char *topic, ferry_ros2_kind kind,
-                       ferry_bridge_direction direction, uint64_t samples, uint64_t bytes,
-                       bool reliable)
-{
-    memcpy(out->topic, topic, sizeof out->topic);
-    out->direction = direction;
-    out->type_name = ferry__bridge_ferry_type(kind);
-    out->samples = samples;
-    out->bytes = bytes;
-    out->reliable = reliable;
+        ferry__bridge_in_losses(b->ins[i], &l);
+        out->in_lost += l.lost;
+        out->in_rejected += l.rejected;
+        out->in_subscriber_dropped += l.subscriber_dropped;
+    }
+    return FERRY_OK;
 }
 
 ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_route_info *out)
@@ -277,13 +283,31 @@ ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_r
     out->depth = b->o.depth;
     if (i < b->nouts) {
         const out_route *r = b->outs[i];
-        route_info(out, r->topic, r->kind, FERRY_BRIDGE_OUT, r->samples, r->bytes, r->reliable);
+
+        memcpy(out->topic, r->topic, sizeof out->topic);
+        out->direction = FERRY_BRIDGE_OUT;
+        out->type_name = ferry__bridge_ferry_type(r->kind);
+        out->samples = r->samples;
+        out->bytes = r->bytes;
+        out->reliable = r->reliable;
+        out->lossless = r->blocking;
+        out->lost = ferry__bridge_out_queue_dropped(r) + r->failed + r->invalid;
         return FERRY_OK;
     }
     i -= b->nouts;
     if (i < b->nins) {
         const in_route *r = b->ins[i];
-        route_info(out, r->topic, r->kind, FERRY_BRIDGE_IN, r->samples, r->bytes, r->reliable);
+        in_losses l;
+
+        ferry__bridge_in_losses(r, &l);
+        memcpy(out->topic, r->topic, sizeof out->topic);
+        out->direction = FERRY_BRIDGE_IN;
+        out->type_name = ferry__bridge_ferry_type(r->kind);
+        out->samples = r->samples;
+        out->bytes = r->bytes;
+        out->reliable = r->reliable;
+        out->lossless = r->reliable;
+        out->lost = l.lost + l.rejected + l.subscriber_dropped + r->invalid + r->dropped;
         return FERRY_OK;
     }
     return FERRY_EAGAIN;

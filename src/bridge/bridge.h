@@ -1,7 +1,8 @@
 /*
- * The DDS bridge: carries ferry image and point-cloud topics (include/ferry/msg.h) to Cyclone DDS
- * and back, with ROS 2's wire conventions (topic "rt" + the ferry topic, type names
- * sensor_msgs::msg::dds_::Image_ and PointCloud2_, plain CDR), so ROS 2 nodes on other hosts
+ * The DDS bridge: carries ferry image, point-cloud, camera-info, compressed-image and IMU topics
+ * (include/ferry/msg.h) to Cyclone DDS and back, with ROS 2's wire conventions (topic "rt" + the
+ * ferry topic, type names sensor_msgs::msg::dds_::Image_, PointCloud2_, CameraInfo_,
+ * CompressedImage_ and Imu_, plain CDR), so ROS 2 nodes on other hosts
  * see ferry's frames and ferry subscribers see theirs. docs/bridge.md describes the design.
  *
  * Out: every local topic of a supported type that has a live publisher other than a bridge is
@@ -66,7 +67,10 @@ typedef struct ferry_bridge_options {
     size_t npatterns;
     ferry_bridge_direction direction; /**< 0 means both */
     ferry_bridge_reliability reliability;
-    /** Queue depth of the bridge's ferry subscribers and DDS history depth; 0: 8. */
+    /** Queue depth of the bridge's ferry subscribers, DDS KEEP_LAST depth of best-effort writers,
+     *  what a transient-local writer (CameraInfo) keeps for late joiners, the most samples an
+     *  in route's DDS reader holds untaken and the most its ferry publisher keeps for late
+     *  subscribers of a transient-local route; 0: 8. */
     uint32_t depth;
     /** Extra Cyclone configuration, appended after the bridge's own (so it wins): XML text or
      *  a comma-separated list of XML and file:// URIs, as CYCLONEDDS_URI takes. NULL: none. */
@@ -79,23 +83,53 @@ typedef struct ferry_bridge_options {
     ferry_log_level log_level;
 } ferry_bridge_options;
 
-/** Counters since creation, all routes together. */
+/**
+ * Counters since creation, all routes together, closed ones included. Where a frame can be lost,
+ * in the order a frame passes (docs/bridge.md, "Where a frame is lost"):
+ *   out_queue_dropped   in the bridge's ferry subscriber queue (drop-oldest routes only)
+ *   out_invalid         not a valid sample of its type
+ *   out_failed          refused by dds_write
+ *   in_lost             DDS SAMPLE_LOST of the bridge's readers (Cyclone 0.10 counts only samples
+ *                       an instance refused; a best-effort sample lost on the network is not
+ *                       reported: between two bridges, the writer's out_written less the
+ *                       reader's in_received shows it)
+ *   in_rejected         refused by the bridge's full reader (DDS SAMPLE_REJECTED, best effort)
+ *   in_invalid          not a valid DDS sample
+ *   in_dropped          not published on the ferry side (no chunk in the bridge's pool)
+ *   in_subscriber_dropped  in a local subscriber's full queue (its own depth)
+ * out_early and out_skipped are not losses: those samples are never meant to go out.
+ */
 typedef struct ferry_bridge_stats {
     uint64_t out_taken;        /**< ferry samples taken on out routes */
     uint64_t out_written;      /**< DDS samples written */
     uint64_t out_skipped;      /**< samples of bridge publishers, not sent back */
     uint64_t out_early;        /**< samples taken in a route's first scan period, not sent */
     uint64_t out_invalid;      /**< samples refused by the ferry views */
-    uint64_t out_failed;       /**< dds_write errors and timeouts */
+    uint64_t out_failed;       /**< samples dds_write refused (errors other than a timeout) */
     uint64_t out_bytes;        /**< data bytes written (pixels, points) */
+    uint64_t out_queue_dropped;  /**< samples the ferry publishers dropped from the bridge's full
+                                      subscriber queues: drop-oldest routes only (best effort, or
+                                      a publisher that does not admit blocking subscribers) */
+    uint64_t out_write_timeouts; /**< dds_write calls of reliable writers that timed out (a DDS
+                                      reader not acknowledging); the sample is written again,
+                                      not lost */
     uint64_t in_received;      /**< valid DDS samples taken on in routes */
     uint64_t in_published;     /**< ferry samples published */
     uint64_t in_ignored;       /**< samples of writers of bridges of this ferry domain */
     uint64_t in_invalid;       /**< DDS samples that could not be carried (bad fields) */
-    uint64_t in_dropped;       /**< valid samples lost to a full pool or a blocking subscriber */
+    uint64_t in_dropped;       /**< valid samples not published: no chunk in the pool */
     uint64_t in_bytes;         /**< data bytes published */
+    uint64_t in_lost;          /**< samples DDS reports lost to the bridge's readers
+                                    (SAMPLE_LOST; see the list above for what Cyclone 0.10
+                                    reports) */
+    uint64_t in_rejected;      /**< samples the bridge's readers refused, their cache of depth
+                                    samples being full (SAMPLE_REJECTED; best effort: a reliable
+                                    reader makes the writer send them again instead) */
+    uint64_t in_subscriber_dropped; /**< samples the bridge's ferry publishers dropped from
+                                         local subscribers' full queues (their own depth) */
     uint32_t routes_out;       /**< out routes now */
     uint32_t routes_in;        /**< in routes now */
+    uint32_t routes_out_lossy; /**< out routes now whose ferry subscriber drops the oldest */
 } ferry_bridge_stats;
 
 /** One route, for reports. */
@@ -106,7 +140,12 @@ typedef struct ferry_bridge_route_info {
     uint64_t samples;                 /**< written to DDS (out) or published to ferry (in) */
     uint64_t bytes;
     bool reliable;                    /**< the DDS endpoint's reliability */
+    /** Out: the ferry subscriber blocks its publishers when full (FERRY_OVERFLOW_BLOCK) rather
+     *  than drop. In: the DDS reader is reliable. */
+    bool lossless;
     uint32_t depth;
+    /** Samples lost on this route, wherever (the categories of ferry_bridge_stats). */
+    uint64_t lost;
 } ferry_bridge_route_info;
 
 /** Fills o with the defaults. */

@@ -30,10 +30,35 @@
  * In routes: DDS -> ferry
  * ------------------------------------------------------------------------------------------- */
 
+void ferry__bridge_in_losses(const in_route *r, in_losses *out)
+{
+    dds_sample_lost_status_t lost;
+    dds_sample_rejected_status_t rejected;
+    ferry_publisher_stats ps;
+
+    memset(out, 0, sizeof *out);
+    out->lost = r->lost_gone;
+    out->rejected = r->rejected_gone;
+    if (r->reader > 0 && dds_get_sample_lost_status(r->reader, &lost) == DDS_RETCODE_OK)
+        out->lost += lost.total_count;
+    /* A reliable reader's refusals are not losses: Cyclone offers the sample again (every
+     * millisecond) until the bridge has taken enough, and counts each refusal. */
+    if (r->reader > 0 && !r->reliable &&
+        dds_get_sample_rejected_status(r->reader, &rejected) == DDS_RETCODE_OK)
+        out->rejected += rejected.total_count;
+    if (r->pub != NULL && ferry_publisher_stats_get(r->pub, &ps) == FERRY_OK)
+        out->subscriber_dropped = ps.dropped;
+}
+
 void ferry__bridge_in_destroy(ferry_bridge *b, in_route *r)
 {
+    in_losses l;
     int fd;
 
+    ferry__bridge_in_losses(r, &l);
+    b->st.in_lost += l.lost;
+    b->st.in_rejected += l.rejected;
+    b->st.in_subscriber_dropped += l.subscriber_dropped;
     if (r->reader > 0) dds_delete(r->reader);
     if (r->dtopic > 0) dds_delete(r->dtopic);
     if (r->pub != NULL) {
@@ -43,19 +68,54 @@ void ferry__bridge_in_destroy(ferry_bridge *b, in_route *r)
     free(r);
 }
 
+/* r's DDS reader: the reliability and durability of r (the remote writers' at its making, or
+ * forced), KEEP_ALL with at most depth samples untaken. */
+static dds_entity_t create_reader(ferry_bridge *b, in_route *r)
+{
+    dds_data_representation_id_t rep[2] = {DDS_DATA_REPRESENTATION_XCDR1,
+                                           DDS_DATA_REPRESENTATION_XCDR2};
+    dds_entity_t reader;
+    dds_qos_t *q = dds_create_qos();
+
+    dds_qset_reliability(q, r->reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
+                         DDS_MSECS(WRITE_BLOCK_MS));
+    /* At most depth samples wait to be taken, and none is pushed out by a newer one (which
+     * KEEP_LAST does without a trace): a reliable reader that has depth refuses the next sample
+     * until the bridge takes some, and the writer sends it again (flow control); a best-effort
+     * one refuses it for good, counted as SAMPLE_REJECTED (in_rejected). */
+    dds_qset_history(q, DDS_HISTORY_KEEP_ALL, 0);
+    dds_qset_resource_limits(q, (int32_t)b->o.depth, DDS_LENGTH_UNLIMITED, (int32_t)b->o.depth);
+    /* Transient local when every writer offered it (a latched topic): the reader then gets what
+     * they kept from before it came. A transient-local reader does not match a volatile writer,
+     * which is why one that joins later makes the route volatile (bridge_scan.c). */
+    dds_qset_durability(q, r->transient ? DDS_DURABILITY_TRANSIENT_LOCAL : DDS_DURABILITY_VOLATILE);
+    dds_qset_data_representation(q, 2, rep);
+    dds_qset_ignorelocal(q, DDS_IGNORELOCAL_PARTICIPANT);
+    reader = dds_create_reader(b->participant, r->dtopic, q, b->listener);
+    dds_delete_qos(q);
+    return reader;
+}
+
+static const char *reader_kind(const in_route *r)
+{
+    return r->reliable ? (r->transient ? "reliable, lossless, transient local"
+                                       : "reliable, lossless")
+                       : (r->transient ? "best effort, transient local" : "best effort");
+}
+
 /* Creates the DDS reader and the ferry publisher of r; false (logged) when one is refused. */
 bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
 {
     ferry_publisher_options po;
     ferry_publisher_stats ps;
     char dds_name[FERRY_TOPIC_MAX + 8];
-    dds_data_representation_id_t rep[2] = {DDS_DATA_REPRESENTATION_XCDR1,
-                                           DDS_DATA_REPRESENTATION_XCDR2};
-    dds_qos_t *q;
     ferry_err err;
     int fd;
 
     ferry_publisher_options_init(&po);
+    /* A latched topic stays latched on the ferry side: a ferry subscriber that asks for history
+     * gets the last samples however late it comes. */
+    po.history = r->transient ? r->history : 0;
     err = ferry_publisher_create(&r->pub, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
                                  ferry__bridge_ferry_hash_of(r->kind), &po);
     if (err != FERRY_OK) {
@@ -78,15 +138,7 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
                               dds_strretcode(r->dtopic));
         goto fail;
     }
-    q = dds_create_qos();
-    dds_qset_reliability(q, r->reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
-                         DDS_MSECS(WRITE_BLOCK_MS));
-    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth);
-    dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
-    dds_qset_data_representation(q, 2, rep);
-    dds_qset_ignorelocal(q, DDS_IGNORELOCAL_PARTICIPANT);
-    r->reader = dds_create_reader(b->participant, r->dtopic, q, b->listener);
-    dds_delete_qos(q);
+    r->reader = create_reader(b, r);
     if (r->reader < 0) {
         if (log)
             ferry__bridge_log(b, FERRY_LOG_WARN, "in %s: dds_create_reader: %s", r->topic,
@@ -94,9 +146,16 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
         goto fail;
     }
     if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
-    ferry__bridge_log(b, FERRY_LOG_INFO, "in %s -> %s (%s, %s, depth %" PRIu32 ")", dds_name,
-                      r->topic, ferry__bridge_ferry_type(r->kind),
-                      r->reliable ? "reliable" : "best effort", b->o.depth);
+    if (r->transient)
+        ferry__bridge_log(b, FERRY_LOG_INFO,
+                          "in %s -> %s (%s, %s, depth %" PRIu32 "; the last %" PRIu32
+                          " kept for late ferry subscribers)",
+                          dds_name, r->topic, ferry__bridge_ferry_type(r->kind), reader_kind(r),
+                          b->o.depth, r->history);
+    else
+        ferry__bridge_log(b, FERRY_LOG_INFO, "in %s -> %s (%s, %s, depth %" PRIu32 ")", dds_name,
+                          r->topic, ferry__bridge_ferry_type(r->kind), reader_kind(r),
+                          b->o.depth);
     return true;
 fail:
     if (r->dtopic > 0) dds_delete(r->dtopic);
@@ -105,6 +164,53 @@ fail:
     ferry_publisher_destroy(r->pub);
     r->pub = NULL;
     return false;
+}
+
+bool ferry__bridge_in_reopen_reader(ferry_bridge *b, in_route *r, bool reliable, bool transient)
+{
+    dds_sample_lost_status_t lost;
+    dds_sample_rejected_status_t rejected;
+
+    if (r->reader > 0) {
+        ferry__bridge_in_pump(b, r);
+        if (dds_get_sample_lost_status(r->reader, &lost) == DDS_RETCODE_OK)
+            r->lost_gone += lost.total_count;
+        if (!r->reliable &&
+            dds_get_sample_rejected_status(r->reader, &rejected) == DDS_RETCODE_OK)
+            r->rejected_gone += rejected.total_count;
+        dds_delete(r->reader);
+    }
+    r->reliable = reliable;
+    r->transient = transient;
+    r->reader = 0;
+    r->qos_reported = 0;
+    r->nwriters = r->next_writer = 0;
+    if (r->dtopic <= 0) return false;
+    r->reader = create_reader(b, r);
+    if (r->reader < 0) {
+        ferry__bridge_log(b, FERRY_LOG_WARN, "in rt%s: dds_create_reader: %s", r->topic,
+                          dds_strretcode(r->reader));
+        r->reader = 0;
+        return false;
+    }
+    return true;
+}
+
+void ferry__bridge_in_check_qos(ferry_bridge *b, in_route *r)
+{
+    dds_requested_incompatible_qos_status_t st;
+
+    if (r->reader <= 0 ||
+        dds_get_requested_incompatible_qos_status(r->reader, &st) != DDS_RETCODE_OK ||
+        st.total_count <= r->qos_reported || !ferry__bridge_rate_ok_n(&b->log_qos, 10))
+        return;
+    ferry__bridge_log(b, FERRY_LOG_WARN,
+                      "in rt%s: %" PRIu32 " DDS writer(s) offer QoS that the bridge's reader "
+                      "(%s) cannot match: their samples are not received (incompatible policy: "
+                      "%s)",
+                      r->topic, st.total_count - r->qos_reported, reader_kind(r),
+                      ferry__bridge_qos_policy_name(st.last_policy_id));
+    r->qos_reported = st.total_count;
 }
 
 /* Whether samples of this DDS writer are dropped: writers of bridges of this ferry domain. */
@@ -151,6 +257,7 @@ static carry carry_msg(in_route *r, const ferry_ros2_msg *m, const char **why)
     ferry_err err = ferry_ros2_publish(r->pub, m, why);
 
     if (err == FERRY_OK) return CARRY_OK;
+    if (**why == '\0') *why = ferry_strerror(err);
     return err == FERRY_EINVAL || err == FERRY_ETOOBIG ? CARRY_INVALID : CARRY_DROPPED;
 }
 
@@ -382,6 +489,7 @@ void ferry__bridge_in_pump(ferry_bridge *b, in_route *r)
                 r->bytes += bytes;
             } else if (c == CARRY_INVALID) {
                 b->st.in_invalid++;
+                r->invalid++;
                 if (ferry__bridge_rate_ok_n(&b->log_in_invalid, IN_INVALID_LINES_PER_S))
                     ferry__bridge_log(
                         b, FERRY_LOG_WARN,
@@ -389,9 +497,11 @@ void ferry__bridge_in_pump(ferry_bridge *b, in_route *r)
                         r->topic, why, b->st.in_invalid);
             } else {
                 b->st.in_dropped++;
+                r->dropped++;
                 if (ferry__bridge_rate_ok(&b->log_in_dropped))
                     ferry__bridge_log(b, FERRY_LOG_WARN,
-                                      "in rt%s: dropped a sample (%s); %" PRIu64 " so far",
+                                      "in rt%s: dropped a sample, not published on the ferry "
+                                      "side (%s); %" PRIu64 " so far",
                                       r->topic, why, b->st.in_dropped);
             }
         }

@@ -28,20 +28,42 @@
 #define KNOWN_PUBLISHERS_MAX 512u
 #define WRITER_CACHE 32u
 #define SCAN_TOPICS_MAX 256u
+#define SEQ_SEEN_MAX 16u
 #define MARK_PREFIX "ferry-bridge;key="
 
 _Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
+
+/* The last sequence handled of one ferry publisher, once two subscribers of a route may both
+ * have delivered its samples (see out_route.retiring). */
+typedef struct seq_seen {
+    uint64_t publisher_id, sequence;
+} seq_seen;
 
 typedef struct out_route {
     char topic[FERRY_TOPIC_MAX + 2];
     ferry_ros2_kind kind;
     ferry_subscriber *sub;
+    /* A reliable route's subscriber asks to block its publishers when full (lossless); a
+     * best-effort one, or a reliable one a publisher refused, drops the oldest sample (counted). */
+    bool blocking;
+    /* The blocking subscriber that a drop-oldest one replaced, kept until the next scan so that
+     * no sample published meanwhile is missed; samples both deliver are written once (seen). */
+    ferry_subscriber *retiring;
+    bool dedupe; /* it had two subscribers: samples are checked against seen */
+    seq_seen seen[SEQ_SEEN_MAX];
+    unsigned nseen;
+    /* A sample whose reliable write timed out: written again before anything else is taken. */
+    ferry_sample pending;
+    ferry_subscriber *pending_sub;
+    uint64_t dropped_gone; /* queue drops of subscribers already destroyed */
     dds_entity_t dtopic, writer;
     unsigned missing;
+    unsigned finishing;   /* scans spent closing: writing what is left, awaiting acknowledgements */
     bool active;          /* past its first scan: see ferry__bridge_scan_out */
     bool yield;           /* a bridge of a lower pid sends the topic out */
-    uint64_t samples, bytes;
+    uint64_t samples, bytes, failed, invalid;
     bool reliable;
+    uint32_t qos_reported; /* offered-incompatible QoS matches logged so far */
 } out_route;
 
 typedef struct writer_verdict {
@@ -58,9 +80,15 @@ typedef struct in_route {
     int64_t last_wanted_ns;
     int64_t retry_ns;       /* when creation failed: not before then */
     bool reliable;
+    /* The reader asks for TRANSIENT_LOCAL (every writer offered it when the reader was made);
+     * the ferry publisher then keeps history samples for late ferry subscribers. */
+    bool transient;
+    uint32_t history;
+    uint32_t qos_reported; /* requested-incompatible QoS matches logged so far */
+    uint64_t lost_gone, rejected_gone; /* counted by readers replaced since */
     writer_verdict writers[WRITER_CACHE];
     unsigned nwriters, next_writer;
-    uint64_t samples, bytes;
+    uint64_t samples, bytes, invalid, dropped;
 } in_route;
 
 typedef struct known_publisher {
@@ -73,7 +101,10 @@ typedef struct scan_topic {
     ferry_ros2_kind kind;
     bool plain_publisher;   /* a live publisher that is not a bridge */
     bool other_bridge;      /* a bridge of a lower pid sends it out already */
-    bool reliable;          /* in: some DDS writer is reliable */
+    bool best_effort;       /* in: some DDS writer is best effort */
+    bool transient;         /* in: some DDS writer offers TRANSIENT_LOCAL (or more) */
+    bool volatile_writer;   /* in: some DDS writer is VOLATILE */
+    uint32_t history;       /* in: the most that the transient writers keep for late joiners */
 } scan_topic;
 
 typedef struct rate_log {
@@ -103,8 +134,8 @@ struct ferry_bridge {
     size_t nknown;
     scan_topic scan[SCAN_TOPICS_MAX];
     size_t nscan;
-    ferry_bridge_stats st;
-    rate_log log_out_invalid, log_in_invalid, log_in_dropped, log_out_failed, log_limit;
+    ferry_bridge_stats st; /* the routes' own counters are added in ferry_bridge_stats_get */
+    rate_log log_out_invalid, log_in_invalid, log_in_dropped, log_out_failed, log_limit, log_qos;
 };
 
 /* bridge_log.c */
@@ -125,6 +156,11 @@ bool ferry__bridge_is_bridge_node(const char *name);
 void ferry__bridge_make_mark(ferry_bridge *b);
 bool ferry__bridge_has_mark(const ferry_bridge *b, const dds_qos_t *qos);
 bool ferry__bridge_qos_reliable(const dds_qos_t *qos);
+/* Whether an endpoint offers or asks for TRANSIENT_LOCAL durability (or more); *depth (may be
+ * NULL): what its durability service keeps for late joiners (UINT32_MAX: KEEP_ALL). */
+bool ferry__bridge_qos_transient(const dds_qos_t *qos, uint32_t *depth);
+/* The name of a dds_qos_policy_id_t, as the incompatible-QoS statuses give it. */
+const char *ferry__bridge_qos_policy_name(uint32_t id);
 
 /* bridge.c: the epoll set */
 void ferry__bridge_watch_fd(ferry_bridge *b, int fd);
@@ -134,12 +170,31 @@ void ferry__bridge_unwatch_fd(ferry_bridge *b, int fd);
 void ferry__bridge_note_publisher(ferry_bridge *b, uint64_t id, bool bridge);
 out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t);
 void ferry__bridge_out_destroy(ferry_bridge *b, out_route *r);
-void ferry__bridge_out_pump(ferry_bridge *b, out_route *r);
+/* Takes and writes what the route's subscribers have queued; false when a write timed out
+ * (the sample is kept and written again at the next call). */
+bool ferry__bridge_out_pump(ferry_bridge *b, out_route *r);
+/* Pumps; true when nothing is left to write nor to be acknowledged by the DDS readers. */
+bool ferry__bridge_out_finished(ferry_bridge *b, out_route *r);
+void ferry__bridge_out_check(ferry_bridge *b, out_route *r);
+/* Logs the DDS readers r's writer could not match since the last call (rate-limited). */
+void ferry__bridge_out_check_qos(ferry_bridge *b, out_route *r);
+uint64_t ferry__bridge_out_queue_dropped(const out_route *r);
 
 /* bridge_in.c */
 bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log);
+/* Replaces r's DDS reader by one of this reliability and durability (after taking what the old
+ * one holds; its loss counters stay in r's); false (logged) when the new one is refused: the
+ * route then has no reader until the next scan retries. */
+bool ferry__bridge_in_reopen_reader(ferry_bridge *b, in_route *r, bool reliable, bool transient);
+/* Logs the DDS writers r's reader could not match since the last call (rate-limited). */
+void ferry__bridge_in_check_qos(ferry_bridge *b, in_route *r);
 void ferry__bridge_in_destroy(ferry_bridge *b, in_route *r);
 void ferry__bridge_in_pump(ferry_bridge *b, in_route *r);
+/* The losses DDS and the local subscribers report for r (see ferry_bridge_stats). */
+typedef struct in_losses {
+    uint64_t lost, rejected, subscriber_dropped;
+} in_losses;
+void ferry__bridge_in_losses(const in_route *r, in_losses *out);
 
 /* bridge_scan.c */
 void ferry__bridge_scan_out(ferry_bridge *b);

@@ -1,7 +1,8 @@
 /*
  * Names and kinds: the ferry and DDS types the bridge carries and how their names map onto each
- * other, the --topic patterns, the reliability a DDS endpoint asks for, and the mark in the user
- * data of a bridge's DDS endpoints that tells the bridges of one ferry domain from all others.
+ * other, the --topic patterns, the reliability and durability a DDS endpoint asks for, the names
+ * of QoS policies, and the mark in the user data of a bridge's DDS endpoints that tells the
+ * bridges of one ferry domain from all others.
  */
 #include "bridge_internal.h"
 
@@ -134,4 +135,47 @@ bool ferry__bridge_qos_reliable(const dds_qos_t *qos)
 
     return qos != NULL && dds_qget_reliability(qos, &kind, &block) &&
            kind == DDS_RELIABILITY_RELIABLE;
+}
+
+bool ferry__bridge_qos_transient(const dds_qos_t *qos, uint32_t *depth)
+{
+    dds_durability_kind_t kind = DDS_DURABILITY_VOLATILE;
+    dds_history_kind_t hkind = DDS_HISTORY_KEEP_LAST;
+    int32_t hdepth = 1, a, b, c;
+    dds_duration_t delay;
+
+    if (qos == NULL || !dds_qget_durability(qos, &kind) || kind == DDS_DURABILITY_VOLATILE)
+        return false;
+    /* What the writer keeps for late joiners: its durability service history (ROS 2's
+     * rmw_cyclonedds sets it to the publisher's history); KEEP_ALL counts as no bound. */
+    if (depth != NULL) {
+        if (!dds_qget_durability_service(qos, &delay, &hkind, &hdepth, &a, &b, &c)) hdepth = 1;
+        *depth = hkind == DDS_HISTORY_KEEP_ALL ? UINT32_MAX : hdepth > 0 ? (uint32_t)hdepth : 1u;
+    }
+    return true;
+}
+
+const char *ferry__bridge_qos_policy_name(uint32_t id)
+{
+    switch ((dds_qos_policy_id_t)id) {
+    case DDS_USERDATA_QOS_POLICY_ID: return "USER_DATA";
+    case DDS_DURABILITY_QOS_POLICY_ID: return "DURABILITY";
+    case DDS_PRESENTATION_QOS_POLICY_ID: return "PRESENTATION";
+    case DDS_DEADLINE_QOS_POLICY_ID: return "DEADLINE";
+    case DDS_LATENCYBUDGET_QOS_POLICY_ID: return "LATENCY_BUDGET";
+    case DDS_OWNERSHIP_QOS_POLICY_ID: return "OWNERSHIP";
+    case DDS_OWNERSHIPSTRENGTH_QOS_POLICY_ID: return "OWNERSHIP_STRENGTH";
+    case DDS_LIVELINESS_QOS_POLICY_ID: return "LIVELINESS";
+    case DDS_TIMEBASEDFILTER_QOS_POLICY_ID: return "TIME_BASED_FILTER";
+    case DDS_PARTITION_QOS_POLICY_ID: return "PARTITION";
+    case DDS_RELIABILITY_QOS_POLICY_ID: return "RELIABILITY";
+    case DDS_DESTINATIONORDER_QOS_POLICY_ID: return "DESTINATION_ORDER";
+    case DDS_HISTORY_QOS_POLICY_ID: return "HISTORY";
+    case DDS_RESOURCELIMITS_QOS_POLICY_ID: return "RESOURCE_LIMITS";
+    case DDS_LIFESPAN_QOS_POLICY_ID: return "LIFESPAN";
+    case DDS_DURABILITYSERVICE_QOS_POLICY_ID: return "DURABILITY_SERVICE";
+    case DDS_TYPE_CONSISTENCY_ENFORCEMENT_QOS_POLICY_ID: return "TYPE_CONSISTENCY";
+    case DDS_DATA_REPRESENTATION_QOS_POLICY_ID: return "DATA_REPRESENTATION";
+    default: return "another policy";
+    }
 }

@@ -12,6 +12,10 @@
 /* An out route whose topic lost its last non-bridge publisher goes after this many scans; an in
  * route whose DDS writers all left goes after IN_GRACE_NS. */
 #define OUT_MISSING_SCANS 2u
+/* A closing route first writes what it still has and waits for its readers to acknowledge it,
+ * for at most this many more scans (10 s at the default interval): a reader that never does
+ * (stalled, but its lease not expired) does not keep a dead route for ever. */
+#define OUT_FINISH_SCANS 40u
 #define IN_GRACE_NS (1 * NS_PER_S)
 #define RETRY_NS (5 * NS_PER_S)
 #define PUBLICATIONS_MAX 512
@@ -75,7 +79,12 @@ void ferry__bridge_scan_out(ferry_bridge *b)
         if (!t->plain_publisher || !ferry__bridge_pattern_match(b, t->topic)) continue;
         for (i = 0; i < b->nouts && !found; i++)
             if (strcmp(b->outs[i]->topic, t->topic) == 0) {
+                /* Before the route goes active: a refused blocking subscriber is replaced
+                 * while its samples are still out_early. */
+                ferry__bridge_out_check(b, b->outs[i]);
                 b->outs[i]->missing = 0;
+                ferry__bridge_out_check_qos(b, b->outs[i]);
+                if (!t->other_bridge) b->outs[i]->finishing = 0;
                 b->outs[i]->yield = t->other_bridge;
                 if (!t->other_bridge) b->outs[i]->active = true;
                 found = true;
@@ -97,7 +106,17 @@ void ferry__bridge_scan_out(ferry_bridge *b)
         out_route *r = b->outs[i];
 
         if (r->missing >= OUT_MISSING_SCANS || r->yield) {
-            ferry__bridge_out_pump(b, r);
+            bool finished = ferry__bridge_out_finished(b, r);
+
+            if (!finished && r->finishing++ < OUT_FINISH_SCANS) {
+                i++;
+                continue;
+            }
+            if (!finished)
+                ferry__bridge_log(b, FERRY_LOG_WARN,
+                                  "out %s: closing with samples not yet written or not "
+                                  "acknowledged by every DDS reader after %u scans",
+                                  r->topic, OUT_FINISH_SCANS);
             ferry__bridge_log(b, FERRY_LOG_INFO, "out %s: route closed (%s)", r->topic,
                               r->yield ? "another bridge of this ferry domain sends it"
                                        : "no publisher left but bridges");
@@ -146,12 +165,29 @@ void ferry__bridge_scan_in(ferry_bridge *b)
         if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK) continue;
         t = scan_entry(b, ep->topic_name + 2, kind);
         if (t == NULL) continue;
-        if (ferry__bridge_qos_reliable(ep->qos)) t->reliable = true;
+        if (!ferry__bridge_qos_reliable(ep->qos)) t->best_effort = true;
+        {
+            uint32_t depth = 0;
+
+            if (ferry__bridge_qos_transient(ep->qos, &depth)) {
+                t->transient = true;
+                if (depth > t->history) t->history = depth;
+            } else {
+                t->volatile_writer = true;
+            }
+        }
     }
     if (n > 0) dds_return_loan(b->pubreader, buf, n);
 
     for (j = 0; j < b->nscan; j++) {
         const scan_topic *t = &b->scan[j];
+        /* The reader asks for what every writer offers: reliable when none is best effort (a
+         * reliable reader does not match a best-effort writer), transient local when all are
+         * (a transient-local reader does not match a volatile writer). */
+        bool reliable = b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO
+                            ? !t->best_effort
+                            : b->o.reliability == FERRY_BRIDGE_RELIABLE;
+        bool transient = t->transient && !t->volatile_writer;
         in_route *r = NULL;
 
         if (!ferry__bridge_pattern_match(b, t->topic)) continue;
@@ -168,16 +204,49 @@ void ferry__bridge_scan_in(ferry_bridge *b)
             if (r == NULL) continue;
             memcpy(r->topic, t->topic, sizeof r->topic);
             r->kind = t->kind;
-            r->reliable = b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO
-                              ? t->reliable
-                              : b->o.reliability == FERRY_BRIDGE_RELIABLE;
+            r->reliable = reliable;
+            r->transient = transient;
+            r->history = t->history < b->o.depth ? t->history : b->o.depth;
             b->ins[b->nins++] = r;
             if (!ferry__bridge_in_open(b, r, true)) r->retry_ns = now + RETRY_NS;
-        } else if (r->pub == NULL && now >= r->retry_ns) {
-            if (!ferry__bridge_in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
+        } else if (r->pub == NULL) {
+            if (now >= r->retry_ns) {
+                r->reliable = reliable;
+                r->transient = transient;
+                r->history = t->history < b->o.depth ? t->history : b->o.depth;
+                if (!ferry__bridge_in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
+            }
+        } else if ((r->reliable && !reliable && b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO) ||
+                   (r->transient && !transient)) {
+            /* A writer joined that the reader cannot match: the reader is made again, weaker,
+             * so that it receives every writer; it stays so until the route closes. */
+            bool weaker_rel = r->reliable && !reliable;
+            bool weaker_dur = r->transient && !transient;
+
+            ferry__bridge_log(b, FERRY_LOG_WARN,
+                              "in rt%s: a%s%s%s DDS writer joined, which the bridge's %s%s%s "
+                              "reader cannot match (policy %s%s%s): the reader is made again, "
+                              "%s, %s, until the route closes%s",
+                              r->topic, weaker_rel ? " best-effort" : "",
+                              weaker_rel && weaker_dur ? "," : "", weaker_dur ? " volatile" : "",
+                              r->reliable ? "reliable" : "best-effort",
+                              r->reliable && r->transient ? ", " : "",
+                              r->transient ? "transient-local" : "",
+                              weaker_rel ? "RELIABILITY" : "", weaker_rel && weaker_dur ? ", " : "",
+                              weaker_dur ? "DURABILITY" : "",
+                              weaker_rel ? "best effort" : r->reliable ? "reliable" : "best effort",
+                              weaker_dur ? "volatile" : r->transient ? "transient local" : "volatile",
+                              weaker_rel ? " (samples of the reliable writers may now be lost)"
+                                         : "");
+            ferry__bridge_in_reopen_reader(b, r, r->reliable && !weaker_rel,
+                                           r->transient && !weaker_dur);
+        } else if (r->reader <= 0 && now >= r->retry_ns) {
+            if (!ferry__bridge_in_reopen_reader(b, r, r->reliable, r->transient))
+                r->retry_ns = now + RETRY_NS;
         }
         r->last_wanted_ns = now;
     }
+    for (i = 0; i < b->nins; i++) ferry__bridge_in_check_qos(b, b->ins[i]);
     for (i = 0; i < b->nins;) {
         in_route *r = b->ins[i];
 

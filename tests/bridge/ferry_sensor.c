@@ -6,6 +6,11 @@
  * prints "seq=N" per good one and exits 0 once COUNT good samples came and none was bad; 1
  * otherwise, 2 on usage.
  *
+ * FERRY_SENSOR_LINGER_S=S keeps a publisher S seconds after its last sample (its topic, and so
+ * the bridge's route, still there); FERRY_SENSOR_STOP_FILE=PATH stops it publishing, before
+ * COUNT, once PATH exists (it says its last sequence: "last N"); FERRY_SENSOR_HISTORY=N has a subscriber ask each publisher
+ * for its last N samples on joining.
+ *
  * usage: bridge_ferry_sensor pub|sub camera_info|compressed|imu DIR TOPIC FRAME_ID COUNT RATE_HZ|TIMEOUT_S
  */
 #include "sensor_values.h"
@@ -16,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum kind { CAMERA_INFO, COMPRESSED, IMU };
 
@@ -25,6 +31,13 @@ static int64_t now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && v[0] != '\0' ? strtol(v, NULL, 10) : dflt;
 }
 
 static int same(const double *a, const double *b, size_t n)
@@ -233,26 +246,39 @@ int main(int argc, char **argv)
         /* The bridge subscribes at its next scan. */
         if (ferry_publisher_wait_subscribers(p, 1, 10 * 1000000000LL) != FERRY_OK)
             fprintf(stderr, "ferry_sensor: no subscriber after 10 s; publishing anyway\n");
-        for (i = 1; i <= count; i++) {
+        const char *stop = getenv("FERRY_SENSOR_STOP_FILE");
+        long last = 0;
+
+        for (i = 1; i <= count && (stop == NULL || access(stop, F_OK) != 0); i++) {
             int64_t next = now_ns() + (int64_t)(1e9 / arg);
 
+            last = i;
             if ((err = publish_one(p, k, (uint32_t)i, argv[5])) != FERRY_OK) {
                 fprintf(stderr, "ferry_sensor: publish %ld: %s\n", i, ferry_strerror(err));
                 bad++;
             }
             while (now_ns() < next) ferry_publisher_poll(p, next - now_ns());
         }
-        printf("ferry_sensor: %s %s: published %ld, failed %ld\n", argv[2], argv[4], count - bad,
-               bad);
+        printf("ferry_sensor: %s %s: published %ld, failed %ld, last %ld\n", argv[2], argv[4],
+               last - bad, bad, last);
+        {
+            int64_t until = now_ns() + env_long("FERRY_SENSOR_LINGER_S", 0) * 1000000000LL;
+
+            while (now_ns() < until) ferry_publisher_poll(p, until - now_ns());
+        }
         ferry_publisher_destroy(p);
         ferry_node_destroy(node);
         return bad == 0 ? 0 : 1;
     }
     {
         ferry_subscriber *sub;
+        ferry_subscriber_options so;
         int64_t deadline = now_ns() + (int64_t)(arg * 1e9);
 
-        err = ferry_subscriber_create(&sub, node, argv[4], types[k], hashes[k], NULL);
+        ferry_subscriber_options_init(&so);
+        so.history = (uint32_t)env_long("FERRY_SENSOR_HISTORY", 0);
+        if (so.depth < so.history) so.depth = so.history;
+        err = ferry_subscriber_create(&sub, node, argv[4], types[k], hashes[k], &so);
         if (err != FERRY_OK) {
             fprintf(stderr, "ferry_sensor: ferry_subscriber_create: %s\n", ferry_strerror(err));
             return 1;

@@ -7,6 +7,14 @@
  * checks every field of every sample, prints "seq=N" per good one, and exits 0 once COUNT good
  * samples came and none was bad; 1 otherwise (timeout, a bad sample), 2 on usage.
  *
+ * The environment changes the QoS, as other ROS 2 nodes would have it: PLAIN_DURABILITY=
+ * transient_local (a latched publisher, whose durability service keeps its last 10 as
+ * rmw_cyclonedds does, or a subscriber that asks for the history), PLAIN_RELIABILITY=best_effort
+ * (the sensor-data profile). A publisher: PLAIN_SEQ0=N numbers its samples from N + 1 (two
+ * publishers of one topic told apart), PLAIN_WAIT=0 writes without waiting for a reader,
+ * PLAIN_LINGER_S=S stays S seconds after its last sample (its writer still there for late
+ * joiners).
+ *
  * usage: bridge_plain_sensor pub|sub camera_info|compressed|imu TOPIC FRAME_ID COUNT RATE_HZ|TIMEOUT_S
  */
 #include "ros2_image_types.h"
@@ -27,6 +35,20 @@ static int64_t now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, value) == 0;
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && v[0] != '\0' ? strtol(v, NULL, 10) : dflt;
 }
 
 static int same(const double *a, const double *b, size_t n)
@@ -200,14 +222,21 @@ int main(int argc, char **argv)
     pp = dds_create_participant(DDS_DOMAIN_DEFAULT, NULL, NULL);
     tp = dds_create_topic(pp, descs[k], argv[3], NULL, NULL);
     q = dds_create_qos();
-    dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_SECS(1));
+    dds_qset_reliability(q,
+                         env_is("PLAIN_RELIABILITY", "best_effort") ? DDS_RELIABILITY_BEST_EFFORT
+                                                                    : DDS_RELIABILITY_RELIABLE,
+                         DDS_SECS(1));
     dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 10);
     dds_qset_data_representation(q, 1, &rep);
     /* PLAIN_DURABILITY=transient_local: a late joiner that asks for the history, as image
-     * pipelines ask for camera_info. */
-    if (getenv("PLAIN_DURABILITY") != NULL &&
-        strcmp(getenv("PLAIN_DURABILITY"), "transient_local") == 0)
+     * pipelines ask for camera_info; or a latched publisher, which keeps its last 10 for late
+     * joiners (rmw_cyclonedds sets the durability service history to the publisher's). */
+    if (env_is("PLAIN_DURABILITY", "transient_local")) {
         dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
+        if (pub)
+            dds_qset_durability_service(q, 0, DDS_HISTORY_KEEP_LAST, 10, DDS_LENGTH_UNLIMITED,
+                                        DDS_LENGTH_UNLIMITED, DDS_LENGTH_UNLIMITED);
+    }
     ep = pub ? dds_create_writer(pp, tp, q, NULL) : dds_create_reader(pp, tp, q, NULL);
     dds_delete_qos(q);
     if (pp < 0 || tp < 0 || ep < 0) {
@@ -217,22 +246,24 @@ int main(int argc, char **argv)
     if (pub) {
         static uint8_t buf[4096];
         dds_publication_matched_status_t st;
+        long seq0 = env_long("PLAIN_SEQ0", 0), linger = env_long("PLAIN_LINGER_S", 0);
         int waited;
         long i;
 
-        for (waited = 0; waited < 100; waited++) {
+        for (waited = env_is("PLAIN_WAIT", "0") ? 100 : 0; waited < 100; waited++) {
             if (dds_get_publication_matched_status(ep, &st) == DDS_RETCODE_OK &&
                 st.current_count > 0)
                 break;
             dds_sleepfor(DDS_MSECS(100));
         }
-        dds_sleepfor(DDS_MSECS(300));
+        if (!env_is("PLAIN_WAIT", "0")) dds_sleepfor(DDS_MSECS(300));
         for (i = 1; i <= count; i++) {
-            write_one(ep, k, (uint32_t)i, argv[4], buf);
+            write_one(ep, k, (uint32_t)(seq0 + i), argv[4], buf);
             dds_sleepfor((dds_duration_t)(1e9 / arg));
         }
         dds_sleepfor(DDS_MSECS(500));
         printf("plain_sensor: %s %s: written %ld\n", argv[2], argv[3], count);
+        if (linger > 0) dds_sleepfor(DDS_SECS(linger));
     } else {
         int64_t deadline = now_ns() + (int64_t)(arg * 1e9);
         dds_entity_t ws = dds_create_waitset(pp);

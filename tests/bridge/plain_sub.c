@@ -15,9 +15,13 @@
  *
  * --depth N keeps the last N samples in the reader's history instead of ROS 2's default 10: a
  * reader that falls further behind than its history loses samples in its own cache, which says
- * nothing about the writer.
+ * nothing about the writer. --keep-all N keeps every sample instead, at most N untaken: a reader
+ * that falls behind makes a reliable writer wait (flow control) and loses nothing, so that what
+ * it misses is the writer's loss. SIGTERM or SIGINT ends the wait early, with the summary; the
+ * summary also gives the reader's SAMPLE_LOST count (samples DDS knows it never delivered).
  *
- * usage: bridge_plain_sub [--cloud] [--depth N] TOPIC WIDTH HEIGHT ENCODING FRAME_ID COUNT TIMEOUT_S [DOMAIN]
+ * usage: bridge_plain_sub [--cloud] [--depth N | --keep-all N] TOPIC WIDTH HEIGHT ENCODING
+ *                         FRAME_ID COUNT TIMEOUT_S [DOMAIN]
  */
 #include "pattern.h"
 #include "ros2_image_types.h"
@@ -25,6 +29,7 @@
 #include <dds/dds.h>
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +41,14 @@ static int64_t now_ns(clockid_t c)
 
     clock_gettime(c, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -82,8 +95,9 @@ static uint32_t bytes_per_pixel(const char *enc)
 int main(int argc, char **argv)
 {
     const char *topic, *encoding, *frame_id;
-    bool cloud = false;
+    bool cloud = false, keep_all = false;
     int depth = 10;
+    dds_sample_lost_status_t lost = {0, 0};
     uint32_t width, height, domain = 0, bpp;
     long count, good = 0, bad = 0, dup = 0;
     static unsigned char seen[1 << 16];
@@ -96,7 +110,9 @@ int main(int argc, char **argv)
     while (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
         if (strcmp(argv[1], "--cloud") == 0) {
             cloud = true;
-        } else if (strcmp(argv[1], "--depth") == 0 && argc > 2 && atoi(argv[2]) > 0) {
+        } else if ((strcmp(argv[1], "--depth") == 0 || strcmp(argv[1], "--keep-all") == 0) &&
+                   argc > 2 && atoi(argv[2]) > 0) {
+            keep_all = strcmp(argv[1], "--keep-all") == 0;
             depth = atoi(argv[2]);
             argv++;
             argc--;
@@ -109,8 +125,8 @@ int main(int argc, char **argv)
     }
     if (argc < 8) {
         fprintf(stderr,
-                "usage: %s [--cloud] [--depth N] TOPIC WIDTH HEIGHT ENCODING FRAME_ID COUNT TIMEOUT_S "
-                "[DOMAIN]\n",
+                "usage: %s [--cloud] [--depth N | --keep-all N] TOPIC WIDTH HEIGHT ENCODING "
+                "FRAME_ID COUNT TIMEOUT_S [DOMAIN]\n",
                 argv[0]);
         return 2;
     }
@@ -129,6 +145,8 @@ int main(int argc, char **argv)
     }
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
     pp = dds_create_participant(domain, NULL, NULL);
     if (pp < 0) {
         fprintf(stderr, "plain_sub: dds_create_participant: %s\n", dds_strretcode(pp));
@@ -141,7 +159,12 @@ int main(int argc, char **argv)
     q = dds_create_qos();
     /* ROS 2's default subscription QoS: reliable, keep last 10 (or --depth), volatile. */
     dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_SECS(1));
-    dds_qset_history(q, DDS_HISTORY_KEEP_LAST, depth);
+    if (keep_all) {
+        dds_qset_history(q, DDS_HISTORY_KEEP_ALL, 0);
+        dds_qset_resource_limits(q, depth, DDS_LENGTH_UNLIMITED, depth);
+    } else {
+        dds_qset_history(q, DDS_HISTORY_KEEP_LAST, depth);
+    }
     {
         dds_data_representation_id_t rep = DDS_DATA_REPRESENTATION_XCDR1;
 
@@ -156,7 +179,7 @@ int main(int argc, char **argv)
     ws = dds_create_waitset(pp);
     dds_waitset_attach(ws, dds_create_readcondition(rd, DDS_ANY_STATE), 0);
 
-    while ((count < 0 || good < count) && now_ns(CLOCK_MONOTONIC) < deadline) {
+    while (!stop && (count < 0 || good < count) && now_ns(CLOCK_MONOTONIC) < deadline) {
         void *buf[4] = {NULL};
         dds_sample_info_t info[4];
         dds_return_t n, i;
@@ -213,8 +236,10 @@ int main(int argc, char **argv)
         if (n > 0) dds_return_loan(rd, buf, n);
     }
     qsort(lat, nlat, sizeof lat[0], cmp_i64);
-    printf("plain_sub: %s: good %ld bad %ld dup %ld latency_us p50 %.1f p99 %.1f max %.1f\n",
-           topic, good, bad, dup, nlat ? (double)lat[nlat / 2] / 1e3 : 0.0,
+    if (dds_get_sample_lost_status(rd, &lost) != DDS_RETCODE_OK) lost.total_count = 0;
+    printf("plain_sub: %s: good %ld bad %ld dup %ld lost %" PRIu32
+           " latency_us p50 %.1f p99 %.1f max %.1f\n",
+           topic, good, bad, dup, lost.total_count, nlat ? (double)lat[nlat / 2] / 1e3 : 0.0,
            nlat ? (double)lat[nlat * 99 / 100] / 1e3 : 0.0,
            nlat ? (double)lat[nlat - 1] / 1e3 : 0.0);
     dds_delete(pp);
