@@ -9,15 +9,13 @@ set -u
 
 FERRY=${1:-}
 PEER=${2:-}
+NAME=cli_ros_test
 if [ -z "$FERRY" ] || [ ! -x "$FERRY" ]; then
     echo "cli_ros_test: skipped, no ferry executable at '$FERRY'"
     exit 77
 fi
-PYTHON=$(command -v python3 || true)
-if [ -z "$PYTHON" ]; then
-    echo "cli_ros_test: skipped, python3 is needed to check JSON"
-    exit 77
-fi
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
 T=$(mktemp -d /tmp/ferry-cli-ros-test-XXXXXX)
 export FERRY_DIR=$T/root
@@ -25,87 +23,70 @@ export FERRY_DOMAIN=7
 OUT=$T/out
 IMG=$T/img
 mkdir -p "$OUT" "$IMG"
-BG=()
-LAST=none
-
-cleanup() {
-    local p
-    for p in "${BG[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-    done
-    wait 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "cli_ros_test.sh:${BASH_LINENO[0]}: FAIL: $*" >&2
-    for f in "$OUT/$LAST.out" "$OUT/$LAST.err" "$OUT/$LAST.pub.err"; do
-        [ -s "$f" ] || continue
-        echo "---- $(basename "$f")" >&2
-        tail -n 10 "$f" >&2
-    done
-    exit 1
-}
-
-run() {
-    local name=$1
-    shift
-    LAST=$name
-    timeout 20 "$FERRY" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
-    RC=$?
-}
+cli_lib_init
 
 # echo_pub NAME "ECHO ARGS" "PUB ARGS": starts `ferry echo` first, with no publisher on the topic
 # yet, then `ferry pub --wait-subscribers 1`; both must exit 0. Echo's lines in $OUT/NAME.out.
+# Echo's queue (--depth 64) holds every sample these tests publish, so however late a busy
+# machine runs it, it loses none.
 echo_pub() {
     local name=$1 echo_args=$2 pub_args=$3 e
-    LAST=$name
     # shellcheck disable=SC2086 # the argument lists are split on purpose
-    timeout 20 "$FERRY" echo $echo_args >"$OUT/$name.out" 2>"$OUT/$name.err" &
-    e=$!
-    BG+=("$e")
+    start "$name" echo $echo_args --depth 64
+    e=$PID
+    # Not needed for the result (pub waits for echo's subscriber): echo is meant to come first.
     sleep 0.2
+    LAST=$name
     # shellcheck disable=SC2086
-    timeout 20 "$FERRY" pub $pub_args --wait-subscribers 1 >"$OUT/$name.pub.out" \
-        2>"$OUT/$name.pub.err" ||
-        fail "ferry pub $pub_args exited $? (after ferry echo $echo_args started first)"
-    wait "$e" || fail "ferry echo $echo_args exited $?"
+    timeout "$RUN_LIMIT" "$FERRY" pub $pub_args --wait-subscribers 1 >"$OUT/$name.pub.out" \
+        2>"$OUT/$name.pub.err"
+    RC=$?
+    expect_rc 0 "ferry pub $pub_args --wait-subscribers 1 (ferry echo $echo_args started first)"
+    finish "$e"
+    expect_rc 0 "ferry echo $echo_args"
 }
 
 # check NAME PYTHON: runs PYTHON with `lines`, the JSON objects of $OUT/NAME.out, and IMG.
 check() {
-    "$PYTHON" -c '
+    py -c '
 import base64, json, os, sys, zlib
 lines = [json.loads(l) for l in open(sys.argv[1])]
 IMG = sys.argv[2]
 exec(sys.argv[3])
-' "$OUT/$1.out" "$IMG" "$2" || fail "$1: the JSON check failed"
+' "$OUT/$1.out" "$IMG" "$2" || fail "$1: the JSON check above failed (on $OUT/$1.out)"
+}
+
+# stop PID WHAT: SIGTERM to a background command, which must then exit 0.
+stop() {
+    kill -TERM "$1"
+    finish "$1"
+    expect_rc 0 "$2 after SIGTERM"
 }
 
 # --- topics and info name a directory without a domain ----------------------------------------
 run topics_missing topics
-[ "$RC" -eq 1 ] || fail "ferry topics on a missing --dir exited $RC, expected 1"
-grep -q "^ferry topics: $FERRY_DIR does not exist" "$OUT/topics_missing.err" ||
-    fail "ferry topics does not name the missing directory"
+expect_rc 1 "ferry topics on a missing --dir"
+expect_line "$OUT/topics_missing.err" "^ferry topics: $FERRY_DIR does not exist" \
+    "ferry topics does not name the missing directory"
 mkdir -m 700 "$T/empty"
 run topics_empty topics --dir "$T/empty" --json
-[ "$RC" -eq 1 ] || fail "ferry topics on a directory without a domain exited $RC, expected 1"
-grep -q "^ferry topics: $T/empty holds no ferry domain" "$OUT/topics_empty.err" ||
-    fail "ferry topics does not say the directory holds no domain"
+expect_rc 1 "ferry topics on a directory without a domain"
+expect_line "$OUT/topics_empty.err" "^ferry topics: $T/empty holds no ferry domain" \
+    "ferry topics does not say the directory holds no domain"
 run info_missing info /x
-[ "$RC" -eq 1 ] || fail "ferry info on a missing --dir exited $RC, expected 1"
-grep -q "^ferry info: $FERRY_DIR does not exist" "$OUT/info_missing.err" ||
-    fail "ferry info does not name the missing directory"
+expect_rc 1 "ferry info on a missing --dir"
+expect_line "$OUT/info_missing.err" "^ferry info: $FERRY_DIR does not exist" \
+    "ferry info does not name the missing directory"
 
 # --- usage errors name their option ------------------------------------------------------------
 usage_error() {
     local name=$1 pattern=$2
     shift 2
     run "$name" "$@"
-    [ "$RC" -eq 2 ] || fail "ferry $*: exit status $RC, expected 2"
-    [ "$(wc -l <"$OUT/$name.err")" -eq 1 ] || fail "ferry $*: not a one-line message"
-    grep -qE -- "$pattern" "$OUT/$name.err" || fail "ferry $*: message does not match '$pattern'"
+    expect_rc 2 "ferry $*"
+    [ "$(wc -l <"$OUT/$name.err")" -eq 1 ] ||
+        fail "ferry $*: $(wc -l <"$OUT/$name.err") lines on stderr, expected a one-line message"
+    expect_line "$OUT/$name.err" "$pattern" "ferry $*: the message"
 }
 usage_error delay_window '^ferry delay: --window 0 is out of range: 1\.\.1000000$' \
     delay /t --window 0
@@ -128,9 +109,9 @@ usage_error pub_camera_info_cloud '^ferry pub: --camera-info needs --image or --
 usage_error pub_camera_info_self "^ferry pub: --camera-info: the image topic '/cam/camera_info'" \
     pub /cam/camera_info --image 8x8 --camera-info
 run pub_from_missing pub /t --from "$IMG/none.png" --count 1
-[ "$RC" -eq 1 ] || fail "ferry pub --from a missing file exited $RC, expected 1"
-grep -q "^ferry pub: --from $IMG/none.png: No such file" "$OUT/pub_from_missing.err" ||
-    fail "ferry pub --from a missing file does not name the option and the file"
+expect_rc 1 "ferry pub --from a missing file"
+expect_line "$OUT/pub_from_missing.err" "^ferry pub: --from $IMG/none.png: No such file" \
+    "ferry pub --from a missing file does not name the option and the file"
 
 # --- echo first, an image publisher after it; echo --json of images ----------------------------
 echo_pub image "/cam/image --json --count 3" "/cam/image --image 64x48 --count 3 --rate 50"
@@ -151,28 +132,29 @@ for d in lines:
     assert len(d["data"]["head"]) == 32 and len(d["data"]["tail"]) == 32, d
 assert [d["sequence"] for d in lines] == [1, 2, 3], lines
 '
-grep -q 'received 3' "$OUT/image.err" || fail "ferry echo did not receive the 3 images"
+expect_line "$OUT/image.err" 'received 3,' "ferry echo did not receive the 3 images"
 
 # --- pub --camera-info: a matching sensor_msgs/CameraInfo next to each image ------------------
-# Both echoes start first; pub waits for the image's. The camera info echo takes one of the
-# 20 infos (it may join after the first), which must match one of the images.
+# Both echoes start first; pub waits for the image's. The camera info echo subscribes at once
+# (--type) and is in the domain before pub starts; it connects to the camera info publisher when
+# it next runs, and takes one of the 40 infos (perhaps not the first), which must match one of
+# the images.
+start camera_info echo /cam/camera_info --type sensor_msgs/CameraInfo --json --count 1
+e=$PID
+wait_topic /cam/camera_info 0 1
+echo_pub camera_image "/cam/image_raw --json --count 40" \
+    "/cam/image_raw --image 64x48 --camera-info --count 40 --rate 20"
+finish "$e"
 LAST=camera_info
-timeout 20 "$FERRY" echo /cam/camera_info --json --count 1 >"$OUT/camera_info.out" \
-    2>"$OUT/camera_info.err" &
-e=$!
-BG+=("$e")
-echo_pub camera_image "/cam/image_raw --json --count 20" \
-    "/cam/image_raw --image 64x48 --camera-info --count 20 --rate 20"
-LAST=camera_info
-wait "$e" || fail "ferry echo /cam/camera_info exited $?"
-grep -q '^ferry pub: /cam/camera_info: published 20 camera infos' "$OUT/camera_image.pub.out" ||
-    fail "ferry pub did not report 20 camera infos"
+expect_rc 0 "ferry echo /cam/camera_info"
+expect_line "$OUT/camera_image.pub.out" '^ferry pub: /cam/camera_info: published 40 camera infos' \
+    "ferry pub did not report 40 camera infos"
 cp "$OUT/camera_image.out" "$IMG/camera_image.json"
 check camera_info '
 assert len(lines) == 1, lines
 d = lines[0]
 images = [json.loads(l) for l in open(os.path.join(IMG, "camera_image.json"))]
-assert len(images) == 20, len(images)
+assert len(images) == 40, len(images)
 want = ["topic", "type", "sequence", "publisher", "publish_time_ns", "size", "latency_us",
         "latency_from", "header", "height", "width", "distortion_model", "d", "k", "r", "p",
         "binning_x", "binning_y", "roi", "data"]
@@ -189,31 +171,37 @@ assert d["roi"] == {"x_offset": 0, "y_offset": 0, "height": 0, "width": 0, "do_r
 assert d["header"]["frame_id"] == images[0]["header"]["frame_id"] == "image_raw", d
 assert d["header"]["stamp"] in [i["header"]["stamp"] for i in images], d
 '
+# delay of the camera infos: it subscribes at once (--type) and takes 5 infos from a publisher
+# that runs until it has them.
+start camera_delay delay /cam/camera_info --type sensor_msgs/CameraInfo --count 5 --window 5
+e=$PID
+wait_topic /cam/camera_info 0 1
+start camera_delay.pub pub /cam/image_raw --image 64x48 --camera-info --rate 20
+p=$PID
+finish "$e"
 LAST=camera_delay
-timeout 20 "$FERRY" delay /cam/camera_info --count 5 --window 5 >"$OUT/camera_delay.out" \
-    2>"$OUT/camera_delay.err" &
-e=$!
-BG+=("$e")
-sleep 0.2
-timeout 20 "$FERRY" pub /cam/image_raw --image 64x48 --camera-info --count 40 --rate 20 \
-    >/dev/null 2>"$OUT/camera_delay.pub.err" || fail "ferry pub --camera-info for delay exited $?"
-wait "$e" || fail "ferry delay /cam/camera_info exited $?"
-grep -qE "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 5  unstamped 0  invalid 0$" \
-    "$OUT/camera_delay.out" || fail "ferry delay on camera infos printed no summary of 5 samples"
+expect_rc 0 "ferry delay /cam/camera_info --count 5"
+stop "$p" "ferry pub --camera-info (for delay)"
+expect_line "$OUT/camera_delay.out" \
+    "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 5  unstamped 0  invalid 0$" \
+    "ferry delay on camera infos printed no summary of 5 samples"
 
 # --- CompressedImage and Imu, published by cli_types_peer with known values -------------------
 # peer_echo NAME KIND TOPIC COUNT "COMMAND ARGS": runs `ferry COMMAND ARGS` first, then the peer.
+# The peer waits (up to 10 s) for the command's subscriber before it publishes.
 peer_echo() {
     local name=$1 kind=$2 topic=$3 count=$4 args=$5 e
-    LAST=$name
     # shellcheck disable=SC2086 # the argument list is split on purpose
-    timeout 20 "$FERRY" $args >"$OUT/$name.out" 2>"$OUT/$name.err" &
-    e=$!
-    BG+=("$e")
+    start "$name" $args
+    e=$PID
     sleep 0.2
-    timeout 20 "$PEER" "$FERRY_DIR" "$FERRY_DOMAIN" "$kind" "$topic" "$count" \
-        2>"$OUT/$name.pub.err" || fail "cli_types_peer $kind $topic exited $?"
-    wait "$e" || fail "ferry $args exited $?"
+    LAST=$name
+    timeout "$RUN_LIMIT" "$PEER" "$FERRY_DIR" "$FERRY_DOMAIN" "$kind" "$topic" "$count" \
+        >"$OUT/$name.pub.out" 2>"$OUT/$name.pub.err"
+    RC=$?
+    expect_rc 0 "cli_types_peer $kind $topic $count (ferry $args started first)"
+    finish "$e"
+    expect_rc 0 "ferry $args"
 }
 if [ -n "$PEER" ] && [ -x "$PEER" ]; then
     peer_echo compressed compressed /cam/image_raw/compressed 1 \
@@ -260,8 +248,9 @@ assert "header" not in d and d["data"]["bytes"] == 128 and d["data"]["head"] == 
 '
     done
     peer_echo imu_delay imu /imu 3 "delay /imu --count 3"
-    grep -qE "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 3  unstamped 0  invalid 0$" \
-        "$OUT/imu_delay.out" || fail "ferry delay on IMU samples printed no summary of 3 samples"
+    expect_line "$OUT/imu_delay.out" \
+        "^total delay mean -?[0-9]+\.[0-9]{3} ms .*  samples 3  unstamped 0  invalid 0$" \
+        "ferry delay on IMU samples printed no summary of 3 samples"
 else
     echo "cli_ros_test: CompressedImage and Imu not checked: no cli_types_peer given"
 fi
@@ -282,17 +271,15 @@ check field '
 assert len(lines) == 1 and list(lines[0]) == ["header.stamp", "fields.3.name", "width"], lines
 assert lines[0]["fields.3.name"] == "intensity" and lines[0]["width"] == 8, lines
 '
+start field_bad echo /lidar --field header.stam --count 1
+e=$PID
+run field_bad.pub pub /lidar --cloud 8x2 --count 1 --wait-subscribers 1
+expect_rc 0 "ferry pub /lidar --count 1 --wait-subscribers 1"
+finish "$e"
 LAST=field_bad
-timeout 20 "$FERRY" echo /lidar --field header.stam --count 1 >"$OUT/field_bad.out" \
-    2>"$OUT/field_bad.err" &
-e=$!
-BG+=("$e")
-timeout 20 "$FERRY" pub /lidar --cloud 8x2 --count 1 --wait-subscribers 1 >/dev/null 2>&1
-wait "$e"
-RC=$?
-[ "$RC" -eq 1 ] || fail "ferry echo --field of a missing field exited $RC, expected 1"
-grep -q "^ferry echo: --field header.stam: no such field" "$OUT/field_bad.err" ||
-    fail "ferry echo --field of a missing field does not name it"
+expect_rc 1 "ferry echo --field of a missing field"
+expect_line "$OUT/field_bad.err" "^ferry echo: --field header.stam: no such field" \
+    "ferry echo --field of a missing field does not name it"
 
 # --- synthetic frames: latency from the publish time -------------------------------------------
 echo_pub frame "/frames --json --count 2 --verify" "/frames --size 100 --count 2 --rate 50"
@@ -304,7 +291,7 @@ for d in lines:
 '
 
 # --- pub --from: PPM, PNG (rgb, grey, rgba) and JPEG, pixels checked ---------------------------
-"$PYTHON" - "$IMG" <<'EOF' || fail "cannot write the test images"
+py - "$IMG" <<'EOF' || fail "cannot write the test images"
 import struct, sys, zlib
 d, w, h = sys.argv[1], 7, 5
 def pixels(ch):
@@ -356,33 +343,36 @@ for d in lines:
 '
     from_ok=$((from_ok + 1))
 done
-[ "$from_ok" -ge 2 ] || fail "pub --from checked only $from_ok files"
+[ "$from_ok" -ge 2 ] || fail "pub --from checked only $from_ok files, expected at least 2"
 
 # --- delay ---------------------------------------------------------------------------------------
-LAST=delay
-timeout 20 "$FERRY" delay /cam/delay --count 30 --window 10 >"$OUT/delay.out" 2>"$OUT/delay.err" &
-e=$!
-BG+=("$e")
+# The publisher runs until delay has its 30 samples (at 25 Hz, over a second: a periodic line
+# comes first), so a busy machine that runs delay late costs time, not samples.
+start delay delay /cam/delay --count 30 --window 10
+e=$PID
 sleep 0.2
-timeout 20 "$FERRY" pub /cam/delay --image 32x32 --count 30 --rate 25 --wait-subscribers 1 \
-    >/dev/null 2>"$OUT/delay.pub.err" || fail "ferry pub for delay exited $?"
-wait "$e" || fail "ferry delay exited $?"
+start delay.pub pub /cam/delay --image 32x32 --rate 25 --wait-subscribers 1
+p=$PID
+finish "$e"
+LAST=delay
+expect_rc 0 "ferry delay /cam/delay --count 30"
+stop "$p" "ferry pub /cam/delay (for delay)"
 num='-?[0-9]+\.[0-9]{3}'
-grep -qE "^delay mean $num ms  min $num ms  p50 $num ms  p99 $num ms  max $num ms  window [0-9]+$" \
-    "$OUT/delay.out" || fail "ferry delay printed no periodic line"
-grep -qE "^total delay mean $num ms  min $num ms  p50 $num ms  p99 $num ms  max $num ms  samples 30  unstamped 0  invalid 0$" \
-    "$OUT/delay.out" || fail "ferry delay printed no summary of 30 samples"
+expect_line "$OUT/delay.out" \
+    "^delay mean $num ms  min $num ms  p50 $num ms  p99 $num ms  max $num ms  window [0-9]+$" \
+    "ferry delay printed no periodic line"
+expect_line "$OUT/delay.out" \
+    "^total delay mean $num ms  min $num ms  p50 $num ms  p99 $num ms  max $num ms  samples 30  unstamped 0  invalid 0$" \
+    "ferry delay printed no summary of 30 samples"
 
-LAST=delay_nostamp
-timeout 20 "$FERRY" pub /frames2 --size 64 --rate 20 --count 40 >/dev/null 2>&1 &
-p=$!
-BG+=("$p")
+start delay_nostamp.pub pub /frames2 --size 64 --rate 20
+p=$PID
 run delay_nostamp delay /frames2 --count 1
-[ "$RC" -eq 1 ] || fail "ferry delay on synthetic frames exited $RC, expected 1"
-grep -q '^ferry delay: /frames2 carries ferry/synthetic_frame, which has no header stamp' \
-    "$OUT/delay_nostamp.err" || fail "ferry delay does not say the type has no stamp"
-kill -TERM "$p"
-wait "$p"
+expect_rc 1 "ferry delay on synthetic frames"
+expect_line "$OUT/delay_nostamp.err" \
+    '^ferry delay: /frames2 carries ferry/synthetic_frame, which has no header stamp' \
+    "ferry delay does not say the type has no stamp"
+stop "$p" "ferry pub /frames2 (for delay)"
 
 echo "cli_ros_test: ok"
 exit 0

@@ -9,20 +9,19 @@ SIGTERM.
 
 usage: fuzz_test.py PATH_TO_FERRY
 Exit status: 0 passed, 1 failed, 77 skipped (ferry built without ferry view)."""
-import base64
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+import wsproto
 
 FERRY = sys.argv[1]
 SECONDS = float(os.environ.get("FERRY_VIEW_FUZZ_SECONDS", "6"))
@@ -37,21 +36,10 @@ class Client:
     """A WebSocket client whose reader thread drains what the server sends."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                           "Sec-WebSocket-Version: 13\r\n"
-                           "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n\r\n").encode())
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = self.sock.recv(4096)
-            if not d:
-                raise ConnectionError("closed during the handshake")
-            buf += d
-        head, self.rest = buf.split(b"\r\n\r\n", 1)
-        if not head.startswith(b"HTTP/1.1 101"):
-            raise ConnectionError(head.decode(errors="replace"))
+        self.sock, status, _, self.rest = wsproto.connect(port)
+        if not status.startswith("HTTP/1.1 101"):
+            self.sock.close()
+            raise ConnectionError(status)
         self.texts, self.binaries, self.closed, self.close_payload = [], 0, False, b""
         self.lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
@@ -60,22 +48,9 @@ class Client:
         buf = self.rest
         try:
             while True:
-                while True:
-                    if len(buf) < 2:
-                        break
-                    n, at = buf[1] & 127, 2
-                    if n == 126:
-                        if len(buf) < 4:
-                            break
-                        n, at = struct.unpack(">H", buf[2:4])[0], 4
-                    elif n == 127:
-                        if len(buf) < 10:
-                            break
-                        n, at = struct.unpack(">Q", buf[2:10])[0], 10
-                    if len(buf) < at + n:
-                        break
-                    op, payload, buf = buf[0] & 15, buf[at:at + n], buf[at + n:]
-                    with self.lock:
+                frames, buf = wsproto.split(buf)
+                with self.lock:
+                    for op, payload in frames:
                         if op == 1 and len(self.texts) < 1000:
                             self.texts.append(payload.decode())
                         elif op == 2:
@@ -92,17 +67,7 @@ class Client:
         self.closed = True
 
     def send(self, payload, opcode=1):
-        mask = os.urandom(4)
-        n = len(payload)
-        head = bytes([0x80 | opcode])
-        if n < 126:
-            head += bytes([0x80 | n])
-        elif n < 65536:
-            head += bytes([0x80 | 126]) + struct.pack(">H", n)
-        else:
-            head += bytes([0x80 | 127]) + struct.pack(">Q", n)
-        body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self.sock.sendall(head + mask + body)
+        self.sock.sendall(wsproto.frame(payload, opcode))
 
     def json(self, op):
         with self.lock:
@@ -131,6 +96,8 @@ def mutate(rng, channels):
         {"op": "subscribe", "subscriptions": [{"id": rng.randrange(10), "channelId": ids[0]}]},
         {"op": "unsubscribe", "subscriptionIds": [rng.randrange(10)]},
         {"op": "ferrySubscribeStats"},
+        {"op": "ferryAckMode"},
+        {"op": "ferryAck", "subscriptionIds": [rng.randrange(10)]},
         {"op": rng.choice(["advertise", "getParameters", "", "x" * 300, "subscribe\u0000"])},
     ])
     text = json.dumps(base).encode()
@@ -179,10 +146,9 @@ def main():
         view = subprocess.Popen([FERRY, "view", "--port", "0"], env=env, stdout=subprocess.PIPE,
                                 stderr=open(os.path.join(tmp, "view.err"), "w"), text=True)
         procs.append(view)
-        m = re.search(r"127\.0\.0\.1:(\d+)/", view.stdout.readline())
-        if not m:
-            fail("ferry view did not say its port")
-        port = int(m.group(1))
+        port, wsproto.TOKEN = wsproto.token_of(view.stdout.readline())
+        if port is None or wsproto.TOKEN is None:
+            fail("ferry view did not say its port and token")
         rng = random.Random(int(os.environ.get("FERRY_VIEW_FUZZ_SEED", "1")))
         time.sleep(1.2)  # the camera is advertised within a rescan
 
@@ -241,7 +207,11 @@ def main():
         for p in procs:
             if p.poll() is None:
                 p.terminate()
-                p.wait(timeout=10)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:  # a view that hangs is not left behind
+                    p.kill()
+                    p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

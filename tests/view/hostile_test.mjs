@@ -14,7 +14,8 @@ const { FoxgloveClient } = require("@foxglove/ws-protocol");
 const WebSocket = require("ws");
 
 const port = Number(process.env.VIEW_PORT);
-const url = `ws://127.0.0.1:${port}`;
+const token = process.env.VIEW_TOKEN;
+const url = `ws://127.0.0.1:${port}/?token=${token}`;
 const PROTO = FoxgloveClient.SUPPORTED_SUBPROTOCOL;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const rssKiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${process.env.VIEW_PID}/status`, "utf8"))[1]);
@@ -61,7 +62,7 @@ let flooder, kicked = false;
   flooder.on("close", () => { kicked = true; });
   await new Promise((r) => flooder.once("connect", r));
   flooder.pause();
-  flooder.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+  flooder.write(`GET /?token=${token} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
     `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\n` +
     `Sec-WebSocket-Protocol: ${PROTO}\r\n\r\n`);
   const body = Buffer.from(JSON.stringify({ op: "subscribe", subscriptions: [{ id: 7, channelId: 999999 }] }));

@@ -11,7 +11,7 @@ const { chromium } = require("playwright-core");
 const { PNG } = require("pngjs");
 
 const [width, height] = (process.env.VIEW_SIZE || "320x240").split("x").map(Number);
-const url = `http://127.0.0.1:${process.env.VIEW_PORT}/`;
+const url = `http://127.0.0.1:${process.env.VIEW_PORT}/?token=${process.env.VIEW_TOKEN}`;
 const browser = await chromium.launch({
   executablePath: process.env.FERRY_TEST_CHROMIUM,
   // As root (CI) Chromium's sandbox cannot start; the page is ours.

@@ -4,9 +4,11 @@
 # against them: ws (the official Foxglove client: serverInfo, channels, CDR decoded with the
 # advertised schema, JPEG), page (the built-in page in headless Chromium through playwright-core)
 # or stall (a client that never reads: the camera's rate and latency, the view's memory).
-# The npm packages are installed once into NPM_DIR (under the build tree), never globally.
+# The npm packages are installed once into NPM_DIR (under the build tree), never globally, by
+# npm.sh: pinned to versions that run on Node 18 (Debian 12's), within 60 s (ctest gives these
+# tests 150), after a 10 s probe of the registry.
 # usage: run.sh ws|hostile|page|stall PATH_TO_FERRY NPM_DIR
-# Exit status: 0 passed, 1 failed, 77 skipped (no node or npm, no registry, no Chromium).
+# Exit status: 0 passed, 1 failed, 77 skipped (no node 18 or npm, no registry, no Chromium).
 set -u
 MODE=$1
 FERRY=$2
@@ -22,33 +24,18 @@ fail() {
 }
 [ -x "$FERRY" ] || fail "no ferry executable at '$FERRY'"
 "$FERRY" view --help >/dev/null 2>&1 || skip "this ferry is built without ferry view (libwebsockets-dev)"
-command -v node >/dev/null || skip "no node"
-command -v npm >/dev/null || skip "no npm"
+. "$HERE/npm.sh"
+npm_need_node 18
 if [ "$MODE" = page ]; then
     CHROMIUM=${FERRY_TEST_CHROMIUM:-/usr/bin/chromium}
     [ -x "$CHROMIUM" ] || skip "no Chromium at $CHROMIUM (Debian package chromium; make test installs it)"
     export FERRY_TEST_CHROMIUM=$CHROMIUM
 fi
 
-# One install for the three tests, serialised: ctest runs them side by side.
-PACKAGES="@foxglove/ws-protocol@0.8 ws@8 @foxglove/rosmsg@5 @foxglove/rosmsg2-serialization@3 playwright-core@1 pngjs@7"
-mkdir -p "$NPM_DIR"
-(
-    flock 9
-    for p in @foxglove/ws-protocol ws @foxglove/rosmsg @foxglove/rosmsg2-serialization playwright-core pngjs; do
-        [ -f "$NPM_DIR/node_modules/$p/package.json" ] || {
-            # shellcheck disable=SC2086
-            timeout 180 npm install --no-save --no-audit --no-fund --no-package-lock \
-                --prefix "$NPM_DIR" $PACKAGES >"$NPM_DIR/install.log" 2>&1 || exit 3
-            break
-        }
-    done
-) 9>"$NPM_DIR/.lock"
-case $? in
-0) ;;
-3) skip "npm install failed (no registry?): $(tail -n 3 "$NPM_DIR/install.log" | tr '\n' ' ')" ;;
-*) fail "npm install" ;;
-esac
+# One install for the four tests. The newest majors of some of these need Node 20
+# (@foxglove/rosmsg2-serialization 3, playwright-core 1.62 and later): these run on 18.
+npm_install "$NPM_DIR" 60 @foxglove/ws-protocol@0.8 ws@8 @foxglove/rosmsg@5 \
+    @foxglove/rosmsg2-serialization@2 playwright-core@1.61 pngjs@7
 
 T=$(mktemp -d /tmp/ferry-view-test.XXXXXX) || fail "mktemp"
 chmod 700 "$T"
@@ -73,12 +60,14 @@ PIDS+=($VIEW)
 PORT=
 for _ in $(seq 50); do
     PORT=$(sed -n 's/^ferry view: serving http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$T/view.out")
+    TOKEN=$(sed -n 's/^ferry view: serving http:\/\/[^ ]*?token=\([0-9a-f]*\) .*/\1/p' "$T/view.out")
     [ -n "$PORT" ] && break
     sleep 0.1
 done
 [ -n "$PORT" ] || { cat "$T/view.err"; fail "ferry view did not say its port"; }
+[ -n "$TOKEN" ] || fail "ferry view printed no token: $(cat "$T/view.out")"
 
-FERRY_BIN=$FERRY VIEW_PORT=$PORT VIEW_PID=$VIEW NODE_PATH=$NPM_DIR/node_modules \
+FERRY_BIN=$FERRY VIEW_PORT=$PORT VIEW_TOKEN=$TOKEN VIEW_PID=$VIEW NODE_PATH=$NPM_DIR/node_modules \
     FERRY_TEST_SHOT=${FERRY_TEST_SHOT:-$T/page.png} \
     timeout 50 node "$HERE/${MODE}_test.mjs"
 rc=$?

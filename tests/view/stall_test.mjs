@@ -15,6 +15,7 @@ const { FoxgloveClient } = require("@foxglove/ws-protocol");
 const WebSocket = require("ws");
 
 const port = Number(process.env.VIEW_PORT);
+const token = process.env.VIEW_TOKEN;
 const ferry = process.env.FERRY_BIN;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const rssKiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${process.env.VIEW_PID}/status`, "utf8"))[1]);
@@ -45,7 +46,7 @@ function frameText(text) {
 async function stalledClient() {
   const sock = net.connect(port, "127.0.0.1");
   await new Promise((r) => sock.once("connect", r));
-  sock.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+  sock.write(`GET /?token=${token} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
     `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\n` +
     `Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n\r\n`);
   let buf = Buffer.alloc(0);
@@ -95,7 +96,7 @@ const rss0 = rssKiB();
 
 // A well-behaved client meanwhile.
 let good = 0;
-const ws = new WebSocket(`ws://127.0.0.1:${port}`, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
+const ws = new WebSocket(`ws://127.0.0.1:${port}/?token=${token}`, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
 const client = new FoxgloveClient({ ws });
 client.on("advertise", (chs) => {
   for (const c of chs) if (c.topic === "/cam/image/compressed") client.subscribe(c.id);

@@ -1,9 +1,10 @@
 // ferry view through the official Foxglove client (@foxglove/ws-protocol): serverInfo, the
-// channels of an image topic (schema name, encoding, schema text), Image, PointCloud2 and
-// CameraInfo CDR decoded independently with the advertised schemas (@foxglove/rosmsg +
-// @foxglove/rosmsg2-serialization), the JPEG channel, unsubscribe, errors for hostile messages,
-// a topic that comes and goes (advertise, then unadvertise), and --topic and --origin on a
-// second view. Run by run.sh with a 320x240 rgb8 camera on /cam/image.
+// subprotocols (foxglove.websocket.v1 alone, and foxglove.sdk.v1 alone, the Foxglove SDK's name
+// for it), the channels of an image topic (schema name, encoding, schema text), Image,
+// PointCloud2 and CameraInfo CDR decoded independently with the advertised schemas
+// (@foxglove/rosmsg + @foxglove/rosmsg2-serialization), the JPEG channel, unsubscribe, errors for
+// hostile messages, a topic that comes and goes (advertise, then unadvertise), and --topic and
+// --origin on a second view. Run by run.sh with a 320x240 rgb8 camera on /cam/image.
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import assert from "node:assert/strict";
@@ -14,7 +15,7 @@ const WebSocket = require("ws");
 const { parse } = require("@foxglove/rosmsg");
 const { MessageReader } = require("@foxglove/rosmsg2-serialization");
 
-const url = `ws://127.0.0.1:${process.env.VIEW_PORT}`;
+const url = `ws://127.0.0.1:${process.env.VIEW_PORT}/?token=${process.env.VIEW_TOKEN}`;
 const timer = setTimeout(() => { console.error("FAIL: timed out"); process.exit(1); }, 40000);
 const ws = new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
 const client = new FoxgloveClient({ ws });
@@ -77,7 +78,9 @@ for (const m of received.get(rawSub)) {
   assert.equal(img.step, 320 * 3);
   assert.equal(img.data.length, 320 * 240 * 3);
   assert.equal(img.header.frame_id, "image");
-  const ageMs = Date.now() - (img.header.stamp.sec * 1e3 + img.header.stamp.nanosec / 1e6);
+  // builtin_interfaces/Time: "nanosec" from @foxglove/rosmsg2-serialization 3, "nsec" from 2.
+  const nanosec = img.header.stamp.nanosec ?? img.header.stamp.nsec;
+  const ageMs = Date.now() - (img.header.stamp.sec * 1e3 + nanosec / 1e6);
   assert.ok(ageMs > -1000 && ageMs < 5000, `header stamp ${ageMs} ms away from now`);
   assert.equal(typeof m.timestamp, "bigint");
 }
@@ -93,6 +96,28 @@ for (const m of received.get(jpegSub)) {
   assert.equal(c.data[c.data.length - 1], 0xd9);
 }
 console.log(`ok: ${received.get(rawSub).length} Image and ${received.get(jpegSub).length} CompressedImage messages decoded`);
+assert.equal(ws.protocol, "foxglove.websocket.v1");
+
+// The Foxglove SDK's name for the same protocol: a client that offers only foxglove.sdk.v1 is
+// upgraded with it and served the same way.
+{
+  const w = new WebSocket(url, ["foxglove.sdk.v1"]);
+  const c2 = new FoxgloveClient({ ws: w });
+  let info2 = null, sub2 = null, got = 0;
+  c2.on("serverInfo", (i) => { info2 = i; });
+  c2.on("advertise", (chs) => {
+    const j = chs.find((c) => c.topic === "/cam/image/compressed");
+    if (j && sub2 === null) sub2 = c2.subscribe(j.id);
+  });
+  c2.on("message", (m) => { if (m.subscriptionId === sub2) got++; });
+  const end = Date.now() + 10000;
+  while (got < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(w.protocol, "foxglove.sdk.v1");
+  assert.equal(info2 && info2.name, "ferry view", "serverInfo over foxglove.sdk.v1");
+  assert.ok(got >= 2, `${got} messages over foxglove.sdk.v1`);
+  c2.close();
+  console.log("ok: a client offering only foxglove.sdk.v1 is served");
+}
 
 // Unsubscribed: nothing more comes for it (after what was in flight).
 client.unsubscribe(rawSub);
@@ -180,22 +205,23 @@ console.log("ok: /cam/brief advertised, then unadvertised");
   console.log(`ok: ferryStats ${JSON.stringify(s0)}`);
 }
 
-// A second view, with --topic and --origin: it offers only what matches, lets in clients
-// without an Origin, its own page and the listed origins, and refuses other web pages.
+// A second view, with --topic and --origin: it offers only what matches, lets in (with its
+// token) clients without an Origin, its own page and the listed origins, and refuses other web
+// pages and requests without the token.
 const view2 = spawn(process.env.FERRY_BIN, ["view", "--port", "0", "--topic", "/cam/none*",
                                             "--origin", "https://app.foxglove.dev"],
                     { stdio: ["ignore", "pipe", "inherit"] });
-const port2 = await new Promise((resolve, reject) => {
+const [port2, token2] = await new Promise((resolve, reject) => {
   let out = "";
   view2.stdout.on("data", (d) => {
     out += d;
-    const m = /serving http:\/\/127\.0\.0\.1:(\d+)\//.exec(out);
-    if (m) resolve(m[1]);
+    const m = /serving http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]+) /.exec(out);
+    if (m) resolve([m[1], m[2]]);
   });
   view2.on("exit", () => reject(new Error("the second view exited")));
 });
-const connect2 = (origin) => new Promise((resolve) => {
-  const w = new WebSocket(`ws://127.0.0.1:${port2}`, [FoxgloveClient.SUPPORTED_SUBPROTOCOL],
+const connect2 = (origin, token = token2) => new Promise((resolve) => {
+  const w = new WebSocket(`ws://127.0.0.1:${port2}/?token=${token}`, [FoxgloveClient.SUPPORTED_SUBPROTOCOL],
                           origin ? { origin } : {});
   w.on("message", (d, binary) => {
     const m = binary ? null : JSON.parse(d);
@@ -207,8 +233,18 @@ assert.deepEqual(await connect2(null), [], "--topic /cam/none*: an empty adverti
 assert.deepEqual(await connect2("https://app.foxglove.dev"), [], "a listed origin is let in");
 assert.deepEqual(await connect2(`http://127.0.0.1:${port2}`), [], "the view's own page is let in");
 assert.equal(await connect2("https://evil.example"), null, "another origin is refused");
+assert.equal(await connect2("https://app.foxglove.dev", "0".repeat(32)), null,
+             "a listed origin without the token is refused");
 view2.kill("SIGTERM");
-console.log("ok: --topic offers only what matches; --origin refuses other web pages");
+// Without --origin, the first view refuses a web page of another origin, token or not.
+{
+  const w = new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL], { origin: "https://app.foxglove.dev" });
+  const opened = await new Promise((r) => { w.once("open", () => r(true)); w.once("error", () => r(false)); });
+  if (opened) w.close();
+  assert.equal(opened, false, "without --origin, another origin was let in");
+}
+console.log("ok: --topic offers only what matches; --origin lets the listed origin in with the token; " +
+            "other web pages are refused");
 
 clearTimeout(timer);
 client.close();

@@ -1,5 +1,6 @@
 /*
- * ferry bridge: carries image and point-cloud topics between a ferry domain and DDS (Cyclone
+ * ferry bridge: carries image, point-cloud, camera-info, compressed-image and IMU topics between a
+ * ferry domain and DDS (Cyclone
  * DDS, ROS 2 wire conventions) in both directions until a signal or --seconds. The work is done
  * by src/bridge (bridge.h); this file parses options and reports.
  */
@@ -24,11 +25,11 @@
 static void usage(FILE *to)
 {
     fputs("usage: ferry bridge [options]\n"
-          "Carries sensor_msgs/Image and sensor_msgs/PointCloud2 topics between the ferry domain\n"
-          "and DDS (Cyclone DDS, ROS 2 conventions: topic rt/<name>, type\n"
-          "sensor_msgs::msg::dds_::Image_). Out: local topics with a publisher go to DDS.\n"
-          "In: DDS writers of those types on rt/... topics are published locally. A frame that\n"
-          "came from DDS is never sent back. SIGINT or SIGTERM stops it cleanly.\n"
+          "Carries sensor_msgs/Image, PointCloud2, CameraInfo, CompressedImage and Imu topics\n"
+          "between the ferry domain and DDS (Cyclone DDS, ROS 2 conventions: topic rt/<name>,\n"
+          "type sensor_msgs::msg::dds_::Image_ and so on). Out: local topics with a publisher go\n"
+          "to DDS. In: DDS writers of those types on rt/... topics are published locally. A\n"
+          "frame that came from DDS is never sent back. SIGINT or SIGTERM stops it cleanly.\n"
           "\n"
           "options:\n"
           "  --topic PATTERN     bridge topics matching PATTERN (fnmatch, on names with their\n"
@@ -36,16 +37,23 @@ static void usage(FILE *to)
           "  --direction DIR     out (ferry to DDS), in (DDS to ferry) or both (default both)\n"
           "  --reliable          DDS reliability RELIABLE for every route\n"
           "  --best-effort       DDS reliability BEST_EFFORT for every route\n"
-          "                      (default: out reliable, in as the remote writer)\n"
-          "  --depth N           ferry queue depth and DDS KEEP_LAST depth, 1..4096 (default 8)\n"
-          "  --dds-domain N      DDS domain id, 0..232 (default: the ferry domain)\n"
+          "                      (default: out reliable; in reliable unless a remote writer is\n"
+          "                      best effort, transient local when every one is). A reliable\n"
+          "                      out route loses nothing: its ferry subscriber blocks a\n"
+          "                      publisher that admits it (ferry pub --admit-blocking) when\n"
+          "                      full, and drops the oldest frame (counted) for one that\n"
+          "                      does not\n"
+          "  --depth N           ferry queue depth and DDS reader and best-effort history\n"
+          "                      depth, 1..4096 (default 8)\n"
+          "  --dds-domain N      DDS domain id, 0..232 (default $ROS_DOMAIN_ID, else the\n"
+          "                      ferry domain)\n"
           "  --config XML|FILE   extra Cyclone DDS configuration (XML text, a file, or a\n"
           "                      comma-separated list as CYCLONEDDS_URI takes), applied after\n"
           "                      the bridge's large-sample settings and $CYCLONEDDS_URI\n"
           "                      (default $FERRY_BRIDGE_CONFIG)\n"
           "  --seconds SEC       stop after SEC seconds, 0..1000000000 (default: run until a\n"
           "                      signal)\n"
-          "  --stats             print the counters at exit\n"
+          "  --stats             print the counters at exit, with where frames were lost\n"
           "  --quiet             log warnings and errors only\n"
           "  --domain N          ferry domain 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH          root of the domain directories (default $FERRY_DIR, else\n"
@@ -62,6 +70,7 @@ typedef struct bridge_args {
     ferry_bridge_reliability reliability;
     uint64_t dds_domain;
     bool dds_domain_set;
+    bool dds_domain_from_ros; /* taken from $ROS_DOMAIN_ID */
     const char *config;
     double seconds;
     bool stats;
@@ -153,7 +162,17 @@ static int parse_args(int argc, char **argv, bridge_args *a)
     if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
     if (!a->dds_domain_set) {
         uint64_t dds_max = cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN].hi;
+        const char *ros = getenv("ROS_DOMAIN_ID");
 
+        /* ROS 2 nodes of this shell are on $ROS_DOMAIN_ID: so is the bridge, unless told. */
+        if (ros != NULL && ros[0] != '\0') {
+            cli_range r = cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN];
+
+            r.name = "ROS_DOMAIN_ID";
+            if (!cli_parse_whole(CMD, &r, ros, &a->dds_domain)) return 2;
+            a->dds_domain_from_ros = true;
+            return -1;
+        }
         if (a->o.where.domain > dds_max)
             return cli_fail(CMD, 2, "ferry domain %u is no DDS domain id (0..%" PRIu64 "): give "
                             "--dds-domain", (unsigned)a->o.where.domain, dds_max);
@@ -188,25 +207,61 @@ static void log_line(void *arg, ferry_log_level level, const char *message)
             message);
 }
 
+/* One place a frame can be lost, for the summary line of print_stats. */
+typedef struct loss_place {
+    uint64_t count;
+    const char *where;
+} loss_place;
+
 static void print_stats(ferry_bridge *b)
 {
     ferry_bridge_route_info ri;
     ferry_bridge_stats st;
-    size_t i;
+    size_t i, n = 0;
 
     if (ferry_bridge_stats_get(b, &st) != FERRY_OK) return;
     printf("ferry bridge: stats out_taken=%" PRIu64 " out_written=%" PRIu64 " out_skipped=%" PRIu64
-           " out_early=%" PRIu64 " out_invalid=%" PRIu64 " out_failed=%" PRIu64 " out_bytes=%" PRIu64
-           " in_received=%" PRIu64 " in_published=%" PRIu64 " in_ignored=%" PRIu64
-           " in_invalid=%" PRIu64 " in_dropped=%" PRIu64 " in_bytes=%" PRIu64 "\n",
-           st.out_taken, st.out_written, st.out_skipped, st.out_early, st.out_invalid, st.out_failed,
-           st.out_bytes, st.in_received, st.in_published, st.in_ignored, st.in_invalid,
-           st.in_dropped, st.in_bytes);
+           " out_early=%" PRIu64 " out_invalid=%" PRIu64 " out_failed=%" PRIu64
+           " out_bytes=%" PRIu64 " out_queue_dropped=%" PRIu64 " out_write_timeouts=%" PRIu64
+           " routes_out_lossy=%" PRIu32 " in_received=%" PRIu64 " in_published=%" PRIu64
+           " in_ignored=%" PRIu64 " in_invalid=%" PRIu64 " in_dropped=%" PRIu64 " in_bytes=%" PRIu64
+           " in_lost=%" PRIu64 " in_rejected=%" PRIu64 " in_subscriber_dropped=%" PRIu64 "\n",
+           st.out_taken, st.out_written, st.out_skipped, st.out_early, st.out_invalid,
+           st.out_failed, st.out_bytes, st.out_queue_dropped, st.out_write_timeouts,
+           st.routes_out_lossy, st.in_received, st.in_published, st.in_ignored, st.in_invalid,
+           st.in_dropped, st.in_bytes, st.in_lost, st.in_rejected, st.in_subscriber_dropped);
     for (i = 0; ferry_bridge_route_get(b, i, &ri) == FERRY_OK; i++)
-        printf("ferry bridge: route %s %s %s %s depth=%" PRIu32 " samples=%" PRIu64
-               " bytes=%" PRIu64 "\n",
+        printf("ferry bridge: route %s %s %s %s %s depth=%" PRIu32 " samples=%" PRIu64
+               " bytes=%" PRIu64 " lost=%" PRIu64 "\n",
                ri.direction == FERRY_BRIDGE_OUT ? "out" : "in", ri.topic, ri.type_name,
-               ri.reliable ? "reliable" : "best-effort", ri.depth, ri.samples, ri.bytes);
+               ri.reliable ? "reliable" : "best-effort", ri.lossless ? "lossless" : "lossy",
+               ri.depth, ri.samples, ri.bytes, ri.lost);
+    {
+        /* In the order a frame passes them (bridge.h). */
+        const loss_place places[] = {
+            {st.out_queue_dropped,
+             "dropped from the bridge's full ferry subscriber queues (out_queue_dropped: a "
+             "drop-oldest route, best effort or a publisher that does not admit blocking "
+             "subscribers, fell behind)"},
+            {st.out_invalid, "invalid ferry samples not sent (out_invalid)"},
+            {st.out_failed, "refused by the DDS writers (out_failed: dds_write errors)"},
+            {st.in_lost, "reported lost by DDS to the bridge's readers (in_lost: SAMPLE_LOST)"},
+            {st.in_rejected,
+             "refused by the bridge's full best-effort DDS readers (in_rejected: the bridge "
+             "fell behind)"},
+            {st.in_invalid, "invalid DDS samples not carried (in_invalid)"},
+            {st.in_dropped, "not published on the ferry side (in_dropped: no chunk in the pool)"},
+            {st.in_subscriber_dropped,
+             "dropped from local subscribers' full queues (in_subscriber_dropped: their own "
+             "depth)"},
+        };
+
+        printf("ferry bridge: losses:");
+        for (i = 0; i < sizeof places / sizeof places[0]; i++)
+            if (places[i].count != 0)
+                printf("%s %" PRIu64 " %s", n++ ? ";" : "", places[i].count, places[i].where);
+        printf("%s\n", n ? "" : " none");
+    }
     fflush(stdout);
 }
 
@@ -254,9 +309,9 @@ int ferry_cmd_bridge(int argc, char **argv)
     }
     if (!a.o.quiet)
         fprintf(stderr,
-                "ferry bridge: ferry domain %u (%s) <-> DDS domain %u, direction %s\n",
+                "ferry bridge: ferry domain %u (%s) <-> DDS domain %u%s, direction %s\n",
                 (unsigned)a.o.where.domain, a.o.where.dir ? a.o.where.dir : "default directory",
-                (unsigned)a.dds_domain,
+                (unsigned)a.dds_domain, a.dds_domain_from_ros ? " ($ROS_DOMAIN_ID)" : "",
                 a.direction == FERRY_BRIDGE_OUT  ? "out"
                 : a.direction == FERRY_BRIDGE_IN ? "in"
                                                  : "both");

@@ -79,6 +79,8 @@ typedef enum cli_range_id {
     CLI_R_PUB_WAIT_SUBSCRIBERS,
     CLI_R_PUB_HISTORY,
     CLI_R_PUB_CHUNKS,
+    CLI_R_PUB_SHARE,
+    CLI_R_PUB_SHARE_BYTES,
     CLI_R_PUB_POOL,
     CLI_R_PUB_IMAGE,
     CLI_R_PUB_CLOUD,
@@ -103,6 +105,7 @@ typedef enum cli_range_id {
     CLI_R_VIEW_PORT,
     CLI_R_VIEW_MAX_RATE,
     CLI_R_VIEW_JPEG_QUALITY,
+    CLI_R_VIEW_MAX_CONNS,
     CLI_R_END
 } cli_range_id;
 
@@ -202,6 +205,11 @@ int cli_getopt(cli_parser *p, int argc, char **argv);
  * one-line message. */
 bool cli_topic_operand(const char *cmd, int argc, char **argv, const char **topic);
 
+/* Whether an fnmatch pattern on topic names (with their leading '/', flags 0: '*' matches '/'
+ * too) can match some valid topic name; false after a one-line message naming the pattern and
+ * why none can (a character no topic has, an empty segment, a trailing '/'). */
+bool cli_topic_pattern_check(const char *cmd, const char *pattern);
+
 /* Set by SIGINT and SIGTERM once cli_stop_on_signals() ran: long-running commands check it and
  * stop cleanly (every chunk back, every file removed). */
 extern volatile sig_atomic_t cli_stop_requested;
@@ -209,11 +217,38 @@ extern volatile sig_atomic_t cli_stop_requested;
  * sees the flag promptly. */
 void cli_stop_on_signals(void);
 
-/* The type a subscriber of topic uses: given when not NULL, else the type its live publishers
+/* Whether anything publishes on a topic: a command that waits for samples (echo, hz, delay) says
+ * so once, a while after it started, when nothing does (the topic or the directory is likely
+ * wrong), and exits 1 when its --timeout ends with no publisher ever seen. */
+typedef struct cli_watch {
+    const char *cmd;
+    const cli_opts *opts; /* where, and whether --domain or --dir was given (for the hint) */
+    const char *topic;
+    int64_t notice_ns; /* ferry_now() from which the notice is due */
+    bool noticed;      /* looked at notice_ns already (and said so when nothing published) */
+    bool seen;         /* a live publisher of the topic was seen */
+} cli_watch;
+
+/* After CLI_WATCH_NOTICE_NS without a publisher: "ferry CMD: no publisher on /t yet ...". */
+#define CLI_WATCH_NOTICE_NS 1000000000LL
+
+void cli_watch_init(cli_watch *wa, const char *cmd, const cli_opts *o, const char *topic);
+/* Whether a live publisher of the topic exists now (ferry_inspect); sets wa->seen when one does. */
+bool cli_watch_look(cli_watch *wa);
+/* Once CLI_WATCH_NOTICE_NS has passed, looks once (unless a publisher was seen already, or
+ * received is nonzero) and prints the notice when nothing publishes. Cheap before that. */
+void cli_watch_tick(cli_watch *wa, uint64_t received);
+/* For the end of a --timeout: true when no publisher was ever seen and nothing was received
+ * (it looks once more). The caller then fails with cli_watch_fail. */
+bool cli_watch_none(cli_watch *wa, uint64_t received);
+/* "ferry CMD: timed out after SEC s: no publisher on /t (domain N in DIR)"; returns 1. */
+int cli_watch_fail(const cli_watch *wa, double timeout_s);
+
+/* The type a subscriber of the topic uses: o->type when given, else the type its live publishers
  * declare. Subscribing with a type of the command's own choosing would claim the topic for that
  * type and lock out the publisher that comes later, so with no publisher yet cli_topic_type
- * waits for one, polling the domain every 100 ms, until deadline_ns (ferry_now; negative for
- * never) or cli_stop_requested. */
+ * waits for one, polling the domain every 100 ms (cli_watch_tick says so after a second), until
+ * deadline_ns (ferry_now; negative for never) or cli_stop_requested. */
 typedef struct cli_type {
     char name[FERRY_TYPE_NAME_MAX + 1];
     uint64_t hash;
@@ -223,13 +258,20 @@ typedef enum cli_type_found {
     CLI_TYPE_TIMEOUT, /* no publisher came before the deadline */
     CLI_TYPE_STOPPED, /* cli_stop_requested was set while waiting */
 } cli_type_found;
-cli_type_found cli_topic_type(const cli_where *w, const char *topic, const char *given,
-                              int64_t deadline_ns, cli_type *out);
+cli_type_found cli_topic_type(cli_watch *wa, int64_t deadline_ns, cli_type *out);
 
 /* Creates a node named cmd and a subscriber of topic with type and options o; on failure prints
- * one line naming the topic and the type, destroys what it made and returns 1, else 0. */
+ * one line naming the topic and the type (with FERRY_ETYPE, the type in use too: cli_endpoint_fail),
+ * destroys what it made and returns 1, else 0. */
 int cli_subscribe(const char *cmd, const cli_where *w, const char *topic, const cli_type *type,
                   const ferry_subscriber_options *o, ferry_node **node, ferry_subscriber **sub);
+
+/* The message of a failed ferry_publisher_create or ferry_subscriber_create (what: "publish on",
+ * "subscribe to"), err and saved_errno as the call left them: "ferry CMD: cannot WHAT '/t' as
+ * TYPE: REASON". With FERRY_ETYPE the reason names the type a live publisher uses (from
+ * ferry_inspect), with its pid and node; with FERRY_ESYS, errno's text. Returns 1. */
+int cli_endpoint_fail(const char *cmd, const cli_where *w, const char *what, const char *topic,
+                      const char *type_name, uint64_t type_hash, ferry_err err, int saved_errno);
 
 /* For commands that read a domain (topics, info): 0 when the root directory of w exists and
  * holds at least one domain directory, else 1 after a message naming the path. */
@@ -237,6 +279,14 @@ int cli_check_root(const char *cmd, const cli_where *w);
 
 /* Prints "ferry CMD: message" to stderr; returns the exit status given. */
 int cli_fail(const char *cmd, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Like cli_fail, with ": " and ferry_strerror(err) after the message, and for FERRY_ESYS errno's
+ * text (errno as it was when cli_fail_err was called): "ferry hz: ferry_wait: system call failed
+ * (Bad file descriptor)". */
+/* What FERRY_ENOMEM ran out of, from the errno the library left: a full file system (ENOSPC,
+ * EDQUOT) or memory. */
+const char *cli_memory_why(int e);
+int cli_fail_err(const char *cmd, int status, ferry_err err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Creates a node for w with a node name; prints and returns the error on failure. */
 ferry_err cli_node(const cli_where *w, const char *name, ferry_node **out);

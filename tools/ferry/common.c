@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -50,6 +51,10 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_PUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX,
                            .note = "must also be below --chunks"},
     [CLI_R_PUB_CHUNKS] = {.name = "--chunks", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_CHUNKS_MAX},
+    [CLI_R_PUB_SHARE] = {.name = "--share", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_CHUNKS_MAX,
+                         .note = "must also be at most --chunks"},
+    [CLI_R_PUB_SHARE_BYTES] = {.name = "--share-bytes", .kind = CLI_BYTES, .lo = 1,
+                               .hi = BYTES_MAX(LIB_POOL_MAX), .unit = "bytes"},
     [CLI_R_PUB_POOL] = {.name = "--pool", .kind = CLI_BYTES, .lo = 2 * LIB_PAGE,
                         .hi = BYTES_MAX(LIB_POOL_MAX), .unit = "bytes"},
     /* Sides are the 32-bit width and height of the message headers (include/ferry/msg.h); the
@@ -94,6 +99,8 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_VIEW_MAX_RATE] = {.name = "--max-rate", .kind = CLI_REAL, .real_lo = 0.1,
                              .real_hi = 1e4, .unit = "Hz", .zero = "every sample"},
     [CLI_R_VIEW_JPEG_QUALITY] = {.name = "--jpeg-quality", .kind = CLI_WHOLE, .lo = 1, .hi = 100},
+    [CLI_R_VIEW_MAX_CONNS] = {.name = "--max-connections", .kind = CLI_WHOLE, .lo = 1,
+                              .hi = 65535, .note = "also at most half of ulimit -n, less 64"},
 };
 
 typedef enum parsed {
@@ -310,18 +317,49 @@ bool cli_where_from_env(const char *cmd, cli_where *w)
     return true;
 }
 
-int cli_fail(const char *cmd, int status, const char *fmt, ...)
+/* "ferry CMD: " (or "ferry: ") and the message, without the line's end. */
+__attribute__((format(printf, 2, 0))) static void say(const char *cmd, const char *fmt,
+                                                     va_list ap)
 {
-    va_list ap;
-
     if (cmd != NULL && cmd[0] != '\0')
         fprintf(stderr, "ferry %s: ", cmd);
     else
         fputs("ferry: ", stderr);
-    va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
+}
+
+int cli_fail(const char *cmd, int status, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    say(cmd, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    return status;
+}
+
+const char *cli_memory_why(int e)
+{
+    if (e == ENOSPC || e == EDQUOT)
+        return "the file system of the domain directory is full: a tmpfs such as /dev/shm "
+               "(df shows it)";
+    return "memory: MemAvailable or a memory cgroup's limit";
+}
+
+int cli_fail_err(const char *cmd, int status, ferry_err err, const char *fmt, ...)
+{
+    int saved = errno;
+    va_list ap;
+
+    va_start(ap, fmt);
+    say(cmd, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %s", ferry_strerror(err));
+    if (err == FERRY_ESYS) fprintf(stderr, " (%s)", strerror(saved));
+    if (err == FERRY_ENOMEM) fprintf(stderr, " (%s)", cli_memory_why(saved));
+    fputc('\n', stderr);
+    errno = saved;
     return status;
 }
 
@@ -749,6 +787,124 @@ bool cli_topic_operand(const char *cmd, int argc, char **argv, const char **topi
     return true;
 }
 
+/* One element of a topic pattern: '*', or one character of a set, which matters here only by
+ * whether it holds '/' and whether it holds a word character ([A-Za-z0-9_]). */
+typedef struct pattern_elem {
+    bool star, slash, word;
+    char literal; /* the character of a literal element, else 0 */
+} pattern_elem;
+
+static bool topic_word_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* The end (its ']') of the bracket expression opening at p[0], or NULL when it has none (then
+ * fnmatch takes the '[' literally). */
+static const char *bracket_end(const char *p)
+{
+    const char *q = p + 1;
+    if (*q == '!' || *q == '^') q++;
+    if (*q == ']') q++;
+    while (*q != '\0' && *q != ']') {
+        if (q[0] == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
+            const char *e = strchr(q + 2, q[1]);
+            while (e != NULL && e[1] != ']') e = strchr(e + 1, q[1]);
+            if (e == NULL) return NULL;
+            q = e + 2;
+        } else if (q[0] == '\\' && q[1] != '\0') {
+            q += 2;
+        } else {
+            q++;
+        }
+    }
+    return *q == ']' ? q : NULL;
+}
+
+/* Whether the pattern, read as elements, matches some word of the topic language '/' w+ ('/' w+)*:
+ * a walk of the pattern's elements over the three states of that language's automaton (0: at
+ * the start, 1: after a '/', 2: in a segment, the accepting one). */
+static bool pattern_can_match(const pattern_elem *e, size_t n)
+{
+    bool reach[FERRY_TOPIC_MAX + 2][3];
+    memset(reach, 0, sizeof reach[0] * (n + 1));
+    reach[0][0] = true;
+    for (size_t k = 0; k < n; k++) {
+        bool *r = reach[k], *next = reach[k + 1];
+        if (e[k].star) {
+            /* Any run of characters: close the states under both kinds of character. */
+            for (int round = 0; round < 3; round++) {
+                if (r[0] || r[2]) r[1] = true;
+                if (r[1]) r[2] = true;
+            }
+            for (int t = 0; t < 3; t++) next[t] = next[t] || r[t];
+            continue;
+        }
+        if (e[k].slash && (r[0] || r[2])) next[1] = true;
+        if (e[k].word && (r[1] || r[2])) next[2] = true;
+    }
+    return reach[n][2];
+}
+
+bool cli_topic_pattern_check(const char *cmd, const char *pattern)
+{
+    static const char names[] = "segments of A-Z a-z 0-9 _ separated by single '/'";
+    pattern_elem e[FERRY_TOPIC_MAX + 1];
+    size_t n = 0;
+    char slashed[FERRY_TOPIC_MAX + 2];
+    const char *why = NULL;
+    char detail[FERRY_TOPIC_MAX + 64];
+
+    /* Patterns are matched against names with their leading '/'; one without is given one. */
+    if (pattern[0] == '\0' || strlen(pattern) > FERRY_TOPIC_MAX) {
+        cli_fail(cmd, 2, "invalid topic pattern '%s' (1..%u bytes)", pattern, FERRY_TOPIC_MAX);
+        return false;
+    }
+    snprintf(slashed, sizeof slashed, "%s%s", pattern[0] == '/' ? "" : "/", pattern);
+    for (const char *p = slashed; *p != '\0' && n < sizeof e / sizeof e[0]; p++) {
+        pattern_elem *x = &e[n++];
+        const char *end = *p == '[' ? bracket_end(p) : NULL;
+        memset(x, 0, sizeof *x);
+        if (*p == '*') {
+            x->star = true;
+        } else if (*p == '?') {
+            x->slash = x->word = true;
+        } else if (end != NULL) {
+            /* Which characters the set holds, as fnmatch itself reads it. */
+            char set[FERRY_TOPIC_MAX + 2];
+            char one[2] = {'/', '\0'};
+            snprintf(set, sizeof set, "%.*s", (int)(end - p + 1), p);
+            x->slash = fnmatch(set, one, 0) == 0;
+            for (int c = 0; c < 128 && !x->word; c++) {
+                one[0] = (char)c;
+                x->word = topic_word_char((char)c) && fnmatch(set, one, 0) == 0;
+            }
+            if (!x->slash && !x->word && why == NULL) {
+                snprintf(detail, sizeof detail, "%s matches no character a topic name has", set);
+                why = detail;
+            }
+            p = end;
+        } else {
+            if (*p == '\\' && p[1] != '\0') p++;
+            x->literal = *p;
+            x->slash = *p == '/';
+            x->word = topic_word_char(*p);
+            if (!x->slash && !x->word && why == NULL) {
+                snprintf(detail, sizeof detail, "'%c' is in no topic name", *p);
+                why = detail;
+            }
+        }
+    }
+    if (pattern_can_match(e, n)) return true;
+    for (size_t k = 1; k < n && why == NULL; k++)
+        if (e[k].literal == '/' && e[k - 1].literal == '/') why = "an empty segment ('//')";
+    if (why == NULL && e[n - 1].literal == '/') why = "it ends with '/'";
+    if (why == NULL) why = "no topic name fits it";
+    cli_fail(cmd, 2, "topic pattern '%s' can match no topic: %s (topic names are %s)", pattern, why,
+             names);
+    return false;
+}
+
 volatile sig_atomic_t cli_stop_requested;
 
 static void on_stop_signal(int sig)
@@ -768,7 +924,7 @@ void cli_stop_on_signals(void)
 }
 
 typedef struct found_type {
-    cli_type *out;
+    cli_type *out; /* NULL: only whether one lives */
     bool found;
 } found_type;
 
@@ -777,60 +933,187 @@ static bool note_publisher_type(void *arg, const ferry_endpoint_info *info)
     found_type *t = arg;
 
     if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
-    snprintf(t->out->name, sizeof t->out->name, "%s", info->type_name);
-    t->out->hash = info->type_hash;
+    if (t->out != NULL) {
+        snprintf(t->out->name, sizeof t->out->name, "%s", info->type_name);
+        t->out->hash = info->type_hash;
+    }
     t->found = true;
     return false;
 }
 
+/* The root directory of w as the user knows it. */
+static void root_path(const cli_where *w, char *out, size_t cap)
+{
+    if (w->dir != NULL)
+        snprintf(out, cap, "%s", w->dir);
+    else
+        snprintf(out, cap, "/dev/shm/ferry-%u", (unsigned)geteuid());
+}
+
+/* "domain N in DIR", and ", which no ferry process has used" when its directory is missing. */
+static void where_text(const cli_where *w, char *out, size_t cap)
+{
+    char root[PATH_MAX], domain_dir[PATH_MAX + 16];
+    struct stat st;
+    bool used;
+
+    root_path(w, root, sizeof root);
+    snprintf(domain_dir, sizeof domain_dir, "%s/%u", root, (unsigned)w->domain);
+    used = stat(domain_dir, &st) == 0 && S_ISDIR(st.st_mode);
+    snprintf(out, cap, "domain %u in %s%s", (unsigned)w->domain, root,
+             used ? "" : ", which no ferry process has used");
+}
+
+static const char *slash(const char *topic)
+{
+    return topic[0] == '/' ? "" : "/";
+}
+
+void cli_watch_init(cli_watch *wa, const char *cmd, const cli_opts *o, const char *topic)
+{
+    memset(wa, 0, sizeof *wa);
+    wa->cmd = cmd;
+    wa->opts = o;
+    wa->topic = topic;
+    wa->notice_ns = ferry_now().ns + CLI_WATCH_NOTICE_NS;
+}
+
+bool cli_watch_look(cli_watch *wa)
+{
+    found_type t = {NULL, false};
+
+    /* A domain nobody has used yet (ENOENT) is one without a publisher so far. */
+    ferry_inspect(wa->opts->where.dir, wa->opts->where.domain, wa->topic, note_publisher_type, &t);
+    if (t.found) wa->seen = true;
+    return t.found;
+}
+
+void cli_watch_tick(cli_watch *wa, uint64_t received)
+{
+    const cli_where *w = &wa->opts->where;
+    char where[PATH_MAX + 96], hint[PATH_MAX + 64] = "ferry topics";
+
+    if (wa->noticed || ferry_now().ns < wa->notice_ns) return;
+    wa->noticed = true;
+    if (received != 0 || wa->seen || cli_watch_look(wa)) return;
+    where_text(w, where, sizeof where);
+    /* `ferry topics` reads FERRY_DOMAIN and FERRY_DIR as this command did; the options it got it
+     * needs to be told. */
+    if (wa->opts->where_given) {
+        size_t n = strlen(hint);
+
+        snprintf(hint + n, sizeof hint - n, " --domain %u%s%s", (unsigned)w->domain,
+                 w->dir != NULL ? " --dir " : "", w->dir != NULL ? w->dir : "");
+    }
+    cli_fail(wa->cmd, 0, "no publisher on %s%s yet (%s); waiting (%s lists what is published)",
+             slash(wa->topic), wa->topic, where, hint);
+}
+
+bool cli_watch_none(cli_watch *wa, uint64_t received)
+{
+    return received == 0 && !wa->seen && !cli_watch_look(wa);
+}
+
+int cli_watch_fail(const cli_watch *wa, double timeout_s)
+{
+    char where[PATH_MAX + 96];
+
+    where_text(&wa->opts->where, where, sizeof where);
+    return cli_fail(wa->cmd, 1, "timed out after %g s: no publisher on %s%s (%s)", timeout_s,
+                    slash(wa->topic), wa->topic, where);
+}
+
 #define TYPE_POLL_NS 100000000LL
 
-cli_type_found cli_topic_type(const cli_where *w, const char *topic, const char *given,
-                              int64_t deadline_ns, cli_type *out)
+cli_type_found cli_topic_type(cli_watch *wa, int64_t deadline_ns, cli_type *out)
 {
     found_type t = {out, false};
-    bool said = false;
 
     memset(out, 0, sizeof *out);
-    if (given != NULL) {
-        snprintf(out->name, sizeof out->name, "%s", given);
+    if (wa->opts->type != NULL) {
+        snprintf(out->name, sizeof out->name, "%s", wa->opts->type);
         out->hash = ferry_hash(out->name);
         return CLI_TYPE_FOUND;
     }
     for (;;) {
         int64_t now, next;
 
-        /* A domain nobody has used yet (ENOENT) is one without a publisher so far. */
-        ferry_inspect(w->dir, w->domain, topic, note_publisher_type, &t);
-        if (t.found) return CLI_TYPE_FOUND;
+        ferry_inspect(wa->opts->where.dir, wa->opts->where.domain, wa->topic, note_publisher_type,
+                      &t);
+        if (t.found) {
+            wa->seen = true;
+            return CLI_TYPE_FOUND;
+        }
         if (cli_stop_requested) return CLI_TYPE_STOPPED;
         now = ferry_now().ns;
         if (deadline_ns >= 0 && now >= deadline_ns) return CLI_TYPE_TIMEOUT;
-        if (!said && isatty(STDERR_FILENO)) {
-            fprintf(stderr, "ferry: waiting for a publisher on %s (--type NAME subscribes at "
-                            "once)\n", topic);
-            said = true;
-        }
+        cli_watch_tick(wa, 0);
         next = now + TYPE_POLL_NS;
         if (deadline_ns >= 0 && deadline_ns < next) next = deadline_ns;
         cli_sleep_until(next);
     }
 }
 
+typedef struct type_in_use {
+    const char *type_name;
+    uint64_t type_hash;
+    ferry_endpoint_info found;
+    bool any;
+} type_in_use;
+
+static bool note_other_type(void *arg, const ferry_endpoint_info *info)
+{
+    type_in_use *u = arg;
+
+    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    if (info->type_hash == u->type_hash && strcmp(info->type_name, u->type_name) == 0) return true;
+    u->found = *info;
+    u->any = true;
+    return false;
+}
+
+int cli_endpoint_fail(const char *cmd, const cli_where *w, const char *what, const char *topic,
+                      const char *type_name, uint64_t type_hash, ferry_err err, int saved_errno)
+{
+    type_in_use u;
+
+    if (err == FERRY_ESYS)
+        return cli_fail(cmd, 1, "cannot %s '%s' as %s: %s (%s)", what, topic, type_name,
+                        ferry_strerror(err), strerror(saved_errno));
+    if (err == FERRY_ENOMEM)
+        return cli_fail(cmd, 1, "cannot %s '%s' as %s: %s (%s)", what, topic, type_name,
+                        ferry_strerror(err), cli_memory_why(saved_errno));
+    if (err != FERRY_ETYPE)
+        return cli_fail(cmd, 1, "cannot %s '%s' as %s: %s", what, topic, type_name,
+                        ferry_strerror(err));
+    memset(&u, 0, sizeof u);
+    u.type_name = type_name;
+    u.type_hash = type_hash;
+    ferry_inspect(w->dir, w->domain, topic, note_other_type, &u);
+    if (!u.any) /* it went away since */
+        return cli_fail(cmd, 1, "cannot %s '%s' as %s: %s (no longer: try again)", what, topic,
+                        type_name, ferry_strerror(err));
+    /* The same name with another hash: the hashes tell them apart. */
+    if (strcmp(u.found.type_name, type_name) == 0)
+        return cli_fail(cmd, 1, "cannot %s '%s' as %s (type hash %016" PRIx64 "): the topic is in "
+                        "use with type %s of type hash %016" PRIx64 " (publisher pid %" PRId32
+                        ", node '%s')", what, topic, type_name, type_hash, u.found.type_name,
+                        u.found.type_hash, u.found.pid, u.found.node_name);
+    return cli_fail(cmd, 1, "cannot %s '%s' as %s: the topic is in use with type %s (publisher pid "
+                    "%" PRId32 ", node '%s')", what, topic, type_name, u.found.type_name,
+                    u.found.pid, u.found.node_name);
+}
+
 int cli_subscribe(const char *cmd, const cli_where *w, const char *topic, const cli_type *type,
                   const ferry_subscriber_options *o, ferry_node **node, ferry_subscriber **sub)
 {
     ferry_err err;
-    int saved;
 
     *sub = NULL;
     if (cli_node(w, cmd, node) != FERRY_OK) return 1;
     err = ferry_subscriber_create(sub, *node, topic, type->name, type->hash, o);
     if (err == FERRY_OK) return 0;
-    saved = errno;
-    cli_fail(cmd, 1, "cannot subscribe to '%s' (type %s): %s%s%s", topic, type->name,
-             ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
-             err == FERRY_ESYS ? strerror(saved) : "");
+    cli_endpoint_fail(cmd, w, "subscribe to", topic, type->name, type->hash, err, errno);
     ferry_node_destroy(*node);
     *node = NULL;
     return 1;
@@ -855,10 +1138,7 @@ int cli_check_root(const char *cmd, const cli_where *w)
     bool found = false;
     DIR *d;
 
-    if (w->dir != NULL)
-        snprintf(root, sizeof root, "%s", w->dir);
-    else
-        snprintf(root, sizeof root, "/dev/shm/ferry-%u", (unsigned)geteuid());
+    root_path(w, root, sizeof root);
     d = opendir(root);
     if (d == NULL) {
         if (errno == ENOENT)

@@ -36,6 +36,30 @@ void cli_json_free(cli_json *j)
     cli_json_init(j);
 }
 
+void cli_json_truncate(cli_json *j, size_t count)
+{
+    size_t i;
+
+    if (count == 0 || count >= j->count) return;
+    for (i = count; i < j->count; i++)
+        free(j->n[i].text);
+    j->count = count;
+    /* Children are added after their parent and siblings in order, so what is left of a
+     * sibling chain is a prefix of it. */
+    for (i = 0; i < count; i++) {
+        cli_jnode *n = &j->n[i];
+        int c;
+
+        if (n->first >= (int)count) {
+            n->first = n->last = -1;
+        } else if (n->last >= (int)count) {
+            for (c = n->first; j->n[c].next >= 0 && j->n[c].next < (int)count; c = j->n[c].next) {}
+            j->n[c].next = -1;
+            n->last = c;
+        }
+    }
+}
+
 static int add_node(cli_json *j, int parent, const char *key, cli_jkind kind, char *text)
 {
     cli_jnode *n;
@@ -172,6 +196,21 @@ void cli_json_f64(cli_json *j, int parent, const char *key, double value)
     number(j, parent, key, CLI_J_NUMBER, t);
 }
 
+void cli_json_f32(cli_json *j, int parent, const char *key, float value)
+{
+    char t[32];
+    int digits = 6;
+
+    if (value - value != 0.0f) {
+        snprintf(t, sizeof t, "null");
+    } else {
+        do
+            snprintf(t, sizeof t, "%.*g", digits, (double)value);
+        while (strtof(t, NULL) != value && ++digits <= 9);
+    }
+    number(j, parent, key, CLI_J_NUMBER, t);
+}
+
 void cli_json_bool(cli_json *j, int parent, const char *key, bool value)
 {
     number(j, parent, key, CLI_J_BOOL, value ? "true" : "false");
@@ -250,6 +289,129 @@ void cli_json_write(const cli_json *j, int node, FILE *to)
         fputc(n->kind == CLI_J_OBJECT ? '}' : ']', to);
         return;
     }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Bytes and ROS 2 types known by their definition
+ * ------------------------------------------------------------------------------------------- */
+
+#define SUMMARY_BYTES 16 /* of the data's head and tail */
+#define JSON_DEPTH_MAX (2 * FERRY_ROS2_DEPTH_MAX + 4)
+
+static void hex_bytes(char *out, const unsigned char *p, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+void cli_json_bytes(cli_json *j, int parent, const char *key, const void *data, size_t size,
+                    bool base64)
+{
+    const unsigned char *p = data;
+    size_t n = size < SUMMARY_BYTES ? size : SUMMARY_BYTES;
+    char hex[2 * SUMMARY_BYTES + 1];
+    int d = cli_json_object(j, parent, key);
+
+    cli_json_u64(j, d, "bytes", size);
+    cli_json_u64(j, d, "crc32", cli_crc32(p, size));
+    hex_bytes(hex, p, n);
+    cli_json_str(j, d, "head", hex);
+    hex_bytes(hex, p + size - n, n);
+    cli_json_str(j, d, "tail", hex);
+    if (base64) cli_json_str_owned(j, d, "base64", cli_base64(p, size));
+}
+
+typedef struct ros2_json {
+    cli_json *j;
+    bool base64;
+    int stack[JSON_DEPTH_MAX]; /* the node elements go under, innermost last */
+    unsigned depth;
+} ros2_json;
+
+static void ros2_json_event(void *arg, const ferry_ros2_event *ev)
+{
+    ros2_json *r = arg;
+    cli_json *j = r->j;
+    int parent = r->stack[r->depth - 1], node;
+    uint32_t i;
+
+    switch (ev->kind) {
+    case FERRY_ROS2_EV_BEGIN_STRUCT:
+    case FERRY_ROS2_EV_BEGIN_ARRAY:
+        if (ev->kind == FERRY_ROS2_EV_BEGIN_STRUCT) {
+            node = cli_json_object(j, parent, ev->key);
+        } else if (ev->count > CLI_JSON_ELEMENTS_MAX) {
+            node = cli_json_object(j, parent, ev->key);
+            cli_json_u64(j, node, "length", ev->count);
+            node = cli_json_array(j, node, "head");
+        } else {
+            node = cli_json_array(j, parent, ev->key);
+        }
+        if (r->depth == JSON_DEPTH_MAX) { /* the walk's own bound keeps below this */
+            j->failed = true;
+            return;
+        }
+        r->stack[r->depth++] = node;
+        return;
+    case FERRY_ROS2_EV_END_STRUCT:
+    case FERRY_ROS2_EV_END_ARRAY:
+        if (r->depth > 1) r->depth--;
+        return;
+    case FERRY_ROS2_EV_EMPTY:
+        return;
+    case FERRY_ROS2_EV_BOOL:
+        cli_json_bool(j, parent, ev->key, ev->u != 0);
+        return;
+    case FERRY_ROS2_EV_INT:
+        cli_json_i64(j, parent, ev->key, ev->i);
+        return;
+    case FERRY_ROS2_EV_UINT:
+        cli_json_u64(j, parent, ev->key, ev->u);
+        return;
+    case FERRY_ROS2_EV_FLOAT32:
+        cli_json_f32(j, parent, ev->key, (float)ev->f);
+        return;
+    case FERRY_ROS2_EV_FLOAT64:
+        cli_json_f64(j, parent, ev->key, ev->f);
+        return;
+    case FERRY_ROS2_EV_STRING:
+        cli_json_str(j, parent, ev->key, ev->s);
+        return;
+    case FERRY_ROS2_EV_BYTES:
+        /* Short fixed arrays (a UUID) read as numbers; sequences (the data of an image) and long
+         * arrays as echo shows data. */
+        if (!ev->fixed || ev->n > CLI_JSON_ELEMENTS_MAX) {
+            cli_json_bytes(j, parent, ev->key, ev->p, ev->n, r->base64);
+            return;
+        }
+        node = cli_json_array(j, parent, ev->key);
+        for (i = 0; i < ev->n; i++) {
+            if (ev->is_signed)
+                cli_json_i64(j, node, NULL, (int8_t)ev->p[i]);
+            else
+                cli_json_u64(j, node, NULL, ev->p[i]);
+        }
+        return;
+    }
+}
+
+ferry_ros2_walk_result cli_json_ros2(cli_json *j, int obj, const ferry_ros2_schema *schema,
+                                     ferry_ros2_wire wire, const void *buf, size_t size,
+                                     bool base64)
+{
+    ros2_json r;
+
+    r.j = j;
+    r.base64 = base64;
+    r.stack[0] = obj;
+    r.depth = 1;
+    return ferry_ros2_walk(schema, wire, buf, size, CLI_JSON_ELEMENTS_MAX, ros2_json_event, &r);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@
 #include <ferry/ferry.h>
 #include <ferry/msg.h>
 
+#include "ros2_types.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +50,8 @@ typedef struct cli_json {
 void cli_json_init(cli_json *j);
 void cli_json_reset(cli_json *j); /* empties the tree and adds the root object, node 0 */
 void cli_json_free(cli_json *j);
+/* Removes every node added after the first count (count >= 1): a part that turned out wrong. */
+void cli_json_truncate(cli_json *j, size_t count);
 
 int cli_json_object(cli_json *j, int parent, const char *key);
 int cli_json_array(cli_json *j, int parent, const char *key);
@@ -60,6 +64,14 @@ void cli_json_real(cli_json *j, int parent, const char *key, double value);
 /* A double at full precision (it reads back as the same value); nan and inf as null. */
 void cli_json_f64(cli_json *j, int parent, const char *key, double value);
 void cli_json_bool(cli_json *j, int parent, const char *key, bool value);
+
+/* A float32 in the fewest digits that read back as the same float (6 to 9); nan, inf as null. */
+void cli_json_f32(cli_json *j, int parent, const char *key, float value);
+
+/* Bytes as echo shows a message's data: {bytes, crc32, head, tail} (the first and last 16 in
+ * hex), with base64 also {base64}. */
+void cli_json_bytes(cli_json *j, int parent, const char *key, const void *p, size_t n,
+                    bool base64);
 
 /* The node at a dotted path from node from ("header.stamp.sec"; array elements by index,
  * "fields.0.name"), or -1. */
@@ -96,6 +108,16 @@ typedef struct cli_msg_type {
 /* The decoder of type_name; for a type without one, the opaque decoder (name NULL, no stamp,
  * the data is the whole payload). Never NULL. */
 const cli_msg_type *cli_msg_type_find(const char *type_name);
+
+/* The fields of a message of a ROS 2 type known by its definition (ros2_types.h), walked from
+ * buf as wire says, added under node obj: arrays over CLI_JSON_ELEMENTS_MAX elements become
+ * {length, head} with the first ones, sequences of bytes and long byte arrays what
+ * cli_json_bytes makes (base64 as there). Returns the walk's result; on an error what was added
+ * so far stays. Keys point into the schema, which must outlive the tree. */
+#define CLI_JSON_ELEMENTS_MAX 64u
+ferry_ros2_walk_result cli_json_ros2(cli_json *j, int obj, const ferry_ros2_schema *schema,
+                                     ferry_ros2_wire wire, const void *buf, size_t size,
+                                     bool base64);
 
 /* The names of the stamped types, ", "-separated, for messages. */
 void cli_msg_stamped_names(char *buf, size_t cap);

@@ -34,9 +34,11 @@ static void usage(FILE *to)
           "  --window N       samples the periodic statistics cover, 1..1000000 (default 100)\n"
           "  --count N        stop after N samples; 0 runs until a signal (default 0)\n"
           "  --type NAME      type name to subscribe with at once (default: the type of the\n"
-          "                   topic's publishers; with none yet, it waits for one)\n"
-          "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if --count\n"
-          "                   samples had not come by then (default: never)\n"
+          "                   topic's publishers; with none yet, it waits for one, and says\n"
+          "                   so after a second)\n"
+          "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if no\n"
+          "                   publisher came, or --count samples had not come by then\n"
+          "                   (default: never)\n"
           "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
           "                   /dev/shm/ferry-<uid>)\n"
@@ -166,6 +168,12 @@ static void summary(delays *d)
            d->unstamped, d->invalid);
 }
 
+/* Every sample taken, stamped or not. */
+static uint64_t delays_taken(const delays *d)
+{
+    return d->total + d->unstamped + d->invalid;
+}
+
 /* One taken sample into d: its delay, or counted as invalid or unstamped. */
 static void take_one(delays *d, const cli_msg_type *decoder, const ferry_sample *s)
 {
@@ -183,7 +191,7 @@ static void take_one(delays *d, const cli_msg_type *decoder, const ferry_sample 
 }
 
 static int delay_loop(ferry_subscriber *sub, const delay_args *a, const cli_msg_type *decoder,
-                      int64_t deadline, delays *d, bool *timed_out)
+                      int64_t deadline, delays *d, bool *timed_out, cli_watch *wa)
 {
     int64_t now = ferry_now().ns, next_report = now + NS_PER_S;
 
@@ -195,9 +203,11 @@ static int delay_loop(ferry_subscriber *sub, const delay_args *a, const cli_msg_
         if (err == FERRY_OK) {
             take_one(d, decoder, &s);
             err = ferry_release(sub, &s);
-            if (err != FERRY_OK) return cli_fail(CMD, 1, "ferry_release: %s", ferry_strerror(err));
+            if (err != FERRY_OK) return cli_fail_err(CMD, 1, err, "ferry_release");
         } else if (err != FERRY_EAGAIN) {
-            return cli_fail(CMD, 1, "ferry_take: %s", ferry_strerror(err));
+            return cli_fail_err(CMD, 1, err, "ferry_take");
+        } else {
+            cli_watch_tick(wa, delays_taken(d));
         }
         now = ferry_now().ns;
         if (now >= next_report) {
@@ -221,8 +231,7 @@ static int delay_loop(ferry_subscriber *sub, const delay_args *a, const cli_msg_
         if (deadline >= 0 && deadline < until) until = deadline;
         if (until - now > WAIT_SLICE_NS) until = now + WAIT_SLICE_NS;
         err = ferry_wait(sub, until - now);
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
-            return cli_fail(CMD, 1, "ferry_wait: %s", ferry_strerror(err));
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return cli_fail_err(CMD, 1, err, "ferry_wait");
     }
     return 0;
 }
@@ -237,6 +246,7 @@ int ferry_cmd_delay(int argc, char **argv)
     cli_type_found found;
     char names[256];
     int64_t deadline;
+    cli_watch wa;
     cli_type type;
     ferry_err err;
     delay_args a;
@@ -254,13 +264,10 @@ int ferry_cmd_delay(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
     deadline = a.o.timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a.o.timeout_s * 1e9) : -1;
-    found = cli_topic_type(&a.o.where, a.topic, a.o.type, deadline, &type);
-    if (found != CLI_TYPE_FOUND) {
-        if (found == CLI_TYPE_TIMEOUT && a.o.count != 0)
-            return cli_fail(CMD, 1, "timed out after %g s: no publisher on %s", a.o.timeout_s,
-                            a.topic);
-        return 0;
-    }
+    cli_watch_init(&wa, CMD, &a.o, a.topic);
+    found = cli_topic_type(&wa, deadline, &type);
+    if (found != CLI_TYPE_FOUND)
+        return found == CLI_TYPE_TIMEOUT ? cli_watch_fail(&wa, a.o.timeout_s) : 0;
     decoder = cli_msg_type_find(type.name);
     if (!decoder->stamped)
         return cli_fail(CMD, 1, "%s carries %s, which has no header stamp (delay takes %s)",
@@ -278,18 +285,21 @@ int ferry_cmd_delay(int argc, char **argv)
         return 1;
     }
 
-    status = delay_loop(sub, &a, decoder, deadline, &d, &timed_out);
+    status = delay_loop(sub, &a, decoder, deadline, &d, &timed_out, &wa);
     summary(&d);
-    if (timed_out && a.o.count != 0 && status == 0)
+    /* With a publisher and no --count, --timeout is simply how long to listen. */
+    if (timed_out && status == 0 && cli_watch_none(&wa, delays_taken(&d)))
+        status = cli_watch_fail(&wa, a.o.timeout_s);
+    else if (timed_out && a.o.count != 0 && status == 0)
         status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples",
                           a.o.timeout_s, d.total, a.o.count);
 
     err = ferry_subscriber_destroy(sub);
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_subscriber_destroy: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_subscriber_destroy");
     err = ferry_node_destroy(node);
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_node_destroy");
     delays_free(&d);
     if (fflush(stdout) != 0 && errno != EPIPE && status == 0) status = 1;
     return status;

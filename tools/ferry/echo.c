@@ -18,7 +18,7 @@
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
 #define FIELDS_MAX 32
-#define SUMMARY_BYTES 16 /* of the data's head and tail in a JSON line */
+#define LOOKUP_PERIOD_NS 100000000LL
 
 static void usage(FILE *to)
 {
@@ -27,8 +27,8 @@ static void usage(FILE *to)
           "  seq=N size=N latency_us=X.X publisher=HEX [ok|CORRUPT]\n"
           "latency_us is the time from ferry_publish to the take. A summary goes to stderr at\n"
           "the end. Exits 1 when a frame failed --verify, or when --timeout expired before\n"
-          "--count samples came. Without --type, echo waits for a publisher and subscribes\n"
-          "with its type.\n"
+          "--count samples came or with no publisher seen. Without --type, echo waits for a\n"
+          "publisher and subscribes with its type; with none after a second, it says so.\n"
           "\n"
           "options:\n"
           "  --json           print one JSON object a line per sample instead: topic, type,\n"
@@ -48,7 +48,8 @@ static void usage(FILE *to)
           "  --depth N        queue depth per publisher, 1..4096 (default: the library's, 2)\n"
           "  --history N      ask each publisher for its last N samples on joining, 0..4096\n"
           "                   (default 0)\n"
-          "  --timeout SEC    give up after SEC seconds, 0..1000000000 (default: never)\n"
+          "  --timeout SEC    give up after SEC seconds, 0..1000000000 (default: never); exits\n"
+          "                   1 if no publisher came, or --count samples did not\n"
           "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
           "                   /dev/shm/ferry-<uid>)\n"
@@ -67,6 +68,13 @@ typedef struct echo_args {
     int kind; /* 0 synthetic frames, 1 images, 2 point clouds: what --verify checks */
     cli_type type;
     const cli_msg_type *decoder;
+    /* A ROS 2 type an rmw_ferry_cpp node publishes, decoded by its definition. */
+    ferry_node *node;
+    bool ros2_named; /* the type is named "pkg/msg/Name" and ferry has no decoder of its own */
+    ferry_ros2_schema *schema;
+    ferry_ros2_wire wire;
+    int64_t next_lookup_ns;
+    bool told_schema;
 } echo_args;
 
 static int parse_args(int argc, char **argv, echo_args *a)
@@ -159,40 +167,41 @@ static bool sample_intact(const echo_args *a, const ferry_sample *s, uint64_t *f
     return true;
 }
 
-static void hex_bytes(char *out, const unsigned char *p, size_t n)
-{
-    static const char digits[] = "0123456789abcdef";
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
 /* The data as a summary: its size, its CRC-32, its first and last bytes, and with --data the
  * bytes themselves. */
 static void add_data(cli_json *j, const echo_args *a, const cli_msg *m)
 {
-    const unsigned char *p = m->data;
-    size_t n = m->data_size < SUMMARY_BYTES ? m->data_size : SUMMARY_BYTES;
-    char hex[2 * SUMMARY_BYTES + 1];
-    int d = cli_json_object(j, 0, "data");
+    cli_json_bytes(j, 0, "data", m->data, m->data_size, a->data);
+}
 
-    cli_json_u64(j, d, "bytes", m->data_size);
-    cli_json_u64(j, d, "crc32", cli_crc32(p, m->data_size));
-    hex_bytes(hex, p, n);
-    cli_json_str(j, d, "head", hex);
-    hex_bytes(hex, p + m->data_size - n, n);
-    cli_json_str(j, d, "tail", hex);
-    if (a->data) cli_json_str_owned(j, d, "base64", cli_base64(p, m->data_size));
+/* A ROS 2 type of an rmw_ferry_cpp publisher ("pkg/msg/Name"): its description from the domain's
+ * graph files, looked up again every LOOKUP_PERIOD_NS until found (the node writes it just after
+ * its publisher is made). */
+static void ros2_lookup(echo_args *a)
+{
+    ferry_ros2_type_info info;
+    char why[256];
+    int64_t now = ferry_now().ns;
+
+    if (a->schema != NULL || !a->ros2_named || now < a->next_lookup_ns) return;
+    a->next_lookup_ns = now + LOOKUP_PERIOD_NS;
+    if (ferry_ros2_type_find(ferry_node_dir(a->node), a->type.name, a->type.hash, &info) !=
+        FERRY_OK)
+        return;
+    if (ferry_ros2_schema_parse(a->type.name, info.definition, info.definition_size, &a->schema,
+                                why, sizeof why) == FERRY_OK)
+        a->wire = info.wire;
+    else if (!a->told_schema)
+        fprintf(stderr, "ferry echo: the definition of %s does not parse (%s): not decoded\n",
+                a->type.name, why);
+    a->told_schema = true;
+    ferry_ros2_type_info_free(&info);
 }
 
 /* One sample as a JSON tree: what ferry knows of it, then the message's fields. Latency runs
  * from the header stamp (CLOCK_REALTIME, as ROS stamps are) when the message has one, so a
  * sample that crossed the bridge shows its time on the network too; else from ferry_publish. */
-static void sample_json(cli_json *j, const echo_args *a, const char *topic, const ferry_sample *s,
+static void sample_json(cli_json *j, echo_args *a, const char *topic, const ferry_sample *s,
                         bool intact)
 {
     int64_t now_mono = ferry_now().ns, now_real = cli_realtime_ns();
@@ -216,6 +225,26 @@ static void sample_json(cli_json *j, const echo_args *a, const char *topic, cons
                                       : now_mono - s->publish_time.ns) / 1e3);
     cli_json_str(j, 0, "latency_from", from_stamp ? "stamp" : "publish");
     if (a->verify) cli_json_bool(j, 0, "intact", intact);
+    ros2_lookup(a);
+    if (a->schema != NULL) {
+        /* Every field of the message, its byte sequences summarised like data. */
+        size_t fields = j->count;
+        ferry_ros2_walk_result r =
+            cli_json_ros2(j, 0, a->schema, a->wire, s->data, s->size, a->data);
+
+        if (r != FERRY_ROS2_WALK_OK) {
+            /* What was added of a message that turned out malformed goes. */
+            cli_json_truncate(j, fields);
+            cli_json_str(j, 0, "invalid",
+                         r == FERRY_ROS2_WALK_UNSUPPORTED
+                             ? "the sample is CDR of an encapsulation other than CDR_LE / CDR_BE"
+                         : a->wire == FERRY_ROS2_WIRE_PLAIN
+                             ? "the sample is not a message of its type's C layout"
+                             : "the sample is not a CDR message of its type");
+            add_data(j, a, &m);
+        }
+        return;
+    }
     if (m.valid) {
         a->decoder->decode(s, &m, j, 0);
     } else {
@@ -253,7 +282,7 @@ static int print_json(const cli_json *j, const echo_args *a)
     return 0;
 }
 
-static int print_sample(cli_json *j, const echo_args *a, const char *topic, const ferry_sample *s,
+static int print_sample(cli_json *j, echo_args *a, const char *topic, const ferry_sample *s,
                         bool intact, uint64_t frame)
 {
     if (a->o.json) {
@@ -269,8 +298,9 @@ static int print_sample(cli_json *j, const echo_args *a, const char *topic, cons
     return 0;
 }
 
-static int echo_samples(ferry_subscriber *sub, const echo_args *a, const char *topic,
-                        int64_t deadline, cli_json *j, echo_totals *tot, bool *timed_out)
+static int echo_samples(ferry_subscriber *sub, echo_args *a, const char *topic,
+                        int64_t deadline, cli_json *j, echo_totals *tot, bool *timed_out,
+                        cli_watch *wa)
 {
     while (!cli_stop_requested && (a->o.count == 0 || tot->received < a->o.count)) {
         ferry_sample s;
@@ -294,10 +324,11 @@ static int echo_samples(ferry_subscriber *sub, const echo_args *a, const char *t
                 }
             }
             err = ferry_release(sub, &s);
-            if (err != FERRY_OK) return cli_fail(CMD, 1, "ferry_release: %s", ferry_strerror(err));
+            if (err != FERRY_OK) return cli_fail_err(CMD, 1, err, "ferry_release");
             continue;
         }
-        if (err != FERRY_EAGAIN) return cli_fail(CMD, 1, "ferry_take: %s", ferry_strerror(err));
+        if (err != FERRY_EAGAIN) return cli_fail_err(CMD, 1, err, "ferry_take");
+        cli_watch_tick(wa, tot->received);
         if (deadline >= 0) {
             int64_t left = deadline - ferry_now().ns;
 
@@ -309,14 +340,13 @@ static int echo_samples(ferry_subscriber *sub, const echo_args *a, const char *t
         } else {
             err = ferry_wait(sub, WAIT_SLICE_NS);
         }
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
-            return cli_fail(CMD, 1, "ferry_wait: %s", ferry_strerror(err));
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return cli_fail_err(CMD, 1, err, "ferry_wait");
     }
     return 0;
 }
 
-static int echo_loop(ferry_subscriber *sub, const echo_args *a, int64_t deadline, echo_totals *tot,
-                     bool *timed_out)
+static int echo_loop(ferry_subscriber *sub, echo_args *a, int64_t deadline, echo_totals *tot,
+                     bool *timed_out, cli_watch *wa)
 {
     char topic[FERRY_TOPIC_MAX + 2];
     cli_json j;
@@ -324,7 +354,7 @@ static int echo_loop(ferry_subscriber *sub, const echo_args *a, int64_t deadline
 
     snprintf(topic, sizeof topic, "%s%s", a->topic[0] == '/' ? "" : "/", a->topic);
     cli_json_init(&j);
-    status = echo_samples(sub, a, topic, deadline, &j, tot, timed_out);
+    status = echo_samples(sub, a, topic, deadline, &j, tot, timed_out, wa);
     cli_json_free(&j);
     return status;
 }
@@ -340,6 +370,7 @@ int ferry_cmd_echo(int argc, char **argv)
     bool timed_out = false;
     cli_type_found found;
     int64_t deadline;
+    cli_watch wa;
     ferry_err err;
     echo_args a;
     int status;
@@ -358,15 +389,18 @@ int ferry_cmd_echo(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
     deadline = a.o.timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a.o.timeout_s * 1e9) : -1;
-    found = cli_topic_type(&a.o.where, a.topic, a.o.type, deadline, &a.type);
+    cli_watch_init(&wa, CMD, &a.o, a.topic);
+    found = cli_topic_type(&wa, deadline, &a.type);
     if (found == CLI_TYPE_FOUND) {
         if (strcmp(a.type.name, FERRY_IMAGE_TYPE_NAME) == 0)
             a.kind = 1;
         else if (strcmp(a.type.name, FERRY_POINTCLOUD_TYPE_NAME) == 0)
             a.kind = 2;
         a.decoder = cli_msg_type_find(a.type.name);
+        a.ros2_named = a.decoder->name == NULL && strstr(a.type.name, "/msg/") != NULL;
         if (cli_subscribe(CMD, &a.o.where, a.topic, &a.type, &o, &node, &sub) != 0) return 1;
-        status = echo_loop(sub, &a, deadline, &tot, &timed_out);
+        a.node = node;
+        status = echo_loop(sub, &a, deadline, &tot, &timed_out, &wa);
     } else {
         timed_out = found == CLI_TYPE_TIMEOUT;
     }
@@ -374,26 +408,29 @@ int ferry_cmd_echo(int argc, char **argv)
     memset(&st, 0, sizeof st);
     err = sub != NULL ? ferry_subscriber_stats_get(sub, &st) : FERRY_OK;
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_subscriber_stats_get: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_subscriber_stats_get");
     fprintf(stderr, "ferry echo: %s: received %" PRIu64 ", dropped %" PRIu64, a.topic, tot.received,
             st.dropped);
     if (a.verify) fprintf(stderr, ", corrupt %" PRIu64, tot.corrupt);
     fprintf(stderr, ", publishers %" PRIu32 "\n", st.publishers);
-    /* With no --count, --timeout is simply how long to listen. */
-    if (timed_out && a.o.count != 0 && status == 0)
-        status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples%s",
-                          a.o.timeout_s, tot.received, a.o.count,
-                          sub == NULL ? " (no publisher came)" : "");
+    /* With a publisher and no --count, --timeout is simply how long to listen; with none, the
+     * topic or the directory is likely wrong. */
+    if (timed_out && status == 0 && cli_watch_none(&wa, tot.received))
+        status = cli_watch_fail(&wa, a.o.timeout_s);
+    else if (timed_out && a.o.count != 0 && status == 0)
+        status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples",
+                          a.o.timeout_s, tot.received, a.o.count);
     if (tot.corrupt != 0 && status == 0) status = 1;
 
     if (sub != NULL) {
         err = ferry_subscriber_destroy(sub);
         if (err != FERRY_OK && status == 0)
-            status = cli_fail(CMD, 1, "ferry_subscriber_destroy: %s", ferry_strerror(err));
+            status = cli_fail_err(CMD, 1, err, "ferry_subscriber_destroy");
         err = ferry_node_destroy(node);
         if (err != FERRY_OK && status == 0)
-            status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+            status = cli_fail_err(CMD, 1, err, "ferry_node_destroy");
     }
+    ferry_ros2_schema_free(a.schema);
     if (tot.output_failed && status == 0) status = 1;
     return status;
 }

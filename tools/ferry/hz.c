@@ -30,9 +30,11 @@ static void usage(FILE *to)
           "  --window N       samples the statistics cover, 2..1000000 (default 100)\n"
           "  --count N        stop after N rate reports; 0 runs until a signal (default 0)\n"
           "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
-          "                   publishers; with none yet, it waits for one)\n"
-          "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if --count\n"
-          "                   reports were not printed by then (default: never)\n"
+          "                   publishers; with none yet, it waits for one, and says so after\n"
+          "                   a second)\n"
+          "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if no\n"
+          "                   publisher came, or --count reports were not printed by then\n"
+          "                   (default: never)\n"
           "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
           "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
           "                   /dev/shm/ferry-<uid>)\n"
@@ -143,7 +145,7 @@ static bool window_report(const window *w)
 }
 
 static int hz_loop(ferry_subscriber *sub, const hz_args *a, int64_t deadline, window *w,
-                   uint64_t *reports, bool *timed_out)
+                   uint64_t *reports, uint64_t *received, bool *timed_out, cli_watch *wa)
 {
     int64_t now = ferry_now().ns;
     int64_t next_report = now + NS_PER_S;
@@ -155,10 +157,13 @@ static int hz_loop(ferry_subscriber *sub, const hz_args *a, int64_t deadline, wi
 
         if (err == FERRY_OK) {
             window_add(w, s.publish_time.ns, s.size);
+            (*received)++;
             err = ferry_release(sub, &s);
-            if (err != FERRY_OK) return cli_fail(CMD, 1, "ferry_release: %s", ferry_strerror(err));
+            if (err != FERRY_OK) return cli_fail_err(CMD, 1, err, "ferry_release");
         } else if (err != FERRY_EAGAIN) {
-            return cli_fail(CMD, 1, "ferry_take: %s", ferry_strerror(err));
+            return cli_fail_err(CMD, 1, err, "ferry_take");
+        } else {
+            cli_watch_tick(wa, *received);
         }
         now = ferry_now().ns;
         if (now >= next_report) {
@@ -182,8 +187,7 @@ static int hz_loop(ferry_subscriber *sub, const hz_args *a, int64_t deadline, wi
         if (deadline >= 0 && deadline < until) until = deadline;
         if (until - now > WAIT_SLICE_NS) until = now + WAIT_SLICE_NS;
         err = ferry_wait(sub, until - now);
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
-            return cli_fail(CMD, 1, "ferry_wait: %s", ferry_strerror(err));
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return cli_fail_err(CMD, 1, err, "ferry_wait");
     }
     return 0;
 }
@@ -194,9 +198,10 @@ int ferry_cmd_hz(int argc, char **argv)
     ferry_subscriber *sub = NULL;
     ferry_node *node = NULL;
     bool timed_out = false;
-    uint64_t reports = 0;
+    uint64_t reports = 0, received = 0;
     cli_type_found found;
     int64_t deadline;
+    cli_watch wa;
     cli_type type;
     ferry_err err;
     hz_args a;
@@ -219,30 +224,31 @@ int ferry_cmd_hz(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();
     deadline = a.o.timeout_s >= 0.0 ? ferry_now().ns + (int64_t)(a.o.timeout_s * 1e9) : -1;
-    found = cli_topic_type(&a.o.where, a.topic, a.o.type, deadline, &type);
+    cli_watch_init(&wa, CMD, &a.o, a.topic);
+    found = cli_topic_type(&wa, deadline, &type);
     if (found != CLI_TYPE_FOUND) {
         window_free(&w);
-        if (found == CLI_TYPE_TIMEOUT && a.o.count != 0)
-            return cli_fail(CMD, 1, "timed out after %g s: no publisher on %s", a.o.timeout_s,
-                            a.topic);
-        return 0;
+        return found == CLI_TYPE_TIMEOUT ? cli_watch_fail(&wa, a.o.timeout_s) : 0;
     }
     if (cli_subscribe(CMD, &a.o.where, a.topic, &type, &o, &node, &sub) != 0) {
         window_free(&w);
         return 1;
     }
 
-    status = hz_loop(sub, &a, deadline, &w, &reports, &timed_out);
-    if (timed_out && a.o.count != 0 && status == 0)
+    status = hz_loop(sub, &a, deadline, &w, &reports, &received, &timed_out, &wa);
+    /* With a publisher and no --count, --timeout is simply how long to listen. */
+    if (timed_out && status == 0 && cli_watch_none(&wa, received))
+        status = cli_watch_fail(&wa, a.o.timeout_s);
+    else if (timed_out && a.o.count != 0 && status == 0)
         status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " reports",
                           a.o.timeout_s, reports, a.o.count);
 
     err = ferry_subscriber_destroy(sub);
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_subscriber_destroy: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_subscriber_destroy");
     err = ferry_node_destroy(node);
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_node_destroy");
     window_free(&w);
     return status;
 }

@@ -101,6 +101,47 @@ static const char *huge_pages_name(ferry_huge_pages h)
     }
 }
 
+static const char *spin_mode_name(uint32_t mode)
+{
+    switch (mode) {
+    case FERRY_SPIN_MODE_SPIN: return "spin";
+    case FERRY_SPIN_MODE_YIELD: return "yield";
+    case FERRY_SPIN_MODE_POLL: return "poll";
+    default: return "off";
+    }
+}
+
+static void json_spin(const ferry_spin_stats *sp)
+{
+    printf(", \"spin\": {\"mode\": \"%s\", \"cpu\": %" PRId32 ", \"budget_ns\": %" PRId64
+           ", \"peers_elsewhere\": %" PRIu32 ", \"peers_same_cpu\": %" PRIu32
+           ", \"spins\": %" PRIu64 ", \"spins_found\": %" PRIu64 ", \"paced_spins\": %" PRIu64
+           ", \"paced_found\": %" PRIu64 "}",
+           spin_mode_name(sp->mode), sp->cpu, sp->budget_ns, sp->peers_elsewhere,
+           sp->peers_same_cpu, sp->spins, sp->spins_found, sp->paced_spins, sp->paced_found);
+}
+
+/* How its waits pass the time, and why (ferry_spin_stats). */
+static void print_spin(const ferry_spin_stats *sp)
+{
+    printf("    waits: ");
+    switch (sp->mode) {
+    case FERRY_SPIN_MODE_SPIN: printf("spin up to %.1f us", (double)sp->budget_ns / 1e3); break;
+    case FERRY_SPIN_MODE_YIELD: printf("yield, then sleep"); break;
+    case FERRY_SPIN_MODE_POLL: printf("poll, never sleep"); break;
+    default: printf("sleep at once"); break;
+    }
+    if (sp->cpu < 0)
+        printf(" (its thread may run on several CPUs)");
+    else
+        printf(" (its thread on CPU %" PRId32 " only; peers: %" PRIu32 " there, %" PRIu32
+               " elsewhere)", sp->cpu, sp->peers_same_cpu, sp->peers_elsewhere);
+    printf("  spins %" PRIu64 ", %" PRIu64 " found", sp->spins, sp->spins_found);
+    if (sp->paced_spins)
+        printf("; paced %" PRIu64 ", %" PRIu64 " caught", sp->paced_spins, sp->paced_found);
+    putchar('\n');
+}
+
 static void json_endpoint_common(const ferry_endpoint_info *e)
 {
     printf("{\"id\": \"%" PRIx64 "\", \"pid\": %" PRId32 ", \"alive\": %s, \"node\": ", e->id,
@@ -141,11 +182,13 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
                ", \"subscribers\": %" PRIu32 ", \"subscribers_lost\": %" PRIu64
                ", \"chunks_reclaimed\": %" PRIu64 ", \"rejected\": %" PRIu64
                ", \"protocol_errors\": %" PRIu64 ", \"huge_pages\": \"%s\""
-               ", \"huge_bytes\": %" PRIu64 "}",
+               ", \"huge_bytes\": %" PRIu64,
                p->published, p->deliveries, p->dropped, p->bytes_copied, p->chunks_total,
                p->chunks_free, p->chunks_loaned, p->chunks_in_use, p->size_classes, p->pool_bytes,
                p->pool_bytes_cap, p->subscribers, p->subscribers_lost, p->chunks_reclaimed,
                p->rejected, p->protocol_errors, huge_pages_name(p->huge_pages), p->huge_bytes);
+        json_spin(&p->spin);
+        putchar('}');
     }
     if (count_kind(l, FERRY_ENDPOINT_PUBLISHER) != 0) fputs("\n  ", stdout);
     fputs("],\n  \"subscribers\": [", stdout);
@@ -161,9 +204,11 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
         printf(", \"received\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"held\": %" PRIu32
                ", \"depth\": %" PRIu32 ", \"publishers\": %" PRIu32
                ", \"publishers_lost\": %" PRIu64 ", \"bytes_copied\": %" PRIu64
-               ", \"rejected\": %" PRIu64 ", \"protocol_errors\": %" PRIu64 "}",
+               ", \"rejected\": %" PRIu64 ", \"protocol_errors\": %" PRIu64,
                s->received, s->dropped, s->held, e->depth, s->publishers, s->publishers_lost,
                s->bytes_copied, s->rejected, s->protocol_errors);
+        json_spin(&s->spin);
+        putchar('}');
     }
     if (count_kind(l, FERRY_ENDPOINT_SUBSCRIBER) != 0) fputs("\n  ", stdout);
     fputs("]\n}\n", stdout);
@@ -212,6 +257,7 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
             printf("    pages %s: %" PRIu64 " bytes (%.1f MiB) mapped huge\n",
                    huge_pages_name(p->huge_pages), p->huge_bytes,
                    (double)p->huge_bytes / 1048576.0);
+        print_spin(&p->spin);
     }
     printf("subscribers: %zu\n", count_kind(l, FERRY_ENDPOINT_SUBSCRIBER));
     for (i = 0; i < l->count; i++) {
@@ -226,6 +272,7 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
         printf("    publishers lost %" PRIu64 "  rejected %" PRIu64 "  protocol errors %" PRIu64
                "  bytes copied %" PRIu64 "\n",
                s->publishers_lost, s->rejected, s->protocol_errors, s->bytes_copied);
+        print_spin(&s->spin);
     }
 }
 

@@ -1,6 +1,9 @@
 /*
- * ferry play: publishes the messages of an MCAP file on ferry at their recorded pace (log-time
- * deltas divided by --rate). A channel of a ROS 2 type ("cdr" messages of a known ros2msg
+ * ferry play: publishes the messages of an MCAP file on ferry at their recorded pace: each when
+ * its publish time comes (the publisher's time, as ferry record stores it; the log time where a
+ * message has none), the deltas divided by --rate. While it waits, for subscribers or for the
+ * next message, it runs every publisher's housekeeping, so that a subscriber of any topic is
+ * answered at once. A channel of a ROS 2 type ("cdr" messages of a known ros2msg
  * schema) gets a publisher of the ferry type of that kind and each message is parsed and
  * published through a loan (src/ros2/ros2.h); a "ferry-raw" channel gets a publisher of the
  * ferry type its metadata names and each message is copied into a loan as it is. Messages that
@@ -15,8 +18,10 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CMD "play"
 #define NS_PER_S 1000000000LL
@@ -30,9 +35,11 @@ static void usage(FILE *to)
 {
     fputs("usage: ferry play FILE.mcap [options]\n"
           "Publishes the messages of FILE (written by `ferry record`, rosbag2 or any MCAP\n"
-          "writer of ROS 2 CDR messages) on ferry at their recorded pace. ROS 2 types that\n"
-          "ferry has (Image, PointCloud2, CameraInfo, CompressedImage, Imu, ferry_msgs/Tensor)\n"
-          "are published as ferry's own; ferry-raw channels with the type they were recorded\n"
+          "writer of ROS 2 CDR messages) on ferry at their recorded pace: each message when\n"
+          "its publish time comes (the publisher's time, which ferry record stores; the log\n"
+          "time where a writer left it 0), in file order. ROS 2 types that ferry has\n"
+          "(Image, PointCloud2, CameraInfo, CompressedImage, Imu, ferry_msgs/Tensor) are\n"
+          "published as ferry's own; ferry-raw channels with the type they were recorded\n"
           "with; other channels are skipped. Stamps are the recorded ones. Prints a summary\n"
           "on stderr; exits 1 when the file is unreadable or a record is malformed.\n"
           "\n"
@@ -41,11 +48,12 @@ static void usage(FILE *to)
           "                        (default 1)\n"
           "  --loop                start again at the end, until a signal\n"
           "  --topic PATTERN       play only topics matching PATTERN (fnmatch); repeatable\n"
-          "  --start S             skip the first S seconds of the file\n"
-          "  --end S               stop S seconds after the file's start\n"
+          "  --start S             skip the first S seconds of the file (log time)\n"
+          "  --end S               stop S seconds after the file's start (log time)\n"
           "  --remap FROM:TO       publish topic FROM as TO; repeatable\n"
           "  --wait-subscribers N  wait (up to --timeout, default 10 s) until every publisher\n"
-          "                        has N subscribers before the first message\n"
+          "                        has N subscribers before the first message; subscribers\n"
+          "                        of every topic are served meanwhile\n"
           "  --timeout SEC         how long --wait-subscribers waits\n"
           "  --quiet               print no summary\n"
           "  --domain N            domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
@@ -156,8 +164,10 @@ typedef struct player {
     ferry_node *node;
     pchannel *ch;
     size_t nch;
+    struct pollfd *fds; /* the publishers' descriptors, for their housekeeping */
+    size_t nfds;
     int64_t wall0;      /* when the first message of this pass was due */
-    uint64_t log0;      /* its log time */
+    uint64_t t0;        /* its pace time (pace_time) */
     bool first;
     uint64_t published, malformed, failed, skipped;
     const char *first_failure;
@@ -229,7 +239,8 @@ static int make_publishers(player *P)
     ferry_publisher_options o;
 
     P->ch = calloc(in->nchannels ? in->nchannels : 1, sizeof *P->ch);
-    if (P->ch == NULL) return cli_fail(CMD, 1, "out of memory");
+    P->fds = calloc(in->nchannels ? in->nchannels : 1, sizeof *P->fds);
+    if (P->ch == NULL || P->fds == NULL) return cli_fail(CMD, 1, "out of memory");
     ferry_publisher_options_init(&o);
     o.max_sample_size = SAMPLE_MAX;
     o.pool_bytes = POOL_BYTES;
@@ -261,6 +272,10 @@ static int make_publishers(player *P)
             return cli_fail(CMD, 1, "cannot publish %s (type %s): %s", pc->topic, type,
                             ferry_strerror(err));
         pc->play = true;
+        err = ferry_publisher_fd(pc->pub, &P->fds[P->nfds].fd);
+        if (err != FERRY_OK)
+            return cli_fail(CMD, 1, "%s: ferry_publisher_fd: %s", pc->topic, ferry_strerror(err));
+        P->fds[P->nfds++].events = POLLIN;
     }
     return 0;
 }
@@ -272,15 +287,32 @@ static pchannel *channel_of(player *P, uint16_t id)
     return NULL;
 }
 
-/* Sleeps until t (CLOCK_MONOTONIC) in slices, so that a signal ends the wait promptly. */
-static void sleep_until(int64_t t)
+/* Waits until t (CLOCK_MONOTONIC) running every publisher's housekeeping as its descriptor
+ * fires: a subscriber that connects is answered at once (it gives a publisher 2 s to answer its
+ * hello), whichever topic it wants and however long the wait. In slices, so that a signal ends
+ * the wait promptly. */
+static void idle_until(player *P, int64_t t)
 {
     while (!cli_stop_requested) {
-        int64_t now = ferry_now().ns;
+        int64_t left = t - ferry_now().ns;
+        struct timespec ts;
 
-        if (now >= t) return;
-        cli_sleep_until(t - now > SLEEP_SLICE_NS ? now + SLEEP_SLICE_NS : t);
+        if (left <= 0) return;
+        if (left > SLEEP_SLICE_NS) left = SLEEP_SLICE_NS;
+        ts.tv_sec = (time_t)(left / NS_PER_S);
+        ts.tv_nsec = (long)(left % NS_PER_S);
+        if (ppoll(P->fds, P->nfds, &ts, NULL) > 0)
+            for (size_t i = 0; i < P->nch; i++)
+                if (P->ch[i].pub != NULL) ferry_publisher_poll(P->ch[i].pub, 0);
     }
+}
+
+/* When a message is due: its publish time, the publisher's own, which ferry record stores (and
+ * rosbag2 where the middleware gives it) and which a late recorder does not shift; its log time
+ * where a writer left the publish time 0. */
+static uint64_t pace_time(const ferry_mcap_message *m)
+{
+    return m->publish_time != 0 ? m->publish_time : m->log_time;
 }
 
 static void count_failure(player *P, const char *why)
@@ -302,9 +334,11 @@ static bool on_message(void *arg, const ferry_mcap_message *m)
     if (P->first) {
         P->first = false;
         P->wall0 = ferry_now().ns;
-        P->log0 = m->log_time;
-    } else if (P->a->rate > 0.0 && m->log_time > P->log0) {
-        sleep_until(P->wall0 + (int64_t)((double)(m->log_time - P->log0) / P->a->rate));
+        P->t0 = pace_time(m);
+    } else if (P->a->rate > 0.0 && pace_time(m) > P->t0) {
+        /* On the first message's schedule: one published late is not made up for by the
+         * others (and one due before the last goes at once, after it). */
+        idle_until(P, P->wall0 + (int64_t)((double)(pace_time(m) - P->t0) / P->a->rate));
         if (cli_stop_requested) return false;
     }
     if (pc->kind != FERRY_ROS2_NONE) {
@@ -351,28 +385,44 @@ static bool on_message(void *arg, const ferry_mcap_message *m)
     return true;
 }
 
+/* Waits until every publisher has the subscribers asked for, serving all of them meanwhile. */
 static int wait_subscribers(player *P)
 {
     int64_t timeout = P->a->o.timeout_s >= 0.0 ? (int64_t)(P->a->o.timeout_s * 1e9)
                                                 : 10 * NS_PER_S;
     int64_t deadline = ferry_now().ns + timeout;
 
-    for (size_t i = 0; i < P->nch; i++) {
-        int64_t left;
+    for (;;) {
+        const char *short_of = NULL;
+        size_t missing = 0;
+        int64_t now;
 
-        if (!P->ch[i].play) continue;
-        while ((left = deadline - ferry_now().ns) > 0 && !cli_stop_requested) {
-            ferry_err err = ferry_publisher_wait_subscribers(
-                P->ch[i].pub, (uint32_t)P->a->wait_subscribers,
-                left < SLEEP_SLICE_NS ? left : SLEEP_SLICE_NS);
+        for (size_t i = 0; i < P->nch; i++) {
+            ferry_err err;
 
-            if (err == FERRY_OK) break;
+            if (!P->ch[i].play) continue;
+            err = ferry_publisher_wait_subscribers(P->ch[i].pub, (uint32_t)P->a->wait_subscribers,
+                                                   0);
+            if (err == FERRY_OK) continue;
+            if (err != FERRY_ETIMEDOUT)
+                return cli_fail(CMD, 1, "%s: ferry_publisher_wait_subscribers: %s",
+                                P->ch[i].topic, ferry_strerror(err));
+            if (short_of == NULL) short_of = P->ch[i].topic;
+            missing++;
         }
-        if (left <= 0)
-            return cli_fail(CMD, 1, "%s: fewer than %" PRIu64 " subscribers after %.3g s",
-                            P->ch[i].topic, P->a->wait_subscribers, (double)timeout / 1e9);
+        if (missing == 0 || cli_stop_requested) return 0;
+        now = ferry_now().ns;
+        if (now >= deadline) {
+            if (missing == 1)
+                return cli_fail(CMD, 1, "%s: fewer than %" PRIu64 " subscribers after %.3g s",
+                                short_of, P->a->wait_subscribers, (double)timeout / 1e9);
+            return cli_fail(CMD, 1,
+                            "%s and %zu other topics: fewer than %" PRIu64
+                            " subscribers after %.3g s",
+                            short_of, missing - 1, P->a->wait_subscribers, (double)timeout / 1e9);
+        }
+        idle_until(P, now + SLEEP_SLICE_NS < deadline ? now + SLEEP_SLICE_NS : deadline);
     }
-    return 0;
 }
 
 /* Samples still queued when a publisher goes are lost to its subscribers: wait (up to
@@ -427,9 +477,13 @@ int ferry_cmd_play(int argc, char **argv)
     if (in->truncated && !a.o.quiet)
         fprintf(stderr, "ferry play: %s is truncated (no footer): playing what it holds\n",
                 a.file);
+    if (in->summary_ignored[0] && !a.o.quiet)
+        fprintf(stderr, "ferry play: %s: summary ignored (%s); scanned\n", a.file,
+                in->summary_ignored);
     start = in->start_time + (uint64_t)(a.start_s * 1e9);
     end = a.has_end ? in->start_time + (uint64_t)(a.end_s * 1e9) : UINT64_MAX;
     cli_stop_on_signals();
+    ferry_mcap_reader_set_cancel(P.r, &cli_stop_requested);
     status = 1;
     if (cli_node(&a.o.where, CMD, &P.node) != FERRY_OK) goto out;
     status = make_publishers(&P);
@@ -458,6 +512,7 @@ gone:
     for (size_t i = 0; i < P.nch; i++)
         if (P.ch[i].pub != NULL) ferry_publisher_destroy(P.ch[i].pub);
     free(P.ch);
+    free(P.fds);
     if (P.node != NULL) ferry_node_destroy(P.node);
     ferry_mcap_reader_close(P.r);
     return status;

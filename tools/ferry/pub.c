@@ -39,6 +39,12 @@ static void usage(FILE *to)
           "                          --chunks (default 0)\n"
           "  --chunks N              most chunks (frames) in the publisher's pool, 1..65536\n"
           "                          (default: the library's, 256)\n"
+          "  --share N               most chunks one subscriber may hold, queued and taken\n"
+          "                          together, 1..--chunks; a subscriber is a process (every\n"
+          "                          process of another user counts as one), whatever number\n"
+          "                          of connections it makes (default: seven eighths of --chunks)\n"
+          "  --share-bytes BYTES     the same in bytes of chunks (default: seven eighths of the\n"
+          "                          pool)\n"
           "  --admit-blocking        admit subscribers that ask to block the publisher\n"
           "                          (lossless); by default they are refused\n"
           "  --huge-pages MODE       back the pool with 2 MiB pages: off, thp, hugetlb or auto\n"
@@ -48,7 +54,7 @@ static void usage(FILE *to)
           "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
           "                          their pixel bytes are a synthetic frame (echo --verify);\n"
           "                          a frame, header included, takes 256..1024G bytes\n"
-          "  --encoding ENC          image encoding (default rgb8)\n"
+          "  --encoding ENC          with --image, the image encoding (default rgb8)\n"
           "  --cloud WxH             publish sensor_msgs/PointCloud2 frames of H rows of W\n"
           "                          points instead, fields x y z intensity (float32, point\n"
           "                          step 16), 4..268435199 points; their point bytes are a\n"
@@ -80,6 +86,8 @@ typedef struct pub_args {
     uint64_t history;
     const char *history_arg; /* as given, for a message about the chunk count */
     uint64_t chunks;         /* 0: the library's default */
+    uint64_t share;          /* chunks one subscriber may hold; 0: the library's default */
+    size_t share_bytes;      /* the same in bytes; 0: the library's default */
     bool admit_blocking;
     ferry_huge_pages huge_pages;
     size_t pool;
@@ -227,6 +235,8 @@ static int parse_args(int argc, char **argv, pub_args *a)
         O_HUGE_PAGES,
         O_FROM,
         O_CAMERA_INFO,
+        O_SHARE,
+        O_SHARE_BYTES,
     };
     static const struct option options[] = {
         {"size", required_argument, NULL, O_SIZE},
@@ -235,6 +245,8 @@ static int parse_args(int argc, char **argv, pub_args *a)
         {"wait-subscribers", required_argument, NULL, O_WAIT},
         {"history", required_argument, NULL, O_HISTORY},
         {"chunks", required_argument, NULL, O_CHUNKS},
+        {"share", required_argument, NULL, O_SHARE},
+        {"share-bytes", required_argument, NULL, O_SHARE_BYTES},
         {"admit-blocking", no_argument, NULL, O_ADMIT_BLOCKING},
         {"pool", required_argument, NULL, O_POOL},
         {"image", required_argument, NULL, O_IMAGE},
@@ -279,6 +291,14 @@ static int parse_args(int argc, char **argv, pub_args *a)
             break;
         case O_CHUNKS:
             if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_CHUNKS], optarg, &a->chunks))
+                return 2;
+            break;
+        case O_SHARE:
+            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_SHARE], optarg, &a->share))
+                return 2;
+            break;
+        case O_SHARE_BYTES:
+            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_SHARE_BYTES], optarg, &a->share_bytes))
                 return 2;
             break;
         case O_ADMIT_BLOCKING:
@@ -336,10 +356,19 @@ static int parse_args(int argc, char **argv, pub_args *a)
     if (a->from != NULL && a->encoding_given)
         return cli_fail(CMD, 2, "--from and --encoding cannot be used together (the file gives "
                                 "the encoding)");
+    /* Only the synthetic images of --image have an encoding to choose: refused elsewhere, rather
+     * than ignored while frames of another type go out. */
+    if (a->encoding_given && a->from == NULL && (a->sides_arg == NULL || a->cloud))
+        return cli_fail(CMD, 2, "--encoding needs --image (it is the encoding of the images "
+                                "--image WxH publishes)");
     if (a->camera_info && a->from == NULL && (a->sides_arg == NULL || a->cloud))
         return cli_fail(CMD, 2, "--camera-info needs --image or --from");
     ferry_publisher_options_init(&d);
     if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks)) return 2;
+    if (a->share > (a->chunks != 0 ? a->chunks : d.max_chunks))
+        return cli_fail(CMD, 2, "--share %" PRIu64 " is more than the pool's %" PRIu64 " chunks "
+                        "(--chunks)", a->share, a->chunks != 0 ? a->chunks : (uint64_t)d.max_chunks);
+
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     if (a->camera_info && !info_topic(a)) return 2;
@@ -477,6 +506,7 @@ typedef struct complaint {
 typedef struct pub_counts {
     uint64_t published, infos; /* images or frames; camera infos */
     complaint pool_full, blocked;           /* of the images or frames */
+    complaint no_memory;                    /* loans refused for memory (FERRY_ENOMEM) */
     complaint info_pool_full, info_blocked; /* of the camera infos */
     int64_t elapsed_ns;
     cli_lat calls; /* how long each publish call took: what a subscriber costs the publisher */
@@ -489,10 +519,13 @@ static void complain(complaint *c, const char *what, ferry_err err)
 {
     int64_t now = ferry_now().ns;
 
+    int e = errno;
+
     c->count++;
     if (c->count == 1 || now - c->last_ns >= NS_PER_S) {
-        cli_fail(CMD, 0, "%s: %s (%s), %" PRIu64 " so far; going on", what, ferry_strerror(err),
-                 ferry_errname(err), c->count);
+        cli_fail(CMD, 0, "%s: %s (%s%s%s), %" PRIu64 " so far; going on", what,
+                 ferry_strerror(err), ferry_errname(err), err == FERRY_ENOMEM ? ", " : "",
+                 err == FERRY_ENOMEM ? cli_memory_why(e) : "", c->count);
         c->last_ns = now;
     }
 }
@@ -534,7 +567,7 @@ static int follow_image(ferry_publisher *info, const pub_args *a, ferry_stamp st
     else if (err == FERRY_ETIMEDOUT)
         complain(&c->info_blocked, "a blocking camera info subscriber stayed full", err);
     else
-        return cli_fail(CMD, 1, "publishing a camera info: %s", ferry_strerror(err));
+        return cli_fail_err(CMD, 1, err, "publishing a camera info");
     return 0;
 }
 
@@ -570,20 +603,23 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
                 }
             } else if (err == FERRY_EPOOL) {
                 complain(pool_full, "no chunk to loan", err);
+            } else if (err == FERRY_ENOMEM) {
+                complain(&c->no_memory, "no memory for a new chunk", err);
             } else if (err == FERRY_ETIMEDOUT) {
                 complain(blocked, "a blocking subscriber stayed full", err);
             } else {
                 *elapsed_ns = ferry_now().ns - start;
-                return cli_fail(CMD, 1, "publishing %s: %s", a->cloud ? "a cloud" : "an image",
-                                ferry_strerror(err));
+                return cli_fail_err(CMD, 1, err, "publishing %s", a->cloud ? "a cloud" : "an image");
             }
         } else {
             err = ferry_loan(pub, a->size, &payload);
             if (err == FERRY_EPOOL || err == FERRY_ETIMEDOUT) {
                 complain(pool_full, "no chunk to loan", err);
+            } else if (err == FERRY_ENOMEM) {
+                complain(&c->no_memory, "no memory for a new chunk", err);
             } else if (err != FERRY_OK) {
                 *elapsed_ns = ferry_now().ns - start;
-                return cli_fail(CMD, 1, "ferry_loan: %s", ferry_strerror(err));
+                return cli_fail_err(CMD, 1, err, "ferry_loan");
             } else {
                 cli_frame_fill(payload, a->size, *published + 1, true);
                 int64_t t0 = ferry_now().ns;
@@ -596,12 +632,12 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
 
                     if (err != FERRY_ETIMEDOUT) {
                         *elapsed_ns = ferry_now().ns - start;
-                        return cli_fail(CMD, 1, "ferry_publish: %s", ferry_strerror(err));
+                        return cli_fail_err(CMD, 1, err, "ferry_publish");
                     }
                     complain(blocked, "a blocking subscriber stayed full", err);
                     if (rel != FERRY_OK) {
                         *elapsed_ns = ferry_now().ns - start;
-                        return cli_fail(CMD, 1, "ferry_loan_release: %s", ferry_strerror(rel));
+                        return cli_fail_err(CMD, 1, rel, "ferry_loan_release");
                     }
                 }
             }
@@ -616,7 +652,7 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
             err = idle_until(pub, info, next);
             if (err != FERRY_OK) {
                 *elapsed_ns = ferry_now().ns - start;
-                return cli_fail(CMD, 1, "ferry_publisher_poll: %s", ferry_strerror(err));
+                return cli_fail_err(CMD, 1, err, "ferry_publisher_poll");
             }
         }
     }
@@ -634,7 +670,7 @@ static int wait_subscribers(ferry_publisher *pub, uint32_t n)
 
         if (err == FERRY_OK) return 0;
         if (err != FERRY_ETIMEDOUT)
-            return cli_fail(CMD, 1, "ferry_publisher_wait_subscribers: %s", ferry_strerror(err));
+            return cli_fail_err(CMD, 1, err, "ferry_publisher_wait_subscribers");
     }
     return 0;
 }
@@ -645,6 +681,8 @@ static int run(pub_args *ap)
     ferry_publisher_stats st;
     ferry_publisher *pub = NULL, *info = NULL;
     ferry_node *node = NULL;
+    const char *type_name = CLI_FRAME_TYPE;
+    uint64_t type_hash = ferry_hash(CLI_FRAME_TYPE);
     pub_counts c;
     ferry_err err;
     pub_args a = *ap;
@@ -661,6 +699,8 @@ static int run(pub_args *ap)
         o.pool_bytes = 4 * a.size;
     o.history = (uint32_t)a.history;
     if (a.chunks != 0) o.max_chunks = (uint32_t)a.chunks;
+    o.max_chunks_per_subscriber = (uint32_t)a.share;
+    o.max_bytes_per_subscriber = a.share_bytes;
     o.admit_blocking = a.admit_blocking;
     o.huge_pages = a.huge_pages;
     /* Room for every subscriber waited for, or the wait could never end. */
@@ -668,20 +708,17 @@ static int run(pub_args *ap)
 
     cli_stop_on_signals();
     if (cli_node(&a.o.where, CMD, &node) != FERRY_OK) return 1;
-    if (a.cloud)
-        err = ferry_publisher_create(&pub, node, a.topic, FERRY_POINTCLOUD_TYPE_NAME,
-                                     FERRY_POINTCLOUD_TYPE_HASH, &o);
-    else if (a.width != 0)
-        err = ferry_publisher_create(&pub, node, a.topic, FERRY_IMAGE_TYPE_NAME,
-                                     FERRY_IMAGE_TYPE_HASH, &o);
-    else
-        err = ferry_publisher_create(&pub, node, a.topic, CLI_FRAME_TYPE,
-                                     ferry_hash(CLI_FRAME_TYPE), &o);
+    if (a.cloud) {
+        type_name = FERRY_POINTCLOUD_TYPE_NAME;
+        type_hash = FERRY_POINTCLOUD_TYPE_HASH;
+    } else if (a.width != 0) {
+        type_name = FERRY_IMAGE_TYPE_NAME;
+        type_hash = FERRY_IMAGE_TYPE_HASH;
+    }
+    err = ferry_publisher_create(&pub, node, a.topic, type_name, type_hash, &o);
     if (err != FERRY_OK) {
-        int saved = errno;
-
-        status = cli_fail(CMD, 1, "cannot publish on '%s': %s%s%s", a.topic, ferry_strerror(err),
-                          err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(saved) : "");
+        status = cli_endpoint_fail(CMD, &a.o.where, "publish on", a.topic, type_name, type_hash,
+                                   err, errno);
         ferry_node_destroy(node);
         return status;
     }
@@ -698,11 +735,9 @@ static int run(pub_args *ap)
         err = ferry_publisher_create(&info, node, a.info_topic, FERRY_CAMERA_INFO_TYPE_NAME,
                                      FERRY_CAMERA_INFO_TYPE_HASH, &io);
         if (err != FERRY_OK) {
-            int saved = errno;
-
-            status = cli_fail(CMD, 1, "cannot publish camera infos on '%s': %s%s%s",
-                              a.info_topic, ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
-                              err == FERRY_ESYS ? strerror(saved) : "");
+            status = cli_endpoint_fail(CMD, &a.o.where, "publish camera infos on", a.info_topic,
+                                       FERRY_CAMERA_INFO_TYPE_NAME, FERRY_CAMERA_INFO_TYPE_HASH,
+                                       err, errno);
             ferry_publisher_destroy(pub);
             ferry_node_destroy(node);
             return status;
@@ -723,7 +758,7 @@ static int run(pub_args *ap)
     memset(&st, 0, sizeof st);
     err = ferry_publisher_stats_get(pub, &st);
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_publisher_stats_get: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_publisher_stats_get");
     printf("ferry pub: %s: published %" PRIu64 " frames of %zu bytes in %.3f s (%.2f Hz), "
            "dropped %" PRIu64 ", pool exhausted %" PRIu64 ", blocked %" PRIu64
            ", subscribers %" PRIu32 "\n",
@@ -732,6 +767,9 @@ static int run(pub_args *ap)
                ? (double)(c.published - 1) * 1e9 / (double)c.elapsed_ns
                : 0.0,
            st.dropped, c.pool_full.count, c.blocked.count, st.subscribers);
+    if (c.no_memory.count > 0)
+        printf("ferry pub: %s: %" PRIu64 " frames not published for want of memory\n", a.topic,
+               c.no_memory.count);
     if (c.calls.count > 0) {
         size_t n = c.calls.count;
         int64_t max = cli_lat_max(&c.calls);
@@ -745,7 +783,7 @@ static int run(pub_args *ap)
         memset(&st, 0, sizeof st);
         err = ferry_publisher_stats_get(info, &st);
         if (err != FERRY_OK && status == 0)
-            status = cli_fail(CMD, 1, "ferry_publisher_stats_get: %s", ferry_strerror(err));
+            status = cli_fail_err(CMD, 1, err, "ferry_publisher_stats_get");
         printf("ferry pub: %s: published %" PRIu64 " camera infos, dropped %" PRIu64
                ", pool exhausted %" PRIu64 ", blocked %" PRIu64 ", subscribers %" PRIu32 "\n",
                a.info_topic, c.infos, st.dropped, c.info_pool_full.count, c.info_blocked.count,
@@ -756,15 +794,15 @@ static int run(pub_args *ap)
     if (info != NULL) {
         err = ferry_publisher_destroy(info);
         if (err != FERRY_OK && status == 0)
-            status = cli_fail(CMD, 1, "ferry_publisher_destroy: %s", ferry_strerror(err));
+            status = cli_fail_err(CMD, 1, err, "ferry_publisher_destroy");
     }
 
     err = ferry_publisher_destroy(pub);
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_publisher_destroy: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_publisher_destroy");
     err = ferry_node_destroy(node);
     if (err != FERRY_OK && status == 0)
-        status = cli_fail(CMD, 1, "ferry_node_destroy: %s", ferry_strerror(err));
+        status = cli_fail_err(CMD, 1, err, "ferry_node_destroy");
     return status;
 }
 

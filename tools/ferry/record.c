@@ -13,6 +13,7 @@
 #include "decode.h"
 #include "mcap.h"
 #include "ros2/ros2.h"
+#include "ros2/ros2_types.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CMD "record"
@@ -41,7 +43,9 @@ static void usage(FILE *to)
           "none: every topic) into an MCAP file that `ros2 bag info`, `ros2 bag play` and\n"
           "Foxglove open. Topics that appear later are picked up within a second. Image,\n"
           "PointCloud2, CameraInfo, CompressedImage, Imu and host tensor topics are stored as\n"
-          "ROS 2 CDR; other types as their raw ferry payload (message encoding ferry-raw).\n"
+          "ROS 2 CDR; the topics of ROS 2 nodes on rmw_ferry_cpp as the CDR they carry, with\n"
+          "the definition their node gives (a plain type's in-memory layout converted to CDR);\n"
+          "other types as their raw ferry payload (message encoding ferry-raw).\n"
           "The recorder never slows a publisher: when it falls behind it loses samples, and\n"
           "counts them per topic. SIGINT or SIGTERM finishes the file cleanly.\n"
           "\n"
@@ -195,8 +199,7 @@ static int parse_args(int argc, char **argv, rec_args *a)
     for (int i = optind; i < argc; i++) {
         if (a->npatterns == PATTERNS_MAX)
             return cli_fail(CMD, 2, "at most %d topic patterns", PATTERNS_MAX);
-        if (argv[i][0] == '\0' || strlen(argv[i]) > FERRY_TOPIC_MAX)
-            return cli_fail(CMD, 2, "invalid topic pattern '%s'", argv[i]);
+        if (!cli_topic_pattern_check(CMD, argv[i])) return 2;
         snprintf(a->patterns[a->npatterns++], sizeof a->patterns[0], "%s%s",
                  argv[i][0] == '/' ? "" : "/", argv[i]);
     }
@@ -208,6 +211,12 @@ typedef struct rtopic {
     char topic[FERRY_TOPIC_MAX + 2];
     cli_type type;
     ferry_ros2_kind kind;
+    /* A ROS 2 type of an rmw_ferry_cpp node: its samples are CDR already (or a plain type's C
+     * layout, converted to CDR here) and are stored as they are, with this definition. */
+    bool ros2;
+    ferry_ros2_kind ros2_kind; /* one ferry knows: each sample is checked by its parser */
+    char *definition;          /* malloc'd; NULL: ferry_ros2_definition(ros2_kind) */
+    ferry_ros2_schema *plain;  /* a plain type's schema, for the conversion */
     ferry_subscriber *sub; /* NULL when it could not be subscribed to */
     const char *failure;   /* then: why */
     bool in_file;          /* its channel is in the current file */
@@ -216,9 +225,10 @@ typedef struct rtopic {
     uint64_t recorded_file, bytes_file, dropped_at_file, last_recorded;
 } rtopic;
 
-/* A schema of the current file: a ROS 2 kind, or a raw ferry type. */
+/* A schema of the current file: a ROS 2 kind, a ROS 2 type by its name, or a raw ferry type. */
 typedef struct rschema {
     ferry_ros2_kind kind;
+    bool ros2;
     cli_type type;
     uint16_t id;
 } rschema;
@@ -231,6 +241,8 @@ typedef struct recorder {
     size_t ntopics;
     bool full_warned;
     ferry_ros2_cdr *cdr;
+    unsigned char *converted; /* a plain sample as CDR */
+    size_t converted_cap;
     int64_t realtime_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the start */
     int64_t start_ns;
 
@@ -261,6 +273,52 @@ static rtopic *find_topic(recorder *R, const char *topic)
     return NULL;
 }
 
+/* A type named "pkg/msg/Name" that ferry has no kind of: a ROS 2 type when an rmw_ferry_cpp node
+ * described it in the domain's graph files (it does so right after making its publisher: a
+ * moment is given), or when it is one of ferry's kinds by its ROS 2 name. Else it is recorded
+ * raw. false, with t->failure set and said, when it cannot be recorded. */
+static bool ros2_type(recorder *R, rtopic *t)
+{
+    ferry_ros2_type_info info;
+    ferry_err err = FERRY_EAGAIN;
+    char why[256];
+
+    for (int attempt = 0; attempt < 10 && err == FERRY_EAGAIN; attempt++) {
+        if (attempt > 0) cli_sleep_until(ferry_now().ns + 20000000);
+        err = ferry_ros2_type_find(ferry_node_dir(R->node), t->type.name, t->type.hash, &info);
+    }
+    t->ros2_kind = ferry_ros2_kind_of_name(t->type.name);
+    if (err != FERRY_OK) {
+        t->ros2 = t->ros2_kind != FERRY_ROS2_NONE; /* names.c's definition */
+        return true;
+    }
+    t->ros2 = true;
+    if (info.wire == FERRY_ROS2_WIRE_PLAIN &&
+        ferry_ros2_schema_parse(t->type.name, info.definition, info.definition_size, &t->plain,
+                                why, sizeof why) != FERRY_OK) {
+        fprintf(stderr, "ferry record: not recording %s: %s travels in its plain (in-memory) "
+                "layout and its definition does not parse (%s)\n", t->topic, t->type.name, why);
+        t->failure = "plain layout of a definition that does not parse";
+        ferry_ros2_type_info_free(&info);
+        return false;
+    }
+    if (t->plain != NULL && ferry_ros2_schema_plain_size(t->plain) + 8 > R->converted_cap) {
+        size_t cap = ferry_ros2_schema_plain_size(t->plain) + 8;
+        unsigned char *c = realloc(R->converted, cap);
+
+        if (c == NULL) {
+            t->failure = "out of memory";
+            fprintf(stderr, "ferry record: not recording %s: out of memory\n", t->topic);
+            ferry_ros2_type_info_free(&info);
+            return false;
+        }
+        R->converted = c;
+        R->converted_cap = cap;
+    }
+    t->definition = info.definition; /* kept */
+    return true;
+}
+
 static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
 {
     recorder *R = arg;
@@ -283,6 +341,11 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     snprintf(t->type.name, sizeof t->type.name, "%s", info->type_name);
     t->type.hash = info->type_hash;
     t->kind = ferry_ros2_kind_of_ferry(t->type.name, t->type.hash);
+    if (t->kind == FERRY_ROS2_NONE && strstr(t->type.name, "/msg/") != NULL &&
+        !ros2_type(R, t)) {
+        R->ntopics++; /* listed, not recorded: said once */
+        return true;
+    }
 
     ferry_subscriber_options_init(&o);
     o.depth = R->a->o.depth != 0 ? (uint32_t)R->a->o.depth : DEPTH_DEFAULT;
@@ -305,7 +368,9 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     }
     if (!R->a->o.quiet)
         fprintf(stderr, "ferry record: recording %s (%s%s%s)\n", t->topic, t->type.name,
-                t->kind != FERRY_ROS2_NONE ? " as " : ", raw",
+                t->kind != FERRY_ROS2_NONE ? " as "
+                : t->ros2 && t->plain != NULL ? ", plain (in-memory) layout converted to CDR"
+                : t->ros2 ? ", ROS 2 CDR" : ", raw",
                 t->kind != FERRY_ROS2_NONE ? ferry_ros2_name(t->kind) : "");
     return true;
 }
@@ -331,11 +396,32 @@ static void file_path(const recorder *R, char *out, size_t cap)
 static int file_open(recorder *R)
 {
     ferry_mcap_writer_options wo;
+    struct stat st;
     ferry_err err;
 
     file_path(R, R->path, sizeof R->path);
-    R->fd = open(R->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* Non-blocking, so that a FIFO (whose open waits for a reader) or a device cannot stop the
+     * recorder here; then only a regular file is kept: the writer fills in each chunk's header
+     * in place (pwrite) once the chunk is complete, which no pipe takes. */
+    R->fd = open(R->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
+    if (R->fd < 0 && errno == ENXIO)
+        return cli_fail(CMD, 1, "%s is a FIFO (with no reader): the output must be a regular file",
+                        R->path);
     if (R->fd < 0) return cli_fail(CMD, 1, "cannot create %s: %s", R->path, strerror(errno));
+    memset(&st, 0, sizeof st);
+    if (fstat(R->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        fcntl(R->fd, F_SETFL, fcntl(R->fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        const char *kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                           : S_ISCHR(st.st_mode) ? "a character device"
+                           : S_ISBLK(st.st_mode) ? "a block device" : "not a regular file";
+
+        close(R->fd);
+        R->fd = -1;
+        if (S_ISREG(st.st_mode)) return cli_fail(CMD, 1, "%s: %s", R->path, strerror(e));
+        return cli_fail(CMD, 1, "%s is %s: the output must be a regular file (each chunk's "
+                        "header is written in place once the chunk is complete)", R->path, kind);
+    }
     memset(&wo, 0, sizeof wo);
     wo.compression = R->a->compression;
     wo.chunk_size = R->a->chunk_size;
@@ -428,7 +514,7 @@ static ferry_err schema_for(recorder *R, const rtopic *t, uint16_t *id)
 
     for (size_t i = 0; i < R->nschemas; i++) {
         s = &R->schemas[i];
-        if (s->kind == t->kind &&
+        if (s->kind == t->kind && s->ros2 == t->ros2 &&
             (t->kind != FERRY_ROS2_NONE ||
              (strcmp(s->type.name, t->type.name) == 0 && s->type.hash == t->type.hash))) {
             *id = s->id;
@@ -437,8 +523,15 @@ static ferry_err schema_for(recorder *R, const rtopic *t, uint16_t *id)
     }
     s = &R->schemas[R->nschemas];
     s->kind = t->kind;
+    s->ros2 = t->ros2;
     s->type = t->type;
-    if (t->kind != FERRY_ROS2_NONE) {
+    if (t->ros2) {
+        const char *def = t->definition != NULL ? t->definition
+                                                : ferry_ros2_definition(t->ros2_kind);
+
+        err = ferry_mcap_writer_add_schema(R->w, t->type.name, "ros2msg", def, strlen(def),
+                                           &s->id);
+    } else if (t->kind != FERRY_ROS2_NONE) {
         const char *def = ferry_ros2_definition(t->kind);
 
         err = ferry_mcap_writer_add_schema(R->w, ferry_ros2_name(t->kind), "ros2msg", def,
@@ -454,10 +547,47 @@ static ferry_err schema_for(recorder *R, const rtopic *t, uint16_t *id)
     return FERRY_OK;
 }
 
+/* The offered_qos_profiles of the MCAP ros2 profile: the QoS of each live publisher of the
+ * topic, in the YAML that rosbag2 writes (rmw's enum values, durations as sec and nsec). What
+ * ferry knows of a publisher: delivery is reliable (a sample reaches every subscriber's queue; a
+ * full queue drops its oldest, as a KEEP_LAST history does), a publisher that keeps history is
+ * transient local with that depth, one that keeps none volatile with the recorder's depth. */
+#define QOS_PROFILES_MAX 16
+#define QOS_PROFILE_YAML 512
+typedef struct qos_profiles {
+    char yaml[QOS_PROFILES_MAX * QOS_PROFILE_YAML + 8];
+    size_t len;
+    unsigned n;
+    uint32_t volatile_depth;
+} qos_profiles;
+
+static bool add_qos_profile(void *arg, const ferry_endpoint_info *info)
+{
+    static const char infinite[] = "\n    sec: 9223372036\n    nsec: 854775807";
+    qos_profiles *q = arg;
+    int n;
+
+    if (info->kind != FERRY_ENDPOINT_PUBLISHER || !info->alive) return true;
+    if (q->n == QOS_PROFILES_MAX) return false;
+    n = snprintf(q->yaml + q->len, sizeof q->yaml - q->len,
+                 "- history: 1\n  depth: %" PRIu32 "\n  reliability: 1\n  durability: %d\n"
+                 "  deadline:%s\n  lifespan:%s\n  liveliness: 1\n"
+                 "  liveliness_lease_duration:%s\n  avoid_ros_namespace_conventions: false\n",
+                 info->depth > 0 ? info->depth : q->volatile_depth, info->depth > 0 ? 1 : 2,
+                 infinite, infinite, infinite);
+    if (n < 0 || (size_t)n >= sizeof q->yaml - q->len) return false;
+    q->len += (size_t)n;
+    q->n++;
+    return true;
+}
+
 static ferry_err channel_for(recorder *R, rtopic *t)
 {
     char hash[32];
-    ferry_mcap_kv meta[2] = {{"ferry.type", t->type.name}, {"ferry.type_hash", hash}};
+    static qos_profiles qos; /* one recorder thread */
+    ferry_mcap_kv meta[3] = {{"ferry.type", t->type.name},
+                             {"ferry.type_hash", hash},
+                             {"offered_qos_profiles", qos.yaml}};
     uint16_t schema;
     ferry_err err;
 
@@ -465,8 +595,13 @@ static ferry_err channel_for(recorder *R, rtopic *t)
     err = schema_for(R, t, &schema);
     if (err != FERRY_OK) return err;
     snprintf(hash, sizeof hash, "0x%016" PRIx64, t->type.hash);
+    memset(&qos, 0, sizeof qos);
+    qos.volatile_depth = R->a->o.depth != 0 ? (uint32_t)R->a->o.depth : DEPTH_DEFAULT;
+    ferry_inspect(R->a->o.where.dir, R->a->o.where.domain, t->topic, add_qos_profile, &qos);
+    if (qos.n == 0) snprintf(qos.yaml, sizeof qos.yaml, "[]"); /* the publisher went away */
     err = ferry_mcap_writer_add_channel(R->w, schema, t->topic,
-                                        t->kind != FERRY_ROS2_NONE ? "cdr" : "ferry-raw", meta, 2,
+                                        t->kind != FERRY_ROS2_NONE || t->ros2 ? "cdr" : "ferry-raw",
+                                        meta, 3,
                                         &t->channel);
     if (err == FERRY_OK) t->in_file = true;
     return err;
@@ -515,6 +650,25 @@ static int record_sample(recorder *R, rtopic *t, const ferry_sample *s, int64_t 
         iov = R->cdr->iov;
         niov = R->cdr->niov;
         size = R->cdr->size;
+    } else if (t->plain != NULL) {
+        if (ferry_ros2_plain_to_cdr(t->plain, s->data, s->size, R->converted, R->converted_cap,
+                                    &size) != FERRY_OK) {
+            t->invalid++;
+            return 0;
+        }
+        raw.iov_base = R->converted;
+        raw.iov_len = size;
+    } else if (t->ros2) {
+        const unsigned char *h = s->data;
+        ferry_ros2_msg msg;
+
+        /* CDR as it came; a kind ferry knows is parsed (in place) to be sure it is one. */
+        if (s->size < 4 || h[0] != 0 || h[1] > 1 ||
+            (t->ros2_kind != FERRY_ROS2_NONE &&
+             ferry_ros2_cdr_parse(t->ros2_kind, s->data, s->size, &msg) != FERRY_ROS2_CDR_OK)) {
+            t->invalid++;
+            return 0;
+        }
     }
     status = maybe_rotate(R, size + 64);
     if (status != 0 || R->limit_reached) return status;
@@ -653,6 +807,9 @@ int ferry_cmd_record(int argc, char **argv)
         free(R);
         return cli_fail(CMD, 1, "out of memory");
     }
+    /* Before the scheduling change, which can keep this process off the CPU for a while on a busy
+     * machine: a SIGINT that comes meanwhile must stop it, not be lost. */
+    cli_stop_on_signals();
     /* SCHED_IDLE and raising one's own nice value need no privilege; a recorder started nicer
      * stays so. A policy the system refuses (a seccomp filter, say) leaves the nice value. */
     if (!a.sched_normal) {
@@ -675,7 +832,6 @@ int ferry_cmd_record(int argc, char **argv)
     R->start_ns = ferry_now().ns;
     R->realtime_offset = cli_realtime_ns() - R->start_ns;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    cli_stop_on_signals();
     status = 1;
     if (cli_node(&a.o.where, CMD, &R->node) != FERRY_OK) goto out;
     if (ferry_waitset_create(&R->ws, R->node) != FERRY_OK) {
@@ -711,6 +867,11 @@ out:
     }
     if (R->ws != NULL) ferry_waitset_destroy(R->ws);
     if (R->node != NULL) ferry_node_destroy(R->node);
+    for (size_t i = 0; i < R->ntopics; i++) {
+        free(R->topics[i].definition);
+        ferry_ros2_schema_free(R->topics[i].plain);
+    }
+    free(R->converted);
     free(R->cdr);
     free(R);
     return status;

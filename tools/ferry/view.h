@@ -30,6 +30,18 @@
 #define VIEW_MSG_MAX ((size_t)1 << 30)  /* one message sent: far beyond any camera frame */
 #define VIEW_OP_ITEMS_MAX VIEW_SUBS_MAX /* entries of one subscribe or unsubscribe */
 #define VIEW_DATA_HEAD 13               /* opcode, subscription id, timestamp */
+/* A client's socket reports writable only while fewer bytes than this wait unsent in the
+ * kernel (TCP_NOTSENT_LOWAT): the next message is chosen when the last one has left. */
+#define VIEW_NOTSENT_LOWAT 16384
+/* The access token: random bytes from getrandom, printed in hex in the URL (?token=...). */
+#define VIEW_TOKEN_BYTES 16
+/* A connection that has not made a request the view serves (with the token) this long after it
+ * was accepted is closed. */
+#define VIEW_REQUEST_NS (5 * 1000000000LL)
+/* Descriptors kept for ferry itself (the node, the subscribers, stdio) out of RLIMIT_NOFILE:
+ * the event loop never holds more than the rest. */
+#define VIEW_FD_RESERVE 64
+#define VIEW_CONNS_DEFAULT_MAX 256 /* --max-connections, where RLIMIT_NOFILE allows */
 
 typedef struct view_args {
     cli_opts o; /* --domain, --dir */
@@ -42,6 +54,8 @@ typedef struct view_args {
     uint64_t jpeg_quality;
     const char *origins[VIEW_ORIGINS_MAX]; /* --origin: the web origins allowed, or none */
     unsigned norigins;
+    bool no_token;      /* --no-token: anyone who reaches the port is served */
+    uint64_t max_conns; /* --max-connections; 0: the default for the descriptor limit */
 } view_args;
 
 /* ---------------------------------------------------------------------------------------------
@@ -87,11 +101,24 @@ enum { CH_RAW, CH_JPEG, CH_COUNT };
 
 typedef struct view_server view_server;
 
+/* A TCP connection of the view, from its accept to its close (a WebSocket client's too). The
+ * open ones are listed oldest first; each holds one of --max-connections slots, and its wsi
+ * points at it (opaque user data). A connection without a slot is never served. */
+typedef struct view_conn {
+    struct lws *wsi;
+    struct view_conn *prev, *next; /* the open list; or the free list (next) */
+    int64_t since_ns;              /* accepted, on ferry's clock */
+    uint64_t pass;                 /* the event loop's pass that accepted it */
+    bool kept; /* made a request with the token (or, with --no-token, is a WebSocket client):
+                * never closed for a newcomer */
+} view_conn;
+
 typedef struct view_topic {
     char name[FERRY_TOPIC_MAX + 2];
     char type_name[FERRY_TYPE_NAME_MAX + 1];
     uint64_t type_hash;
     ferry_ros2_kind kind;
+    bool ros2_cdr; /* a ROS 2 node's topic (rmw_ferry_cpp): its samples are the CDR itself */
     uint32_t chan[CH_COUNT]; /* channel ids; 0: not offered */
     unsigned subs[CH_COUNT]; /* client subscriptions to each */
     bool seen;               /* in the last scan */
@@ -103,13 +130,28 @@ typedef struct view_topic {
     uint64_t capped;       /* samples skipped for --max-rate */
     bool jpeg_refused;     /* told the clients once that this encoding has no JPEG */
     int64_t idle_until_ns; /* with no client subscribed: when the ferry subscriber ends */
+    /* The newest sample, kept (taken, not yet released) until every subscribed channel has its
+     * message of it or a newer sample replaces it. Messages are made when the first client is
+     * ready to send one, so a sample that no client takes in time costs no serialisation and
+     * no JPEG, and what is sent is the newest there is when the socket can take it. */
+    uint64_t frames;          /* samples kept for the clients so far: the newest's number */
+    ferry_sample held;        /* the newest, while has_held */
+    bool has_held;
+    int64_t held_ns;          /* wall clock when it was taken: its Message Data timestamp */
+    int64_t held_at;          /* the same on ferry's clock */
+    view_msg *made[CH_COUNT]; /* the newest's message on each channel, once made */
+    bool unmade[CH_COUNT];    /* the newest has none there (not valid, no JPEG of it) */
 } view_topic;
 
+/* A client's subscription. It is owed a message when its topic's newest sample is newer than
+ * the last it sent (frame), unless the client acknowledges messages and has not acknowledged
+ * the last one yet. Frames that came and went in between are its drops. */
 typedef struct view_sub {
     uint32_t id;
     view_topic *topic;
     int ch;
-    view_msg *pending; /* the newest message not yet written */
+    uint64_t frame; /* the topic's frame number last sent (or skipped) */
+    bool unacked;   /* the client acknowledges messages and owes one for the last */
     uint64_t sent, dropped, gaps_base, capped_base;
 } view_sub;
 
@@ -127,6 +169,8 @@ typedef struct view_client {
     size_t rx_len;
     bool rx_overflow;
     bool stats;
+    bool acks;      /* asked to acknowledge each message (ferryAckMode) */
+    bool rx_paused; /* not read while libwebsockets holds the rest of a message */
     bool kicked; /* broke a bound: closing */
 } view_client;
 
@@ -144,7 +188,8 @@ struct view_server {
     int64_t next_scan_ns, next_stats_ns;
     int64_t period_ns; /* --max-rate; 0: none */
     bool stopping;
-    bool told_full; /* said once that VIEW_TOPICS_MAX was reached */
+    bool told_full;  /* said once that VIEW_TOPICS_MAX was reached */
+    bool told_lowat; /* said once that TCP_NOTSENT_LOWAT failed */
     char session[48];
     ferry_ros2_cdr cdr;
 #ifdef FERRY_HAVE_TURBOJPEG
@@ -153,6 +198,20 @@ struct view_server {
     unsigned long jpeg_cap;
 #endif
     uint64_t clients_total, messages_sent, messages_dropped;
+    /* Access and the descriptor budget. */
+    char token[2 * VIEW_TOKEN_BYTES + 1];
+    view_conn *conns; /* max_conns slots */
+    view_conn *conn_head, *conn_tail, *conn_free;
+    unsigned nconns, max_conns;
+    unsigned fd_limit; /* libwebsockets' fd_limit_per_thread */
+    uint64_t pass;           /* lws_service calls so far */
+    int listen_fd, spare_fd; /* for accepts that fail for want of descriptors */
+    uint64_t accept_failures;
+    /* Counted since the last line that says so (at most one a second). */
+    uint64_t n_shed, n_refused, n_failed, n_lws_lines;
+    int64_t next_note_ns;
+    unsigned lws_lines; /* libwebsockets' lines printed in this second */
+    int64_t lws_second_ns;
 };
 
 /* A client's text message, parsed with lws's bounded streaming JSON parser (lejp): nesting,
@@ -183,6 +242,8 @@ view_msg *view_server_info_msg(view_server *srv);
 view_msg *view_advertise_msg(view_server *srv, size_t from, bool always);
 /* {"op":"unadvertise"} of n channel ids. */
 view_msg *view_unadvertise_msg(const uint32_t *ids, size_t n);
+/* Messages of s's topic that s will never send: dropped, and those passed over since its last. */
+uint64_t view_sub_dropped(const view_sub *s);
 /* {"op":"ferryStats"} of a client's subscriptions. */
 view_msg *view_stats_msg(view_client *c);
 /* Message Data of a taken sample of t, serialised by ferry_ros2 (NULL when it is not valid). */

@@ -153,8 +153,8 @@ view_msg *view_unadvertise_msg(const uint32_t *ids, size_t n)
 }
 
 /* {"op":"ferryStats","subscriptions":[{"id","sent","dropped","gaps","capped"}]}, since each
- * subscription began: messages sent, replaced before the client read them, samples the view
- * never saw, samples left out for --max-rate. The page shows dropped + gaps as its drops; only
+ * subscription began: messages sent, messages passed over because a newer one came before the
+ * client could take them, samples the view never saw, samples left out for --max-rate. The page shows dropped + gaps as its drops; only
  * for clients that asked (Foxglove's client refuses unknown ops). */
 view_msg *view_stats_msg(view_client *c)
 {
@@ -169,7 +169,7 @@ view_msg *view_stats_msg(view_client *c)
         fprintf(t.f,
                 "%s{\"id\":%" PRIu32 ",\"sent\":%" PRIu64 ",\"dropped\":%" PRIu64
                 ",\"gaps\":%" PRIu64 ",\"capped\":%" PRIu64 "}",
-                i ? "," : "", s->id, s->sent, s->dropped, s->topic->gaps - s->gaps_base,
+                i ? "," : "", s->id, s->sent, view_sub_dropped(s), s->topic->gaps - s->gaps_base,
                 s->topic->capped - s->capped_base);
     }
     fputs("]}", t.f);
@@ -200,6 +200,18 @@ view_msg *view_raw_msg(view_server *srv, view_topic *t, const ferry_sample *s, i
     view_msg *m;
     unsigned i;
 
+    if (t->ros2_cdr) {
+        ferry_ros2_msg msg;
+
+        /* A ROS 2 node's sample is the serialisation: sent as it is, once it parses. */
+        if (ferry_ros2_cdr_parse(t->kind, s->data, s->size, &msg) != FERRY_ROS2_CDR_OK)
+            return NULL;
+        m = view_msg_new(VIEW_DATA_HEAD + s->size, true);
+        if (m == NULL) return NULL;
+        m->recv_ns = now;
+        memcpy(m->body + VIEW_DATA_HEAD, s->data, s->size);
+        return m;
+    }
     if (ferry_ros2_cdr_encode(t->kind, s, cdr) != FERRY_OK) return NULL;
     m = view_msg_new(VIEW_DATA_HEAD + cdr->size, true);
     if (m == NULL) return NULL;
@@ -238,7 +250,34 @@ view_msg *view_jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, 
     unsigned char *p;
     view_msg *m;
 
-    if (ferry_image_view_get(s, &v) != FERRY_OK) return NULL;
+    if (t->ros2_cdr) {
+        /* A ROS 2 node's Image, read in place from its CDR; a step that the rows do not fill
+         * or data short of height * step is refused, as ferry's view refuses it. */
+        ferry_ros2_msg msg;
+        const ferry_ros2_image_msg *im = &msg.u.image;
+
+        if (ferry_ros2_cdr_parse(FERRY_ROS2_IMAGE, s->data, s->size, &msg) != FERRY_ROS2_CDR_OK ||
+            im->height == 0 || im->width == 0 ||
+            (uint64_t)im->step * im->height > im->data_size ||
+            strlen(im->encoding) >= sizeof v.header.encoding ||
+            strlen(im->header.frame_id) >= sizeof v.header.frame_id)
+            return NULL;
+        memset(&v, 0, sizeof v);
+        v.header.stamp.sec = im->header.sec;
+        v.header.stamp.nanosec = im->header.nanosec;
+        snprintf(v.header.frame_id, sizeof v.header.frame_id, "%s", im->header.frame_id);
+        snprintf(v.header.encoding, sizeof v.header.encoding, "%s", im->encoding);
+        v.header.width = im->width;
+        v.header.height = im->height;
+        v.header.step = im->step;
+        v.data = im->data;
+        v.data_size = im->data_size;
+        pf = jpeg_format(v.header.encoding, &subsamp);
+        if (pf >= 0 && (uint64_t)v.header.width * (uint64_t)tjPixelSize[pf] > v.header.step)
+            return NULL;
+    } else if (ferry_image_view_get(s, &v) != FERRY_OK) {
+        return NULL;
+    }
     pf = jpeg_format(v.header.encoding, &subsamp);
     if (pf < 0 || v.header.width > 65535 || v.header.height > 65535) {
         if (!t->jpeg_refused)
