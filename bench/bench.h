@@ -29,6 +29,8 @@ typedef enum bench_touch {
     BENCH_TOUCH_NONE = 0, /* the header only */
     BENCH_TOUCH_PAGE = 1, /* one byte per 4 KiB page: publisher writes, subscriber reads */
     BENCH_TOUCH_FULL = 2, /* publisher writes every byte, subscriber sums every 64-bit word */
+    BENCH_TOUCH_CAMERA = 3, /* publisher writes every byte (a camera's frame), subscriber reads
+                               one byte per page */
     BENCH_TOUCH_COUNT
 } bench_touch;
 

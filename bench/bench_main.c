@@ -66,7 +66,8 @@ _Static_assert(sizeof bench_entries / sizeof bench_entries[0] <= MAX_ENTRIES,
                "MAX_ENTRIES is too small for the entry table");
 
 static const char *const mode_names[BENCH_MODE_COUNT] = {"paced", "flat", "flood"};
-static const char *const touch_names[BENCH_TOUCH_COUNT] = {"none", "page", "full"};
+static const char *const touch_names[BENCH_TOUCH_COUNT] = {"none", "page", "full",
+                                                                  "camera"};
 
 static const char *entry_name(const bench_row *r)
 {
@@ -478,8 +479,9 @@ static void transport_usage(FILE *to)
           "  --transport NAME  only this transport (repeatable)\n"
           "  --mode M          only paced, flat or flood (repeatable)\n"
           "  --touch T         what of each frame is written and read: none (the header only),\n"
-          "                    page (a byte per 4 KiB page; the default) or full (every byte;\n"
-          "                    the subscriber sums it); repeatable\n"
+          "                    page (a byte per 4 KiB page; the default), full (every byte;\n"
+          "                    the subscriber sums it) or camera (every byte written, a byte\n"
+          "                    per page read: a camera and a consumer); repeatable\n"
           "  --pin             publisher and subscriber on two different CPUs\n"
           "  --peers           include iceoryx and Cyclone DDS (the default of a full run\n"
           "                    without --transport); --no-peers leaves them out\n"
@@ -573,7 +575,7 @@ static int bench_transport_cmd(int argc, char **argv)
         case O_TOUCH: {
             int t = parse_choice(optarg, touch_names, BENCH_TOUCH_COUNT);
             if (t < 0)
-                return cli_fail("bench", 2, "unknown touch '%s' (none, page or full)", optarg);
+                return cli_fail("bench", 2, "unknown touch '%s' (none, page, full or camera)", optarg);
             want_touch[t] = any_touch = true;
             break;
         }

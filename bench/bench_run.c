@@ -53,7 +53,7 @@ void bench_fill(void *buf, size_t size, bench_touch touch, uint64_t seq)
     unsigned char *p = buf;
     if (size <= sizeof(bench_wire))
         return;
-    if (touch == BENCH_TOUCH_FULL) {
+    if (touch == BENCH_TOUCH_FULL || touch == BENCH_TOUCH_CAMERA) {
         memset(p + sizeof(bench_wire), (int)(seq & 0xff), size - sizeof(bench_wire));
     } else if (touch == BENCH_TOUCH_PAGE) {
         /* The header covers the first page. */
@@ -75,7 +75,7 @@ uint64_t bench_consume(const void *data, size_t size, bench_touch touch)
         }
         for (; i < size; i++)
             sum += p[i];
-    } else if (touch == BENCH_TOUCH_PAGE) {
+    } else if (touch == BENCH_TOUCH_PAGE || touch == BENCH_TOUCH_CAMERA) {
         for (size_t off = BENCH_PAGE; off < size; off += BENCH_PAGE)
             sum += p[off];
     }

@@ -21,6 +21,11 @@ set(CPACK_STRIP_FILES ON)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
+# rmw_ferry_cpp (component rmw) goes into a ROS 2 prefix with `make install`: its libraries
+# come from ROS 2, which no Debian package provides, so it has no package of its own.
+get_cmake_property(_ferry_components COMPONENTS)
+list(REMOVE_ITEM _ferry_components rmw)
+set(CPACK_COMPONENTS_ALL ${_ferry_components})
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "ferry developers")
@@ -61,6 +66,9 @@ the demo, the benchmarks and the DDS bridge where it was built.")
 set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-ferry)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "libferry0 (= ${_ferry_deb_version}), python3")
+# Frames as arrays (numpy.asarray, the image and tensor helpers) need NumPy; the module imports
+# and moves bytes without it.
+set(CPACK_DEBIAN_PYTHON_PACKAGE_RECOMMENDS "python3-numpy")
 set(CPACK_COMPONENT_PYTHON_DESCRIPTION
     "zero-copy transport for large sensor frames - Python module\n${_ferry_about}
 .

@@ -59,12 +59,14 @@ box() {
 (box "$T/a" true) 2>"$T/probe.log" || skip "cannot enter IPC, PID and mount namespaces and mount there: $(head -1 "$T/probe.log")"
 
 # The publisher's namespaces: /dev/shm there is 1 MiB, smaller than two frames of its pool.
-box "$T/a" "$FERRY" pub /cam --dir "$T/a/domains" --size 2M --rate 100 --count 100000 \
+# 20 Hz: the subscriber's 100 frames take 5 s, time enough for ferry info to see both ends
+# on a busy machine.
+box "$T/a" "$FERRY" pub /cam --dir "$T/a/domains" --size 2M --rate 20 --count 100000 \
     --wait-subscribers 1 >"$T/pub.log" 2>&1 &
 PUB=$!
 PIDS+=($PUB)
 # The subscriber's: another /dev/shm, another IPC namespace, the volume at another path.
-box "$T/b" "$FERRY" echo /cam --dir "$T/b/domains" --verify --count 100 --timeout 30 \
+box "$T/b" "$FERRY" echo /cam --dir "$T/b/domains" --verify --count 100 --timeout 60 \
     >"$T/echo.log" 2>"$T/echo.err" &
 ECHO=$!
 PIDS+=($ECHO)

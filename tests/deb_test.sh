@@ -17,7 +17,8 @@ fail() {
     echo "FAIL: $*"
     exit 1
 }
-for tool in dpkg-deb dpkg-shlibdeps cpack pkg-config cc; do
+# CPack's DEB generator runs `file` on every file it packs.
+for tool in dpkg-deb dpkg-shlibdeps cpack pkg-config cc file; do
     command -v "$tool" >/dev/null || skip "needs $tool"
 done
 [ -f "$BUILD/CPackConfig.cmake" ] || skip "no CPackConfig.cmake in $BUILD"
@@ -75,7 +76,11 @@ dep_has() { # dep_has PACKAGE TEXT: the package's Depends names TEXT
 }
 dep_has libferry-dev "libferry0 (= $V)"
 dep_has ferry "libferry0 (= $V)"
-[ -n "${python_pkg:-}" ] && dep_has python3-ferry "libferry0 (= $V)"
+if [ -n "${python_pkg:-}" ]; then
+    dep_has python3-ferry "libferry0 (= $V)"
+    [ "$(field "$(deb python3-ferry)" Recommends)" = python3-numpy ] ||
+        fail "python3-ferry Recommends '$(field "$(deb python3-ferry)" Recommends)', not python3-numpy"
+fi
 field "$(deb libferry0)" Depends | grep -q 'libc6 (>= ' || fail "libferry0 does not depend on libc6"
 field "$(deb ferry)" Depends | grep -q 'libc6 (>= ' || fail "ferry does not depend on libc6"
 # `ferry record` and `ferry play`: MCAP chunks' CRCs and compression.

@@ -5,12 +5,19 @@
 #   camera_pub + lidar_pub + fusion: the synchroniser pairs frames within 20 ms;
 #   camera_pub + gpu_consumer (when built): the GPU's sum of every frame matches the CPU's and
 #   the cache allocates no device memory per frame. Without a GPU that part is skipped.
-# usage: examples_test.sh EXAMPLES_DIR [GPU_CONSUMER]
+#   python/gpu_camera_pub.py + python/gpu_consumer.py (with the Python package): device frames
+#   filled by PyTorch in one process, every pixel checked in the other, no copy. Skipped without
+#   the GPU module, a device or PyTorch.
+# usage: examples_test.sh EXAMPLES_DIR [GPU_CONSUMER [PYTHON PACKAGE_DIR]]
 # Exit status: 0 passed, 1 failed, 77 skipped (examples not built).
 set -u
 
 DIR=${1:-}
 GPU=${2:-}
+PYTHON=${3:-}
+PYPKG=${4:-}
+SRC=$(cd "$(dirname "$0")/../examples" && pwd)
+LIMIT=20 # seconds each example may run
 for p in camera_pub consumer lidar_pub fusion; do
     if [ ! -x "$DIR/$p" ]; then
         echo "examples_test: skipped, no $p in '$DIR'"
@@ -49,16 +56,23 @@ fail() {
 bg() {
     local name=$1
     shift
-    timeout 20 "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" &
+    timeout "$LIMIT" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" &
     BG+=($!)
 }
 # fg NAME CMD...: runs CMD, output in $OUT/NAME.{out,err}; sets RC.
 fg() {
     local name=$1
     shift
-    timeout 20 "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+    timeout "$LIMIT" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
     RC=$?
 }
+# drop_bg: the last background program is not needed (its consumer skipped): killed, reaped.
+drop_bg() {
+    kill -KILL "${BG[-1]}" 2>/dev/null
+    wait "${BG[-1]}" 2>/dev/null
+    unset 'BG[-1]'
+}
+
 # wait_bg NAME: waits for the last background process, fails unless it exited 0.
 wait_bg() {
     wait "${BG[-1]}"
@@ -125,10 +139,8 @@ if [ -n "$GPU" ]; then
     bg gpucam "$DIR/camera_pub" /tour/gpu/image "$N"
     fg gpu "$GPU" /tour/gpu/image "$N"
     if [ "$RC" -eq 77 ]; then
-        echo "examples_test: no GPU, gpu_consumer skipped: $(cat "$OUT/gpu.out")"
-        kill -KILL "${BG[-1]}" 2>/dev/null
-        wait "${BG[-1]}" 2>/dev/null
-        unset 'BG[-1]'
+        echo "examples_test: gpu_consumer skipped: $(cat "$OUT/gpu.err")"
+        drop_bg
     else
         [ "$RC" -eq 0 ] || fail "gpu_consumer exited $RC"
         wait_bg camera_pub
@@ -137,6 +149,27 @@ if [ -n "$GPU" ]; then
         # Two buffers (frame, result) allocated once, every later frame served by reuse.
         grep -q "^gpu_consumer: $N frames, 2 device allocations, $((N - 1)) reuses$" \
             "$OUT/gpu.out" || fail "gpu_consumer cache summary wrong"
+    fi
+fi
+
+# --- GPU from Python: frames filled by torch in the publisher's device memory, checked in the
+# consumer's process on its GPU, no copy ---
+if [ -n "$PYTHON" ]; then
+    LIMIT=120 # importing torch and starting CUDA take seconds on a cold machine
+    export PYTHONPATH=$PYPKG${PYTHONPATH:+:$PYTHONPATH}
+    bg pygpucam "$PYTHON" "$SRC/python/gpu_camera_pub.py" /tour/pygpu/image "$N"
+    fg pygpu "$PYTHON" "$SRC/python/gpu_consumer.py" /tour/pygpu/image "$N"
+    if [ "$RC" -eq 77 ]; then
+        echo "examples_test: python/gpu_consumer.py skipped: $(cat "$OUT/pygpu.err")"
+        drop_bg
+    else
+        [ "$RC" -eq 0 ] || fail "python/gpu_consumer.py exited $RC"
+        wait_bg python/gpu_camera_pub.py
+        ok=$(grep -c '^frame [0-9]*: 720x1280x3 uint8 on cuda:0, every pixel [0-9]*, zero copy$' \
+             "$OUT/pygpu.out")
+        [ "$ok" -eq "$N" ] || fail "python/gpu_consumer.py: $ok of $N frames right"
+        grep -q "^gpu_camera_pub: published $N frames, [1-9][0-9]* device allocations$" \
+            "$OUT/pygpucam.out" || fail "python/gpu_camera_pub.py summary wrong"
     fi
 fi
 

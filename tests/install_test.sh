@@ -99,4 +99,14 @@ if [ -e "$BUILD/libferry_gpu.so" ] && command -v nvcc >/dev/null; then
     grep -q "GPU targets: TRUE" "$T/cmake.log" || fail "ferry::gpu missing from the CMake package"
     echo "ok: ferry::gpu is in the CMake package"
 fi
+
+# --- make uninstall's script: every file gone, and the directories the install made ---
+cmake -DMANIFEST="$MANIFEST" -P "$SRC/cmake/uninstall.cmake" >"$T/uninstall.log" 2>&1 ||
+    { cat "$T/uninstall.log"; fail "uninstall"; }
+left=$(find "$R" ! -type d)
+[ -z "$left" ] || fail "uninstall left files: $left"
+for d in "$LIB/cmake" "$LIB/pkgconfig" include/ferry share/doc/ferry; do
+    [ ! -e "$R/$d" ] || fail "uninstall left $d"
+done
+echo "ok: uninstall removed every file, and $LIB/cmake, $LIB/pkgconfig"
 echo "PASS"

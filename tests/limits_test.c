@@ -15,6 +15,8 @@
  *                                 mapped); a subscriber that cannot map a publisher's segment
  *                                 is not connected and retries
  *   file size (RLIMIT_FSIZE)      publisher creation: FERRY_ESYS, errno EFBIG
+ *   inotify refused (EMFILE)      a subscriber is made all the same, says once that it cannot
+ *                                 watch the topic directory, and finds publishers by its rescan
  *   locked memory (RLIMIT_MEMLOCK) no effect: ferry locks no memory
  *   byte cap / chunk cap          ferry_loan: FERRY_EPOOL (FERRY_ETIMEDOUT with
  *                                 FERRY_POOL_BLOCK); loans succeed again once chunks come back
@@ -484,8 +486,8 @@ static int test_publisher_fd_limit(void)
 
 /* --- memfd_create refused ----------------------------------------------------------------- */
 
-/* Makes memfd_create fail with err from now on in this process (and its children). */
-static bool refuse_memfd(int err)
+/* Makes the system call nr fail with err from now on in this process (and its children). */
+static bool refuse_call(long nr, int err)
 {
 #if defined(__x86_64__)
     const unsigned arch = AUDIT_ARCH_X86_64;
@@ -494,15 +496,14 @@ static bool refuse_memfd(int err)
 #else
     const unsigned arch = 0;
 #endif
-#ifdef SYS_memfd_create
-    if (arch == 0)
+    if (arch == 0 || nr < 0)
         return false;
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -511,12 +512,13 @@ static bool refuse_memfd(int err)
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
         return false;
     return true;
-#else
-    (void)err;
-    (void)arch;
-    return false;
-#endif
 }
+
+#ifdef SYS_memfd_create
+#define NR_MEMFD_CREATE SYS_memfd_create
+#else
+#define NR_MEMFD_CREATE (-1L)
+#endif
 
 typedef struct memfd_case {
     int err;             /* what memfd_create says */
@@ -536,7 +538,7 @@ static int memfd_refused_main(void *arg)
     TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &early, &e));
     tu_connect_local(pub, 1, early, 1);
 
-    if (!refuse_memfd(mc->err))
+    if (!refuse_call(NR_MEMFD_CREATE, mc->err))
         return TU_SKIP;
 
     /* A second publisher cannot get its data segment. */
@@ -615,6 +617,52 @@ static int test_memfd_refused(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         failed += !run_memfd_case(&cases[i]);
     TU_CMP_I64(failed, ==, 0);
+    return 0;
+}
+
+/* --- inotify refused ----------------------------------------------------------------------- */
+
+/* Any process of the user can take all of its inotify instances (fs.inotify.max_user_instances,
+ * 128 by default): a subscriber is still made, says once that it cannot watch, and finds a
+ * publisher that comes later by its rescan. */
+static int inotify_refused_main(void *arg)
+{
+    (void)arg;
+#ifdef SYS_inotify_init1
+    if (!refuse_call(SYS_inotify_init1, EMFILE))
+        return TU_SKIP;
+#else
+    return TU_SKIP;
+#endif
+    log_sink logs = {0, ""};
+    ferry_node *node = node_logging("nowatch", &logs);
+    ferry_subscriber *sub = NULL;
+    int e = 0;
+    TU_OK(tu_try_subscriber(node, TOPIC, TYPE, &sub, &e));
+    TU_CMP_I64(logs.count, ==, 1);
+    TU_CHECK_MSG(strstr(logs.last, "cannot watch") != NULL, "logged: %s", logs.last);
+    printf("    subscriber without a watch was told: %s\n", logs.last);
+    ferry_publisher *pub = NULL;
+    TU_OK(tu_try_publisher(node, TOPIC, TYPE, 16 * SIZE, SIZE, &pub, &e));
+    tu_connect_local(pub, 1, sub, 1);
+    tu_publish_pattern(pub, SIZE, 1);
+    TU_TAKE_INTACT(sub, SIZE);
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+    tu_check_child_teardown();
+    return 0;
+}
+
+static int test_inotify_refused(void)
+{
+    int st = tu_wait_status(tu_fork(inotify_refused_main, NULL, 20), 20000);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == TU_SKIP) {
+        printf("    seccomp unavailable: inotify failure not simulated\n");
+        return 0;
+    }
+    TU_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inotify refused: case failed (status 0x%x)",
+                 (unsigned)st);
     return 0;
 }
 
@@ -869,6 +917,7 @@ int main(void)
     failed += TU_RUN_ISOLATED(test_fd_limit) != 0;
     failed += TU_RUN_ISOLATED(test_publisher_fd_limit) != 0;
     failed += TU_RUN_ISOLATED(test_memfd_refused) != 0;
+    failed += TU_RUN_ISOLATED(test_inotify_refused) != 0;
     if (failed != 0)
         fprintf(stderr, "%d test(s) failed\n", failed);
     return failed != 0;

@@ -10,6 +10,8 @@
  *   memory cgroup limit   in a child cgroup of 96 MiB: a 256 MiB loan and a reserve of 4 x 32
  *                         MiB give FERRY_ENOMEM, the reserve leaves the pool as it was, a 1 MiB
  *                         loan still works, and nothing is OOM-killed
+ *   growing at once       four processes of a cgroup of 96 MiB each reserve 32 MiB at the same
+ *                         moment, eight rounds: some get FERRY_ENOMEM, none is OOM-killed
  *   more than available   a loan of twice MemAvailable gives FERRY_ENOMEM at once, without
  *                         allocating: the segment's allocated blocks and the process's resident
  *                         set stay as they were
@@ -456,6 +458,89 @@ static int test_cgroup_limit(void)
     return 0;
 }
 
+/* Four processes of one cgroup grow their pools at the same moment, each by 32 MiB a round, in
+ * a cgroup of 96 MiB: every step that fits alone, together more than the limit. Some get
+ * FERRY_ENOMEM; none is OOM-killed. */
+#define GROWERS 4
+#define GROW_ROUNDS 8
+
+typedef struct grower {
+    const cgroup *cg;
+    tu_pipe go, done;
+} grower;
+
+static int grower_main(void *arg)
+{
+    grower *g = arg;
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    TU_CHECK_MSG(write_file(g->cg->dir, "cgroup.procs", pid), "joining %s: %s", g->cg->dir,
+                 strerror(errno));
+    ferry_node *node = tu_node("grower");
+    for (int round = 0; round < GROW_ROUNDS; round++) {
+        ferry_publisher *pub = NULL;
+        int e = 0;
+        TU_OK(tu_try_publisher(node, TOPIC, TYPE, 256 * MIB, 64 * MIB, &pub, &e));
+        uint64_t go = tu_recv(&g->go, CHILD_WAIT_MS);
+        TU_EQ_U64(go, 1);
+        ferry_err err = ferry_publisher_reserve(pub, 32 * MIB, 1);
+        TU_CHECK_MSG(err == FERRY_OK || err == FERRY_ENOMEM, "reserve: %s",
+                     ferry_errname(err));
+        TU_OK(ferry_publisher_destroy(pub));
+        tu_send(&g->done, err == FERRY_OK ? 1 : 2);
+    }
+    TU_OK(ferry_node_destroy(node));
+    return 0;
+}
+
+static int test_cgroup_concurrent_growth(void)
+{
+    cgroup cg;
+    if (!cgroup_make(&cg)) {
+        printf("    no writable memory cgroup (v1 or v2): skipped\n");
+        return TU_SKIP;
+    }
+    grower g[GROWERS];
+    pid_t pid[GROWERS];
+    for (int i = 0; i < GROWERS; i++) {
+        g[i].cg = &cg;
+        g[i].go = tu_pipe_make();
+        g[i].done = tu_pipe_make();
+        pid[i] = tu_fork(grower_main, &g[i], 60);
+    }
+    uint64_t granted = 0, refused = 0;
+    for (int round = 0; round < GROW_ROUNDS; round++) {
+        for (int i = 0; i < GROWERS; i++)
+            tu_send(&g[i].go, 1);
+        for (int i = 0; i < GROWERS; i++) {
+            uint64_t r = tu_recv(&g[i].done, CHILD_WAIT_MS);
+            granted += r == 1;
+            refused += r == 2;
+        }
+    }
+    int st[GROWERS];
+    for (int i = 0; i < GROWERS; i++)
+        st[i] = tu_wait_status(pid[i], CHILD_WAIT_MS);
+    long kills = cgroup_oom_kills(&cg);
+    cgroup_remove(&cg);
+    printf("    %d processes x %d rounds of 32 MiB at once in %zu MiB (%s): %" PRIu64
+           " granted, %" PRIu64 " refused, %ld OOM kills\n", GROWERS, GROW_ROUNDS,
+           CGROUP_LIMIT / MIB, cg.v2 ? "v2" : "v1", granted, refused, kills);
+    for (int i = 0; i < GROWERS; i++) {
+        TU_CHECK_MSG(!WIFSIGNALED(st[i]), "grower %d was killed by signal %d (%s)", i,
+                     WTERMSIG(st[i]), strsignal(WTERMSIG(st[i])));
+        TU_CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "grower %d failed (status 0x%x)",
+                     i, (unsigned)st[i]);
+        tu_pipe_close(&g[i].go);
+        tu_pipe_close(&g[i].done);
+    }
+    TU_CMP_I64(kills, ==, 0);
+    TU_CMP_U64(granted + refused, ==, GROWERS * GROW_ROUNDS);
+    TU_CMP_U64(granted, >, 0);
+    TU_CMP_U64(refused, >, 0); /* four at once never fit */
+    return 0;
+}
+
 /* --- more than the machine has ------------------------------------------------------------ */
 
 static int huge_loan_main(void *arg)
@@ -520,6 +605,7 @@ int main(void)
     int results[] = {
         TU_RUN_ISOLATED(test_full_tmpfs),
         TU_RUN_ISOLATED(test_cgroup_limit),
+        TU_RUN_ISOLATED(test_cgroup_concurrent_growth),
         TU_RUN_ISOLATED(test_huge_loan),
     };
     return tu_results(results, (int)(sizeof results / sizeof results[0]), 0);

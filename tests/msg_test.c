@@ -138,8 +138,23 @@ static void test_layouts(void)
         TU_ERR(ferry_image_layout_get(yuv422[i], 641, 480, 0, &l), FERRY_EINVAL);
         TU_OK(ferry_image_layout_get(yuv422[i], 2, 1, 0, &l));
     }
-    /* Names close to known ones are not known. */
-    static const char *const near[] = {"8UC0", "8UC5", "16FC1", "64FC", "bayer_rggb", "nv", "NV12", "mono32"};
+    /* The generic encodings of sensor_msgs/image_encodings take any channel count 1..512: bytes
+     * per pixel are the depth's bytes times the channels. */
+    static const struct {
+        const char *enc;
+        uint32_t bpp;
+    } generic[] = {{"8UC5", 5}, {"16SC3", 6}, {"32FC5", 20}, {"64FC10", 80}, {"8SC512", 512},
+                   {"32SC7", 28}, {"16UC100", 200}, {"64FC512", 4096}};
+    for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
+        TU_OK(ferry_image_layout_get(generic[i].enc, 7, 3, 0, &l));
+        TU_EQ_U64(l.bytes_per_pixel, generic[i].bpp);
+        TU_EQ_U64(l.data_size, 7ull * 3 * generic[i].bpp);
+    }
+    /* Names close to known ones are not known: no channel count, 0, above 512, a leading zero,
+     * trailing characters, depths ROS does not have. */
+    static const char *const near[] = {"8UC0",  "8UC513", "8UC05", "8UC5x",  "8UC-1",
+                                       "32UC1", "16FC1",  "64FC",  "64SC1",  "8UC",
+                                       "bayer_rggb", "nv", "NV12", "mono32", "8uc1"};
     for (size_t i = 0; i < sizeof near / sizeof near[0]; i++)
         TU_ERR(ferry_image_layout_get(near[i], 640, 480, 0, &l), FERRY_EINVAL);
     TU_ERR(ferry_image_layout_get("yuv422", 641, 480, 0, &l), FERRY_EINVAL);
@@ -235,7 +250,8 @@ static void test_image_round_trip(void)
         "64FC2",        "64FC3",        "64FC4",        "bayer_rggb8",  "bayer_bggr8",
         "bayer_gbrg8",  "bayer_grbg8",  "bayer_rggb16", "bayer_bggr16", "bayer_gbrg16",
         "bayer_grbg16", "yuv422",       "yuv422_yuy2",  "yuyv",         "uyvy",
-        "nv12",         "nv21",         "nv24",
+        "nv12",         "nv21",         "nv24",         "8UC5",         "32FC9",
+        "16SC3",        "64FC12",
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         image_round_trip(&e, 320, 240, all[i], 0, 10 + i);

@@ -5,6 +5,8 @@
  */
 #include "testutil.h"
 
+#include "platform/platform.h"
+
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -520,5 +522,13 @@ int main(void)
     TU_RUN(test_late_joiner_history);
     TU_RUN(test_resolution_change);
     TU_RUN(test_background_not_woken);
+    /* Honest peers send only what closes without waiting, and every connection socket drains
+     * to its end: nothing went to the disposal thread, which was never started. */
+    uint64_t deferred, kept;
+    uint32_t threads;
+    ferry__fd_disposal_stats(&deferred, &kept, &threads);
+    TU_EQ_U64(deferred, 0);
+    TU_EQ_U64(kept, 0);
+    TU_EQ_U64(threads, 0);
     return 0;
 }

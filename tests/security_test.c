@@ -717,6 +717,24 @@ static int squatter_main(void *arg)
     return 0;
 }
 
+/* A process of a third user meets another user's 0700 squat, which it may not even enter: the
+ * message still names the owner and the mode. */
+static int third_user_main(void *arg)
+{
+    const squat *q = arg;
+    become(free_uid(other_uid + 1), other_gid, NULL, 0);
+    ferry_node *node;
+    TU_ERR(try_node(q->path, &node), FERRY_EPERM);
+    printf("    %-28s %s\n", "(to a third user)", dir_log);
+    char owner[64];
+    snprintf(owner, sizeof owner, "belongs to uid %u", (unsigned)other_uid);
+    CHECK_LOG(owner);
+    CHECK_LOG("mode 0700");
+    CHECK_LOG("may not enter it");
+    CHECK_LOG("remove it");
+    return 0;
+}
+
 /* Another user took the root's name first (as anyone can in /dev/shm, sticky and open to all):
  * whatever it is, every node refuses it with a message that names the path, the owner, the mode
  * and what to do, and touches nothing there. Without root the squatter is the same user. */
@@ -759,6 +777,8 @@ static void test_squatted_root(void)
         snprintf(domain, sizeof domain, "%s/%u", q.target, tu_domain());
         struct stat st;
         TU_CHECK(stat(domain, &st) != 0);
+        if (k == SQUAT_DIR && as_other)
+            TU_CHILD_OK(tu_fork(third_user_main, &q, 10));
     }
 }
 

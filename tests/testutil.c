@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -30,8 +31,28 @@ static tu_pipe tu_pipes_[TU_MAX_PIPES];
 
 static void tu_rmrf(const char *path);
 
+/* The last line the library logged through tu_log in this process, for tu_fail to print. */
+static pthread_mutex_t tu_log_lock_ = PTHREAD_MUTEX_INITIALIZER;
+static char tu_last_log_[512];
+
+void tu_log_keep(const char *message)
+{
+    pthread_mutex_lock(&tu_log_lock_);
+    snprintf(tu_last_log_, sizeof tu_last_log_, "%s", message);
+    pthread_mutex_unlock(&tu_log_lock_);
+}
+
+void tu_log(void *arg, ferry_log_level level, const char *message)
+{
+    (void)arg;
+    (void)level;
+    tu_log_keep(message);
+    fprintf(stderr, "ferry: %s\n", message);
+}
+
 void tu_fail(const char *file, int line, const char *fmt, ...)
 {
+    int err = errno; /* before anything below can change it */
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
@@ -39,6 +60,15 @@ void tu_fail(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "%s:%d: [%s%s pid %d] FAIL: %s\n", file, line, tu_name_,
             tu_child_ ? " child" : "", (int)getpid(), msg);
+    /* errno as the check found it (it may be stale: it is a hint, not a verdict) and the
+     * library's last words in this process. */
+    char last[sizeof tu_last_log_] = "(another thread is logging)";
+    if (pthread_mutex_trylock(&tu_log_lock_) == 0) {
+        snprintf(last, sizeof last, "%s", tu_last_log_);
+        pthread_mutex_unlock(&tu_log_lock_);
+    }
+    fprintf(stderr, "    errno %d (%s); the library's last log line here: %s\n", err,
+            err ? strerror(err) : "none", last[0] ? last : "(none)");
     fflush(stderr);
     fflush(stdout);
     for (int i = 0; i < TU_MAX_CHILDREN; i++) {
@@ -89,6 +119,7 @@ ferry_node_options tu_node_options(const char *name)
     o.dir = tu_dir_;
     o.domain = TU_DOMAIN;
     o.name = name;
+    o.log = tu_log;
     return o;
 }
 

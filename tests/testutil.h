@@ -43,8 +43,16 @@
 #define TU_SLOWDOWN 1
 #endif
 
+/* Prints "file:line: [test pid] FAIL: message", then errno as the failed check found it and the
+ * last line the library logged in this process through tu_log, and ends the process. */
 _Noreturn void tu_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The log callback of tu_node_options: prints as the library's default does ("ferry: ...") and
+ * keeps the line for tu_fail. A test with a log callback of its own may call it from there. */
+void tu_log(void *arg, ferry_log_level level, const char *message);
+/* Keeps message as the library's last log line for tu_fail (what tu_log does besides printing). */
+void tu_log_keep(const char *message);
 
 #define TU_FAIL(...) tu_fail(__FILE__, __LINE__, __VA_ARGS__)
 
