@@ -298,12 +298,13 @@ static void test_blocked_by_slow_taker(void)
     int64_t took = flood_run(SLOW_N, FERRY_SPIN_OFF, false, 2 * MS, 0);
     printf("  %d blocking publications to a subscriber taking one per 2 ms: %.0f ms\n", SLOW_N,
            (double)took / 1e6);
-    /* About (SLOW_N - 8) x 2 ms; one block timeout alone would be 10 s. */
-    TU_CMP_I64(took, <=, 300 * MS * TU_SLOWDOWN);
+    /* About (SLOW_N - 8) x 2 ms quiet; one block timeout alone would be 10 s. */
+    TU_CMP_I64(took, <, 3000 * MS);
 }
 
 /* On one CPU the default budget yields once instead of spinning: both sides of a flood pinned to
- * one CPU lose nothing, and a wait with nothing to come costs a yield, not a spin. */
+ * one CPU lose nothing, and a wait with nothing to come yields, never spins (what it decided is
+ * in its stats; the CPU it took is printed, not asserted: a busy machine makes any wait dearer). */
 static void test_one_cpu_yields(void)
 {
     cpu_set_t old, one;
@@ -319,9 +320,20 @@ static void test_one_cpu_yields(void)
     ferry_node *node = tu_node("one_cpu");
     ferry_subscriber *sub = subscriber(node, "/spin/one", 0, false);
     int64_t spent = 0;
-    for (int i = 0; i < 40; i++)
+    enum { WAITS = 40 };
+    for (int i = 0; i < WAITS; i++)
         spent += wait_cpu(sub, 5 * MS);
-    TU_CMP_I64(spent, <=, 3 * MS * TU_SLOWDOWN);
+    printf("  %d empty 5 ms waits on one CPU: %.0f us of CPU each\n", WAITS,
+           (double)spent / WAITS / 1e3);
+    ferry_subscriber_stats st;
+    TU_OK(ferry_subscriber_stats_get(sub, &st));
+    TU_EQ_U64(st.spin.mode, FERRY_SPIN_MODE_YIELD);
+    TU_EQ_U64(st.spin.budget_ns, 0);
+    TU_EQ_U64(st.spin.cpu, (uint64_t)(cpu >= 0 ? cpu : 0));
+    TU_EQ_U64(st.spin.spins_found, 0);
+    TU_EQ_U64(st.spin.paced_spins, 0);
+    /* Only waits that spun through their timeouts instead of sleeping come near this. */
+    TU_CMP_I64(spent, <, WAITS * 5 * MS / 2);
     TU_OK(ferry_subscriber_destroy(sub));
     TU_OK(ferry_node_destroy(node));
     TU_CHECK(sched_setaffinity(0, sizeof old, &old) == 0);
