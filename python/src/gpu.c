@@ -994,7 +994,8 @@ bool pyf_gpu_types(PyObject *module)
     pyf.gpuframe_type = (PyTypeObject *)PyType_FromSpec(&fr_spec);
     if (pyf.gpuframe_type == NULL || PyModule_AddType(module, pyf.gpuframe_type) < 0)
         return false;
-    return pyf_gpupub_types(module) && PyModule_AddFunctions(module, gpu_functions) == 0 &&
+    return pyf_gpupub_types(module) && pyf_hostview_types(module) &&
+           PyModule_AddFunctions(module, gpu_functions) == 0 &&
            PyModule_AddObjectRef(module, "HAVE_GPU", Py_True) == 0;
 }
 

@@ -148,7 +148,7 @@ struct pyf_syncset;
 typedef struct pyf_state {
     PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
     PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type, *gpupub_type,
-        *gpuloan_type;
+        *gpuloan_type, *hostview_type;
     PyObject *error;                     /* ferry.Error */
     PyObject *fork_error;                /* ferry.ForkError, a ClosedError */
     PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
@@ -269,6 +269,12 @@ bool pyf_sample_exported(PyObject *sample);
 bool pyf_sample_let_go(PyObject *sample);
 /* Marks a member released without giving anything back (its set was given back as a whole). */
 void pyf_sample_forget(PyObject *sample);
+/* Counts one export of a held sample (an object that reads its memory besides the buffer
+ * protocol and DLPack: a HostGpuView) and gives what it reads; false with StateError or
+ * ForkError naming `what`. pyf_sample_export_end undoes it (the sample may go back then). */
+bool pyf_sample_export_begin(PyObject *sample, const char *what, pyf_sub **sub,
+                             const ferry_sample **s, const pyf_geom **geom);
+void pyf_sample_export_end(PyObject *sample);
 /* Raises BusyError when the subscriber is read through a Sync or a GpuSubscriber. */
 bool pyf_sub_own(pyf_sub *s, const char *what);
 
@@ -310,7 +316,12 @@ ferry_err pyf_gpu_stream_order(int device, uintptr_t waiter, uintptr_t done);
 
 /* gpu_pub.c */
 bool pyf_gpupub_types(PyObject *module);
+
+/* gpu_host.c */
+bool pyf_hostview_types(PyObject *module);
 #endif
+/* gpu_host.c: Sample.cuda(); NotSupportedError without the GPU module. */
+PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs);
 
 /* waitset.c */
 bool pyf_waitset_types(PyObject *module);

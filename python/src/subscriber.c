@@ -484,6 +484,7 @@ bool pyf_sample_exported(PyObject *sample)
     return ((pyf_sample *)sample)->exports > 0;
 }
 
+
 void pyf_sample_forget(PyObject *sample)
 {
     pyf_sample *sm = (pyf_sample *)sample;
@@ -813,6 +814,24 @@ static bool sample_usable(pyf_sample *sm, const char *what)
     return false;
 }
 
+bool pyf_sample_export_begin(PyObject *sample, const char *what, pyf_sub **sub,
+                             const ferry_sample **s, const pyf_geom **geom)
+{
+    pyf_sample *sm = (pyf_sample *)sample;
+
+    if (!sample_usable(sm, what)) return false;
+    sm->exports++;
+    *sub = sm->sub;
+    *s = &sm->s;
+    *geom = &sm->geom;
+    return true;
+}
+
+void pyf_sample_export_end(PyObject *sample)
+{
+    sample_unexport((pyf_sample *)sample);
+}
+
 static int sample_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     pyf_sample *sm = (pyf_sample *)self;
@@ -1006,6 +1025,14 @@ static PyMethodDef sample_methods[] = {
      "A DLPack capsule over the sample's data (tensors, images, bytes), without a copy; a\n"
      "versioned one (flagged read-only) when max_version >= (1, 0). The sample stays held\n"
      "until the consumer's tensor is deleted."},
+    {"cuda", (PyCFunction)(void (*)(void))pyf_sample_cuda, METH_VARARGS | METH_KEYWORDS,
+     "cuda(*, device=0) -> HostGpuView\n\n"
+     "The sample on CUDA device `device` without a pageable copy: its chunk's pages are\n"
+     "registered with CUDA once (read-only, mapped) and the view reads them in place\n"
+     "(torch.from_dlpack(view), cupy.asarray(view)) or copies them at pinned speed\n"
+     "(view.copy_to(tensor, stream=...)). The sample stays held while the view is open, a\n"
+     "tensor over it lives or a copy runs. NotSupportedError without the GPU module,\n"
+     "NoDeviceError without a device."},
     {"__dlpack_device__", sample_dlpack_device, METH_NOARGS,
      "__dlpack_device__() -> (1, 0)\n\nThe CPU: host samples live in shared memory."},
     {NULL, NULL, 0, NULL},

@@ -3,7 +3,8 @@
 # tests: python_torch_gpu (tests/gpu/python_torch_test.py: device tensors of a C publisher into
 # torch.from_dlpack and cupy.from_dlpack, no copy), python_gpu_pub (tests/gpu/
 # python_gpu_pub_test.py: device tensors published from Python with ferry.GpuPublisher, taken in
-# another Python process) and python_test (the pytest suite, Sync included). Run from the repository root; needs CUDA, PyTorch with CUDA and, for its part, CuPy
+# another Python process), python_host_gpu (tests/gpu/python_host_gpu_test.py: host images
+# read on the GPU in place and copied with Sample.cuda()) and python_test (the pytest suite, Sync included). Run from the repository root; needs CUDA, PyTorch with CUDA and, for its part, CuPy
 # in the python3 the build finds (PYTHON=... to choose another).
 #
 # Output in $OUT (default ./gpu-out): build.log, python-tests.log (nvidia-smi, the versions,
@@ -69,7 +70,7 @@ EOF
 
 status=0
 summary=()
-for t in python_torch_gpu python_gpu_pub python_test; do
+for t in python_torch_gpu python_gpu_pub python_host_gpu python_test; do
   line=$(grep -E "Test +#[0-9]+: $t " "$OUT/python-tests.log" | tail -n 1)
   case $line in
     *Passed*) summary+=("$t: passed") ;;

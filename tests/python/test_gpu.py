@@ -1,4 +1,4 @@
-"""ferry.GpuSubscriber and ferry.GpuPublisher where they cannot work: without the GPU module or
+"""ferry.GpuSubscriber, ferry.GpuPublisher and Sample.cuda where they cannot work: without the GPU module or
 without a CUDA device. The device paths themselves are tests/gpu/python_torch_test.py (ctest
 python_torch_gpu) and tests/gpu/python_gpu_pub_test.py (ctest python_gpu_pub)."""
 
@@ -40,3 +40,27 @@ def test_gpu_publisher_without_a_device(node):
     with pytest.raises(TypeError if ferry.HAVE_GPU else ferry.NotSupportedError):
         ferry.GpuPublisher("not a publisher")
     pub.close()
+
+
+def test_sample_cuda_without_a_device(node):
+    pub = node.publisher("/gpu/none/host", "image")
+    sub = node.subscribe("/gpu/none/host", "image")
+    pub.wait_subscribers(1, timeout=10)
+    if ferry.HAVE_GPU and ferry.gpu_device_count() > 0:
+        pytest.skip("a CUDA device is there: python_host_gpu covers it")
+    loan = pub.loan_image(4, 2, "mono8")
+    pub.publish(loan)
+    sample = sub.take(timeout=10)
+    expected = ferry.NoDeviceError if ferry.HAVE_GPU else ferry.NotSupportedError
+    with pytest.raises(expected):
+        sample.cuda()
+    with pytest.raises(expected if not ferry.HAVE_GPU else ValueError):
+        sample.cuda(device=-1)
+    # The failed view left the sample held by its user alone: release gives it back.
+    assert sub.stats()["held"] == 1
+    sample.release()
+    assert sub.stats()["held"] == 0
+    with pytest.raises(expected if not ferry.HAVE_GPU else ferry.StateError):
+        sample.cuda()
+    pub.close()
+    sub.close()
