@@ -216,6 +216,10 @@ void topic_sync(Context * ctx, const std::string & ferry_topic);
 
 // This node's entry in its context's graph file (false with the error set), with the
 // definition of its message type when there is one.
+// A new entry of node n's graph (a fresh id) for an endpoint, service or client.
+GraphEntry graph_entry(
+  GraphEntry::Kind kind, Node * n, const std::string & name, const std::string & type,
+  const rmw_gid_t & gid, const rmw_qos_profile_t & qos);
 bool graph_add(Node * n, const GraphEntry & e, const MessageType * type = nullptr);
 void graph_remove(Node * n, uint64_t id);
 

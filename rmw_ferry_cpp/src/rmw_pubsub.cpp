@@ -617,7 +617,7 @@ static bool endpoint_args(
   return *type && ferry_topic_of(topic_name, "", ftopic);
 }
 
-static GraphEntry endpoint_entry(
+GraphEntry graph_entry(
   GraphEntry::Kind kind, Node * n, const std::string & name, const std::string & type,
   const rmw_gid_t & gid, const rmw_qos_profile_t & qos)
 {
@@ -630,6 +630,54 @@ static GraphEntry endpoint_entry(
   memcpy(e.gid, gid.data, sizeof e.gid);
   e.qos = qos;
   return e;
+}
+
+// Makes a publisher's or a subscription's handle: Impl opened on the ferry topic, its entry (and
+// its type's definition) in the node's graph, and the handle's common fields; nullptr with the
+// error set and nothing left behind.
+template<class Impl, class Handle, class Options>
+static Handle * endpoint_create(
+  const rmw_node_t * node, const rosidl_message_type_support_t * type_supports,
+  const char * topic_name, const rmw_qos_profile_t * qos_policies, const Options * options,
+  GraphEntry::Kind kind, Handle * (*allocate)(), void (*release)(Handle *),
+  rmw_ret_t (*open)(
+    Impl *, Node *, const MessageType *, const std::string &, const std::string &,
+    const rmw_qos_profile_t &),
+  void (*close)(Impl *))
+{
+  const MessageType * type = nullptr;
+  std::string ftopic;
+  if (!endpoint_args(node, type_supports, topic_name, qos_policies, options, &type, &ftopic)) {
+    return nullptr;
+  }
+  auto * n = static_cast<Node *>(node->data);
+  auto * impl = new (std::nothrow) Impl();
+  Handle * h = allocate();
+  if (!impl || !h) {
+    delete impl;
+    release(h);
+    RMW_SET_ERROR_MSG("out of memory");
+    return nullptr;
+  }
+  if (open(impl, n, type, topic_name, ftopic, *qos_policies) != RMW_RET_OK) {
+    delete impl;
+    release(h);
+    return nullptr;
+  }
+  GraphEntry e = graph_entry(kind, n, topic_name, type_name(type), impl->gid, impl->qos);
+  impl->graph_id = e.id;
+  if (!graph_add(n, e, type)) {
+    close(impl);
+    delete impl;
+    release(h);
+    return nullptr;
+  }
+  h->implementation_identifier = identifier;
+  h->data = impl;
+  h->topic_name = impl->topic.c_str();
+  h->options = *options;
+  h->can_loan_messages = impl->encoding == Encoding::plain;
+  return h;
 }
 
 bool graph_add(Node * n, const GraphEntry & e, const MessageType * type)
@@ -699,42 +747,9 @@ rmw_publisher_t * rmw_create_publisher(
   const char * topic_name, const rmw_qos_profile_t * qos_policies,
   const rmw_publisher_options_t * publisher_options)
 {
-  const MessageType * type = nullptr;
-  std::string ftopic;
-  if (!endpoint_args(
-      node, type_supports, topic_name, qos_policies, publisher_options, &type, &ftopic))
-  {
-    return nullptr;
-  }
-  auto * n = static_cast<Node *>(node->data);
-  auto * p = new (std::nothrow) Publisher();
-  rmw_publisher_t * h = rmw_publisher_allocate();
-  if (!p || !h) {
-    delete p;
-    rmw_publisher_free(h);
-    RMW_SET_ERROR_MSG("out of memory");
-    return nullptr;
-  }
-  if (publisher_open(p, n, type, topic_name, ftopic, *qos_policies) != RMW_RET_OK) {
-    delete p;
-    rmw_publisher_free(h);
-    return nullptr;
-  }
-  GraphEntry e = endpoint_entry(
-    GraphEntry::publisher, n, topic_name, type_name(type), p->gid, p->qos);
-  p->graph_id = e.id;
-  if (!graph_add(n, e, type)) {
-    publisher_close(p);
-    delete p;
-    rmw_publisher_free(h);
-    return nullptr;
-  }
-  h->implementation_identifier = identifier;
-  h->data = p;
-  h->topic_name = p->topic.c_str();
-  h->options = *publisher_options;
-  h->can_loan_messages = p->encoding == Encoding::plain;
-  return h;
+  return endpoint_create<Publisher>(
+    node, type_supports, topic_name, qos_policies, publisher_options, GraphEntry::publisher,
+    rmw_publisher_allocate, rmw_publisher_free, publisher_open, publisher_close);
 }
 
 rmw_ret_t rmw_destroy_publisher(rmw_node_t * node, rmw_publisher_t * publisher)
@@ -1029,44 +1044,16 @@ rmw_subscription_t * rmw_create_subscription(
   const char * topic_name, const rmw_qos_profile_t * qos_policies,
   const rmw_subscription_options_t * subscription_options)
 {
-  const MessageType * type = nullptr;
-  std::string ftopic;
-  if (!endpoint_args(
-      node, type_supports, topic_name, qos_policies, subscription_options, &type, &ftopic))
-  {
-    return nullptr;
+  rmw_subscription_t * h = endpoint_create<Subscription>(
+    node, type_supports, topic_name, qos_policies, subscription_options,
+    GraphEntry::subscription, rmw_subscription_allocate, rmw_subscription_free,
+    subscription_open, subscription_close);
+  if (h) {
+    static_cast<Subscription *>(h->data)->ignore_local =
+      subscription_options->ignore_local_publications;
+    h->options.content_filter_options = nullptr;
+    h->is_cft_enabled = false;
   }
-  auto * n = static_cast<Node *>(node->data);
-  auto * s = new (std::nothrow) Subscription();
-  rmw_subscription_t * h = rmw_subscription_allocate();
-  if (!s || !h) {
-    delete s;
-    rmw_subscription_free(h);
-    RMW_SET_ERROR_MSG("out of memory");
-    return nullptr;
-  }
-  if (subscription_open(s, n, type, topic_name, ftopic, *qos_policies) != RMW_RET_OK) {
-    delete s;
-    rmw_subscription_free(h);
-    return nullptr;
-  }
-  GraphEntry e = endpoint_entry(
-    GraphEntry::subscription, n, topic_name, type_name(type), s->gid, s->qos);
-  s->graph_id = e.id;
-  if (!graph_add(n, e, type)) {
-    subscription_close(s);
-    delete s;
-    rmw_subscription_free(h);
-    return nullptr;
-  }
-  h->implementation_identifier = identifier;
-  h->data = s;
-  h->topic_name = s->topic.c_str();
-  h->options = *subscription_options;
-  h->options.content_filter_options = nullptr;
-  s->ignore_local = subscription_options->ignore_local_publications;
-  h->can_loan_messages = s->encoding == Encoding::plain;
-  h->is_cft_enabled = false;
   return h;
 }
 

@@ -46,19 +46,32 @@ static bool service_name_ok(const char * name)
   return true;
 }
 
-static GraphEntry service_entry(
-  GraphEntry::Kind kind, Node * n, const std::string & name, const std::string & type,
-  const rmw_gid_t & gid, const rmw_qos_profile_t & qos)
+// The checks both rmw_create_service and rmw_create_client make, and what they open: the
+// request and response types and the two ferry topics. False with the error set.
+static bool service_args(
+  const rmw_node_t * node, const rosidl_service_type_support_t * type_supports,
+  const char * service_name, const rmw_qos_profile_t * qos_policies,
+  const MessageType ** request, const MessageType ** response, std::string * rq, std::string * rr)
 {
-  GraphEntry e;
-  e.kind = kind;
-  e.id = random_id();
-  e.node_id = n->graph_id;
-  e.name = name;
-  e.type = type;
-  memcpy(e.gid, gid.data, sizeof e.gid);
-  e.qos = qos;
-  return e;
+  if (check_node(node) != RMW_RET_OK) {
+    return false;
+  }
+  RMW_CHECK_ARGUMENT_FOR_NULL(type_supports, false);
+  RMW_CHECK_ARGUMENT_FOR_NULL(service_name, false);
+  RMW_CHECK_ARGUMENT_FOR_NULL(qos_policies, false);
+  if (!qos_valid(*qos_policies)) {
+    return false;
+  }
+  if (!*service_name) {
+    RMW_SET_ERROR_MSG("service_name is empty");
+    return false;
+  }
+  if (!qos_policies->avoid_ros_namespace_conventions && !service_name_ok(service_name)) {
+    return false;
+  }
+  return service_types_get(type_supports, request, response) &&
+         ferry_topic_of(service_name, kRequestPrefix, rq) &&
+         ferry_topic_of(service_name, kResponsePrefix, rr);
 }
 
 static rmw_ret_t check_service(const rmw_service_t * service)
@@ -89,30 +102,11 @@ rmw_service_t * rmw_create_service(
   const rmw_node_t * node, const rosidl_service_type_support_t * type_supports,
   const char * service_name, const rmw_qos_profile_t * qos_policies)
 {
-  if (check_node(node) != RMW_RET_OK) {
-    return nullptr;
-  }
-  RMW_CHECK_ARGUMENT_FOR_NULL(type_supports, nullptr);
-  RMW_CHECK_ARGUMENT_FOR_NULL(service_name, nullptr);
-  RMW_CHECK_ARGUMENT_FOR_NULL(qos_policies, nullptr);
-  if (!qos_valid(*qos_policies)) {
-    return nullptr;
-  }
-  if (!*service_name) {
-    RMW_SET_ERROR_MSG("service_name is empty");
-    return nullptr;
-  }
-  if (!qos_policies->avoid_ros_namespace_conventions && !service_name_ok(service_name)) {
-    return nullptr;
-  }
   const MessageType * request = nullptr;
   const MessageType * response = nullptr;
-  if (!service_types_get(type_supports, &request, &response)) {
-    return nullptr;
-  }
   std::string rq, rr;
-  if (!ferry_topic_of(service_name, kRequestPrefix, &rq) ||
-    !ferry_topic_of(service_name, kResponsePrefix, &rr))
+  if (!service_args(
+      node, type_supports, service_name, qos_policies, &request, &response, &rq, &rr))
   {
     return nullptr;
   }
@@ -140,7 +134,7 @@ rmw_service_t * rmw_create_service(
     rmw_service_free(h);
     return nullptr;
   }
-  GraphEntry e = service_entry(
+  GraphEntry e = graph_entry(
     GraphEntry::service, n, sv->name, service_type_name(request), sv->responses.gid,
     sv->requests.qos);
   sv->requests.graph_id = e.id;
@@ -244,30 +238,11 @@ rmw_client_t * rmw_create_client(
   const rmw_node_t * node, const rosidl_service_type_support_t * type_supports,
   const char * service_name, const rmw_qos_profile_t * qos_policies)
 {
-  if (check_node(node) != RMW_RET_OK) {
-    return nullptr;
-  }
-  RMW_CHECK_ARGUMENT_FOR_NULL(type_supports, nullptr);
-  RMW_CHECK_ARGUMENT_FOR_NULL(service_name, nullptr);
-  RMW_CHECK_ARGUMENT_FOR_NULL(qos_policies, nullptr);
-  if (!qos_valid(*qos_policies)) {
-    return nullptr;
-  }
-  if (!*service_name) {
-    RMW_SET_ERROR_MSG("service_name is empty");
-    return nullptr;
-  }
-  if (!qos_policies->avoid_ros_namespace_conventions && !service_name_ok(service_name)) {
-    return nullptr;
-  }
   const MessageType * request = nullptr;
   const MessageType * response = nullptr;
-  if (!service_types_get(type_supports, &request, &response)) {
-    return nullptr;
-  }
   std::string rq, rr;
-  if (!ferry_topic_of(service_name, kRequestPrefix, &rq) ||
-    !ferry_topic_of(service_name, kResponsePrefix, &rr))
+  if (!service_args(
+      node, type_supports, service_name, qos_policies, &request, &response, &rq, &rr))
   {
     return nullptr;
   }
@@ -298,7 +273,7 @@ rmw_client_t * rmw_create_client(
     rmw_client_free(h);
     return nullptr;
   }
-  GraphEntry e = service_entry(
+  GraphEntry e = graph_entry(
     GraphEntry::client, n, cl->name, service_type_name(request), cl->requests.gid,
     cl->requests.qos);
   cl->requests.graph_id = e.id;
