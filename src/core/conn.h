@@ -233,6 +233,22 @@ static inline int ferry__conn_peek(ferry__conn *c, uint64_t *tail, uint64_t *d)
     return FERRY__PEEK_ENTRY;
 }
 
+/* The return ring's head as the segment holds it when the consumer maps it: where its own
+ * returns start. Relaxed: nothing is read through it, and the producer checks every head it
+ * loads (ferry__conn_returns). */
+static inline uint64_t ferry__conn_return_start(const ferry__conn *c)
+{
+    return atomic_load_explicit(&c->hdr->return_head, memory_order_relaxed);
+}
+
+/* Entries queued behind tail, the consumer's tail after a take, for a guess at the room a
+ * wake-up would make. Relaxed: nothing is read through the head, and a stale one only makes
+ * the guess smaller (the producer looks again when it wakes). */
+static inline uint64_t ferry__conn_queued_behind(const ferry__conn *c, uint64_t tail)
+{
+    return atomic_load_explicit(&c->hdr->deliver_head, memory_order_relaxed) - tail;
+}
+
 /* Hands d back on the return ring at *head. *tail_seen is the producer's tail as last seen: the
  * tail only moves forward, so while head - *tail_seen leaves room the slot is free without a look
  * at the producer's line; otherwise the tail is loaded again, and false means it ran backwards or

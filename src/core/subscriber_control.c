@@ -314,7 +314,7 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     c->table_offset = w.table_offset;
     c->arena_offset = w.arena_offset;
     c->payload_offset = w.payload_offset;
-    c->rhead = atomic_load_explicit(&hdr->return_head, memory_order_relaxed);
+    c->rhead = ferry__conn_return_start(&c->ring);
     c->rtail_seen = c->rhead;
     c->held_bits = bits;
     c->seen_bits = bits + (w.max_chunks + 63) / 64;

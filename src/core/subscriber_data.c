@@ -91,7 +91,7 @@ static void wake_publisher(ferry_subscriber *sub, sconn *c, uint64_t tail)
     if (want > 0) {
         uint64_t free = 0;
         if (tail != UINT64_MAX) {
-            uint64_t queued = atomic_load_explicit(&hdr->deliver_head, memory_order_relaxed) - tail;
+            uint64_t queued = ferry__conn_queued_behind(&c->ring, tail);
             free = queued < sub->opt.depth ? sub->opt.depth - queued : 0;
         }
         if (want > free)
