@@ -55,10 +55,12 @@ DLPACK = "PyTorch and DLPack"
 SYNC = "Several topics matched by stamp: `ferry.Sync`"
 GPU = "Device frames and tensors: `ferry.GpuSubscriber` and PyTorch"
 GPU_PUB = "Publishing device frames: `ferry.GpuPublisher`"
+HOST_GPU = "Host frames to the GPU: `Sample.cuda()`"
 
 
 def test_every_example_is_run():
-    known = {QUICKSTART, PUBLISHER, CONSUMER, ZERO_COPY, ASYNCIO, DLPACK, SYNC, GPU, GPU_PUB}
+    known = {QUICKSTART, PUBLISHER, CONSUMER, ZERO_COPY, ASYNCIO, DLPACK, SYNC, GPU, GPU_PUB,
+             HOST_GPU}
     found = {h for h, lang, _ in doc_blocks() if lang in ("python", "sh")}
     assert found == known, f"examples without a test: {found - known}; gone: {known - found}"
 
@@ -235,3 +237,19 @@ def test_gpu_publisher(env, tmp_path):
         finish(start(example(GPU), env, tmp_path, "gpu_example.py"), GPU)
     finally:
         finish(camera, GPU_PUB)
+
+
+def test_host_gpu(env, tmp_path):
+    """The camera publisher's frames onto the GPU with Sample.cuda(), as written: in place and
+    by copy, every frame's first byte as published. Needs the GPU module, a CUDA device and
+    PyTorch with CUDA; skipped otherwise."""
+    torch_cuda()
+    consumer = start(example(HOST_GPU), env, tmp_path, "host_gpu.py")
+    time.sleep(0.3)
+    publisher = start(example(PUBLISHER), env, tmp_path, "publisher.py")
+    finish(publisher, "the publisher example")
+    lines = finish(consumer, HOST_GPU)
+    assert lines, "the host GPU example printed no frame"
+    for line in lines:
+        m = re.fullmatch(r"\(720, 1280, 3\) (\d+) (\d+)", line)
+        assert m and m.group(1) == m.group(2), line
