@@ -114,6 +114,9 @@ PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
         pyf_sample_export_end(sample);
         return pyf_raise(err, "ferry_gpu_sample_device_ptr('%s', device %d)", sub->topic, device);
     }
+    /* The view is the sample's array (an image's pixels, a tensor's elements, the payload of
+     * bytes), which starts after the message header in the payload. */
+    dptr = (const uint8_t *)dptr + ((const uint8_t *)g->buf - (const uint8_t *)s->data);
     v = (pyf_hostview *)pyf_alloc(pyf.hostview_type);
     if (v == NULL) {
         pyf_sample_export_end(sample);
@@ -367,9 +370,9 @@ static PyObject *view_copy_to(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!view_usable(v, "copy_to") || !pyf_gpu_stream_arg(o_stream, &stream) ||
         !device_array(dst, &ptr, &nbytes))
         return NULL;
-    if (nbytes < v->s->size)
-        return pyf_raise(FERRY_EINVAL, "HostGpuView.copy_to: dst holds %zu bytes, the sample %zu",
-                         nbytes, (size_t)v->s->size);
+    if (nbytes < (size_t)v->geom->len)
+        return pyf_raise(FERRY_EINVAL, "HostGpuView.copy_to: dst holds %zu bytes, the view %zu",
+                         nbytes, (size_t)v->geom->len);
     for (i = 0; i < v->ncopies && v->copy_streams[i] != stream; i++) {
     }
     if (!pyf_gpu_device_enter(v->device, &prev))
@@ -391,16 +394,17 @@ static PyObject *view_copy_to(PyObject *self, PyObject *args, PyObject *kwargs)
             v->ncopies++;
         }
     }
-    pyf_lock(v->sub->lock);
-    if (v->sub->sub == NULL) {
-        err = FERRY_ECLOSED;
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_gpu_sample_copy(v->sub->sub, v->s, v->device, (void *)ptr,
-                                    (ferry_gpu_stream)stream);
-        Py_END_ALLOW_THREADS
-    }
-    pyf_sub_unlock(v->sub);
+    /* The view's part of the payload, from its host address: its pages were registered when
+     * the view was made (and stay so while the sample is held), so the runtime finds them
+     * pinned and the copy engine reads them directly, as ferry_gpu_sample_copy does for the
+     * whole payload. */
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaMemcpyAsync((void *)ptr, v->geom->buf, (size_t)v->geom->len, cudaMemcpyHostToDevice,
+                          (cudaStream_t)stream) == cudaSuccess
+              ? FERRY_OK
+              : FERRY_ESYS;
+    Py_END_ALLOW_THREADS
+    if (err != FERRY_OK) (void)cudaGetLastError();
     v->copy_streams[i] = stream;
     if (err == FERRY_OK && cudaEventRecord(v->copies[i], (cudaStream_t)stream) != cudaSuccess) {
         /* No event to wait for: the copy is waited for now. */
@@ -412,7 +416,8 @@ static PyObject *view_copy_to(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     pyf_gpu_device_leave(v->device, prev);
     if (err != FERRY_OK)
-        return pyf_raise(err, "ferry_gpu_sample_copy('%s', device %d)", v->sub->topic, v->device);
+        return pyf_raise(err, "HostGpuView.copy_to('%s', device %d): cudaMemcpyAsync", v->sub->topic,
+                         v->device);
     Py_RETURN_NONE;
 }
 
@@ -432,7 +437,7 @@ static PyObject *view_get(PyObject *self, void *closure)
     case HV_DATA_PTR:
         return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)v->dptr);
     default:
-        return PyLong_FromSize_t((size_t)v->s->size);
+        return PyLong_FromSize_t((size_t)v->geom->len);
     }
 }
 
@@ -442,7 +447,7 @@ static PyObject *view_repr(PyObject *self)
 
     if (!v->open) return PyUnicode_FromString("<ferry.HostGpuView released>");
     return PyUnicode_FromFormat("<ferry.HostGpuView '%s' device %d, %zu bytes>", v->sub->topic,
-                                v->device, (size_t)v->s->size);
+                                v->device, (size_t)v->geom->len);
 }
 
 static PyMethodDef view_methods[] = {
@@ -454,9 +459,9 @@ static PyMethodDef view_methods[] = {
      "__dlpack_device__() -> (2, device)"},
     {"copy_to", (PyCFunction)(void (*)(void))view_copy_to, METH_VARARGS | METH_KEYWORDS,
      "copy_to(dst, *, stream=None) -> None\n\n"
-     "Copies the sample into device array dst (contiguous, at least the sample's size; any\n"
-     "object with __cuda_array_interface__) on stream, asynchronously, from the registered\n"
-     "pages at pinned speed (ferry_gpu_sample_copy). The sample stays held until the copy is\n"
+     "Copies the view's array (an image's pixels, nbytes) into device array dst (contiguous,\n"
+     "at least nbytes; any object with __cuda_array_interface__) on stream, asynchronously,\n"
+     "from the registered pages at pinned speed. The sample stays held until the copy is\n"
      "done, however early the view is released."},
     {"release", view_release, METH_NOARGS,
      "release() -> None\n\nLets go of the view; the sample can go back once no tensor reads it\n"
@@ -472,7 +477,8 @@ static PyGetSetDef view_getset[] = {
     {"device", view_get, NULL, "The CUDA device.", (void *)(intptr_t)HV_DEVICE},
     {"data_ptr", view_get, NULL, "The device address of the payload.",
      (void *)(intptr_t)HV_DATA_PTR},
-    {"nbytes", view_get, NULL, "The payload's size.", (void *)(intptr_t)HV_NBYTES},
+    {"nbytes", view_get, NULL, "The size of the view's array (an image's pixels).",
+     (void *)(intptr_t)HV_NBYTES},
     {"sample", view_get, NULL, "The Sample it reads.", (void *)(intptr_t)HV_SAMPLE},
     {"released", view_get, NULL, "Whether release() ran.", (void *)(intptr_t)HV_RELEASED},
     {NULL, NULL, NULL, NULL, NULL},
