@@ -125,10 +125,11 @@ def test_quickstart(env, tmp_path):
     m = re.search(r"^python3 -c '\n(.*?)^'$", block, re.S | re.M)
     assert m, "no python3 -c '...' in the quickstart"
     assert "kill $!" in block  # the publisher is stopped after the subscriber ends
+    ferry_cli = cli()  # may skip: before any process is started
     # The subscriber first: it waits for the publisher (the shell starts both at once).
     sub = start(m.group(1), env, tmp_path, "quickstart.py")
     time.sleep(0.3)
-    with Camera(env, [cli()] + argv[1:]):
+    with Camera(env, [ferry_cli] + argv[1:]):
         lines = finish(sub, "the quickstart's subscriber")
     assert len(lines) == 90, lines[-5:]
     seqs = []
