@@ -116,7 +116,8 @@ PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
     }
     /* The view is the sample's array (an image's pixels, a tensor's elements, the payload of
      * bytes), which starts after the message header in the payload. */
-    dptr = (const uint8_t *)dptr + ((const uint8_t *)g->buf - (const uint8_t *)s->data);
+    if (g->buf != NULL)
+        dptr = (const uint8_t *)dptr + ((const uint8_t *)g->buf - (const uint8_t *)s->data);
     v = (pyf_hostview *)pyf_alloc(pyf.hostview_type);
     if (v == NULL) {
         pyf_sample_export_end(sample);
