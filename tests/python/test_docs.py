@@ -246,7 +246,15 @@ def test_host_gpu(env, tmp_path):
     PyTorch with CUDA; skipped otherwise."""
     torch_cuda()
     consumer = start(example(HOST_GPU), env, tmp_path, "host_gpu.py")
-    time.sleep(0.3)
+    # The camera starts once the consumer subscribed (importing torch and making its CUDA
+    # context take seconds; the camera's frames last three).
+    deadline = time.monotonic() + PROCESS_TIMEOUT
+    while not any(e["kind"] == "subscriber" and e["alive"]
+                  for e in ferry.inspect("/camera", domain=int(env["FERRY_DOMAIN"]),
+                                         dir=env["FERRY_DIR"])):
+        assert consumer.poll() is None, consumer.communicate()
+        assert time.monotonic() < deadline, "the host GPU example never subscribed"
+        time.sleep(0.05)
     publisher = start(example(PUBLISHER), env, tmp_path, "publisher.py")
     finish(publisher, "the publisher example")
     lines = finish(consumer, HOST_GPU)
