@@ -286,7 +286,7 @@ ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_r
 
         memcpy(out->topic, r->topic, sizeof out->topic);
         out->direction = FERRY_BRIDGE_OUT;
-        out->type_name = ferry__bridge_ferry_type(r->kind);
+        out->type_name = ferry__bridge_route_type(r->kind, r->raw);
         out->samples = r->samples;
         out->bytes = r->bytes;
         out->reliable = r->reliable;
@@ -302,7 +302,7 @@ ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_r
         ferry__bridge_in_losses(r, &l);
         memcpy(out->topic, r->topic, sizeof out->topic);
         out->direction = FERRY_BRIDGE_IN;
-        out->type_name = ferry__bridge_ferry_type(r->kind);
+        out->type_name = r->kind == FERRY_ROS2_NONE ? r->ros_type : ferry__bridge_ferry_type(r->kind);
         out->samples = r->samples;
         out->bytes = r->bytes;
         out->reliable = r->reliable;

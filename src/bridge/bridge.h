@@ -3,7 +3,9 @@
  * (include/ferry/msg.h) to Cyclone DDS and back, with ROS 2's wire conventions (topic "rt" + the
  * ferry topic, type names sensor_msgs::msg::dds_::Image_, PointCloud2_, CameraInfo_,
  * CompressedImage_ and Imu_, plain CDR), so ROS 2 nodes on other hosts
- * see ferry's frames and ferry subscribers see theirs. docs/bridge.md describes the design.
+ * see ferry's frames and ferry subscribers see theirs; and the topics of rmw_ferry_cpp's nodes,
+ * any ROS 2 message type, as the bytes they are (bridge_raw.c). docs/bridge.md describes the
+ * design.
  *
  * Out: every local topic of a supported type that has a live publisher other than a bridge is
  * subscribed to; each taken sample is validated, described to DDS by a sample whose data

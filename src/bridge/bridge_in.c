@@ -65,6 +65,7 @@ void ferry__bridge_in_destroy(ferry_bridge *b, in_route *r)
         if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) ferry__bridge_unwatch_fd(b, fd);
         ferry_publisher_destroy(r->pub);
     }
+    ferry__bridge_raw_close(r->raw);
     free(r);
 }
 
@@ -89,7 +90,8 @@ static dds_entity_t create_reader(ferry_bridge *b, in_route *r)
      * they kept from before it came. A transient-local reader does not match a volatile writer,
      * which is why one that joins later makes the route volatile (bridge_scan.c). */
     dds_qset_durability(q, r->transient ? DDS_DURABILITY_TRANSIENT_LOCAL : DDS_DURABILITY_VOLATILE);
-    dds_qset_data_representation(q, 2, rep);
+    /* A type known by its definition takes plain CDR only (XCDR1: what ROS 2 nodes send). */
+    dds_qset_data_representation(q, r->raw != NULL ? 1 : 2, rep);
     dds_qset_ignorelocal(q, DDS_IGNORELOCAL_PARTICIPANT);
     reader = dds_create_reader(b->participant, r->dtopic, q, b->listener);
     dds_delete_qos(q);
@@ -112,12 +114,30 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
     ferry_err err;
     int fd;
 
+    if (r->kind == FERRY_ROS2_NONE && r->raw == NULL) {
+        /* A type known by its definition only: a local rmw_ferry_cpp node must have described
+         * it (as one that subscribes to it has); until then the route waits. */
+        err = ferry__bridge_raw_open(b, r->ros_type, FERRY_ROS2_HASH_ANY, &r->raw);
+        if (err != FERRY_OK) {
+            if (log)
+                ferry__bridge_log(b, err == FERRY_EAGAIN ? FERRY_LOG_INFO : FERRY_LOG_WARN,
+                                  "in rt%s: %s is not described by a local node yet (%s): "
+                                  "the route waits for one", r->topic, r->ros_type,
+                                  ferry_strerror(err));
+            return false;
+        }
+    }
     ferry_publisher_options_init(&po);
     /* A latched topic stays latched on the ferry side: a ferry subscriber that asks for history
      * gets the last samples however late it comes. */
     po.history = r->transient ? r->history : 0;
-    err = ferry_publisher_create(&r->pub, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
-                                 ferry__bridge_ferry_hash_of(r->kind), &po);
+    if (r->raw != NULL)
+        err = ferry_publisher_create(&r->pub, b->node, r->topic, r->raw->ros_name, r->raw->hash,
+                                     &po);
+    else
+        err = ferry_publisher_create(&r->pub, b->node, r->topic,
+                                     ferry__bridge_ferry_type(r->kind),
+                                     ferry__bridge_ferry_hash_of(r->kind), &po);
     if (err != FERRY_OK) {
         if (log)
             ferry__bridge_log(b, FERRY_LOG_WARN,
@@ -130,8 +150,9 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
     ferry_publisher_stats_get(r->pub, &ps);
     r->pub_id = ps.id;
     snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
-    r->dtopic =
-        dds_create_topic(b->participant, ferry__bridge_descriptor(r->kind), dds_name, NULL, NULL);
+    r->dtopic = r->raw != NULL ? ferry__bridge_raw_topic(b, r->raw, dds_name)
+                               : dds_create_topic(b->participant, ferry__bridge_descriptor(r->kind),
+                                                  dds_name, NULL, NULL);
     if (r->dtopic < 0) {
         if (log)
             ferry__bridge_log(b, FERRY_LOG_WARN, "in %s: dds_create_topic: %s", r->topic,
@@ -150,11 +171,11 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
         ferry__bridge_log(b, FERRY_LOG_INFO,
                           "in %s -> %s (%s, %s, depth %" PRIu32 "; the last %" PRIu32
                           " kept for late ferry subscribers)",
-                          dds_name, r->topic, ferry__bridge_ferry_type(r->kind), reader_kind(r),
-                          b->o.depth, r->history);
+                          dds_name, r->topic, ferry__bridge_route_type(r->kind, r->raw),
+                          reader_kind(r), b->o.depth, r->history);
     else
         ferry__bridge_log(b, FERRY_LOG_INFO, "in %s -> %s (%s, %s, depth %" PRIu32 ")", dds_name,
-                          r->topic, ferry__bridge_ferry_type(r->kind), reader_kind(r),
+                          r->topic, ferry__bridge_route_type(r->kind, r->raw), reader_kind(r),
                           b->o.depth);
     return true;
 fail:
@@ -434,6 +455,15 @@ static carry carry_serdata(in_route *r, struct ddsi_serdata *sd, size_t *bytes, 
     ddsrt_iovec_t iov;
     carry c = CARRY_INVALID;
 
+    if (r->raw != NULL) {
+        /* A type known by its definition: its bytes, checked, into the loan. */
+        ferry_err err = ferry__bridge_raw_publish(r, sd, why);
+
+        *bytes = size;
+        if (err == FERRY_OK) return CARRY_OK;
+        if (**why == '\0') *why = ferry_strerror(err);
+        return err == FERRY_EINVAL || err == FERRY_ETOOBIG ? CARRY_INVALID : CARRY_DROPPED;
+    }
     if (size < 4) return (*why = "malformed CDR", CARRY_INVALID);
     ref = ddsi_serdata_to_ser_ref(sd, 0, size, &iov);
     res = ferry_ros2_cdr_parse(r->kind, iov.iov_base, iov.iov_len, &msg);

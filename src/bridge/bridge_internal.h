@@ -4,7 +4,9 @@
  * options, the life cycle and the loop that waits on epoll; bridge_log.c the diagnostics;
  * bridge_names.c names, message kinds and the mark of a ferry domain's bridges; bridge_scan.c
  * the scans that find topics on both sides; bridge_out.c the ferry -> DDS direction; bridge_in.c
- * the DDS -> ferry direction, which reads samples with the CDR reader of src/ros2/ros2.h.
+ * the DDS -> ferry direction, which reads samples with the CDR reader of src/ros2/ros2.h;
+ * bridge_raw.c the ROS 2 types known by their definition only (rmw_ferry_cpp's topics), carried
+ * as bytes through a Cyclone sertype of its own.
  *
  * Concurrency: the bridge's, one thread at a time. Only the data-available listener (bridge.c)
  * runs on Cyclone's threads, and it touches nothing but the eventfd.
@@ -14,6 +16,7 @@
 
 #include "bridge.h"
 #include "ros2.h"
+#include "ros2_types.h"
 
 #include <dds/dds.h>
 
@@ -31,7 +34,23 @@
 #define SEQ_SEEN_MAX 16u
 #define MARK_PREFIX "ferry-bridge;key="
 
+struct ddsi_serdata;
+struct ddsi_sertype;
+
 _Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
+
+/* A ROS 2 type the bridge knows by its definition only (bridge_raw.c): a topic of an
+ * rmw_ferry_cpp node, kind FERRY_ROS2_NONE. */
+typedef struct raw_type {
+    char ros_name[FERRY_TYPE_NAME_MAX + 1]; /* "pkg/msg/Name", ferry's type name */
+    char dds_name[FERRY_TYPE_NAME_MAX + 16]; /* "pkg::msg::dds_::Name_" */
+    uint64_t hash;            /* the ferry type hash of its rmw_ferry_cpp endpoints */
+    ferry_ros2_wire wire;     /* how its samples lie in ferry */
+    ferry_ros2_schema *schema;
+    size_t plain_size;        /* wire PLAIN: the C layout's bytes */
+    uint8_t *scratch;         /* wire PLAIN, out: the sample in CDR */
+    struct ddsi_sertype *sertype; /* its DDS topic's (Cyclone's) */
+} raw_type;
 
 /* The last sequence handled of one ferry publisher, once two subscribers of a route may both
  * have delivered its samples (see out_route.retiring). */
@@ -42,6 +61,8 @@ typedef struct seq_seen {
 typedef struct out_route {
     char topic[FERRY_TOPIC_MAX + 2];
     ferry_ros2_kind kind;
+    raw_type *raw;           /* kind FERRY_ROS2_NONE: a type known by its definition */
+    bool transient;          /* its writer offers TRANSIENT_LOCAL (CameraInfo, latched topics) */
     ferry_subscriber *sub;
     /* A reliable route's subscriber asks to block its publishers when full (lossless); a
      * best-effort one, or a reliable one a publisher refused, drops the oldest sample (counted). */
@@ -74,6 +95,8 @@ typedef struct writer_verdict {
 typedef struct in_route {
     char topic[FERRY_TOPIC_MAX + 2];
     ferry_ros2_kind kind;
+    char ros_type[FERRY_TYPE_NAME_MAX + 1]; /* kind FERRY_ROS2_NONE: "pkg/msg/Name" */
+    raw_type *raw;                         /* once a local node described that type */
     dds_entity_t dtopic, reader;
     ferry_publisher *pub;
     uint64_t pub_id;
@@ -99,6 +122,11 @@ typedef struct known_publisher {
 typedef struct scan_topic {
     char topic[FERRY_TOPIC_MAX + 2];
     ferry_ros2_kind kind;
+    /* kind FERRY_ROS2_NONE: a ROS 2 type known by its definition ("pkg/msg/Name"), with the
+     * ferry type hash of its publishers (out) */
+    char ros_type[FERRY_TYPE_NAME_MAX + 1];
+    uint64_t hash;
+    uint32_t latched;       /* out: the most a publisher keeps for late joiners */
     bool plain_publisher;   /* a live publisher that is not a bridge */
     bool other_bridge;      /* a bridge of a lower pid sends it out already */
     bool best_effort;       /* in: some DDS writer is best effort */
@@ -195,6 +223,26 @@ typedef struct in_losses {
     uint64_t lost, rejected, subscriber_dropped;
 } in_losses;
 void ferry__bridge_in_losses(const in_route *r, in_losses *out);
+
+/* bridge_raw.c */
+/* "pkg/msg/Name" <-> "pkg::msg::dds_::Name_"; false for a name of another form. */
+bool ferry__bridge_dds_type_of(const char *ros, char *out, size_t cap);
+bool ferry__bridge_ros_type_of(const char *dds, char *out, size_t cap);
+/* The ferry type name a route carries, for the logs. */
+const char *ferry__bridge_route_type(ferry_ros2_kind kind, const raw_type *raw);
+/* The type ros_name as the domain's graph files describe it (hash FERRY_ROS2_HASH_ANY: any);
+ * FERRY_EAGAIN when no local node described it (yet). */
+ferry_err ferry__bridge_raw_open(ferry_bridge *b, const char *ros_name, uint64_t hash,
+                                 raw_type **out);
+void ferry__bridge_raw_close(raw_type *t);
+/* A DDS topic of t's DDS type name, through the bridge's sertype for bytes; sets t->sertype. */
+dds_entity_t ferry__bridge_raw_topic(ferry_bridge *b, raw_type *t, const char *dds_topic);
+/* Checks (and converts, for a fixed-size type) a taken sample and writes it to r's writer;
+ * false when it is not a valid message of r's type. */
+bool ferry__bridge_raw_write(out_route *r, const ferry_sample *s, dds_return_t *rc);
+/* Checks (and converts) a DDS sample and publishes it on r's ferry publisher. FERRY_EINVAL (why
+ * says what) when it is not a valid message of r's type; the publisher's errors otherwise. */
+ferry_err ferry__bridge_raw_publish(in_route *r, struct ddsi_serdata *sd, const char **why);
 
 /* bridge_scan.c */
 void ferry__bridge_scan_out(ferry_bridge *b);

@@ -65,7 +65,7 @@ static bool note_topic_publishers(void *arg, const ferry_endpoint_info *info)
  * Out routes: ferry -> DDS
  * ------------------------------------------------------------------------------------------- */
 
-static dds_qos_t *writer_qos(const ferry_bridge *b, ferry_ros2_kind kind, bool *reliable)
+static dds_qos_t *writer_qos(const ferry_bridge *b, const out_route *r, bool *reliable)
 {
     dds_qos_t *q = dds_create_qos();
     dds_data_representation_id_t rep[1] = {DDS_DATA_REPRESENTATION_XCDR1};
@@ -87,8 +87,9 @@ static dds_qos_t *writer_qos(const ferry_bridge *b, ferry_ros2_kind kind, bool *
      * transient-local writer keeps its history of frames for late joiners for ever. Cyclone
      * keeps for late joiners what the durability service history says (its default is KEEP_LAST
      * 1, whatever the writer's history): the last depth samples, also with a KEEP_ALL history,
-     * which would otherwise keep every one. */
-    if (kind == FERRY_ROS2_CAMERA_INFO) {
+     * which would otherwise keep every one. A topic whose ferry publishers keep samples for late
+     * joiners (an rmw_ferry_cpp node's transient-local publisher: latched) is offered so too. */
+    if (r->transient) {
         dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
         dds_qset_durability_service(q, 0, DDS_HISTORY_KEEP_LAST, (int32_t)b->o.depth,
                                     DDS_LENGTH_UNLIMITED, DDS_LENGTH_UNLIMITED,
@@ -109,6 +110,12 @@ static ferry_err subscribe(ferry_bridge *b, out_route *r, bool blocking, ferry_s
     so.depth = b->o.depth;
     so.max_held = 2;
     so.overflow = blocking ? FERRY_OVERFLOW_BLOCK : FERRY_OVERFLOW_DROP_OLDEST;
+    if (r->raw != NULL) {
+        /* A latched topic's last samples, published before the bridge came, go out too. */
+        so.history = r->transient ? b->o.depth : 0;
+        return ferry_subscriber_create(out, b->node, r->topic, r->raw->ros_name, r->raw->hash,
+                                       &so);
+    }
     return ferry_subscriber_create(out, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
                                    ferry__bridge_ferry_hash_of(r->kind), &so);
 }
@@ -156,6 +163,7 @@ void ferry__bridge_out_destroy(ferry_bridge *b, out_route *r)
     b->st.out_queue_dropped += r->dropped_gone;
     if (r->writer > 0) dds_delete(r->writer);
     if (r->dtopic > 0) dds_delete(r->dtopic);
+    ferry__bridge_raw_close(r->raw);
     free(r);
 }
 
@@ -170,24 +178,40 @@ out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
     if (r == NULL) return NULL;
     memcpy(r->topic, t->topic, sizeof r->topic);
     r->kind = t->kind;
+    r->transient = t->kind == FERRY_ROS2_CAMERA_INFO || t->latched > 0;
+    if (t->kind == FERRY_ROS2_NONE) {
+        err = ferry__bridge_raw_open(b, t->ros_type, t->hash, &r->raw);
+        if (err != FERRY_OK) {
+            /* Not described (yet): not an rmw_ferry_cpp node's, or one that just started. */
+            if (err != FERRY_EAGAIN || ferry__bridge_rate_ok(&b->log_limit))
+                ferry__bridge_log(b, err == FERRY_EAGAIN ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
+                                  "out %s: no description of %s in the domain's graph files "
+                                  "(%s): not sent out", r->topic, t->ros_type,
+                                  ferry_strerror(err));
+            free(r);
+            return NULL;
+        }
+    }
     r->blocking = b->o.reliability != FERRY_BRIDGE_BEST_EFFORT;
     err = subscribe(b, r, r->blocking, &r->sub);
     if (err != FERRY_OK) {
         ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: cannot subscribe: %s", r->topic,
                           ferry_strerror(err));
+        ferry__bridge_raw_close(r->raw);
         free(r);
         return NULL;
     }
     snprintf(dds_name, sizeof dds_name, "rt%s", r->topic);
-    r->dtopic =
-        dds_create_topic(b->participant, ferry__bridge_descriptor(r->kind), dds_name, NULL, NULL);
+    r->dtopic = r->raw != NULL ? ferry__bridge_raw_topic(b, r->raw, dds_name)
+                               : dds_create_topic(b->participant, ferry__bridge_descriptor(r->kind),
+                                                  dds_name, NULL, NULL);
     if (r->dtopic < 0) {
         ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: dds_create_topic: %s", r->topic,
                           dds_strretcode(r->dtopic));
         ferry__bridge_out_destroy(b, r);
         return NULL;
     }
-    q = writer_qos(b, r->kind, &r->reliable);
+    q = writer_qos(b, r, &r->reliable);
     r->writer = dds_create_writer(b->participant, r->dtopic, q, NULL);
     dds_delete_qos(q);
     if (r->writer < 0) {
@@ -198,7 +222,7 @@ out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
     }
     if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
     ferry__bridge_log(b, FERRY_LOG_INFO, "out %s -> %s (%s, %s, depth %" PRIu32 ")", r->topic,
-                      dds_name, ferry__bridge_ferry_type(r->kind),
+                      dds_name, ferry__bridge_route_type(r->kind, r->raw),
                       r->reliable ? "reliable, lossless: blocks a publisher that admits it"
                                   : "best effort, drop-oldest",
                       b->o.depth);
@@ -258,7 +282,7 @@ void ferry__bridge_out_check_qos(ferry_bridge *b, out_route *r)
                       "writer (%s, %s) does not offer, and get nothing (incompatible policy: %s)",
                       r->topic, st.total_count - r->qos_reported, r->topic,
                       r->reliable ? "reliable" : "best effort",
-                      r->kind == FERRY_ROS2_CAMERA_INFO ? "transient local" : "volatile",
+                      r->transient ? "transient local" : "volatile",
                       ferry__bridge_qos_policy_name(st.last_policy_id));
     r->qos_reported = st.total_count;
 }
@@ -437,8 +461,10 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
         *bytes = s->size;
         return true;
     }
-    default: /* FERRY_ROS2_NONE; tensors have no DDS type and get no route */
-        break;
+    default: /* FERRY_ROS2_NONE: a type known by its definition; tensors get no route */
+        if (r->raw == NULL) break;
+        *bytes = s->size;
+        return ferry__bridge_raw_write(r, s, rc);
     }
     return false;
 }

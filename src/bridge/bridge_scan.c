@@ -18,25 +18,39 @@
 #define OUT_FINISH_SCANS 40u
 #define IN_GRACE_NS (1 * NS_PER_S)
 #define RETRY_NS (5 * NS_PER_S)
+/* An in route of a type no local node has described yet looks for it again this often. */
+#define TYPE_RETRY_NS (1 * NS_PER_S)
 #define PUBLICATIONS_MAX 512
 
 /* ---------------------------------------------------------------------------------------------
  * Scans
  * ------------------------------------------------------------------------------------------- */
 
-static scan_topic *scan_entry(ferry_bridge *b, const char *topic, ferry_ros2_kind kind)
+/* The scan's entry of topic, made if new; NULL when the topic is there with another type. A
+ * kind FERRY_ROS2_NONE is a ROS 2 type known by its definition, named by ros_type. */
+static scan_topic *scan_entry(ferry_bridge *b, const char *topic, ferry_ros2_kind kind,
+                              const char *ros_type)
 {
     char name[FERRY_TOPIC_MAX + 2];
+    scan_topic *t;
     size_t i;
 
     if (!ferry__bridge_normalise(topic, name)) return NULL;
-    for (i = 0; i < b->nscan; i++)
-        if (strcmp(b->scan[i].topic, name) == 0) return b->scan[i].kind == kind ? &b->scan[i] : NULL;
+    if (kind == FERRY_ROS2_NONE && strlen(ros_type) >= sizeof t->ros_type) return NULL;
+    for (i = 0; i < b->nscan; i++) {
+        t = &b->scan[i];
+        if (strcmp(t->topic, name) == 0)
+            return t->kind == kind && (kind != FERRY_ROS2_NONE || strcmp(t->ros_type, ros_type) == 0)
+                       ? t
+                       : NULL;
+    }
     if (b->nscan == SCAN_TOPICS_MAX) return NULL;
-    memset(&b->scan[b->nscan], 0, sizeof b->scan[0]);
-    memcpy(b->scan[b->nscan].topic, name, sizeof name);
-    b->scan[b->nscan].kind = kind;
-    return &b->scan[b->nscan++];
+    t = &b->scan[b->nscan++];
+    memset(t, 0, sizeof *t);
+    memcpy(t->topic, name, sizeof name);
+    t->kind = kind;
+    if (kind == FERRY_ROS2_NONE) strcpy(t->ros_type, ros_type);
+    return t;
 }
 
 static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
@@ -49,10 +63,19 @@ static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
     if (!info->alive) return true;
     if (info->kind == FERRY_ENDPOINT_PUBLISHER) ferry__bridge_note_publisher(b, info->id, bridge);
     kind = ferry__bridge_kind_of_ferry(info->type_name, info->type_hash);
-    if (kind == FERRY_ROS2_NONE) return true;
-    t = scan_entry(b, info->topic, kind);
+    if (kind == FERRY_ROS2_NONE) {
+        /* A ROS 2 message type by name ("pkg/msg/Name"): an rmw_ferry_cpp node's topic. */
+        char dds_type[FERRY_TYPE_NAME_MAX + 16];
+
+        if (!ferry__bridge_dds_type_of(info->type_name, dds_type, sizeof dds_type)) return true;
+    }
+    t = scan_entry(b, info->topic, kind, info->type_name);
     if (t == NULL) return true;
-    if (info->kind == FERRY_ENDPOINT_PUBLISHER && !bridge) t->plain_publisher = true;
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER && !bridge) {
+        t->plain_publisher = true;
+        t->hash = info->type_hash;
+        if (info->depth > t->latched) t->latched = info->depth;
+    }
     if (info->kind == FERRY_ENDPOINT_SUBSCRIBER && bridge && info->pid != (int32_t)b->pid &&
         info->pid < (int32_t)b->pid)
         t->other_bridge = true;
@@ -152,18 +175,22 @@ void ferry__bridge_scan_in(ferry_bridge *b)
     b->nscan = 0;
     for (k = 0; k < n; k++) {
         const dds_builtintopic_endpoint_t *ep = buf[k];
+        char ros_type[FERRY_TYPE_NAME_MAX + 1] = "";
         ferry_ros2_kind kind;
         scan_topic *t;
 
         if (!info[k].valid_data || ep->topic_name == NULL) continue;
         if (strncmp(ep->topic_name, "rt/", 3) != 0) continue;
         kind = ferry__bridge_kind_of_dds(ep->type_name);
-        if (kind == FERRY_ROS2_NONE) continue;
+        if (kind == FERRY_ROS2_NONE &&
+            (ep->type_name == NULL ||
+             !ferry__bridge_ros_type_of(ep->type_name, ros_type, sizeof ros_type)))
+            continue;
         if (memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0)
             continue;
         if (ferry__bridge_has_mark(b, ep->qos)) continue;
         if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK) continue;
-        t = scan_entry(b, ep->topic_name + 2, kind);
+        t = scan_entry(b, ep->topic_name + 2, kind, ros_type);
         if (t == NULL) continue;
         if (!ferry__bridge_qos_reliable(ep->qos)) t->best_effort = true;
         {
@@ -193,6 +220,8 @@ void ferry__bridge_scan_in(ferry_bridge *b)
         if (!ferry__bridge_pattern_match(b, t->topic)) continue;
         for (i = 0; i < b->nins; i++)
             if (strcmp(b->ins[i]->topic, t->topic) == 0) r = b->ins[i];
+        if (r != NULL && (r->kind != t->kind || strcmp(r->ros_type, t->ros_type) != 0))
+            continue; /* the topic's writers changed their type: the route goes once they left */
         if (r == NULL) {
             if (b->nins == FERRY_BRIDGE_ROUTES_MAX) {
                 if (ferry__bridge_rate_ok(&b->log_limit))
@@ -204,17 +233,23 @@ void ferry__bridge_scan_in(ferry_bridge *b)
             if (r == NULL) continue;
             memcpy(r->topic, t->topic, sizeof r->topic);
             r->kind = t->kind;
+            memcpy(r->ros_type, t->ros_type, sizeof r->ros_type);
             r->reliable = reliable;
             r->transient = transient;
             r->history = t->history < b->o.depth ? t->history : b->o.depth;
             b->ins[b->nins++] = r;
-            if (!ferry__bridge_in_open(b, r, true)) r->retry_ns = now + RETRY_NS;
+            if (!ferry__bridge_in_open(b, r, true))
+                r->retry_ns = now + (r->kind == FERRY_ROS2_NONE && r->raw == NULL ? TYPE_RETRY_NS
+                                                                                  : RETRY_NS);
         } else if (r->pub == NULL) {
             if (now >= r->retry_ns) {
                 r->reliable = reliable;
                 r->transient = transient;
                 r->history = t->history < b->o.depth ? t->history : b->o.depth;
-                if (!ferry__bridge_in_open(b, r, false)) r->retry_ns = now + RETRY_NS;
+                if (!ferry__bridge_in_open(b, r, false))
+                    r->retry_ns = now + (r->kind == FERRY_ROS2_NONE && r->raw == NULL
+                                             ? TYPE_RETRY_NS
+                                             : RETRY_NS);
             }
         } else if ((r->reliable && !reliable && b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO) ||
                    (r->transient && !transient)) {

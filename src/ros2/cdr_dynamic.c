@@ -509,6 +509,10 @@ typedef struct walker {
     void *arg;
     char *text; /* a wstring as UTF-8 */
     size_t text_cap;
+    /* Set: each value is also written at its place in a C struct of the (plain) schema, out
+     * (out_size bytes, the schema's plain size); see ferry_ros2_cdr_to_plain. */
+    uint8_t *out;
+    size_t out_pos, out_size;
 } walker;
 
 static void emit(walker *w, ferry_ros2_event *ev)
@@ -535,6 +539,18 @@ static bool align(walker *w, size_t a)
     pad = (a - (w->pos & (a - 1))) & (a - 1);
     if (pad > w->size - w->pos) return false;
     w->pos += pad;
+    return true;
+}
+
+/* The C layout being written (w->out): aligned to a, then n bytes of v (NULL: left zero). */
+static bool put_plain(walker *w, size_t a, const void *v, size_t n)
+{
+    size_t pad = (a - (w->out_pos & (a - 1))) & (a - 1);
+
+    if (w->out_size - w->out_pos < pad || w->out_size - w->out_pos - pad < n) return false;
+    w->out_pos += pad;
+    if (v != NULL) memcpy(w->out + w->out_pos, v, n);
+    w->out_pos += n;
     return true;
 }
 
@@ -672,6 +688,15 @@ static bool walk_value(walker *w, const dyn_field *f, const char *key)
     }
     size = prim_size(f->prim);
     if (!take(w, size, &v)) return false;
+    if (w->out != NULL) {
+        uint8_t b = f->prim == P_BOOL ? v != 0 : (uint8_t)v;
+        uint16_t v16 = (uint16_t)v;
+        uint32_t v32 = (uint32_t)v;
+        const void *src = size == 1 ? (const void *)&b : size == 2 ? (const void *)&v16
+                        : size == 4 ? (const void *)&v32 : (const void *)&v;
+
+        if (!put_plain(w, size, src, size)) return false;
+    }
     memset(&ev, 0, sizeof ev);
     ev.key = key;
     ev.size = (uint8_t)size;
@@ -725,6 +750,7 @@ static bool walk_field(walker *w, const dyn_field *f)
         ev.fixed = f->arr == A_FIXED;
         ev.p = w->p + w->pos;
         ev.n = n;
+        if (w->out != NULL && !put_plain(w, 1, ev.p, n)) return false;
         w->pos += n;
         emit(w, &ev);
         return true;
@@ -761,6 +787,7 @@ static bool walk_struct(walker *w, size_t t)
     size_t i;
 
     if (w->plain && !align(w, ty->plain_align)) return false;
+    if (w->out != NULL && !put_plain(w, ty->plain_align, NULL, 0)) return false;
     if (ty->count == 0) {
         /* rosidl's one uint8 of an empty message */
         ferry_ros2_event ev;
@@ -770,16 +797,18 @@ static bool walk_struct(walker *w, size_t t)
         ev.kind = FERRY_ROS2_EV_EMPTY;
         ev.size = 1;
         ev.u = w->p[w->pos++];
+        if (w->out != NULL && !put_plain(w, 1, &w->p[w->pos - 1], 1)) return false;
         emit(w, &ev);
     }
     for (i = ty->first; i < ty->first + ty->count; i++)
         if (!walk_field(w, &w->s->fields[i])) return false;
+    if (w->out != NULL && !put_plain(w, ty->plain_align, NULL, 0)) return false;
     return !w->plain || align(w, ty->plain_align);
 }
 
-ferry_ros2_walk_result ferry_ros2_walk(const ferry_ros2_schema *schema, ferry_ros2_wire wire,
-                                       const void *buf, size_t size, uint32_t elements_max,
-                                       ferry_ros2_visit_fn visit, void *arg)
+static ferry_ros2_walk_result walk(const ferry_ros2_schema *schema, ferry_ros2_wire wire,
+                                   const void *buf, size_t size, uint32_t elements_max,
+                                   ferry_ros2_visit_fn visit, void *arg, void *out, size_t out_size)
 {
     const uint8_t *b = buf;
     walker w;
@@ -792,6 +821,8 @@ ferry_ros2_walk_result ferry_ros2_walk(const ferry_ros2_schema *schema, ferry_ro
     w.max = elements_max;
     w.visit = visit;
     w.arg = arg;
+    w.out = out;
+    w.out_size = out_size;
     if (wire == FERRY_ROS2_WIRE_PLAIN) {
         if (schema->types[0].plain_size == 0 || size != schema->types[0].plain_size)
             return FERRY_ROS2_WALK_MALFORMED;
@@ -812,10 +843,33 @@ ferry_ros2_walk_result ferry_ros2_walk(const ferry_ros2_schema *schema, ferry_ro
         w.p = b + 4;
         w.size = size - 4;
     }
-    ok = walk_struct(&w, 0);
+    ok = walk_struct(&w, 0) && (out == NULL || w.out_pos == out_size);
     free(w.text);
     return ok ? FERRY_ROS2_WALK_OK : FERRY_ROS2_WALK_MALFORMED;
 }
+
+ferry_ros2_walk_result ferry_ros2_walk(const ferry_ros2_schema *schema, ferry_ros2_wire wire,
+                                       const void *buf, size_t size, uint32_t elements_max,
+                                       ferry_ros2_visit_fn visit, void *arg)
+{
+    return walk(schema, wire, buf, size, elements_max, visit, arg, NULL, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * CDR to C layout
+ * ------------------------------------------------------------------------------------------- */
+
+ferry_ros2_walk_result ferry_ros2_cdr_to_plain(const ferry_ros2_schema *schema, const void *buf,
+                                               size_t size, void *out, size_t out_size)
+{
+    size_t plain = ferry_ros2_schema_plain_size(schema);
+
+    if (plain == 0 || out == NULL || out_size != plain) return FERRY_ROS2_WALK_MALFORMED;
+    /* The padding between fields is zero, as a zero-initialised C struct has it. */
+    memset(out, 0, out_size);
+    return walk(schema, FERRY_ROS2_WIRE_CDR, buf, size, 0, NULL, NULL, out, out_size);
+}
+
 
 /* ---------------------------------------------------------------------------------------------
  * C layout to CDR

@@ -110,7 +110,8 @@ static ferry_err match_line(const char *p, const char *end, const char *type_nam
         p[name_len] != ' ')
         return FERRY_EAGAIN;
     p += name_len + 1;
-    if (end - p < 17 || !read_number(&p, end, 16, 16, &h) || p == end || *p != ' ' || h != hash)
+    if (end - p < 17 || !read_number(&p, end, 16, 16, &h) || p == end || *p != ' ' ||
+        (hash != FERRY_ROS2_HASH_ANY && h != hash))
         return FERRY_EAGAIN;
     p++;
     if (end - p >= 4 && memcmp(p, "cdr ", 4) == 0) {
@@ -122,7 +123,7 @@ static ferry_err match_line(const char *p, const char *end, const char *type_nam
     } else {
         return FERRY_EAGAIN; /* an encoding of a later version */
     }
-    out->hash = hash;
+    out->hash = h;
     return decode_text(p, end, out);
 }
 

@@ -67,6 +67,11 @@ typedef struct ferry_ros2_type_info {
 ferry_err ferry_ros2_type_find(const char *domain_dir, const char *type_name, uint64_t hash,
                                ferry_ros2_type_info *out);
 
+/** A hash for ferry_ros2_type_find and ferry_ros2_graph_find that takes the first description
+ *  of the type name whatever its hash (a type known by name only, as a DDS type name gives it);
+ *  info.hash then says which. */
+#define FERRY_ROS2_HASH_ANY 0u
+
 /**
  * As ferry_ros2_type_find, in one graph file's bytes (size of them, not NUL-terminated): its
  * header, length and checksum checked first. FERRY_EPROTO when the file is not a complete graph
@@ -169,6 +174,20 @@ typedef enum ferry_ros2_walk_result {
 ferry_ros2_walk_result ferry_ros2_walk(const ferry_ros2_schema *schema, ferry_ros2_wire wire,
                                        const void *buf, size_t size, uint32_t elements_max,
                                        ferry_ros2_visit_fn visit, void *arg);
+
+/**
+ * Converts one CDR message (with its encapsulation header, CDR_LE or CDR_BE) of a plain schema
+ * to its C layout (FERRY_ROS2_WIRE_PLAIN) in out, which must be exactly the schema's plain size
+ * (padding zeroed): the form rmw_ferry_cpp's nodes send a fixed-size type in. Every length is
+ * checked as ferry_ros2_walk does; on an error out holds nothing of use.
+ *
+ * @retval FERRY_ROS2_WALK_OK          converted
+ * @retval FERRY_ROS2_WALK_MALFORMED   not a message of the schema, the schema is not plain, or
+ *                                     out_size is not its plain size
+ * @retval FERRY_ROS2_WALK_UNSUPPORTED an encapsulation other than CDR_BE / CDR_LE
+ */
+ferry_ros2_walk_result ferry_ros2_cdr_to_plain(const ferry_ros2_schema *schema, const void *buf,
+                                               size_t size, void *out, size_t out_size);
 
 /**
  * Converts a message of a plain schema from its C layout (FERRY_ROS2_WIRE_PLAIN, size bytes) to

@@ -72,6 +72,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       FERRY_OK);
             FZ_ASSERT(ferry_ros2_walk(s, FERRY_ROS2_WIRE_CDR, cdr, cdr_size, 0, NULL, NULL) ==
                       FERRY_ROS2_WALK_OK);
+            /* Back to the C layout, and again to CDR: the same bytes (the padding and any
+             * byte of a bool above 1 are gone in both), and any CDR input either converts or
+             * is refused. */
+            {
+                uint8_t *back = malloc(plain), *cdr2 = malloc(plain + 8);
+                size_t cdr2_size = 0;
+
+                FZ_ASSERT(back != NULL && cdr2 != NULL);
+                FZ_ASSERT(ferry_ros2_cdr_to_plain(s, cdr, cdr_size, back, plain) ==
+                          FERRY_ROS2_WALK_OK);
+                FZ_ASSERT(ferry_ros2_plain_to_cdr(s, back, plain, cdr2, plain + 8, &cdr2_size) ==
+                          FERRY_OK);
+                FZ_ASSERT(cdr2_size == cdr_size && memcmp(cdr2, cdr, cdr_size) == 0);
+                (void)ferry_ros2_cdr_to_plain(s, msg, n, back, plain);
+                free(back);
+                free(cdr2);
+            }
             free(struct_bytes);
             free(cdr);
         }

@@ -436,6 +436,39 @@ static void test_plain(void)
     put(&c, 0xf7, 1);
     CHECK(out_size == cdr_size(&c) && memcmp(out, c.b, out_size) == 0);
     CHECK(ferry_ros2_plain_to_cdr(s, &m, sizeof m, out, 8, &out_size) == FERRY_EINVAL);
+    /* And back: the same fields at their C places, the padding zero (a sender's 0xee gone). */
+    {
+        struct plain_c back, want;
+        uint8_t big[256];
+
+        memset(&want, 0, sizeof want);
+        want.a = m.a, want.b = m.b;
+        want.in[0].c = m.in[0].c, want.in[0].d = m.in[0].d;
+        want.in[1].c = m.in[1].c, want.in[1].d = m.in[1].d;
+        want.e[0] = m.e[0], want.e[1] = m.e[1], want.flag = m.flag, want.empty = m.empty;
+        want.f = m.f, want.tail = m.tail;
+        memset(&back, 0xee, sizeof back);
+        CHECK(ferry_ros2_cdr_to_plain(s, out, out_size, &back, sizeof back) == FERRY_ROS2_WALK_OK);
+        CHECK(memcmp(&back, &want, sizeof back) == 0);
+        /* Big-endian CDR converts to the host's order. */
+        cdr_begin(&c, true);
+        put(&c, 1, 1);
+        put_f64(&c, -2.5);
+        put(&c, 300, 2), put(&c, 4, 1), put(&c, 5, 2), put(&c, 6, 1);
+        put(&c, (uint32_t)-7, 4), put(&c, 8, 4);
+        put(&c, 1, 1), put(&c, 0, 1);
+        put_f32(&c, 0.5f);
+        put(&c, 0xf7, 1);
+        memset(&back, 0, sizeof back);
+        CHECK(ferry_ros2_cdr_to_plain(s, c.b, cdr_size(&c), &back, sizeof back) ==
+              FERRY_ROS2_WALK_OK);
+        CHECK(memcmp(&back, &want, sizeof back) == 0);
+        /* Truncated, or into a buffer of another size: refused. */
+        CHECK(ferry_ros2_cdr_to_plain(s, out, out_size - 1, &back, sizeof back) ==
+              FERRY_ROS2_WALK_MALFORMED);
+        CHECK(ferry_ros2_cdr_to_plain(s, out, out_size, big, sizeof back + 1) ==
+              FERRY_ROS2_WALK_MALFORMED);
+    }
     ferry_ros2_schema_free(s);
 
     /* An empty message: one byte in either form. */
@@ -447,6 +480,8 @@ static void test_plain(void)
         CHECK(walk(e, FERRY_ROS2_WIRE_PLAIN, &one, 1, 0, &t) == FERRY_ROS2_WALK_OK);
         CHECK(walk(e, FERRY_ROS2_WIRE_CDR, cdr_one, 5, 0, &t) == FERRY_ROS2_WALK_OK);
         CHECK(walk(e, FERRY_ROS2_WIRE_CDR, cdr_one, 4, 0, &t) == FERRY_ROS2_WALK_MALFORMED);
+        one = 9;
+        CHECK(ferry_ros2_cdr_to_plain(e, cdr_one, 5, &one, 1) == FERRY_ROS2_WALK_OK && one == 0);
         ferry_ros2_schema_free(e);
     }
 }
