@@ -100,6 +100,39 @@ if [ -e "$BUILD/libferry_gpu.so" ] && command -v nvcc >/dev/null; then
     echo "ok: ferry::gpu is in the CMake package"
 fi
 
+# --- rmw_ferry_cpp in the prefix, as `make install PREFIX=/opt/ros/humble` puts it ---
+# Where the build made it (a ROS 2 was found): the library and its ament index entries under the
+# prefix, libferry found beside it (not in the build tree), and an rclcpp talker and listener
+# that find the RMW through that prefix alone (the build tree is not on AMENT_PREFIX_PATH).
+RMW_DIR=$(sed -n 's/^rmw_DIR:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+if [ -e "$BUILD/ros/lib/librmw_ferry_cpp.so" ] && [ -n "$RMW_DIR" ] && [ -x "$BUILD/tests/rmw_node" ]; then
+    ROS=$(cd "$RMW_DIR/../../.." && pwd)
+    for f in lib/librmw_ferry_cpp.so share/rmw_ferry_cpp/package.xml \
+        share/ament_index/resource_index/packages/rmw_ferry_cpp \
+        share/ament_index/resource_index/rmw_typesupport/rmw_ferry_cpp; do
+        [ -e "$R/$f" ] || fail "rmw_ferry_cpp: $f is not installed"
+    done
+    where=$(ldd "$R/lib/librmw_ferry_cpp.so" | sed -n 's/.*libferry.so.0 => \([^ ]*\).*/\1/p')
+    [ "$where" = "$(cd "$R/$LIB" && pwd)/libferry.so.0" ] ||
+        fail "the installed rmw_ferry_cpp loads libferry from '$where', not from the prefix"
+    (
+        set +u
+        # shellcheck disable=SC1091
+        AMENT_TRACE_SETUP_FILES= . "$ROS/setup.sh"
+        set -u
+        export AMENT_PREFIX_PATH=$R:$AMENT_PREFIX_PATH RMW_IMPLEMENTATION=rmw_ferry_cpp
+        export FERRY_DIR=$T/ros-domains ROS_DOMAIN_ID=$((RANDOM % 100 + 100)) ROS_LOG_DIR=$T/roslog
+        pre=
+        ldd "$ROS/lib/librcl.so" | grep -q librmw_cyclonedds_cpp && pre=$R/lib/librmw_ferry_cpp.so
+        LD_PRELOAD=$pre timeout 60 "$BUILD/tests/rmw_node" listener /installed 10 50 >"$T/l.log" 2>&1 &
+        l=$!
+        LD_PRELOAD=$pre timeout 60 "$BUILD/tests/rmw_node" talker /installed 10 20 >"$T/t.log" 2>&1
+        wait $l || { cat "$T/t.log" "$T/l.log"; exit 1; }
+        grep -q "received 10 of 10" "$T/l.log" || { cat "$T/l.log"; exit 1; }
+    ) || fail "an rclcpp talker and listener on the installed rmw_ferry_cpp"
+    echo "ok: rmw_ferry_cpp installed as a ROS 2 package; rclcpp nodes run on it from the prefix"
+fi
+
 # --- make uninstall's script: every file gone, and the directories the install made ---
 cmake -DMANIFEST="$MANIFEST" -P "$SRC/cmake/uninstall.cmake" >"$T/uninstall.log" 2>&1 ||
     { cat "$T/uninstall.log"; fail "uninstall"; }
