@@ -1,0 +1,175 @@
+// The loaned-message row of the ROS 2 benchmark (bench/ros2/run.sh drives it): ordinary rclcpp
+// code with ROS 2's loan API, the same whichever RMW carries it.
+//
+//   ros2_loan_bench pub HZ COUNT        ferry_bench_msgs/msg/Frame (6,220,800 bytes, fixed size)
+//   ros2_loan_bench sub COUNT SECONDS
+//
+// The publisher asks for a loan (borrow_loaned_message(): the RMW's memory where it can loan,
+// else rclcpp allocates one), writes every byte of the frame as a camera does, stamps it on
+// CLOCK_MONOTONIC and publishes it (the loan goes back to the RMW). The subscription takes the
+// latency at the start of its callback (a const reference: rclcpp hands over the RMW's loan where
+// it can take one, with ROS_DISABLE_LOANED_MESSAGES=0 in Humble), reads every byte, and counts
+// the numbers that never came. Both sides print one key=value line as ros2_bench does, with
+// whether the RMW loaned; latencies leave out the first 15 frames (start-up).
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry_bench_msgs/msg/frame.hpp"
+#include "rclcpp/rclcpp.hpp"
+
+using namespace std::chrono_literals;
+using Frame = ferry_bench_msgs::msg::Frame;
+
+namespace
+{
+
+int64_t mono_ns()
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t cpu_ns()
+{
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (static_cast<int64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000 +
+         (static_cast<int64_t>(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000;
+}
+
+rclcpp::QoS qos()
+{
+  return rclcpp::QoS(rclcpp::KeepLast(10)).reliable();
+}
+
+int pub_main(double hz, int count)
+{
+  auto node = rclcpp::Node::make_shared("loan_pub");
+  auto pub = node->create_publisher<Frame>("/bench/frame", qos());
+  auto end = std::chrono::steady_clock::now() + 30s;
+  while (pub->get_subscription_count() == 0) {
+    if (std::chrono::steady_clock::now() > end) {
+      fprintf(stderr, "ros2_loan_bench pub: no subscription\n");
+      return 1;
+    }
+    rclcpp::spin_some(node);
+    std::this_thread::sleep_for(5ms);
+  }
+  auto settle = std::chrono::steady_clock::now() + 500ms;
+  while (std::chrono::steady_clock::now() < settle) {
+    rclcpp::spin_some(node);
+    std::this_thread::sleep_for(5ms);
+  }
+  int64_t period = static_cast<int64_t>(1e9 / hz);
+  int64_t cpu0 = cpu_ns(), t0 = mono_ns(), next = t0;
+  for (int i = 1; i <= count; i++) {
+    auto loaned = pub->borrow_loaned_message();
+    Frame & m = loaned.get();
+    m.number = static_cast<uint32_t>(i);
+    // The camera writes every byte of its frame.
+    memset(m.data.data(), i & 0xff, m.data.size());
+    m.stamp_ns = mono_ns();
+    pub->publish(std::move(loaned));
+    rclcpp::spin_some(node);
+    next += period;
+    int64_t sleep = next - mono_ns();
+    if (sleep > 0) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(sleep));
+    }
+  }
+  int64_t span = mono_ns() - t0, cpu = cpu_ns() - cpu0;
+  printf("pub count=%d seconds=%.2f cpu_us_per_msg=%.1f loaned=%d\n", count, span / 1e9,
+    cpu / 1e3 / count, pub->can_loan_messages() ? 1 : 0);
+  fflush(stdout);
+  auto linger = std::chrono::steady_clock::now() + 1s;
+  while (std::chrono::steady_clock::now() < linger) {
+    rclcpp::spin_some(node);
+    std::this_thread::sleep_for(5ms);
+  }
+  return 0;
+}
+
+int sub_main(int count, int seconds)
+{
+  auto node = rclcpp::Node::make_shared("loan_sub");
+  std::vector<int64_t> lat;
+  lat.reserve(static_cast<size_t>(count));
+  int received = 0, last = 0, lost = 0;
+  const int warmup = 15;
+  uint64_t sum = 0;
+  int64_t cpu0 = 0, t0 = 0;
+  auto sub = node->create_subscription<Frame>(
+    "/bench/frame", qos(), [&](const Frame & m) {
+      int64_t now = mono_ns();
+      const uint64_t * p = reinterpret_cast<const uint64_t *>(m.data.data());
+      for (size_t k = 0; k < m.data.size() / 8; k++) {
+        sum += p[k];
+      }
+      int number = static_cast<int>(m.number);
+      if (received == 0) {
+        cpu0 = cpu_ns();
+        t0 = now;
+      }
+      if (number > warmup) {
+        lat.push_back(now - m.stamp_ns);
+      }
+      lost += number > last + 1 ? number - last - 1 : 0;
+      last = std::max(last, number);
+      received++;
+    });
+  rclcpp::executors::SingleThreadedExecutor exec;
+  exec.add_node(node);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (rclcpp::ok() && last < count && std::chrono::steady_clock::now() < end) {
+    exec.spin_once(100ms);
+  }
+  int64_t span = received ? mono_ns() - t0 : 0, cpu = received ? cpu_ns() - cpu0 : 0;
+  lost += count - last;
+  std::sort(lat.begin(), lat.end());
+  auto pct = [&](double q) {
+      if (lat.empty()) {
+        return 0.0;
+      }
+      size_t i = std::min(lat.size() - 1, static_cast<size_t>(q * lat.size()));
+      return lat[i] / 1e3;
+    };
+  printf(
+    "sub received=%d lost=%d p50_us=%.1f p99_us=%.1f max_us=%.1f cpu_us_per_msg=%.1f "
+    "seconds=%.2f loaned=%d checksum=%" PRIu64 "\n", received, lost, pct(0.5), pct(0.99),
+    lat.empty() ? 0.0 : lat.back() / 1e3, received > 1 ? cpu / 1e3 / (received - 1) : 0.0,
+    span / 1e9, sub->can_loan_messages() ? 1 : 0, sum);
+  return received > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv)
+{
+  rclcpp::init(argc, argv);
+  std::vector<std::string> a(argv + 1, argv + argc);
+  int rc = 2;
+  try {
+    if (a.size() == 3 && a[0] == "pub") {
+      rc = pub_main(std::stod(a[1]), std::stoi(a[2]));
+    } else if (a.size() == 3 && a[0] == "sub") {
+      rc = sub_main(std::stoi(a[1]), std::stoi(a[2]));
+    } else {
+      fprintf(stderr, "usage: ros2_loan_bench pub HZ COUNT | sub COUNT SECONDS\n");
+    }
+  } catch (const std::exception & e) {
+    fprintf(stderr, "ros2_loan_bench: %s\n", e.what());
+    rc = 1;
+  }
+  rclcpp::shutdown();
+  return rc;
+}
