@@ -228,6 +228,48 @@ void graph_changed(Context * ctx);
 
 rmw_ret_t check_node(const rmw_node_t * node);
 
+// A handle checked as RMW_CHECK_ARGUMENT_FOR_NULL and RMW_CHECK_TYPE_IDENTIFIERS_MATCH check one,
+// with their error messages (what names the handle): RMW_RET_INVALID_ARGUMENT when it is null,
+// RMW_RET_INCORRECT_RMW_IMPLEMENTATION when another implementation made it.
+template<class Handle>
+rmw_ret_t check_handle(const Handle * handle, const char * what)
+{
+  if (!handle) {
+    set_error("%s argument is null", what);
+    return RMW_RET_INVALID_ARGUMENT;
+  }
+  const char * id = handle->implementation_identifier;
+  if (id != identifier) {
+    set_error(
+      "%s implementation '%s'(%p) does not match rmw implementation '%s'(%p)", what, id,
+      static_cast<const void *>(id), identifier, static_cast<const void *>(identifier));
+    return RMW_RET_INCORRECT_RMW_IMPLEMENTATION;
+  }
+  return RMW_RET_OK;
+}
+
+// What rmw_destroy_publisher, _subscription, _service and _client share: the node and the
+// handle checked, then close (the graph entry removed and the ferry ends closed), Impl deleted
+// and the handle freed.
+template<class Impl, class Handle, class Close>
+rmw_ret_t handle_destroy(
+  const rmw_node_t * node, Handle * h, rmw_ret_t (*check)(const Handle *),
+  void (*release)(Handle *), Close close)
+{
+  rmw_ret_t ret = check_node(node);
+  if (ret != RMW_RET_OK) {
+    return ret;
+  }
+  if ((ret = check(h)) != RMW_RET_OK) {
+    return ret;
+  }
+  auto * impl = static_cast<Impl *>(h->data);
+  close(impl);
+  delete impl;
+  release(h);
+  return RMW_RET_OK;
+}
+
 }  // namespace rmw_ferry
 
 #endif  // RMW_FERRY_INTERNAL_HPP

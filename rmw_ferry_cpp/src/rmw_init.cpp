@@ -86,11 +86,7 @@ void log_warn(const char * fmt, ...)
 
 rmw_ret_t check_node(const rmw_node_t * node)
 {
-  RMW_CHECK_ARGUMENT_FOR_NULL(node, RMW_RET_INVALID_ARGUMENT);
-  RMW_CHECK_TYPE_IDENTIFIERS_MATCH(
-    node, node->implementation_identifier, identifier,
-    return RMW_RET_INCORRECT_RMW_IMPLEMENTATION);
-  return RMW_RET_OK;
+  return check_handle(node, "node");
 }
 
 void graph_changed(Context * ctx)

@@ -556,20 +556,12 @@ rmw_ret_t take_message(
 
 static rmw_ret_t check_publisher(const rmw_publisher_t * publisher)
 {
-  RMW_CHECK_ARGUMENT_FOR_NULL(publisher, RMW_RET_INVALID_ARGUMENT);
-  RMW_CHECK_TYPE_IDENTIFIERS_MATCH(
-    publisher, publisher->implementation_identifier, identifier,
-    return RMW_RET_INCORRECT_RMW_IMPLEMENTATION);
-  return RMW_RET_OK;
+  return check_handle(publisher, "publisher");
 }
 
 static rmw_ret_t check_subscription(const rmw_subscription_t * subscription)
 {
-  RMW_CHECK_ARGUMENT_FOR_NULL(subscription, RMW_RET_INVALID_ARGUMENT);
-  RMW_CHECK_TYPE_IDENTIFIERS_MATCH(
-    subscription, subscription->implementation_identifier, identifier,
-    return RMW_RET_INCORRECT_RMW_IMPLEMENTATION);
-  return RMW_RET_OK;
+  return check_handle(subscription, "subscription");
 }
 
 static bool topic_name_ok(const char * topic_name, bool avoid_ros_conventions)
@@ -754,19 +746,11 @@ rmw_publisher_t * rmw_create_publisher(
 
 rmw_ret_t rmw_destroy_publisher(rmw_node_t * node, rmw_publisher_t * publisher)
 {
-  rmw_ret_t ret = check_node(node);
-  if (ret != RMW_RET_OK) {
-    return ret;
-  }
-  if ((ret = check_publisher(publisher)) != RMW_RET_OK) {
-    return ret;
-  }
-  auto * p = static_cast<Publisher *>(publisher->data);
-  graph_remove(p->node, p->graph_id);
-  publisher_close(p);
-  delete p;
-  rmw_publisher_free(publisher);
-  return RMW_RET_OK;
+  return handle_destroy<Publisher>(
+    node, publisher, check_publisher, rmw_publisher_free, [](Publisher * p) {
+      graph_remove(p->node, p->graph_id);
+      publisher_close(p);
+    });
 }
 
 rmw_ret_t rmw_publish(
@@ -1059,19 +1043,11 @@ rmw_subscription_t * rmw_create_subscription(
 
 rmw_ret_t rmw_destroy_subscription(rmw_node_t * node, rmw_subscription_t * subscription)
 {
-  rmw_ret_t ret = check_node(node);
-  if (ret != RMW_RET_OK) {
-    return ret;
-  }
-  if ((ret = check_subscription(subscription)) != RMW_RET_OK) {
-    return ret;
-  }
-  auto * s = static_cast<Subscription *>(subscription->data);
-  graph_remove(s->node, s->graph_id);
-  subscription_close(s);
-  delete s;
-  rmw_subscription_free(subscription);
-  return RMW_RET_OK;
+  return handle_destroy<Subscription>(
+    node, subscription, check_subscription, rmw_subscription_free, [](Subscription * s) {
+      graph_remove(s->node, s->graph_id);
+      subscription_close(s);
+    });
 }
 
 rmw_ret_t rmw_subscription_count_matched_publishers(

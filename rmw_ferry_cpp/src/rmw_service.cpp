@@ -76,20 +76,12 @@ static bool service_args(
 
 static rmw_ret_t check_service(const rmw_service_t * service)
 {
-  RMW_CHECK_ARGUMENT_FOR_NULL(service, RMW_RET_INVALID_ARGUMENT);
-  RMW_CHECK_TYPE_IDENTIFIERS_MATCH(
-    service, service->implementation_identifier, identifier,
-    return RMW_RET_INCORRECT_RMW_IMPLEMENTATION);
-  return RMW_RET_OK;
+  return check_handle(service, "service");
 }
 
 static rmw_ret_t check_client(const rmw_client_t * client)
 {
-  RMW_CHECK_ARGUMENT_FOR_NULL(client, RMW_RET_INVALID_ARGUMENT);
-  RMW_CHECK_TYPE_IDENTIFIERS_MATCH(
-    client, client->implementation_identifier, identifier,
-    return RMW_RET_INCORRECT_RMW_IMPLEMENTATION);
-  return RMW_RET_OK;
+  return check_handle(client, "client");
 }
 
 }  // namespace rmw_ferry
@@ -153,20 +145,12 @@ rmw_service_t * rmw_create_service(
 
 rmw_ret_t rmw_destroy_service(rmw_node_t * node, rmw_service_t * service)
 {
-  rmw_ret_t ret = check_node(node);
-  if (ret != RMW_RET_OK) {
-    return ret;
-  }
-  if ((ret = check_service(service)) != RMW_RET_OK) {
-    return ret;
-  }
-  auto * sv = static_cast<Service *>(service->data);
-  graph_remove(sv->node, sv->requests.graph_id);
-  publisher_close(&sv->responses);
-  subscription_close(&sv->requests);
-  delete sv;
-  rmw_service_free(service);
-  return RMW_RET_OK;
+  return handle_destroy<Service>(
+    node, service, check_service, rmw_service_free, [](Service * sv) {
+      graph_remove(sv->node, sv->requests.graph_id);
+      publisher_close(&sv->responses);
+      subscription_close(&sv->requests);
+    });
 }
 
 rmw_ret_t rmw_take_request(
@@ -292,20 +276,12 @@ rmw_client_t * rmw_create_client(
 
 rmw_ret_t rmw_destroy_client(rmw_node_t * node, rmw_client_t * client)
 {
-  rmw_ret_t ret = check_node(node);
-  if (ret != RMW_RET_OK) {
-    return ret;
-  }
-  if ((ret = check_client(client)) != RMW_RET_OK) {
-    return ret;
-  }
-  auto * cl = static_cast<Client *>(client->data);
-  graph_remove(cl->node, cl->requests.graph_id);
-  subscription_close(&cl->responses);
-  publisher_close(&cl->requests);
-  delete cl;
-  rmw_client_free(client);
-  return RMW_RET_OK;
+  return handle_destroy<Client>(
+    node, client, check_client, rmw_client_free, [](Client * cl) {
+      graph_remove(cl->node, cl->requests.graph_id);
+      subscription_close(&cl->responses);
+      publisher_close(&cl->requests);
+    });
 }
 
 rmw_ret_t rmw_send_request(

@@ -1,5 +1,5 @@
 /*
- * Hostile MCAP files against the reader (src/record/mcap_read.c), `ferry bag info` and
+ * Hostile MCAP files against the reader (src/record/mcap_read*.c), `ferry bag info` and
  * `ferry play`, each made here byte by byte:
  *
  *   duplicate_chunk_index  one message, its chunk listed 100,000 times by the summary: the
