@@ -5,6 +5,7 @@
  */
 #include "bench.h"
 #include "cli.h"
+#include "commands.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -5,6 +5,7 @@
  * by src/bridge (bridge.h); this file parses options and reports.
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <getopt.h>
 #include <inttypes.h>

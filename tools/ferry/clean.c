@@ -2,6 +2,7 @@
  * ferry clean: removes what dead processes left in a domain directory (ferry_clean).
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -5,6 +5,7 @@
  * the same over every sample. Only for types whose samples carry a stamp (decode.h).
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <errno.h>

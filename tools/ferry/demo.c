@@ -10,6 +10,7 @@
  * Processes: the parent only orchestrates. Each child reports through its own pipe; the parent
  * reaps every child it forked and kills them all when anything goes wrong or on SIGINT.
  */
+#include "commands.h"
 #include "demo.h"
 
 #if defined(__has_include)
@@ -914,6 +915,12 @@ static size_t usable_cpus(int *cpus, size_t cap)
     return n;
 }
 
+/* The demo's own ranges: its process table holds at most this many cameras and consumers. */
+static const cli_range cameras_range = {.name = "--cameras", .kind = CLI_WHOLE, .lo = 1,
+                                        .hi = DEMO_MAX_CAMERAS};
+static const cli_range consumers_range = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
+                                          .hi = DEMO_MAX_CONSUMERS};
+
 int ferry_cmd_demo(int argc, char **argv)
 {
     enum {
@@ -959,11 +966,11 @@ int ferry_cmd_demo(int argc, char **argv)
                 return 2;
             break;
         case OPT_CAMERAS:
-            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_CAMERAS], optarg, &cameras))
+            if (!cli_parse_whole("demo", &cameras_range, optarg, &cameras))
                 return 2;
             break;
         case OPT_CONSUMERS:
-            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_CONSUMERS], optarg, &consumers))
+            if (!cli_parse_whole("demo", &consumers_range, optarg, &consumers))
                 return 2;
             break;
         case OPT_NO_BASELINE:

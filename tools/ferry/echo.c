@@ -4,6 +4,7 @@
  * --json, one JSON object per sample with the message's decoded fields (decode.h).
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <ferry/msg.h>

@@ -4,6 +4,7 @@
  * --window samples. Periods are taken between the publish times of the samples received.
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <errno.h>
 #include <getopt.h>

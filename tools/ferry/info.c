@@ -4,6 +4,7 @@
  * behind it), for subscribers what they received, dropped and hold.
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <errno.h>

@@ -3,6 +3,7 @@
  * command parses its own options and prints its own usage for --help.
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <signal.h>
 #include <stdbool.h>

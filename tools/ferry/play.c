@@ -10,6 +10,7 @@
  * do not parse are counted and skipped. Single-threaded.
  */
 #include "cli.h"
+#include "commands.h"
 #include "mcap.h"
 #include "util.h"
 #include "ros2/ros2.h"

@@ -5,6 +5,7 @@
  * sensor_msgs/CameraInfo on a second publisher.
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <ferry/msg.h>
 

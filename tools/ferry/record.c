@@ -10,6 +10,7 @@
  * lz4 and zstd it is compressed from them. Single-threaded.
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 #include "mcap.h"
 #include "ros2/ros2.h"

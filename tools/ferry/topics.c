@@ -3,6 +3,7 @@
  * type and how many live publishers and subscribers each has.
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <errno.h>

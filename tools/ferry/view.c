@@ -31,6 +31,7 @@
  * parses the protocol's messages (view.h between them).
  */
 #include "cli.h"
+#include "commands.h"
 
 #ifndef FERRY_HAVE_WEBSOCKETS
 

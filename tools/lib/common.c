@@ -3,7 +3,6 @@
  * synthetic frame format and latency statistics.
  */
 #include "cli.h"
-#include "demo.h"
 
 #include <dirent.h>
 #include <getopt.h>
@@ -77,10 +76,6 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_BRIDGE_DDS_DOMAIN] = {.name = "--dds-domain", .kind = CLI_WHOLE, .hi = 232},
     [CLI_R_BRIDGE_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
     [CLI_R_DEMO_SECONDS] = {.name = "--seconds", .kind = CLI_WHOLE, .lo = 1, .hi = 3600},
-    [CLI_R_DEMO_CAMERAS] = {.name = "--cameras", .kind = CLI_WHOLE, .lo = 1,
-                            .hi = DEMO_MAX_CAMERAS},
-    [CLI_R_DEMO_CONSUMERS] = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
-                              .hi = DEMO_MAX_CONSUMERS},
     [CLI_R_GPU_DEVICE] = {.name = "--device", .kind = CLI_WHOLE, .hi = 1024},
     [CLI_R_RECORD_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s",
                               .zero = "until a signal"},

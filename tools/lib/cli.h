@@ -1,6 +1,8 @@
 /*
- * The ferry command-line tool: one entry point per command, plus what the commands share
- * (options every command takes, the synthetic frame format, latency statistics).
+ * The ground floor of the ferry command-line tool (tools/lib): what every command and the
+ * benchmarks share (options every command takes, numeric ranges and their messages, where a
+ * command works, the synthetic frame format, latency statistics). It calls nothing above it:
+ * the commands themselves are declared in tools/ferry/commands.h.
  * Single-threaded; every command returns the process exit status (0 ok, 1 runtime error,
  * 2 usage error) and prints a one-line message on stderr on error.
  */
@@ -15,24 +17,6 @@
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
-
-/* Commands: argv[0] is the command name ("pub", ...). */
-int ferry_cmd_pub(int argc, char **argv);
-int ferry_cmd_echo(int argc, char **argv);
-int ferry_cmd_hz(int argc, char **argv);
-int ferry_cmd_delay(int argc, char **argv);
-int ferry_cmd_topics(int argc, char **argv);
-int ferry_cmd_info(int argc, char **argv);
-int ferry_cmd_clean(int argc, char **argv);
-int ferry_cmd_demo(int argc, char **argv);
-int ferry_cmd_bench(int argc, char **argv);
-int ferry_cmd_record(int argc, char **argv);
-int ferry_cmd_play(int argc, char **argv);
-int ferry_cmd_bag(int argc, char **argv);
-/* Built without Cyclone DDS, it says so and returns 2. */
-int ferry_cmd_bridge(int argc, char **argv);
-/* Built without libwebsockets, it says so and returns 2. */
-int ferry_cmd_view(int argc, char **argv);
 
 /* Where a command works: --dir/--domain on the command line, else FERRY_DIR / FERRY_DOMAIN,
  * else the library's defaults (dir NULL, domain 0). */
@@ -49,9 +33,11 @@ bool cli_where_from_env(const char *cmd, cli_where *w);
  * expanded to nothing, `--dir "$D"`), so it is refused: false after a message. */
 bool cli_parse_dir(const char *cmd, const char *text, const char **out);
 
-/* Numeric option values. Every range a command accepts is one row of cli_ranges (common.c), the
- * library's own limits among them (options_resolve in src/core/publisher.c and subscriber.c),
- * so a check and the message that names its limit cannot drift apart. */
+/* Numeric option values. Every range a command accepts is one cli_range, so a check and the
+ * message that names its limit cannot drift apart: a row of cli_ranges (common.c), the library's
+ * own limits among them (options_resolve in src/core/publisher.c and subscriber.c), or, for a
+ * limit that only a command above this floor knows (the demo's process table), a cli_range of
+ * that command's own. */
 typedef enum cli_value_kind {
     CLI_WHOLE, /* digits only */
     CLI_BYTES, /* digits, then an optional suffix k, K, M or G (powers of 1024) */
@@ -92,8 +78,6 @@ typedef enum cli_range_id {
     CLI_R_BRIDGE_DDS_DOMAIN,
     CLI_R_BRIDGE_SECONDS,
     CLI_R_DEMO_SECONDS,
-    CLI_R_DEMO_CAMERAS,
-    CLI_R_DEMO_CONSUMERS,
     CLI_R_GPU_DEVICE,
     CLI_R_RECORD_SECONDS,
     CLI_R_RECORD_MAX_SIZE,
