@@ -12,8 +12,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "mcap.h"
+#include "ros2.h"
 #include "util.h"
-#include "ros2/ros2.h"
 
 #include <errno.h>
 #include <fnmatch.h>

@@ -13,8 +13,8 @@
 #include "commands.h"
 #include "decode.h"
 #include "mcap.h"
-#include "ros2/ros2.h"
-#include "ros2/ros2_types.h"
+#include "ros2.h"
+#include "ros2_types.h"
 
 #include <errno.h>
 #include <fcntl.h>
