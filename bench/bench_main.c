@@ -4,8 +4,8 @@
  * ferry, the copying baselines, the wake-up floor and, where built, iceoryx and Cyclone DDS.
  */
 #include "bench.h"
+#include "bench_cmd.h"
 #include "cli.h"
-#include "commands.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -1,7 +1,8 @@
 /*
  * The commands of the ferry command-line tool, one entry point each, dispatched by main.c. A
  * command parses its own options (on tools/lib/cli.h) and returns the process exit status (0 ok,
- * 1 runtime error, 2 usage error); argv[0] is the command name ("pub", ...).
+ * 1 runtime error, 2 usage error); argv[0] is the command name ("pub", ...). `ferry bench` is
+ * the benchmark library's entry point (bench/include/bench_cmd.h).
  */
 #ifndef FERRY_CLI_COMMANDS_H
 #define FERRY_CLI_COMMANDS_H
@@ -14,7 +15,6 @@ int ferry_cmd_topics(int argc, char **argv);
 int ferry_cmd_info(int argc, char **argv);
 int ferry_cmd_clean(int argc, char **argv);
 int ferry_cmd_demo(int argc, char **argv);
-int ferry_cmd_bench(int argc, char **argv);
 int ferry_cmd_record(int argc, char **argv);
 int ferry_cmd_play(int argc, char **argv);
 int ferry_cmd_bag(int argc, char **argv);
