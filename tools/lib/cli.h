@@ -161,17 +161,99 @@ typedef struct cli_opts {
 
 void cli_opts_init(cli_opts *o);
 
-/* One command's option parsing. Only cmd, options, usage and opts are set by the command. */
+/*
+ * Option tables: a command declares each option once, as a row of a cli_option table (its
+ * names, the value it takes, where the value goes and how it is checked, its help), and the
+ * parser (cli_getopt) and --help (cli_usage) both come from the table: a value is parsed and
+ * checked against its range (cli_parse_*) or its choices, with the one message for each, and the
+ * help lists the rows in order. A command keeps code of its own only for what a row cannot say
+ * (options that depend on each other, values with checks of their own): a row's code brings it
+ * back to the command after its value is stored.
+ */
+typedef enum cli_option_kind {
+    CLI_K_CODE,   /* the command handles it: cli_getopt returns .code, optarg set */
+    CLI_K_FLAG,   /* no value: the bool at .dest becomes true */
+    CLI_K_STRING, /* the value as given, into the const char * at .dest */
+    CLI_K_WHOLE,  /* cli_parse_whole against .range, into the uint64_t at .dest */
+    CLI_K_BYTES,  /* cli_parse_bytes against .range, into the size_t at .dest */
+    CLI_K_REAL,   /* cli_parse_real against .range, into the double at .dest */
+    CLI_K_CHOICE, /* one of .choices: its value into the int at .dest */
+    CLI_K_SHARED, /* a shared option (.code CLI_O_*): its value into the parser's cli_opts */
+} cli_option_kind;
+
+/* One word a CLI_K_CHOICE option takes, and the value it stands for. */
+typedef struct cli_choice {
+    const char *word;
+    int value;
+} cli_choice;
+
+typedef struct cli_option {
+    const char *name;          /* "--size" */
+    char short_name;           /* 'o': the word "-o" alone stands for name; 0 for none */
+    const char *value;         /* its value as the help names it ("BYTES"); NULL: takes none */
+    cli_option_kind kind;
+    size_t dest;               /* where its value goes in the parser's dest (CLI_*_AT) */
+    const cli_range *range;    /* CLI_K_WHOLE, CLI_K_BYTES, CLI_K_REAL */
+    const cli_choice *choices; /* CLI_K_CHOICE: ending in {NULL, 0} */
+    const char *bad_choice;    /* CLI_K_CHOICE: the message for another word, a format with the
+                                * word, then the choices ("a, b or c") */
+    int code;                  /* CLI_K_SHARED: its CLI_O_*; else a code >= CLI_O_OWN that
+                                * cli_getopt returns once the value is stored, or 0 */
+    const char *help;          /* its help, lines separated by '\n'; NULL: not listed */
+} cli_option;
+
+/* The offset of field in the struct type, checked to be a ctype (a distinct pointer type does
+ * not compile). */
+#define CLI_AT(type, field, ctype) \
+    (offsetof(type, field) + 0 * sizeof(&((type *)0)->field == (ctype *)0))
+/* A row's kind and destination together, so that they cannot disagree: {.name = "--rate",
+ * .value = "HZ", CLI_REAL_AT(pub_args, rate), .range = ...}. */
+#define CLI_FLAG_AT(type, field) .kind = CLI_K_FLAG, .dest = CLI_AT(type, field, bool)
+#define CLI_STRING_AT(type, field) .kind = CLI_K_STRING, .dest = CLI_AT(type, field, const char *)
+#define CLI_WHOLE_AT(type, field) .kind = CLI_K_WHOLE, .dest = CLI_AT(type, field, uint64_t)
+#define CLI_BYTES_AT(type, field) .kind = CLI_K_BYTES, .dest = CLI_AT(type, field, size_t)
+#define CLI_REAL_AT(type, field) .kind = CLI_K_REAL, .dest = CLI_AT(type, field, double)
+#define CLI_CHOICE_AT(type, field) .kind = CLI_K_CHOICE, .dest = CLI_AT(type, field, int)
+
+/* The rows of the options most commands take, with their help, declared once. */
+extern const char cli_help_domain[];
+extern const char cli_help_dir[];
+#define CLI_OPTION_DOMAIN                                                                      \
+    {.name = "--domain", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DOMAIN,               \
+     .help = cli_help_domain}
+#define CLI_OPTION_DIR                                                                         \
+    {.name = "--dir", .value = "PATH", .kind = CLI_K_SHARED, .code = CLI_O_DIR,                  \
+     .help = cli_help_dir}
+#define CLI_OPTION_HELP                                                                        \
+    {.name = "--help", .short_name = 'h', .kind = CLI_K_SHARED, .code = CLI_O_HELP,              \
+     .help = "print this help"}
+#define CLI_OPTION_END {.name = NULL}
+
+/* The most rows a table may have. */
+#define CLI_OPTIONS_MAX 40
+
+/* One command's option parsing. The command sets cmd and opts, and either table, about, column
+ * and dest (an option table) or options and usage (a getopt_long table and its help). */
 typedef struct cli_parser {
     const char *cmd;               /* as messages name it: "hz", "bench transport" */
-    const struct option *options;  /* its getopt_long table, ending in CLI_OPT_END */
-    void (*usage)(FILE *to);       /* prints the text of --help */
+    const cli_option *table;       /* its option table, ending in CLI_OPTION_END */
+    const char *about;             /* with table: the help above the options, "options:" last */
+    int column;                    /* with table: where the options' help starts */
+    void *dest;                    /* with table: the struct the rows' dest are offsets into */
+    const struct option *options;  /* without table: its getopt_long table, ending in
+                                    * CLI_OPT_END */
+    void (*usage)(FILE *to);       /* without table: prints the text of --help */
     cli_opts *opts;                /* where the shared options' values go */
     bool where_from_option;        /* FERRY_DIR and FERRY_DOMAIN count only with --dir or
                                     * --domain (the demo: else a private directory) */
     int status;                    /* see CLI_OPTS_EXIT */
     bool started;
+    struct option longopts[CLI_OPTIONS_MAX + 1]; /* made from table */
 } cli_parser;
+
+/* The text of --help of a parser with a table: about, then a line per row ("  -o, --output
+ * FILE", then its help from column on, its further lines below it). */
+void cli_usage(const cli_parser *p, FILE *to);
 
 enum {
     CLI_OPTS_END = -1,  /* the options are over; the operands start at optind */
@@ -179,10 +261,12 @@ enum {
                          * usage, 2 after a one-line message about a bad option or value */
 };
 
-/* The next option of argv for p: handles the shared ones itself (their values in p->opts) and
- * returns the code of each of the command's own, optarg set, for the command to handle; else
- * CLI_OPTS_END or CLI_OPTS_EXIT. The first call reads FERRY_DIR and FERRY_DOMAIN
- * (cli_where_from_env) unless p->where_from_option; it resets getopt (optind) for argv. */
+/* The next option of argv for p: handles the shared ones itself (their values in p->opts) and,
+ * with a table, every row with a kind (its value at p->dest); returns the code of each of the
+ * command's own, optarg set, for the command to handle; else CLI_OPTS_END or CLI_OPTS_EXIT. The
+ * first call reads FERRY_DIR and FERRY_DOMAIN (cli_where_from_env) unless p->where_from_option,
+ * resets getopt (optind) for argv and, with a table, puts each row's name in place of the word
+ * of its short name in argv ("-o" becomes "--output"). */
 int cli_getopt(cli_parser *p, int argc, char **argv);
 
 /* The single TOPIC operand left after the options: true with *topic set, else false after a
