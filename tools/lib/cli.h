@@ -251,8 +251,9 @@ typedef struct cli_parser {
     struct option longopts[CLI_OPTIONS_MAX + 1]; /* made from table */
 } cli_parser;
 
-/* The text of --help of a parser with a table: about, then a line per row ("  -o, --output
- * FILE", then its help from column on, its further lines below it). */
+/* The text of --help of a parser with a table: about, then per row "  -o, --output FILE" and
+ * its help from column on (two spaces after a name too wide for it), its further lines below
+ * that column. */
 void cli_usage(const cli_parser *p, FILE *to);
 
 enum {

@@ -832,8 +832,8 @@ void cli_usage(const cli_parser *p, FILE *to)
         if (t->short_name != 0) snprintf(short_name, sizeof short_name, "-%c, ", t->short_name);
         n = snprintf(left, sizeof left, "  %s%s%s%s", short_name, t->name,
                      t->value != NULL ? " " : "", t->value != NULL ? t->value : "");
-        /* A name wider than the column gets its help on the lines below. */
-        if (n >= p->column) fprintf(to, "%s\n%*s", left, p->column, "");
+        /* A name too wide for the column pushes its first line of help two spaces past it. */
+        if (n > p->column - 2) fprintf(to, "%s  ", left);
         else fprintf(to, "%-*s", p->column, left);
         for (;;) {
             end = strchr(line, '\n');
