@@ -76,9 +76,8 @@ static const cli_option options[] = {
              "publisher that admits it (ferry pub --admit-blocking) when\n"
              "full, and drops the oldest frame (counted) for one that\n"
              "does not"},
-    {.name = "--depth", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DEPTH,
-     .help = "ferry queue depth and DDS reader and best-effort history\n"
-             "depth, 1..4096 (default 8)"},
+    CLI_OPTION_DEPTH("ferry queue depth and DDS reader and best-effort history\n"
+                     "depth, 1..4096 (default 8)"),
     {.name = "--dds-domain", .value = "N", CLI_WHOLE_AT(bridge_args, dds_domain),
      .range = &cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN], .code = O_DDS_DOMAIN,
      .help = "DDS domain id, 0..232 (default $ROS_DOMAIN_ID, else the\n"
@@ -94,11 +93,10 @@ static const cli_option options[] = {
              "signal)"},
     {.name = "--stats", CLI_FLAG_AT(bridge_args, stats),
      .help = "print the counters at exit, with where frames were lost"},
-    {.name = "--quiet", .kind = CLI_K_SHARED, .code = CLI_O_QUIET,
-     .help = "log warnings and errors only"},
+    CLI_OPTION_QUIET("log warnings and errors only"),
     /* The bridge has two domains: this one is ferry's. */
-    {.name = "--domain", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DOMAIN,
-     .help = "ferry domain 0..1023 (default $FERRY_DOMAIN, else 0)"},
+    CLI_SHARED_ROW("--domain", "N", CLI_O_DOMAIN,
+                   "ferry domain 0..1023 (default $FERRY_DOMAIN, else 0)"),
     CLI_OPTION_DIR,
     CLI_OPTION_HELP,
     CLI_OPTION_END,

@@ -18,10 +18,7 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTIONS_WHERE_END,
 };
 
 int ferry_cmd_clean(int argc, char **argv)

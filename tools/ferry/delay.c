@@ -42,20 +42,14 @@ static const cli_option options[] = {
     {.name = "--window", .value = "N", CLI_WHOLE_AT(delay_args, window),
      .range = &cli_ranges[CLI_R_DELAY_WINDOW],
      .help = "samples the periodic statistics cover, 1..1000000 (default 100)"},
-    {.name = "--count", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_COUNT,
-     .help = "stop after N samples; 0 runs until a signal (default 0)"},
-    {.name = "--type", .value = "NAME", .kind = CLI_K_SHARED, .code = CLI_O_TYPE,
-     .help = "type name to subscribe with at once (default: the type of the\n"
-             "topic's publishers; with none yet, it waits for one, and says\n"
-             "so after a second)"},
-    {.name = "--timeout", .value = "SEC", .kind = CLI_K_SHARED, .code = CLI_O_TIMEOUT,
-     .help = "give up after SEC seconds (0..1000000000); exits 1 if no\n"
-             "publisher came, or --count samples had not come by then\n"
-             "(default: never)"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTION_COUNT("stop after N samples; 0 runs until a signal (default 0)"),
+    CLI_OPTION_TYPE("type name to subscribe with at once (default: the type of the\n"
+                    "topic's publishers; with none yet, it waits for one, and says\n"
+                    "so after a second)"),
+    CLI_OPTION_TIMEOUT("give up after SEC seconds (0..1000000000); exits 1 if no\n"
+                       "publisher came, or --count samples had not come by then\n"
+                       "(default: never)"),
+    CLI_OPTIONS_WHERE_END,
 };
 
 static int parse_args(int argc, char **argv, delay_args *a)

@@ -56,40 +56,31 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--json", .kind = CLI_K_SHARED, .code = CLI_O_JSON,
-     .help = "print one JSON object a line per sample instead: topic, type,\n"
-             "sequence, publisher, publish_time_ns, size, latency_us,\n"
-             "latency_from (\"stamp\" or \"publish\"), the message's fields as\n"
-             "ROS 2 names them, and data {bytes, crc32, head, tail}"},
+    CLI_OPTION_JSON("print one JSON object a line per sample instead: topic, type,\n"
+                    "sequence, publisher, publish_time_ns, size, latency_us,\n"
+                    "latency_from (\"stamp\" or \"publish\"), the message's fields as\n"
+                    "ROS 2 names them, and data {bytes, crc32, head, tail}"),
     {.name = "--data", CLI_FLAG_AT(echo_args, data),
      .help = "with --json, add the data itself as data.base64"},
     {.name = "--field", .value = "NAME", .kind = CLI_K_CODE, .code = O_FIELD,
      .help = "print only field NAME, a dotted path (header.stamp,\n"
              "fields.0.name); repeatable; implies --json"},
-    {.name = "--count", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_COUNT,
-     .help = "stop after N samples; 0 runs until a signal (default 0)"},
+    CLI_OPTION_COUNT("stop after N samples; 0 runs until a signal (default 0)"),
     {.name = "--verify", CLI_FLAG_AT(echo_args, verify),
      .help = "check each synthetic frame's header and checksum (ok / CORRUPT);\n"
              "on sensor_msgs/Image and PointCloud2 topics, the sample must be\n"
              "a valid image or cloud whose data is a synthetic frame"},
-    {.name = "--quiet", .kind = CLI_K_SHARED, .code = CLI_O_QUIET,
-     .help = "print no line per sample, only the summary"},
-    {.name = "--type", .value = "NAME", .kind = CLI_K_SHARED, .code = CLI_O_TYPE,
-     .help = "type name to subscribe with at once (default: the type of the\n"
-             "topic's publishers; with none yet, it waits for one)"},
-    {.name = "--depth", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DEPTH,
-     .help = "queue depth per publisher, 1..4096 (default: the library's, 2)"},
+    CLI_OPTION_QUIET("print no line per sample, only the summary"),
+    CLI_OPTION_TYPE("type name to subscribe with at once (default: the type of the\n"
+                    "topic's publishers; with none yet, it waits for one)"),
+    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default: the library's, 2)"),
     {.name = "--history", .value = "N", CLI_WHOLE_AT(echo_args, history),
      .range = &cli_ranges[CLI_R_SUB_HISTORY],
      .help = "ask each publisher for its last N samples on joining, 0..4096\n"
              "(default 0)"},
-    {.name = "--timeout", .value = "SEC", .kind = CLI_K_SHARED, .code = CLI_O_TIMEOUT,
-     .help = "give up after SEC seconds, 0..1000000000 (default: never); exits\n"
-             "1 if no publisher came, or --count samples did not"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTION_TIMEOUT("give up after SEC seconds, 0..1000000000 (default: never); exits\n"
+                       "1 if no publisher came, or --count samples did not"),
+    CLI_OPTIONS_WHERE_END,
 };
 
 static int parse_args(int argc, char **argv, echo_args *a)

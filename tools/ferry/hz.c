@@ -38,20 +38,14 @@ static const cli_option options[] = {
     {.name = "--window", .value = "N", CLI_WHOLE_AT(hz_args, window),
      .range = &cli_ranges[CLI_R_HZ_WINDOW],
      .help = "samples the statistics cover, 2..1000000 (default 100)"},
-    {.name = "--count", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_COUNT,
-     .help = "stop after N rate reports; 0 runs until a signal (default 0)"},
-    {.name = "--type", .value = "NAME", .kind = CLI_K_SHARED, .code = CLI_O_TYPE,
-     .help = "type name to subscribe with (default: the type of the topic's\n"
-             "publishers; with none yet, it waits for one, and says so after\n"
-             "a second)"},
-    {.name = "--timeout", .value = "SEC", .kind = CLI_K_SHARED, .code = CLI_O_TIMEOUT,
-     .help = "give up after SEC seconds (0..1000000000); exits 1 if no\n"
-             "publisher came, or --count reports were not printed by then\n"
-             "(default: never)"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTION_COUNT("stop after N rate reports; 0 runs until a signal (default 0)"),
+    CLI_OPTION_TYPE("type name to subscribe with (default: the type of the topic's\n"
+                    "publishers; with none yet, it waits for one, and says so after\n"
+                    "a second)"),
+    CLI_OPTION_TIMEOUT("give up after SEC seconds (0..1000000000); exits 1 if no\n"
+                       "publisher came, or --count reports were not printed by then\n"
+                       "(default: never)"),
+    CLI_OPTIONS_WHERE_END,
 };
 
 static int parse_args(int argc, char **argv, hz_args *a)

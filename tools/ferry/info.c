@@ -24,12 +24,8 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--json", .kind = CLI_K_SHARED, .code = CLI_O_JSON,
-     .help = "print one JSON object (ids and hashes as hex strings)"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTION_JSON("print one JSON object (ids and hashes as hex strings)"),
+    CLI_OPTIONS_WHERE_END,
 };
 
 typedef struct endpoint_list {

@@ -76,9 +76,8 @@ static const cli_option options[] = {
      .range = &cli_ranges[CLI_R_PUB_RATE],
      .help = "frames per second, 0.01..100000; 0 publishes as fast as\n"
              "possible (default 30)"},
-    {.name = "--count", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_COUNT,
-     .help = "stop after N frame periods (a frame skipped for a full\n"
-             "pool counts); 0 publishes for ever (default 0)"},
+    CLI_OPTION_COUNT("stop after N frame periods (a frame skipped for a full\n"
+                     "pool counts); 0 publishes for ever (default 0)"),
     {.name = "--wait-subscribers", .value = "N", CLI_WHOLE_AT(pub_args, wait_subscribers),
      .range = &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS],
      .help = "wait for N subscribers (0..1024) before the first frame\n"
@@ -142,10 +141,7 @@ static const cli_option options[] = {
     {.name = "--frame-id", .value = "ID", CLI_STRING_AT(pub_args, frame_id), .code = O_FRAME_ID,
      .help = "image or cloud frame_id (default: the topic's last\n"
              "segment)"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTIONS_WHERE_END,
 };
 
 /* The library keeps the history below the chunk count, so a loan always finds a chunk: false

@@ -23,13 +23,9 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--json", .kind = CLI_K_SHARED, .code = CLI_O_JSON,
-     .help = "print a JSON array of\n"
-             "{\"topic\", \"type\", \"publishers\", \"subscribers\"} ([] when empty)"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTION_JSON("print a JSON array of\n"
+                    "{\"topic\", \"type\", \"publishers\", \"subscribers\"} ([] when empty)"),
+    CLI_OPTIONS_WHERE_END,
 };
 
 typedef struct topic_row {

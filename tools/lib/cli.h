@@ -215,19 +215,28 @@ typedef struct cli_option {
 #define CLI_REAL_AT(type, field) .kind = CLI_K_REAL, .dest = CLI_AT(type, field, double)
 #define CLI_CHOICE_AT(type, field) .kind = CLI_K_CHOICE, .dest = CLI_AT(type, field, int)
 
-/* The rows of the options most commands take, with their help, declared once. */
+/* The rows of the shared options: each one's name, value and code declared once, with the help
+ * a command gives it (what --count counts, what --quiet leaves out). */
+#define CLI_SHARED_ROW(name_, value_, code_, help_)                                             \
+    {.name = name_, .value = value_, .kind = CLI_K_SHARED, .code = code_, .help = help_}
+#define CLI_OPTION_TYPE(help) CLI_SHARED_ROW("--type", "NAME", CLI_O_TYPE, help)
+#define CLI_OPTION_DEPTH(help) CLI_SHARED_ROW("--depth", "N", CLI_O_DEPTH, help)
+#define CLI_OPTION_COUNT(help) CLI_SHARED_ROW("--count", "N", CLI_O_COUNT, help)
+#define CLI_OPTION_TIMEOUT(help) CLI_SHARED_ROW("--timeout", "SEC", CLI_O_TIMEOUT, help)
+#define CLI_OPTION_JSON(help) CLI_SHARED_ROW("--json", NULL, CLI_O_JSON, help)
+#define CLI_OPTION_QUIET(help) CLI_SHARED_ROW("--quiet", NULL, CLI_O_QUIET, help)
+
+/* --domain, --dir and --help, with the help every command gives them, declared once; most tables
+ * end with them (CLI_OPTIONS_WHERE_END). */
 extern const char cli_help_domain[];
 extern const char cli_help_dir[];
-#define CLI_OPTION_DOMAIN                                                                      \
-    {.name = "--domain", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DOMAIN,               \
-     .help = cli_help_domain}
-#define CLI_OPTION_DIR                                                                         \
-    {.name = "--dir", .value = "PATH", .kind = CLI_K_SHARED, .code = CLI_O_DIR,                  \
-     .help = cli_help_dir}
+#define CLI_OPTION_DOMAIN CLI_SHARED_ROW("--domain", "N", CLI_O_DOMAIN, cli_help_domain)
+#define CLI_OPTION_DIR CLI_SHARED_ROW("--dir", "PATH", CLI_O_DIR, cli_help_dir)
 #define CLI_OPTION_HELP                                                                        \
     {.name = "--help", .short_name = 'h', .kind = CLI_K_SHARED, .code = CLI_O_HELP,              \
      .help = "print this help"}
 #define CLI_OPTION_END {.name = NULL}
+#define CLI_OPTIONS_WHERE_END CLI_OPTION_DOMAIN, CLI_OPTION_DIR, CLI_OPTION_HELP, CLI_OPTION_END
 
 /* The most rows a table may have. */
 #define CLI_OPTIONS_MAX 40

@@ -82,14 +82,9 @@ static const cli_option options[] = {
      .help = "wait (up to --timeout, default 10 s) until every publisher\n"
              "has N subscribers before the first message; subscribers\n"
              "of every topic are served meanwhile"},
-    {.name = "--timeout", .value = "SEC", .kind = CLI_K_SHARED, .code = CLI_O_TIMEOUT,
-     .help = "how long --wait-subscribers waits"},
-    {.name = "--quiet", .kind = CLI_K_SHARED, .code = CLI_O_QUIET,
-     .help = "print no summary"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTION_TIMEOUT("how long --wait-subscribers waits"),
+    CLI_OPTION_QUIET("print no summary"),
+    CLI_OPTIONS_WHERE_END,
 };
 
 static int parse_args(int argc, char **argv, play_args *a)

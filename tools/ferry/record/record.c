@@ -101,8 +101,7 @@ static const cli_option options[] = {
      .help = "write no CRCs (0: not computed), which read every byte once\n"
              "more (a quarter of a core at 250 MB/s with zlib's; ISA-L's,\n"
              "when the build has it, is 12 times faster)"},
-    {.name = "--depth", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DEPTH,
-     .help = "queue depth per publisher, 1..4096 (default 16)"},
+    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default 16)"),
     {.name = "--sched", .value = "idle|normal", CLI_CHOICE_AT(rec_args, sched_normal),
      .choices = (const cli_choice[]){{"idle", 0}, {"normal", 1}, {NULL, 0}},
      .bad_choice = "--sched %s: %s",
@@ -116,12 +115,8 @@ static const cli_option options[] = {
              "priority the recorder was started with (default 10)"},
     {.name = "--stats", CLI_FLAG_AT(rec_args, stats),
      .help = "print per topic, once a second, what was recorded and lost"},
-    {.name = "--quiet", .kind = CLI_K_SHARED, .code = CLI_O_QUIET,
-     .help = "print nothing but errors (not even the summary at the end)"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTION_QUIET("print nothing but errors (not even the summary at the end)"),
+    CLI_OPTIONS_WHERE_END,
 };
 
 static int parse_args(int argc, char **argv, rec_args *a)

@@ -137,10 +137,7 @@ static const cli_option options[] = {
              "less 64 where that is less); past it the oldest connection\n"
              "that has made no request with the token is closed for a\n"
              "newcomer"},
-    CLI_OPTION_DOMAIN,
-    CLI_OPTION_DIR,
-    CLI_OPTION_HELP,
-    CLI_OPTION_END,
+    CLI_OPTIONS_WHERE_END,
 };
 
 static int parse_args(int argc, char **argv, view_args *a)
