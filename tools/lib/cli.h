@@ -200,6 +200,8 @@ typedef struct cli_option {
     int code;                  /* CLI_K_SHARED: its CLI_O_*; else a code >= CLI_O_OWN that
                                 * cli_getopt returns once the value is stored, or 0 */
     const char *help;          /* its help, lines separated by '\n'; NULL: not listed */
+    const char *label;         /* what the help shows instead of its names and value, or NULL
+                                * (one line for two options: "--dir, --domain") */
 } cli_option;
 
 /* The offset of field in the struct type, checked to be a ctype (a distinct pointer type does
@@ -247,6 +249,7 @@ typedef struct cli_parser {
     const char *cmd;               /* as messages name it: "hz", "bench transport" */
     const cli_option *table;       /* its option table, ending in CLI_OPTION_END */
     const char *about;             /* with table: the help above the options, "options:" last */
+    const char *epilogue;          /* with table: the help below the options, or NULL */
     int column;                    /* with table: where the options' help starts */
     void *dest;                    /* with table: the struct the rows' dest are offsets into */
     const struct option *options;  /* without table: its getopt_long table, ending in
@@ -260,9 +263,9 @@ typedef struct cli_parser {
     struct option longopts[CLI_OPTIONS_MAX + 1]; /* made from table */
 } cli_parser;
 
-/* The text of --help of a parser with a table: about, then per row "  -o, --output FILE" and
- * its help from column on (two spaces after a name too wide for it), its further lines below
- * that column. */
+/* The text of --help of a parser with a table: about, then per row "  -o, --output FILE" (or
+ * its label) and its help from column on (two spaces after a name too wide for it), its further
+ * lines below that column, then the epilogue. */
 void cli_usage(const cli_parser *p, FILE *to);
 
 enum {

@@ -830,10 +830,13 @@ void cli_usage(const cli_parser *p, FILE *to)
 
         if (line == NULL) continue;
         if (t->short_name != 0) snprintf(short_name, sizeof short_name, "-%c, ", t->short_name);
-        n = snprintf(left, sizeof left, "  %s%s%s%s", short_name, t->name,
-                     t->value != NULL ? " " : "", t->value != NULL ? t->value : "");
+        if (t->label != NULL)
+            n = snprintf(left, sizeof left, "  %s", t->label);
+        else
+            n = snprintf(left, sizeof left, "  %s%s%s%s", short_name, t->name,
+                         t->value != NULL ? " " : "", t->value != NULL ? t->value : "");
         /* A name too wide for the column pushes its first line of help two spaces past it. */
-        if (n > p->column - 2) fprintf(to, "%s  ", left);
+        if (n >= p->column) fprintf(to, "%s  ", left);
         else fprintf(to, "%-*s", p->column, left);
         for (;;) {
             end = strchr(line, '\n');
@@ -843,6 +846,7 @@ void cli_usage(const cli_parser *p, FILE *to)
         }
         fprintf(to, "%s\n", line);
     }
+    if (p->epilogue != NULL) fputs(p->epilogue, to);
 }
 
 int cli_getopt(cli_parser *p, int argc, char **argv)
