@@ -3,6 +3,7 @@
  * synthetic frame format and latency statistics.
  */
 #include "cli.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <getopt.h>
@@ -1041,12 +1042,8 @@ static void on_stop_signal(int sig)
 
 void cli_stop_on_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_signal(SIGINT, on_stop_signal);
+    cli_catch_signal(SIGTERM, on_stop_signal);
 }
 
 typedef struct found_type {

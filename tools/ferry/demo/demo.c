@@ -994,12 +994,8 @@ int ferry_cmd_demo(int argc, char **argv)
            (unsigned)cfg.where.domain, cfg.where.dir ? cfg.where.dir : "the default directory");
     fflush(stdout);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_signal(SIGINT, on_signal);
+    cli_catch_signal(SIGTERM, on_signal);
 
     progress pg = {.on = isatty(STDOUT_FILENO) != 0, .c = &cfg};
     report *zc = calloc(1, sizeof *zc), *base = calloc(1, sizeof *base);
