@@ -1,6 +1,6 @@
 /*
- * Benchmarks of the ferry CLI (`ferry bench`). They build on the CLI's own helpers
- * (tools/ferry/cli.h, util.h, shmbus.h); nothing in tools/ferry depends on them.
+ * Benchmarks of the ferry CLI (`ferry bench`). They build on the CLI's ground floor
+ * (tools/lib: cli.h, util.h, shmbus.h) and on nothing else of tools/.
  *
  * A transport moves messages from one publisher process to one subscriber process. Every
  * transport the benchmark compares sits behind bench_transport, so one driver measures them all

@@ -4,6 +4,7 @@
  * ferry, the copying baselines, the wake-up floor and, where built, iceoryx and Cyclone DDS.
  */
 #include "bench.h"
+#include "bench_cmd.h"
 #include "cli.h"
 
 #include <errno.h>

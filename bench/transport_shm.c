@@ -3,7 +3,7 @@
  * a slot of a shared ring, each subscriber copies it out into its own buffer. This is the work a
  * shared-memory DDS transport does for every sample, and the work ferry exists to avoid.
  *
- * Drop-oldest rows use the CLI's shm bus (tools/ferry/shmbus.h) with one ring and one reader:
+ * Drop-oldest rows use the CLI's shm bus (tools/lib/shmbus.h) with one ring and one reader:
  * the writer overwrites the oldest slot and never waits. Lossless rows use a ring of their own
  * below, a single-producer single-consumer queue whose writer sleeps while every slot is full.
  */

@@ -1189,13 +1189,9 @@ int bench_bridge_cmd(int argc, char **argv)
 
     plan p = o.quick ? (plan){.paced_small = 200, .paced_large = 60, .flat_ns = NS_PER_S}
                    : (plan){.paced_small = 1000, .paced_large = 300, .flat_ns = 3 * NS_PER_S};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    cli_catch_signal(SIGINT, on_signal);
+    cli_catch_signal(SIGTERM, on_signal);
+    cli_catch_signal(SIGHUP, on_signal);
     atexit(cleanup);
     setvbuf(stdout, NULL, _IOLBF, 0);
 

@@ -5,6 +5,7 @@
  * by src/bridge (bridge.h); this file parses options and reports.
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -22,51 +23,11 @@
 #define NS_PER_S 1000000000LL
 #define RUN_SLICE_NS 200000000LL
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry bridge [options]\n"
-          "Carries sensor_msgs/Image, PointCloud2, CameraInfo, CompressedImage and Imu topics\n"
-          "between the ferry domain and DDS (Cyclone DDS, ROS 2 conventions: topic rt/<name>,\n"
-          "type sensor_msgs::msg::dds_::Image_ and so on). Out: local topics with a publisher go\n"
-          "to DDS. In: DDS writers of those types on rt/... topics are published locally. A\n"
-          "frame that came from DDS is never sent back. SIGINT or SIGTERM stops it cleanly.\n"
-          "\n"
-          "options:\n"
-          "  --topic PATTERN     bridge topics matching PATTERN (fnmatch, on names with their\n"
-          "                      leading '/', '*' also matches '/'); repeatable (default: all)\n"
-          "  --direction DIR     out (ferry to DDS), in (DDS to ferry) or both (default both)\n"
-          "  --reliable          DDS reliability RELIABLE for every route\n"
-          "  --best-effort       DDS reliability BEST_EFFORT for every route\n"
-          "                      (default: out reliable; in reliable unless a remote writer is\n"
-          "                      best effort, transient local when every one is). A reliable\n"
-          "                      out route loses nothing: its ferry subscriber blocks a\n"
-          "                      publisher that admits it (ferry pub --admit-blocking) when\n"
-          "                      full, and drops the oldest frame (counted) for one that\n"
-          "                      does not\n"
-          "  --depth N           ferry queue depth and DDS reader and best-effort history\n"
-          "                      depth, 1..4096 (default 8)\n"
-          "  --dds-domain N      DDS domain id, 0..232 (default $ROS_DOMAIN_ID, else the\n"
-          "                      ferry domain)\n"
-          "  --config XML|FILE   extra Cyclone DDS configuration (XML text, a file, or a\n"
-          "                      comma-separated list as CYCLONEDDS_URI takes), applied after\n"
-          "                      the bridge's large-sample settings and $CYCLONEDDS_URI\n"
-          "                      (default $FERRY_BRIDGE_CONFIG)\n"
-          "  --seconds SEC       stop after SEC seconds, 0..1000000000 (default: run until a\n"
-          "                      signal)\n"
-          "  --stats             print the counters at exit, with where frames were lost\n"
-          "  --quiet             log warnings and errors only\n"
-          "  --domain N          ferry domain 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH          root of the domain directories (default $FERRY_DIR, else\n"
-          "                      /dev/shm/ferry-<uid>)\n"
-          "  -h, --help          print this help\n",
-          to);
-}
-
 typedef struct bridge_args {
     cli_opts o; /* --depth, --quiet, --domain, --dir */
     const char *patterns[FERRY_BRIDGE_PATTERNS_MAX];
     size_t npatterns;
-    ferry_bridge_direction direction;
+    int direction; /* a ferry_bridge_direction */
     ferry_bridge_reliability reliability;
     uint64_t dds_domain;
     bool dds_domain_set;
@@ -76,35 +37,75 @@ typedef struct bridge_args {
     bool stats;
 } bridge_args;
 
+/* Codes of the options that need more than their row: cli_getopt returns them. */
+enum {
+    O_TOPIC = CLI_O_OWN,
+    O_RELIABLE,
+    O_BEST_EFFORT,
+    O_DDS_DOMAIN,
+};
+
+static const char about[] =
+    "usage: ferry bridge [options]\n"
+    "Carries sensor_msgs/Image, PointCloud2, CameraInfo, CompressedImage and Imu topics\n"
+    "between the ferry domain and DDS (Cyclone DDS, ROS 2 conventions: topic rt/<name>,\n"
+    "type sensor_msgs::msg::dds_::Image_ and so on). Out: local topics with a publisher go\n"
+    "to DDS. In: DDS writers of those types on rt/... topics are published locally. A\n"
+    "frame that came from DDS is never sent back. SIGINT or SIGTERM stops it cleanly.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    {.name = "--topic", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_TOPIC,
+     .help = "bridge topics matching PATTERN (fnmatch, on names with their\n"
+             "leading '/', '*' also matches '/'); repeatable (default: all)"},
+    {.name = "--direction", .value = "DIR", CLI_CHOICE_AT(bridge_args, direction),
+     .choices = (const cli_choice[]){{"out", FERRY_BRIDGE_OUT},
+                                     {"in", FERRY_BRIDGE_IN},
+                                     {"both", FERRY_BRIDGE_BOTH},
+                                     {NULL, 0}},
+     .bad_choice = "invalid --direction '%s' (%s)",
+     .help = "out (ferry to DDS), in (DDS to ferry) or both (default both)"},
+    {.name = "--reliable", .kind = CLI_K_CODE, .code = O_RELIABLE,
+     .help = "DDS reliability RELIABLE for every route"},
+    {.name = "--best-effort", .kind = CLI_K_CODE, .code = O_BEST_EFFORT,
+     .help = "DDS reliability BEST_EFFORT for every route\n"
+             "(default: out reliable; in reliable unless a remote writer is\n"
+             "best effort, transient local when every one is). A reliable\n"
+             "out route loses nothing: its ferry subscriber blocks a\n"
+             "publisher that admits it (ferry pub --admit-blocking) when\n"
+             "full, and drops the oldest frame (counted) for one that\n"
+             "does not"},
+    CLI_OPTION_DEPTH("ferry queue depth and DDS reader and best-effort history\n"
+                     "depth, 1..4096 (default 8)"),
+    {.name = "--dds-domain", .value = "N", CLI_WHOLE_AT(bridge_args, dds_domain),
+     .range = &cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN], .code = O_DDS_DOMAIN,
+     .help = "DDS domain id, 0..232 (default $ROS_DOMAIN_ID, else the\n"
+             "ferry domain)"},
+    {.name = "--config", .value = "XML|FILE", CLI_STRING_AT(bridge_args, config),
+     .help = "extra Cyclone DDS configuration (XML text, a file, or a\n"
+             "comma-separated list as CYCLONEDDS_URI takes), applied after\n"
+             "the bridge's large-sample settings and $CYCLONEDDS_URI\n"
+             "(default $FERRY_BRIDGE_CONFIG)"},
+    {.name = "--seconds", .value = "SEC", CLI_REAL_AT(bridge_args, seconds),
+     .range = &cli_ranges[CLI_R_BRIDGE_SECONDS],
+     .help = "stop after SEC seconds, 0..1000000000 (default: run until a\n"
+             "signal)"},
+    {.name = "--stats", CLI_FLAG_AT(bridge_args, stats),
+     .help = "print the counters at exit, with where frames were lost"},
+    CLI_OPTION_QUIET("log warnings and errors only"),
+    /* The bridge has two domains: this one is ferry's. */
+    CLI_SHARED_ROW("--domain", "N", CLI_O_DOMAIN,
+                   "ferry domain 0..1023 (default $FERRY_DOMAIN, else 0)"),
+    CLI_OPTION_DIR,
+    CLI_OPTION_HELP,
+    CLI_OPTION_END,
+};
+
 static int parse_args(int argc, char **argv, bridge_args *a)
 {
-    enum {
-        O_TOPIC = CLI_O_OWN,
-        O_DIRECTION,
-        O_RELIABLE,
-        O_BEST_EFFORT,
-        O_DDS_DOMAIN,
-        O_CONFIG,
-        O_SECONDS,
-        O_STATS,
-    };
-    static const struct option options[] = {
-        {"topic", required_argument, NULL, O_TOPIC},
-        {"direction", required_argument, NULL, O_DIRECTION},
-        {"reliable", no_argument, NULL, O_RELIABLE},
-        {"best-effort", no_argument, NULL, O_BEST_EFFORT},
-        CLI_OPT_DEPTH,
-        {"dds-domain", required_argument, NULL, O_DDS_DOMAIN},
-        {"config", required_argument, NULL, O_CONFIG},
-        {"seconds", required_argument, NULL, O_SECONDS},
-        {"stats", no_argument, NULL, O_STATS},
-        CLI_OPT_QUIET,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 22, .dest = a,
+                    .opts = &a->o};
     const char *env = getenv("FERRY_BRIDGE_CONFIG");
     int c;
 
@@ -124,16 +125,6 @@ static int parse_args(int argc, char **argv, bridge_args *a)
                                 FERRY_TOPIC_MAX);
             a->patterns[a->npatterns++] = optarg;
             break;
-        case O_DIRECTION:
-            if (strcmp(optarg, "out") == 0)
-                a->direction = FERRY_BRIDGE_OUT;
-            else if (strcmp(optarg, "in") == 0)
-                a->direction = FERRY_BRIDGE_IN;
-            else if (strcmp(optarg, "both") == 0)
-                a->direction = FERRY_BRIDGE_BOTH;
-            else
-                return cli_fail(CMD, 2, "invalid --direction '%s' (out, in or both)", optarg);
-            break;
         case O_RELIABLE:
             a->reliability = FERRY_BRIDGE_RELIABLE;
             break;
@@ -141,20 +132,7 @@ static int parse_args(int argc, char **argv, bridge_args *a)
             a->reliability = FERRY_BRIDGE_BEST_EFFORT;
             break;
         case O_DDS_DOMAIN:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN], optarg,
-                                 &a->dds_domain))
-                return 2;
             a->dds_domain_set = true;
-            break;
-        case O_CONFIG:
-            a->config = optarg;
-            break;
-        case O_SECONDS:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_BRIDGE_SECONDS], optarg, &a->seconds))
-                return 2;
-            break;
-        case O_STATS:
-            a->stats = true;
             break;
         }
     }

@@ -2,6 +2,7 @@
  * ferry clean: removes what dead processes left in a domain directory (ferry_clean).
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,33 +10,24 @@
 
 #define CMD "clean"
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry clean [options]\n"
-          "Removes the status files, sockets and topic directories that dead processes left in\n"
-          "the domain directory, and prints \"removed N files\". Live endpoints are untouched.\n"
-          "\n"
-          "options:\n"
-          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
-          "                   /dev/shm/ferry-<uid>)\n"
-          "  -h, --help       print this help\n",
-          to);
-}
+static const char about[] =
+    "usage: ferry clean [options]\n"
+    "Removes the status files, sockets and topic directories that dead processes left in\n"
+    "the domain directory, and prints \"removed N files\". Live endpoints are untouched.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    CLI_OPTIONS_WHERE_END,
+};
 
 int ferry_cmd_clean(int argc, char **argv)
 {
-    static const struct option options[] = {
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
     uint32_t removed = 0;
     cli_opts o;
     ferry_err err;
 
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .opts = &o};
 
     cli_opts_init(&o);
     if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;

@@ -5,6 +5,7 @@
  * the same over every sample. Only for types whose samples carry a stamp (decode.h).
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <errno.h>
@@ -20,63 +21,46 @@
 /* The final percentiles cover at most this many samples (the first ones): 128 MiB. */
 #define ALL_MAX ((size_t)1 << 24)
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry delay TOPIC [options]\n"
-          "Prints once a second, over the last --window samples received, the delay from each\n"
-          "sample's header stamp to its take (CLOCK_REALTIME, as ROS stamps are):\n"
-          "  delay mean A ms  min B ms  p50 C ms  p99 D ms  max E ms  window N\n"
-          "and at the end the same over every sample ('total', with the sample count). A second\n"
-          "with no new sample prints 'no new samples'. Only for types with a header stamp;\n"
-          "samples whose stamp is zero are counted as unstamped and left out.\n"
-          "\n"
-          "options:\n"
-          "  --window N       samples the periodic statistics cover, 1..1000000 (default 100)\n"
-          "  --count N        stop after N samples; 0 runs until a signal (default 0)\n"
-          "  --type NAME      type name to subscribe with at once (default: the type of the\n"
-          "                   topic's publishers; with none yet, it waits for one, and says\n"
-          "                   so after a second)\n"
-          "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if no\n"
-          "                   publisher came, or --count samples had not come by then\n"
-          "                   (default: never)\n"
-          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
-          "                   /dev/shm/ferry-<uid>)\n"
-          "  -h, --help       print this help\n",
-          to);
-}
-
 typedef struct delay_args {
     cli_opts o; /* --count, --type, --timeout, --domain, --dir */
     const char *topic;
     uint64_t window;
 } delay_args;
 
+static const char about[] =
+    "usage: ferry delay TOPIC [options]\n"
+    "Prints once a second, over the last --window samples received, the delay from each\n"
+    "sample's header stamp to its take (CLOCK_REALTIME, as ROS stamps are):\n"
+    "  delay mean A ms  min B ms  p50 C ms  p99 D ms  max E ms  window N\n"
+    "and at the end the same over every sample ('total', with the sample count). A second\n"
+    "with no new sample prints 'no new samples'. Only for types with a header stamp;\n"
+    "samples whose stamp is zero are counted as unstamped and left out.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    {.name = "--window", .value = "N", CLI_WHOLE_AT(delay_args, window),
+     .range = &cli_ranges[CLI_R_DELAY_WINDOW],
+     .help = "samples the periodic statistics cover, 1..1000000 (default 100)"},
+    CLI_OPTION_COUNT("stop after N samples; 0 runs until a signal (default 0)"),
+    CLI_OPTION_TYPE("type name to subscribe with at once (default: the type of the\n"
+                    "topic's publishers; with none yet, it waits for one, and says\n"
+                    "so after a second)"),
+    CLI_OPTION_TIMEOUT("give up after SEC seconds (0..1000000000); exits 1 if no\n"
+                       "publisher came, or --count samples had not come by then\n"
+                       "(default: never)"),
+    CLI_OPTIONS_WHERE_END,
+};
+
 static int parse_args(int argc, char **argv, delay_args *a)
 {
-    enum { O_WINDOW = CLI_O_OWN };
-    static const struct option options[] = {
-        {"window", required_argument, NULL, O_WINDOW},
-        CLI_OPT_COUNT,
-        CLI_OPT_TYPE,
-        CLI_OPT_TIMEOUT,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
-    int c;
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .dest = a,
+                    .opts = &a->o};
 
     memset(a, 0, sizeof *a);
     cli_opts_init(&a->o);
     a->window = WINDOW_DEFAULT;
-    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
-        if (c == O_WINDOW &&
-            !cli_parse_whole(CMD, &cli_ranges[CLI_R_DELAY_WINDOW], optarg, &a->window))
-            return 2;
-    }
-    if (c == CLI_OPTS_EXIT) return p.status;
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic)) return 2;
     return -1;
 }

@@ -4,6 +4,7 @@
  * --json, one JSON object per sample with the message's decoded fields (decode.h).
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <ferry/msg.h>
@@ -19,43 +20,6 @@
 #define WAIT_SLICE_NS 100000000LL
 #define FIELDS_MAX 32
 #define LOOKUP_PERIOD_NS 100000000LL
-
-static void usage(FILE *to)
-{
-    fputs("usage: ferry echo TOPIC [options]\n"
-          "Prints one line per sample taken from TOPIC:\n"
-          "  seq=N size=N latency_us=X.X publisher=HEX [ok|CORRUPT]\n"
-          "latency_us is the time from ferry_publish to the take. A summary goes to stderr at\n"
-          "the end. Exits 1 when a frame failed --verify, or when --timeout expired before\n"
-          "--count samples came or with no publisher seen. Without --type, echo waits for a\n"
-          "publisher and subscribes with its type; with none after a second, it says so.\n"
-          "\n"
-          "options:\n"
-          "  --json           print one JSON object a line per sample instead: topic, type,\n"
-          "                   sequence, publisher, publish_time_ns, size, latency_us,\n"
-          "                   latency_from (\"stamp\" or \"publish\"), the message's fields as\n"
-          "                   ROS 2 names them, and data {bytes, crc32, head, tail}\n"
-          "  --data           with --json, add the data itself as data.base64\n"
-          "  --field NAME     print only field NAME, a dotted path (header.stamp,\n"
-          "                   fields.0.name); repeatable; implies --json\n"
-          "  --count N        stop after N samples; 0 runs until a signal (default 0)\n"
-          "  --verify         check each synthetic frame's header and checksum (ok / CORRUPT);\n"
-          "                   on sensor_msgs/Image and PointCloud2 topics, the sample must be\n"
-          "                   a valid image or cloud whose data is a synthetic frame\n"
-          "  --quiet          print no line per sample, only the summary\n"
-          "  --type NAME      type name to subscribe with at once (default: the type of the\n"
-          "                   topic's publishers; with none yet, it waits for one)\n"
-          "  --depth N        queue depth per publisher, 1..4096 (default: the library's, 2)\n"
-          "  --history N      ask each publisher for its last N samples on joining, 0..4096\n"
-          "                   (default 0)\n"
-          "  --timeout SEC    give up after SEC seconds, 0..1000000000 (default: never); exits\n"
-          "                   1 if no publisher came, or --count samples did not\n"
-          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
-          "                   /dev/shm/ferry-<uid>)\n"
-          "  -h, --help       print this help\n",
-          to);
-}
 
 typedef struct echo_args {
     cli_opts o; /* --count, --quiet, --type, --depth, --timeout, --domain, --dir */
@@ -77,54 +41,65 @@ typedef struct echo_args {
     bool told_schema;
 } echo_args;
 
+/* The option that needs more than its row: cli_getopt returns it. */
+enum { O_FIELD = CLI_O_OWN };
+
+static const char about[] =
+    "usage: ferry echo TOPIC [options]\n"
+    "Prints one line per sample taken from TOPIC:\n"
+    "  seq=N size=N latency_us=X.X publisher=HEX [ok|CORRUPT]\n"
+    "latency_us is the time from ferry_publish to the take. A summary goes to stderr at\n"
+    "the end. Exits 1 when a frame failed --verify, or when --timeout expired before\n"
+    "--count samples came or with no publisher seen. Without --type, echo waits for a\n"
+    "publisher and subscribes with its type; with none after a second, it says so.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    CLI_OPTION_JSON("print one JSON object a line per sample instead: topic, type,\n"
+                    "sequence, publisher, publish_time_ns, size, latency_us,\n"
+                    "latency_from (\"stamp\" or \"publish\"), the message's fields as\n"
+                    "ROS 2 names them, and data {bytes, crc32, head, tail}"),
+    {.name = "--data", CLI_FLAG_AT(echo_args, data),
+     .help = "with --json, add the data itself as data.base64"},
+    {.name = "--field", .value = "NAME", .kind = CLI_K_CODE, .code = O_FIELD,
+     .help = "print only field NAME, a dotted path (header.stamp,\n"
+             "fields.0.name); repeatable; implies --json"},
+    CLI_OPTION_COUNT("stop after N samples; 0 runs until a signal (default 0)"),
+    {.name = "--verify", CLI_FLAG_AT(echo_args, verify),
+     .help = "check each synthetic frame's header and checksum (ok / CORRUPT);\n"
+             "on sensor_msgs/Image and PointCloud2 topics, the sample must be\n"
+             "a valid image or cloud whose data is a synthetic frame"},
+    CLI_OPTION_QUIET("print no line per sample, only the summary"),
+    CLI_OPTION_TYPE("type name to subscribe with at once (default: the type of the\n"
+                    "topic's publishers; with none yet, it waits for one)"),
+    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default: the library's, 2)"),
+    {.name = "--history", .value = "N", CLI_WHOLE_AT(echo_args, history),
+     .range = &cli_ranges[CLI_R_SUB_HISTORY],
+     .help = "ask each publisher for its last N samples on joining, 0..4096\n"
+             "(default 0)"},
+    CLI_OPTION_TIMEOUT("give up after SEC seconds, 0..1000000000 (default: never); exits\n"
+                       "1 if no publisher came, or --count samples did not"),
+    CLI_OPTIONS_WHERE_END,
+};
+
 static int parse_args(int argc, char **argv, echo_args *a)
 {
-    enum { O_VERIFY = CLI_O_OWN, O_HISTORY, O_DATA, O_FIELD };
-    static const struct option options[] = {
-        CLI_OPT_JSON,
-        {"data", no_argument, NULL, O_DATA},
-        {"field", required_argument, NULL, O_FIELD},
-        CLI_OPT_COUNT,
-        {"verify", no_argument, NULL, O_VERIFY},
-        CLI_OPT_QUIET,
-        CLI_OPT_TYPE,
-        CLI_OPT_DEPTH,
-        {"history", required_argument, NULL, O_HISTORY},
-        CLI_OPT_TIMEOUT,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .dest = a,
+                    .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
     cli_opts_init(&a->o);
-    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
-        switch (c) {
-        case O_VERIFY:
-            a->verify = true;
-            break;
-        case O_HISTORY:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_SUB_HISTORY], optarg, &a->history))
-                return 2;
-            break;
-        case O_DATA:
-            a->data = true;
-            break;
-        case O_FIELD:
-            if (optarg[0] == '\0' || optarg[0] == '.' || strstr(optarg, "..") != NULL ||
-                optarg[strlen(optarg) - 1] == '.')
-                return cli_fail(CMD, 2, "invalid --field '%s' (a dotted path: header.stamp)",
-                                optarg);
-            if (a->nfields == FIELDS_MAX)
-                return cli_fail(CMD, 2, "--field %s: at most %d --field options", optarg,
-                                FIELDS_MAX);
-            a->fields[a->nfields++] = optarg;
-            a->o.json = true;
-            break;
-        }
+    while ((c = cli_getopt(&p, argc, argv)) == O_FIELD) {
+        if (optarg[0] == '\0' || optarg[0] == '.' || strstr(optarg, "..") != NULL ||
+            optarg[strlen(optarg) - 1] == '.')
+            return cli_fail(CMD, 2, "invalid --field '%s' (a dotted path: header.stamp)", optarg);
+        if (a->nfields == FIELDS_MAX)
+            return cli_fail(CMD, 2, "--field %s: at most %d --field options", optarg,
+                            FIELDS_MAX);
+        a->fields[a->nfields++] = optarg;
+        a->o.json = true;
     }
     if (c == CLI_OPTS_EXIT) return p.status;
     if (a->data && !a->o.json)

@@ -4,6 +4,7 @@
  * --window samples. Periods are taken between the publish times of the samples received.
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -18,64 +19,44 @@
 #define WAIT_SLICE_NS 100000000LL
 #define WINDOW_DEFAULT 100u
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry hz TOPIC [options]\n"
-          "Prints once a second, over the last --window samples received:\n"
-          "  rate R Hz  period min A ms max B ms mean C ms std D ms  bandwidth E MB/s  window N\n"
-          "(MB = 10^6 bytes). Periods are measured between publish times; a second with no new\n"
-          "sample prints 'no new samples'.\n"
-          "\n"
-          "options:\n"
-          "  --window N       samples the statistics cover, 2..1000000 (default 100)\n"
-          "  --count N        stop after N rate reports; 0 runs until a signal (default 0)\n"
-          "  --type NAME      type name to subscribe with (default: the type of the topic's\n"
-          "                   publishers; with none yet, it waits for one, and says so after\n"
-          "                   a second)\n"
-          "  --timeout SEC    give up after SEC seconds (0..1000000000); exits 1 if no\n"
-          "                   publisher came, or --count reports were not printed by then\n"
-          "                   (default: never)\n"
-          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
-          "                   /dev/shm/ferry-<uid>)\n"
-          "  -h, --help       print this help\n",
-          to);
-}
-
 typedef struct hz_args {
     cli_opts o; /* --count, --type, --timeout, --domain, --dir */
     const char *topic;
     uint64_t window;
 } hz_args;
 
+static const char about[] =
+    "usage: ferry hz TOPIC [options]\n"
+    "Prints once a second, over the last --window samples received:\n"
+    "  rate R Hz  period min A ms max B ms mean C ms std D ms  bandwidth E MB/s  window N\n"
+    "(MB = 10^6 bytes). Periods are measured between publish times; a second with no new\n"
+    "sample prints 'no new samples'.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    {.name = "--window", .value = "N", CLI_WHOLE_AT(hz_args, window),
+     .range = &cli_ranges[CLI_R_HZ_WINDOW],
+     .help = "samples the statistics cover, 2..1000000 (default 100)"},
+    CLI_OPTION_COUNT("stop after N rate reports; 0 runs until a signal (default 0)"),
+    CLI_OPTION_TYPE("type name to subscribe with (default: the type of the topic's\n"
+                    "publishers; with none yet, it waits for one, and says so after\n"
+                    "a second)"),
+    CLI_OPTION_TIMEOUT("give up after SEC seconds (0..1000000000); exits 1 if no\n"
+                       "publisher came, or --count reports were not printed by then\n"
+                       "(default: never)"),
+    CLI_OPTIONS_WHERE_END,
+};
+
 static int parse_args(int argc, char **argv, hz_args *a)
 {
-    enum { O_WINDOW = CLI_O_OWN };
-    static const struct option options[] = {
-        {"window", required_argument, NULL, O_WINDOW},
-        CLI_OPT_COUNT,
-        CLI_OPT_TYPE,
-        CLI_OPT_TIMEOUT,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
-    int c;
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .dest = a,
+                    .opts = &a->o};
 
     memset(a, 0, sizeof *a);
     cli_opts_init(&a->o);
     a->window = WINDOW_DEFAULT;
-    while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
-        switch (c) {
-        case O_WINDOW:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_HZ_WINDOW], optarg, &a->window))
-                return 2;
-            break;
-        }
-    }
-    if (c == CLI_OPTS_EXIT) return p.status;
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     return -1;

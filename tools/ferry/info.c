@@ -4,6 +4,7 @@
  * behind it), for subscribers what they received, dropped and hold.
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <errno.h>
@@ -14,21 +15,18 @@
 
 #define CMD "info"
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry info TOPIC [options]\n"
-          "Shows the publishers and subscribers of TOPIC with their counters. Endpoints whose\n"
-          "process is gone are listed too, marked dead (\"alive\": false in JSON); `ferry clean`\n"
-          "removes them. Exits 1 when the topic has no endpoint at all.\n"
-          "\n"
-          "options:\n"
-          "  --json           print one JSON object (ids and hashes as hex strings)\n"
-          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
-          "                   /dev/shm/ferry-<uid>)\n"
-          "  -h, --help       print this help\n",
-          to);
-}
+static const char about[] =
+    "usage: ferry info TOPIC [options]\n"
+    "Shows the publishers and subscribers of TOPIC with their counters. Endpoints whose\n"
+    "process is gone are listed too, marked dead (\"alive\": false in JSON); `ferry clean`\n"
+    "removes them. Exits 1 when the topic has no endpoint at all.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    CLI_OPTION_JSON("print one JSON object (ids and hashes as hex strings)"),
+    CLI_OPTIONS_WHERE_END,
+};
 
 typedef struct endpoint_list {
     ferry_endpoint_info *e;
@@ -278,19 +276,12 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
 
 int ferry_cmd_info(int argc, char **argv)
 {
-    static const struct option options[] = {
-        CLI_OPT_JSON,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
     endpoint_list l = {NULL, 0, 0, false};
     const char *topic;
     cli_opts o;
     ferry_err err;
 
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .opts = &o};
 
     cli_opts_init(&o);
     if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;

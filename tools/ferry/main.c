@@ -2,7 +2,9 @@
  * ferry: inspect and exercise ferry topics from the shell. `ferry <command> [options]`; each
  * command parses its own options and prints its own usage for --help.
  */
+#include "bench_cmd.h"
 #include "cli.h"
+#include "commands.h"
 
 #include <signal.h>
 #include <stdbool.h>

@@ -5,6 +5,7 @@
  * sensor_msgs/CameraInfo on a second publisher.
  */
 #include "cli.h"
+#include "commands.h"
 
 #include <ferry/msg.h>
 
@@ -20,63 +21,6 @@
 #define NS_PER_S 1000000000LL
 #define WAIT_SLICE_NS 100000000LL
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry pub TOPIC [options]\n"
-          "Publishes synthetic frames of type " CLI_FRAME_TYPE " (a header, then a pattern\n"
-          "derived from the sequence number, covered by a checksum that `ferry echo --verify`\n"
-          "checks) at a fixed rate. SIGINT or SIGTERM stops it cleanly.\n"
-          "\n"
-          "options:\n"
-          "  --size BYTES            frame size, 64..1024G; suffixes k, M, G (default 1M)\n"
-          "  --rate HZ               frames per second, 0.01..100000; 0 publishes as fast as\n"
-          "                          possible (default 30)\n"
-          "  --count N               stop after N frame periods (a frame skipped for a full\n"
-          "                          pool counts); 0 publishes for ever (default 0)\n"
-          "  --wait-subscribers N    wait for N subscribers (0..1024) before the first frame\n"
-          "                          (default 0)\n"
-          "  --history N             keep the last N frames for late joiners, 0..4096 and below\n"
-          "                          --chunks (default 0)\n"
-          "  --chunks N              most chunks (frames) in the publisher's pool, 1..65536\n"
-          "                          (default: the library's, 256)\n"
-          "  --share N               most chunks one subscriber may hold, queued and taken\n"
-          "                          together, 1..--chunks; a subscriber is a process (every\n"
-          "                          process of another user counts as one), whatever number\n"
-          "                          of connections it makes (default: seven eighths of --chunks)\n"
-          "  --share-bytes BYTES     the same in bytes of chunks (default: seven eighths of the\n"
-          "                          pool)\n"
-          "  --admit-blocking        admit subscribers that ask to block the publisher\n"
-          "                          (lossless); by default they are refused\n"
-          "  --huge-pages MODE       back the pool with 2 MiB pages: off, thp, hugetlb or auto\n"
-          "                          (default off; `ferry info` shows what the pool got)\n"
-          "  --pool BYTES            byte cap of the publisher's pool, 8k..4096G (default: the\n"
-          "                          library's, raised to 4 frames when smaller)\n"
-          "  --image WxH             publish sensor_msgs/Image frames of W x H pixels instead;\n"
-          "                          their pixel bytes are a synthetic frame (echo --verify);\n"
-          "                          a frame, header included, takes 256..1024G bytes\n"
-          "  --encoding ENC          with --image, the image encoding (default rgb8)\n"
-          "  --cloud WxH             publish sensor_msgs/PointCloud2 frames of H rows of W\n"
-          "                          points instead, fields x y z intensity (float32, point\n"
-          "                          step 16), 4..268435199 points; their point bytes are a\n"
-          "                          synthetic frame\n"
-          "  --from FILE             publish the image in FILE as sensor_msgs/Image instead,\n"
-          "                          again at every frame: PNG, JPEG, PPM (P6) or PGM (P5),\n"
-          "                          8-bit; mono8, rgb8 or rgba8 as the file has it\n"
-          "  --camera-info           with --image or --from, also publish a matching\n"
-          "                          sensor_msgs/CameraInfo on <parent of TOPIC>/camera_info\n"
-          "                          (/camera_info for a topic without a parent), one per\n"
-          "                          image: same size, stamp and frame_id, plumb_bob with\n"
-          "                          zero distortion, a pinhole with fx = fy = width at the\n"
-          "                          image centre\n"
-          "  --frame-id ID           image or cloud frame_id (default: the topic's last\n"
-          "                          segment)\n"
-          "  --domain N              domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH              root of the domain directories (default $FERRY_DIR, else\n"
-          "                          /dev/shm/ferry-<uid>)\n"
-          "  -h, --help              print this help\n",
-          to);
-}
-
 typedef struct pub_args {
     cli_opts o; /* --count, --domain, --dir */
     const char *topic;
@@ -89,7 +33,7 @@ typedef struct pub_args {
     uint64_t share;          /* chunks one subscriber may hold; 0: the library's default */
     size_t share_bytes;      /* the same in bytes; 0: the library's default */
     bool admit_blocking;
-    ferry_huge_pages huge_pages;
+    int huge_pages; /* a ferry_huge_pages */
     size_t pool;
     uint32_t width, height;
     const char *sides_arg; /* WIDTHxHEIGHT as given */
@@ -104,6 +48,101 @@ typedef struct pub_args {
     char info_topic[FERRY_TOPIC_MAX + 2];
     const char *size_option; /* the first of --size, --image, --cloud given, for --from */
 } pub_args;
+
+/* Codes of the options that need more than their row: cli_getopt returns them. */
+enum {
+    O_SIZE = CLI_O_OWN,
+    O_HISTORY,
+    O_IMAGE,
+    O_CLOUD,
+    O_ENCODING,
+    O_FROM,
+    O_FRAME_ID,
+};
+
+static const char about[] =
+    "usage: ferry pub TOPIC [options]\n"
+    "Publishes synthetic frames of type " CLI_FRAME_TYPE " (a header, then a pattern\n"
+    "derived from the sequence number, covered by a checksum that `ferry echo --verify`\n"
+    "checks) at a fixed rate. SIGINT or SIGTERM stops it cleanly.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    {.name = "--size", .value = "BYTES", CLI_BYTES_AT(pub_args, size),
+     .range = &cli_ranges[CLI_R_PUB_SIZE], .code = O_SIZE,
+     .help = "frame size, 64..1024G; suffixes k, M, G (default 1M)"},
+    {.name = "--rate", .value = "HZ", CLI_REAL_AT(pub_args, rate),
+     .range = &cli_ranges[CLI_R_PUB_RATE],
+     .help = "frames per second, 0.01..100000; 0 publishes as fast as\n"
+             "possible (default 30)"},
+    CLI_OPTION_COUNT("stop after N frame periods (a frame skipped for a full\n"
+                     "pool counts); 0 publishes for ever (default 0)"),
+    {.name = "--wait-subscribers", .value = "N", CLI_WHOLE_AT(pub_args, wait_subscribers),
+     .range = &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS],
+     .help = "wait for N subscribers (0..1024) before the first frame\n"
+             "(default 0)"},
+    {.name = "--history", .value = "N", CLI_WHOLE_AT(pub_args, history),
+     .range = &cli_ranges[CLI_R_PUB_HISTORY], .code = O_HISTORY,
+     .help = "keep the last N frames for late joiners, 0..4096 and below\n"
+             "--chunks (default 0)"},
+    {.name = "--chunks", .value = "N", CLI_WHOLE_AT(pub_args, chunks),
+     .range = &cli_ranges[CLI_R_PUB_CHUNKS],
+     .help = "most chunks (frames) in the publisher's pool, 1..65536\n"
+             "(default: the library's, 256)"},
+    {.name = "--share", .value = "N", CLI_WHOLE_AT(pub_args, share),
+     .range = &cli_ranges[CLI_R_PUB_SHARE],
+     .help = "most chunks one subscriber may hold, queued and taken\n"
+             "together, 1..--chunks; a subscriber is a process (every\n"
+             "process of another user counts as one), whatever number\n"
+             "of connections it makes (default: seven eighths of --chunks)"},
+    {.name = "--share-bytes", .value = "BYTES", CLI_BYTES_AT(pub_args, share_bytes),
+     .range = &cli_ranges[CLI_R_PUB_SHARE_BYTES],
+     .help = "the same in bytes of chunks (default: seven eighths of the\n"
+             "pool)"},
+    {.name = "--admit-blocking", CLI_FLAG_AT(pub_args, admit_blocking),
+     .help = "admit subscribers that ask to block the publisher\n"
+             "(lossless); by default they are refused"},
+    {.name = "--huge-pages", .value = "MODE", CLI_CHOICE_AT(pub_args, huge_pages),
+     .choices = (const cli_choice[]){{"off", FERRY_HUGE_PAGES_OFF},
+                                     {"thp", FERRY_HUGE_PAGES_THP},
+                                     {"hugetlb", FERRY_HUGE_PAGES_HUGETLB},
+                                     {"auto", FERRY_HUGE_PAGES_AUTO},
+                                     {NULL, 0}},
+     .bad_choice = "invalid --huge-pages '%s' (%s)",
+     .help = "back the pool with 2 MiB pages: off, thp, hugetlb or auto\n"
+             "(default off; `ferry info` shows what the pool got)"},
+    {.name = "--pool", .value = "BYTES", CLI_BYTES_AT(pub_args, pool),
+     .range = &cli_ranges[CLI_R_PUB_POOL],
+     .help = "byte cap of the publisher's pool, 8k..4096G (default: the\n"
+             "library's, raised to 4 frames when smaller)"},
+    {.name = "--image", .value = "WxH", .kind = CLI_K_CODE, .code = O_IMAGE,
+     .help = "publish sensor_msgs/Image frames of W x H pixels instead;\n"
+             "their pixel bytes are a synthetic frame (echo --verify);\n"
+             "a frame, header included, takes 256..1024G bytes"},
+    {.name = "--encoding", .value = "ENC", CLI_STRING_AT(pub_args, encoding), .code = O_ENCODING,
+     .help = "with --image, the image encoding (default rgb8)"},
+    {.name = "--cloud", .value = "WxH", .kind = CLI_K_CODE, .code = O_CLOUD,
+     .help = "publish sensor_msgs/PointCloud2 frames of H rows of W\n"
+             "points instead, fields x y z intensity (float32, point\n"
+             "step 16), 4..268435199 points; their point bytes are a\n"
+             "synthetic frame"},
+    {.name = "--from", .value = "FILE", CLI_STRING_AT(pub_args, from), .code = O_FROM,
+     .help = "publish the image in FILE as sensor_msgs/Image instead,\n"
+             "again at every frame: PNG, JPEG, PPM (P6) or PGM (P5),\n"
+             "8-bit; mono8, rgb8 or rgba8 as the file has it"},
+    {.name = "--camera-info", CLI_FLAG_AT(pub_args, camera_info),
+     .help = "with --image or --from, also publish a matching\n"
+             "sensor_msgs/CameraInfo on <parent of TOPIC>/camera_info\n"
+             "(/camera_info for a topic without a parent), one per\n"
+             "image: same size, stamp and frame_id, plumb_bob with\n"
+             "zero distortion, a pinhole with fx = fy = width at the\n"
+             "image centre"},
+    {.name = "--frame-id", .value = "ID", CLI_STRING_AT(pub_args, frame_id), .code = O_FRAME_ID,
+     .help = "image or cloud frame_id (default: the topic's last\n"
+             "segment)"},
+    CLI_OPTIONS_WHERE_END,
+};
 
 /* The library keeps the history below the chunk count, so a loan always finds a chunk: false
  * after a message when it is not. */
@@ -220,48 +259,8 @@ static int file_size(pub_args *a)
 
 static int parse_args(int argc, char **argv, pub_args *a)
 {
-    enum {
-        O_SIZE = CLI_O_OWN,
-        O_RATE,
-        O_WAIT,
-        O_HISTORY,
-        O_CHUNKS,
-        O_ADMIT_BLOCKING,
-        O_POOL,
-        O_IMAGE,
-        O_ENCODING,
-        O_CLOUD,
-        O_FRAME_ID,
-        O_HUGE_PAGES,
-        O_FROM,
-        O_CAMERA_INFO,
-        O_SHARE,
-        O_SHARE_BYTES,
-    };
-    static const struct option options[] = {
-        {"size", required_argument, NULL, O_SIZE},
-        {"rate", required_argument, NULL, O_RATE},
-        CLI_OPT_COUNT,
-        {"wait-subscribers", required_argument, NULL, O_WAIT},
-        {"history", required_argument, NULL, O_HISTORY},
-        {"chunks", required_argument, NULL, O_CHUNKS},
-        {"share", required_argument, NULL, O_SHARE},
-        {"share-bytes", required_argument, NULL, O_SHARE_BYTES},
-        {"admit-blocking", no_argument, NULL, O_ADMIT_BLOCKING},
-        {"pool", required_argument, NULL, O_POOL},
-        {"image", required_argument, NULL, O_IMAGE},
-        {"encoding", required_argument, NULL, O_ENCODING},
-        {"cloud", required_argument, NULL, O_CLOUD},
-        {"frame-id", required_argument, NULL, O_FRAME_ID},
-        {"huge-pages", required_argument, NULL, O_HUGE_PAGES},
-        {"from", required_argument, NULL, O_FROM},
-        {"camera-info", no_argument, NULL, O_CAMERA_INFO},
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 26, .dest = a,
+                    .opts = &a->o};
     ferry_publisher_options d;
     int c;
 
@@ -273,39 +272,10 @@ static int parse_args(int argc, char **argv, pub_args *a)
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
         case O_SIZE:
-            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_SIZE], optarg, &a->size)) return 2;
             if (a->size_option == NULL) a->size_option = "--size";
             break;
-        case O_RATE:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_PUB_RATE], optarg, &a->rate)) return 2;
-            break;
-        case O_WAIT:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS], optarg,
-                                 &a->wait_subscribers))
-                return 2;
-            break;
         case O_HISTORY:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_HISTORY], optarg, &a->history))
-                return 2;
             a->history_arg = optarg;
-            break;
-        case O_CHUNKS:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_CHUNKS], optarg, &a->chunks))
-                return 2;
-            break;
-        case O_SHARE:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_SHARE], optarg, &a->share))
-                return 2;
-            break;
-        case O_SHARE_BYTES:
-            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_SHARE_BYTES], optarg, &a->share_bytes))
-                return 2;
-            break;
-        case O_ADMIT_BLOCKING:
-            a->admit_blocking = true;
-            break;
-        case O_POOL:
-            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_PUB_POOL], optarg, &a->pool)) return 2;
             break;
         case O_IMAGE:
         case O_CLOUD:
@@ -317,36 +287,16 @@ static int parse_args(int argc, char **argv, pub_args *a)
             if (a->size_option == NULL) a->size_option = c == O_CLOUD ? "--cloud" : "--image";
             break;
         case O_ENCODING:
-            a->encoding = optarg;
             a->encoding_given = true;
             break;
         case O_FROM:
             if (optarg[0] == '\0') return cli_fail(CMD, 2, "--from is empty: give an image file");
-            a->from = optarg;
-            break;
-        case O_CAMERA_INFO:
-            a->camera_info = true;
             break;
         case O_FRAME_ID:
             if (strlen(optarg) > FERRY_MSG_FRAME_ID_MAX)
                 return cli_fail(CMD, 2, "invalid --frame-id '%s' (at most %u bytes)", optarg,
                                 FERRY_MSG_FRAME_ID_MAX);
-            a->frame_id = optarg;
             break;
-        case O_HUGE_PAGES: {
-            static const char *const modes[] = {"off", "thp", "hugetlb", "auto"};
-            static const ferry_huge_pages kinds[] = {FERRY_HUGE_PAGES_OFF, FERRY_HUGE_PAGES_THP,
-                                                     FERRY_HUGE_PAGES_HUGETLB,
-                                                     FERRY_HUGE_PAGES_AUTO};
-            size_t k = 0;
-            while (k < 4 && strcmp(optarg, modes[k]) != 0)
-                k++;
-            if (k == 4)
-                return cli_fail(CMD, 2, "invalid --huge-pages '%s' (off, thp, hugetlb or auto)",
-                                optarg);
-            a->huge_pages = kinds[k];
-            break;
-        }
         }
     }
     if (c == CLI_OPTS_EXIT) return p.status;

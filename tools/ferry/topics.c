@@ -3,6 +3,7 @@
  * type and how many live publishers and subscribers each has.
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 
 #include <errno.h>
@@ -13,23 +14,19 @@
 
 #define CMD "topics"
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry topics [options]\n"
-          "Lists the topics that have a live publisher or subscriber: name, type, publishers,\n"
-          "subscribers (live ones only), sorted by name. Prints nothing for an empty domain;\n"
-          "exits 1 when the directory does not exist or holds no domain.\n"
-          "\n"
-          "options:\n"
-          "  --json           print a JSON array of\n"
-          "                   {\"topic\", \"type\", \"publishers\", \"subscribers\"} ([] when "
-          "empty)\n"
-          "  --domain N       domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH       root of the domain directories (default $FERRY_DIR, else\n"
-          "                   /dev/shm/ferry-<uid>)\n"
-          "  -h, --help       print this help\n",
-          to);
-}
+static const char about[] =
+    "usage: ferry topics [options]\n"
+    "Lists the topics that have a live publisher or subscriber: name, type, publishers,\n"
+    "subscribers (live ones only), sorted by name. Prints nothing for an empty domain;\n"
+    "exits 1 when the directory does not exist or holds no domain.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    CLI_OPTION_JSON("print a JSON array of\n"
+                    "{\"topic\", \"type\", \"publishers\", \"subscribers\"} ([] when empty)"),
+    CLI_OPTIONS_WHERE_END,
+};
 
 typedef struct topic_row {
     char topic[FERRY_TOPIC_MAX + 2];
@@ -129,18 +126,11 @@ static void print_table(const topic_list *l)
 
 int ferry_cmd_topics(int argc, char **argv)
 {
-    static const struct option options[] = {
-        CLI_OPT_JSON,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
     topic_list l = {NULL, 0, 0, false};
     cli_opts o;
     ferry_err err;
 
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .opts = &o};
 
     cli_opts_init(&o);
     if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;

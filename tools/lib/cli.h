@@ -1,6 +1,8 @@
 /*
- * The ferry command-line tool: one entry point per command, plus what the commands share
- * (options every command takes, the synthetic frame format, latency statistics).
+ * The ground floor of the ferry command-line tool (tools/lib): what every command and the
+ * benchmarks share (options every command takes, numeric ranges and their messages, where a
+ * command works, the synthetic frame format, latency statistics). It calls nothing above it:
+ * the commands themselves are declared in tools/ferry/commands.h.
  * Single-threaded; every command returns the process exit status (0 ok, 1 runtime error,
  * 2 usage error) and prints a one-line message on stderr on error.
  */
@@ -15,24 +17,6 @@
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
-
-/* Commands: argv[0] is the command name ("pub", ...). */
-int ferry_cmd_pub(int argc, char **argv);
-int ferry_cmd_echo(int argc, char **argv);
-int ferry_cmd_hz(int argc, char **argv);
-int ferry_cmd_delay(int argc, char **argv);
-int ferry_cmd_topics(int argc, char **argv);
-int ferry_cmd_info(int argc, char **argv);
-int ferry_cmd_clean(int argc, char **argv);
-int ferry_cmd_demo(int argc, char **argv);
-int ferry_cmd_bench(int argc, char **argv);
-int ferry_cmd_record(int argc, char **argv);
-int ferry_cmd_play(int argc, char **argv);
-int ferry_cmd_bag(int argc, char **argv);
-/* Built without Cyclone DDS, it says so and returns 2. */
-int ferry_cmd_bridge(int argc, char **argv);
-/* Built without libwebsockets, it says so and returns 2. */
-int ferry_cmd_view(int argc, char **argv);
 
 /* Where a command works: --dir/--domain on the command line, else FERRY_DIR / FERRY_DOMAIN,
  * else the library's defaults (dir NULL, domain 0). */
@@ -49,9 +33,11 @@ bool cli_where_from_env(const char *cmd, cli_where *w);
  * expanded to nothing, `--dir "$D"`), so it is refused: false after a message. */
 bool cli_parse_dir(const char *cmd, const char *text, const char **out);
 
-/* Numeric option values. Every range a command accepts is one row of cli_ranges (common.c), the
- * library's own limits among them (options_resolve in src/core/publisher.c and subscriber.c),
- * so a check and the message that names its limit cannot drift apart. */
+/* Numeric option values. Every range a command accepts is one cli_range, so a check and the
+ * message that names its limit cannot drift apart: a row of cli_ranges (common.c), the library's
+ * own limits among them (options_resolve in src/core/publisher.c and subscriber.c), or, for a
+ * limit that only a command above this floor knows (the demo's process table), a cli_range of
+ * that command's own. */
 typedef enum cli_value_kind {
     CLI_WHOLE, /* digits only */
     CLI_BYTES, /* digits, then an optional suffix k, K, M or G (powers of 1024) */
@@ -92,8 +78,6 @@ typedef enum cli_range_id {
     CLI_R_BRIDGE_DDS_DOMAIN,
     CLI_R_BRIDGE_SECONDS,
     CLI_R_DEMO_SECONDS,
-    CLI_R_DEMO_CAMERAS,
-    CLI_R_DEMO_CONSUMERS,
     CLI_R_GPU_DEVICE,
     CLI_R_RECORD_SECONDS,
     CLI_R_RECORD_MAX_SIZE,
@@ -177,17 +161,112 @@ typedef struct cli_opts {
 
 void cli_opts_init(cli_opts *o);
 
-/* One command's option parsing. Only cmd, options, usage and opts are set by the command. */
+/*
+ * Option tables: a command declares each option once, as a row of a cli_option table (its
+ * names, the value it takes, where the value goes and how it is checked, its help), and the
+ * parser (cli_getopt) and --help (cli_usage) both come from the table: a value is parsed and
+ * checked against its range (cli_parse_*) or its choices, with the one message for each, and the
+ * help lists the rows in order. A command keeps code of its own only for what a row cannot say
+ * (options that depend on each other, values with checks of their own): a row's code brings it
+ * back to the command after its value is stored.
+ */
+typedef enum cli_option_kind {
+    CLI_K_CODE,   /* the command handles it: cli_getopt returns .code, optarg set */
+    CLI_K_FLAG,   /* no value: the bool at .dest becomes true */
+    CLI_K_STRING, /* the value as given, into the const char * at .dest */
+    CLI_K_WHOLE,  /* cli_parse_whole against .range, into the uint64_t at .dest */
+    CLI_K_BYTES,  /* cli_parse_bytes against .range, into the size_t at .dest */
+    CLI_K_REAL,   /* cli_parse_real against .range, into the double at .dest */
+    CLI_K_CHOICE, /* one of .choices: its value into the int at .dest */
+    CLI_K_SHARED, /* a shared option (.code CLI_O_*): its value into the parser's cli_opts */
+} cli_option_kind;
+
+/* One word a CLI_K_CHOICE option takes, and the value it stands for. */
+typedef struct cli_choice {
+    const char *word;
+    int value;
+} cli_choice;
+
+typedef struct cli_option {
+    const char *name;          /* "--size" */
+    char short_name;           /* 'o': the word "-o" alone stands for name; 0 for none */
+    const char *value;         /* its value as the help names it ("BYTES"); NULL: takes none */
+    cli_option_kind kind;
+    size_t dest;               /* where its value goes in the parser's dest (CLI_*_AT) */
+    const cli_range *range;    /* CLI_K_WHOLE, CLI_K_BYTES, CLI_K_REAL */
+    const cli_choice *choices; /* CLI_K_CHOICE: ending in {NULL, 0} */
+    const char *bad_choice;    /* CLI_K_CHOICE: the message for another word, a format with the
+                                * word, then the choices ("a, b or c") */
+    int code;                  /* CLI_K_SHARED: its CLI_O_*; else a code >= CLI_O_OWN that
+                                * cli_getopt returns once the value is stored, or 0 */
+    const char *help;          /* its help, lines separated by '\n'; NULL: not listed */
+    const char *label;         /* what the help shows instead of its names and value, or NULL
+                                * (one line for two options: "--dir, --domain") */
+} cli_option;
+
+/* The offset of field in the struct type, checked to be a ctype (a distinct pointer type does
+ * not compile). */
+#define CLI_AT(type, field, ctype) \
+    (offsetof(type, field) + 0 * sizeof(&((type *)0)->field == (ctype *)0))
+/* A row's kind and destination together, so that they cannot disagree: {.name = "--rate",
+ * .value = "HZ", CLI_REAL_AT(pub_args, rate), .range = ...}. */
+#define CLI_FLAG_AT(type, field) .kind = CLI_K_FLAG, .dest = CLI_AT(type, field, bool)
+#define CLI_STRING_AT(type, field) .kind = CLI_K_STRING, .dest = CLI_AT(type, field, const char *)
+#define CLI_WHOLE_AT(type, field) .kind = CLI_K_WHOLE, .dest = CLI_AT(type, field, uint64_t)
+#define CLI_BYTES_AT(type, field) .kind = CLI_K_BYTES, .dest = CLI_AT(type, field, size_t)
+#define CLI_REAL_AT(type, field) .kind = CLI_K_REAL, .dest = CLI_AT(type, field, double)
+#define CLI_CHOICE_AT(type, field) .kind = CLI_K_CHOICE, .dest = CLI_AT(type, field, int)
+
+/* The rows of the shared options: each one's name, value and code declared once, with the help
+ * a command gives it (what --count counts, what --quiet leaves out). */
+#define CLI_SHARED_ROW(name_, value_, code_, help_)                                             \
+    {.name = name_, .value = value_, .kind = CLI_K_SHARED, .code = code_, .help = help_}
+#define CLI_OPTION_TYPE(help) CLI_SHARED_ROW("--type", "NAME", CLI_O_TYPE, help)
+#define CLI_OPTION_DEPTH(help) CLI_SHARED_ROW("--depth", "N", CLI_O_DEPTH, help)
+#define CLI_OPTION_COUNT(help) CLI_SHARED_ROW("--count", "N", CLI_O_COUNT, help)
+#define CLI_OPTION_TIMEOUT(help) CLI_SHARED_ROW("--timeout", "SEC", CLI_O_TIMEOUT, help)
+#define CLI_OPTION_JSON(help) CLI_SHARED_ROW("--json", NULL, CLI_O_JSON, help)
+#define CLI_OPTION_QUIET(help) CLI_SHARED_ROW("--quiet", NULL, CLI_O_QUIET, help)
+
+/* --domain, --dir and --help, with the help every command gives them, declared once; most tables
+ * end with them (CLI_OPTIONS_WHERE_END). */
+extern const char cli_help_domain[];
+extern const char cli_help_dir[];
+#define CLI_OPTION_DOMAIN CLI_SHARED_ROW("--domain", "N", CLI_O_DOMAIN, cli_help_domain)
+#define CLI_OPTION_DIR CLI_SHARED_ROW("--dir", "PATH", CLI_O_DIR, cli_help_dir)
+#define CLI_OPTION_HELP                                                                        \
+    {.name = "--help", .short_name = 'h', .kind = CLI_K_SHARED, .code = CLI_O_HELP,              \
+     .help = "print this help"}
+#define CLI_OPTION_END {.name = NULL}
+#define CLI_OPTIONS_WHERE_END CLI_OPTION_DOMAIN, CLI_OPTION_DIR, CLI_OPTION_HELP, CLI_OPTION_END
+
+/* The most rows a table may have. */
+#define CLI_OPTIONS_MAX 40
+
+/* One command's option parsing. The command sets cmd and opts, and either table, about, column
+ * and dest (an option table) or options and usage (a getopt_long table and its help). */
 typedef struct cli_parser {
     const char *cmd;               /* as messages name it: "hz", "bench transport" */
-    const struct option *options;  /* its getopt_long table, ending in CLI_OPT_END */
-    void (*usage)(FILE *to);       /* prints the text of --help */
+    const cli_option *table;       /* its option table, ending in CLI_OPTION_END */
+    const char *about;             /* with table: the help above the options, "options:" last */
+    const char *epilogue;          /* with table: the help below the options, or NULL */
+    int column;                    /* with table: where the options' help starts */
+    void *dest;                    /* with table: the struct the rows' dest are offsets into */
+    const struct option *options;  /* without table: its getopt_long table, ending in
+                                    * CLI_OPT_END */
+    void (*usage)(FILE *to);       /* without table: prints the text of --help */
     cli_opts *opts;                /* where the shared options' values go */
     bool where_from_option;        /* FERRY_DIR and FERRY_DOMAIN count only with --dir or
                                     * --domain (the demo: else a private directory) */
     int status;                    /* see CLI_OPTS_EXIT */
     bool started;
+    struct option longopts[CLI_OPTIONS_MAX + 1]; /* made from table */
 } cli_parser;
+
+/* The text of --help of a parser with a table: about, then per row "  -o, --output FILE" (or
+ * its label) and its help from column on (two spaces after a name too wide for it), its further
+ * lines below that column, then the epilogue. */
+void cli_usage(const cli_parser *p, FILE *to);
 
 enum {
     CLI_OPTS_END = -1,  /* the options are over; the operands start at optind */
@@ -195,10 +274,12 @@ enum {
                          * usage, 2 after a one-line message about a bad option or value */
 };
 
-/* The next option of argv for p: handles the shared ones itself (their values in p->opts) and
- * returns the code of each of the command's own, optarg set, for the command to handle; else
- * CLI_OPTS_END or CLI_OPTS_EXIT. The first call reads FERRY_DIR and FERRY_DOMAIN
- * (cli_where_from_env) unless p->where_from_option; it resets getopt (optind) for argv. */
+/* The next option of argv for p: handles the shared ones itself (their values in p->opts) and,
+ * with a table, every row with a kind (its value at p->dest); returns the code of each of the
+ * command's own, optarg set, for the command to handle; else CLI_OPTS_END or CLI_OPTS_EXIT. The
+ * first call reads FERRY_DIR and FERRY_DOMAIN (cli_where_from_env) unless p->where_from_option,
+ * resets getopt (optind) for argv and, with a table, puts each row's name in place of the word
+ * of its short name in argv ("-o" becomes "--output"). */
 int cli_getopt(cli_parser *p, int argc, char **argv);
 
 /* The single TOPIC operand left after the options: true with *topic set, else false after a

@@ -10,6 +10,7 @@
  * Processes: the parent only orchestrates. Each child reports through its own pipe; the parent
  * reaps every child it forked and kills them all when anything goes wrong or on SIGINT.
  */
+#include "commands.h"
 #include "demo.h"
 
 #if defined(__has_include)
@@ -874,33 +875,6 @@ static void print_table(const demo_cfg *c, const report *zc, const report *base,
         printf("Frames arrived out of order!\n");
 }
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry demo [--seconds N] [--cameras N] [--consumers N] [--no-baseline]\n"
-          "                  [--no-lidar] [--no-gpu] [--plot FILE.png] [--pin] [--rt]\n"
-          "                  [--dir PATH] [--domain N]\n"
-          "\n"
-          "Simulated cameras (one process each, 1280x720 RGB8 at 30 fps) publish images on\n"
-          "/camera/<n>/image_raw and a simulated LiDAR (64x1024 points, 10 Hz) point clouds on\n"
-          "/lidar/points; consumer processes verify every frame and time it, a fusion process\n"
-          "pairs camera 0 with the LiDAR by stamp, and with a GPU a process runs a kernel on\n"
-          "every frame of camera 0. Then the camera pipeline runs over a copying shared-memory\n"
-          "transport for comparison, and one table shows both.\n"
-          "  --seconds N     how long the sensors run, 1..3600 (default 5)\n"
-          "  --cameras N     camera processes, 1..16 (default 3)\n"
-          "  --consumers N   consumer processes, 1..16 (default 1)\n"
-          "  --no-baseline   skip the shm-copy comparison\n"
-          "  --no-lidar      no LiDAR, no fusion\n"
-          "  --no-gpu        no GPU consumer, even with a GPU\n"
-          "  --plot FILE     draw latency over time and its CDF per transport (needs gnuplot)\n"
-          "  --pin           pin each process to one CPU, round-robin over the usable CPUs\n"
-          "  --rt            --pin, plus SCHED_FIFO priority 10, locked and prefaulted memory\n"
-          "                  (what is not permitted is reported and left out)\n"
-          "  --dir, --domain use this domain instead of a private directory\n"
-          "Exits 0 when every frame arrived intact (or was counted as dropped).\n",
-          to);
-}
-
 /* The CPUs this process may run on, for --pin. */
 static size_t usable_cpus(int *cpus, size_t cap)
 {
@@ -914,81 +888,74 @@ static size_t usable_cpus(int *cpus, size_t cap)
     return n;
 }
 
+/* The demo's own ranges: its process table holds at most this many cameras and consumers. */
+static const cli_range cameras_range = {.name = "--cameras", .kind = CLI_WHOLE, .lo = 1,
+                                        .hi = DEMO_MAX_CAMERAS};
+static const cli_range consumers_range = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
+                                          .hi = DEMO_MAX_CONSUMERS};
+
+typedef struct demo_args {
+    cli_opts o; /* --dir, --domain */
+    uint64_t seconds, cameras, consumers;
+    bool no_baseline, no_lidar, no_gpu, pin, rt;
+    const char *plot;
+} demo_args;
+
+static const char about[] =
+    "usage: ferry demo [--seconds N] [--cameras N] [--consumers N] [--no-baseline]\n"
+    "                  [--no-lidar] [--no-gpu] [--plot FILE.png] [--pin] [--rt]\n"
+    "                  [--dir PATH] [--domain N]\n"
+    "\n"
+    "Simulated cameras (one process each, 1280x720 RGB8 at 30 fps) publish images on\n"
+    "/camera/<n>/image_raw and a simulated LiDAR (64x1024 points, 10 Hz) point clouds on\n"
+    "/lidar/points; consumer processes verify every frame and time it, a fusion process\n"
+    "pairs camera 0 with the LiDAR by stamp, and with a GPU a process runs a kernel on\n"
+    "every frame of camera 0. Then the camera pipeline runs over a copying shared-memory\n"
+    "transport for comparison, and one table shows both.\n";
+
+static const cli_option options[] = {
+    {.name = "--seconds", .value = "N", CLI_WHOLE_AT(demo_args, seconds),
+     .range = &cli_ranges[CLI_R_DEMO_SECONDS],
+     .help = "how long the sensors run, 1..3600 (default 5)"},
+    {.name = "--cameras", .value = "N", CLI_WHOLE_AT(demo_args, cameras),
+     .range = &cameras_range, .help = "camera processes, 1..16 (default 3)"},
+    {.name = "--consumers", .value = "N", CLI_WHOLE_AT(demo_args, consumers),
+     .range = &consumers_range, .help = "consumer processes, 1..16 (default 1)"},
+    {.name = "--no-baseline", CLI_FLAG_AT(demo_args, no_baseline),
+     .help = "skip the shm-copy comparison"},
+    {.name = "--no-lidar", CLI_FLAG_AT(demo_args, no_lidar), .help = "no LiDAR, no fusion"},
+    {.name = "--no-gpu", CLI_FLAG_AT(demo_args, no_gpu),
+     .help = "no GPU consumer, even with a GPU"},
+    {.name = "--plot", .value = "FILE", CLI_STRING_AT(demo_args, plot),
+     .help = "draw latency over time and its CDF per transport (needs gnuplot)"},
+    {.name = "--pin", CLI_FLAG_AT(demo_args, pin),
+     .help = "pin each process to one CPU, round-robin over the usable CPUs"},
+    {.name = "--rt", CLI_FLAG_AT(demo_args, rt),
+     .help = "--pin, plus SCHED_FIFO priority 10, locked and prefaulted memory\n"
+             "(what is not permitted is reported and left out)"},
+    {.name = "--dir", .value = "PATH", .kind = CLI_K_SHARED, .code = CLI_O_DIR,
+     .label = "--dir, --domain", .help = "use this domain instead of a private directory"},
+    {.name = "--domain", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DOMAIN},
+    {.name = "--help", .short_name = 'h', .kind = CLI_K_SHARED, .code = CLI_O_HELP},
+    CLI_OPTION_END,
+};
+
 int ferry_cmd_demo(int argc, char **argv)
 {
-    enum {
-        OPT_SECONDS = CLI_O_OWN,
-        OPT_CAMERAS,
-        OPT_CONSUMERS,
-        OPT_NO_BASELINE,
-        OPT_NO_LIDAR,
-        OPT_NO_GPU,
-        OPT_PLOT,
-        OPT_PIN,
-        OPT_RT,
-    };
-    static const struct option longopts[] = {
-        {"seconds", required_argument, NULL, OPT_SECONDS},
-        {"cameras", required_argument, NULL, OPT_CAMERAS},
-        {"consumers", required_argument, NULL, OPT_CONSUMERS},
-        {"no-baseline", no_argument, NULL, OPT_NO_BASELINE},
-        {"no-lidar", no_argument, NULL, OPT_NO_LIDAR},
-        {"no-gpu", no_argument, NULL, OPT_NO_GPU},
-        {"plot", required_argument, NULL, OPT_PLOT},
-        {"pin", no_argument, NULL, OPT_PIN},
-        {"rt", no_argument, NULL, OPT_RT},
-        CLI_OPT_DIR,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    uint64_t seconds = 5, cameras = 3, consumers = 1;
-    bool baseline = true, lidar = true, want_gpu = true, pin = false, rt = false;
-    const char *plot = NULL;
-    cli_opts o;
+    demo_args a = {.seconds = 5, .cameras = 3, .consumers = 1};
     /* Without --dir and --domain the demo runs in a private directory, whatever FERRY_DIR and
      * FERRY_DOMAIN say. */
-    cli_parser p = {.cmd = "demo", .options = longopts, .usage = usage, .opts = &o,
-                    .where_from_option = true};
-    int opt;
-    cli_opts_init(&o);
-    while ((opt = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
-        switch (opt) {
-        case OPT_SECONDS:
-            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_SECONDS], optarg, &seconds))
-                return 2;
-            break;
-        case OPT_CAMERAS:
-            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_CAMERAS], optarg, &cameras))
-                return 2;
-            break;
-        case OPT_CONSUMERS:
-            if (!cli_parse_whole("demo", &cli_ranges[CLI_R_DEMO_CONSUMERS], optarg, &consumers))
-                return 2;
-            break;
-        case OPT_NO_BASELINE:
-            baseline = false;
-            break;
-        case OPT_NO_LIDAR:
-            lidar = false;
-            break;
-        case OPT_NO_GPU:
-            want_gpu = false;
-            break;
-        case OPT_PLOT:
-            plot = optarg;
-            break;
-        case OPT_PIN:
-            pin = true;
-            break;
-        case OPT_RT:
-            rt = true;
-            pin = true;
-            break;
-        }
-    }
-    if (opt == CLI_OPTS_EXIT)
+    cli_parser p = {.cmd = "demo", .table = options, .about = about, .column = 18,
+                    .epilogue = "Exits 0 when every frame arrived intact (or was counted as "
+                                "dropped).\n",
+                    .dest = &a, .opts = &a.o, .where_from_option = true};
+    cli_opts_init(&a.o);
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END)
         return p.status;
+    uint64_t seconds = a.seconds, cameras = a.cameras, consumers = a.consumers;
+    bool baseline = !a.no_baseline, lidar = !a.no_lidar, want_gpu = !a.no_gpu;
+    bool pin = a.pin || a.rt, rt = a.rt;
+    const char *plot = a.plot;
     if (optind < argc)
         return cli_fail("demo", 2, "unexpected argument '%s' (try 'ferry demo --help')",
                         argv[optind]);
@@ -1012,8 +979,8 @@ int ferry_cmd_demo(int argc, char **argv)
     if (pin)
         cfg.ncpus = usable_cpus(cpus, MAX_CPUS);
     char private_dir[256] = "";
-    if (o.where_given) {
-        cfg.where = o.where;
+    if (a.o.where_given) {
+        cfg.where = a.o.where;
     } else {
         if (!cli_private_dir("ferry-demo-", private_dir, sizeof private_dir))
             return 1;
@@ -1027,12 +994,8 @@ int ferry_cmd_demo(int argc, char **argv)
            (unsigned)cfg.where.domain, cfg.where.dir ? cfg.where.dir : "the default directory");
     fflush(stdout);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_signal(SIGINT, on_signal);
+    cli_catch_signal(SIGTERM, on_signal);
 
     progress pg = {.on = isatty(STDOUT_FILENO) != 0, .c = &cfg};
     report *zc = calloc(1, sizeof *zc), *base = calloc(1, sizeof *base);

@@ -3,7 +3,7 @@
  * synthetic frame format and latency statistics.
  */
 #include "cli.h"
-#include "demo.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <getopt.h>
@@ -35,6 +35,11 @@
 #define LIB_DEPTH_MAX 4096u                /* a subscriber's depth */
 /* Where size_t is narrower than 64 bits, it caps the byte options lower. */
 #define BYTES_MAX(v) ((uint64_t)SIZE_MAX < (v) ? (uint64_t)SIZE_MAX : (v))
+
+/* The help of the options most commands take (CLI_OPTION_DOMAIN, CLI_OPTION_DIR). */
+const char cli_help_domain[] = "domain number 0..1023 (default $FERRY_DOMAIN, else 0)";
+const char cli_help_dir[] = "root of the domain directories (default $FERRY_DIR, else\n"
+                            "/dev/shm/ferry-<uid>)";
 
 const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_DOMAIN] = {.name = "--domain", .kind = CLI_WHOLE, .hi = FERRY_DOMAIN_MAX},
@@ -77,10 +82,6 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_BRIDGE_DDS_DOMAIN] = {.name = "--dds-domain", .kind = CLI_WHOLE, .hi = 232},
     [CLI_R_BRIDGE_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
     [CLI_R_DEMO_SECONDS] = {.name = "--seconds", .kind = CLI_WHOLE, .lo = 1, .hi = 3600},
-    [CLI_R_DEMO_CAMERAS] = {.name = "--cameras", .kind = CLI_WHOLE, .lo = 1,
-                            .hi = DEMO_MAX_CAMERAS},
-    [CLI_R_DEMO_CONSUMERS] = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
-                              .hi = DEMO_MAX_CONSUMERS},
     [CLI_R_GPU_DEVICE] = {.name = "--device", .kind = CLI_WHOLE, .hi = 1024},
     [CLI_R_RECORD_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s",
                               .zero = "until a signal"},
@@ -738,6 +739,117 @@ static bool shared_option(cli_parser *p, int c, const char *arg)
     }
 }
 
+/* getopt_long's code of the row i of a table: TABLE_CODE + i, above every command's own. */
+#define TABLE_CODE 1024
+
+/* The getopt_long table of p's option table, and each short name's word in argv replaced by its
+ * row's name. false (after a message) when the table has too many rows. */
+static bool table_start(cli_parser *p, int argc, char **argv)
+{
+    size_t i;
+
+    for (i = 0; p->table[i].name != NULL; i++) {
+        const cli_option *t = &p->table[i];
+
+        if (i == CLI_OPTIONS_MAX) {
+            cli_fail(p->cmd, 1, "more than %d options in its table", CLI_OPTIONS_MAX);
+            return false;
+        }
+        p->longopts[i] = (struct option){t->name + 2, t->value != NULL ? required_argument
+                                                                       : no_argument,
+                                         NULL, TABLE_CODE + (int)i};
+        /* -h is getopt_long's own; a short name stands for its row only as a word of its own. */
+        if (t->short_name != 0 && t->code != CLI_O_HELP)
+            for (int a = 1; a < argc; a++)
+                if (argv[a][0] == '-' && argv[a][1] == t->short_name && argv[a][2] == '\0')
+                    argv[a] = (char *)t->name;
+    }
+    p->longopts[i] = (struct option)CLI_OPT_END;
+    return true;
+}
+
+/* The words of choices, "a, b or c", into buf. */
+static void choice_words(const cli_choice *choices, char *buf, size_t cap)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (const cli_choice *ch = choices; ch->word != NULL && used < cap; ch++) {
+        const char *sep = ch == choices ? "" : ch[1].word == NULL ? " or " : ", ";
+        int n = snprintf(buf + used, cap - used, "%s%s", sep, ch->word);
+
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+/* The value of the row t (not a shared option's) into p->dest: false after its message. */
+static bool table_value(cli_parser *p, const cli_option *t, const char *arg)
+{
+    char *at = (char *)p->dest + t->dest;
+
+    switch (t->kind) {
+    case CLI_K_FLAG:
+        *(bool *)at = true;
+        return true;
+    case CLI_K_STRING:
+        *(const char **)at = arg;
+        return true;
+    case CLI_K_WHOLE:
+        return cli_parse_whole(p->cmd, t->range, arg, (uint64_t *)at);
+    case CLI_K_BYTES:
+        return cli_parse_bytes(p->cmd, t->range, arg, (size_t *)at);
+    case CLI_K_REAL:
+        return cli_parse_real(p->cmd, t->range, arg, (double *)at);
+    case CLI_K_CHOICE: {
+        char words[128];
+
+        for (const cli_choice *ch = t->choices; ch->word != NULL; ch++) {
+            if (strcmp(arg, ch->word) == 0) {
+                *(int *)at = ch->value;
+                return true;
+            }
+        }
+        choice_words(t->choices, words, sizeof words);
+        cli_fail(p->cmd, 2, t->bad_choice, arg, words);
+        return false;
+    }
+    case CLI_K_CODE:
+    case CLI_K_SHARED:
+        break;
+    }
+    return true;
+}
+
+void cli_usage(const cli_parser *p, FILE *to)
+{
+    fputs(p->about, to);
+    for (const cli_option *t = p->table; t->name != NULL; t++) {
+        char left[96], short_name[8] = "";
+        const char *line = t->help, *end;
+        int n;
+
+        if (line == NULL) continue;
+        if (t->short_name != 0) snprintf(short_name, sizeof short_name, "-%c, ", t->short_name);
+        if (t->label != NULL)
+            n = snprintf(left, sizeof left, "  %s", t->label);
+        else
+            n = snprintf(left, sizeof left, "  %s%s%s%s", short_name, t->name,
+                         t->value != NULL ? " " : "", t->value != NULL ? t->value : "");
+        /* A name too wide for the column pushes its first line of help two spaces past it. */
+        if (n >= p->column) fprintf(to, "%s  ", left);
+        else fprintf(to, "%-*s", p->column, left);
+        for (;;) {
+            end = strchr(line, '\n');
+            if (end == NULL) break;
+            fprintf(to, "%.*s\n%*s", (int)(end - line), line, p->column, "");
+            line = end + 1;
+        }
+        fprintf(to, "%s\n", line);
+    }
+    if (p->epilogue != NULL) fputs(p->epilogue, to);
+}
+
 int cli_getopt(cli_parser *p, int argc, char **argv)
 {
     int c;
@@ -746,10 +858,12 @@ int cli_getopt(cli_parser *p, int argc, char **argv)
         p->status = 2;
         if (!p->where_from_option && !cli_where_from_env(p->cmd, &p->opts->where))
             return CLI_OPTS_EXIT;
+        if (p->table != NULL && !table_start(p, argc, argv)) return CLI_OPTS_EXIT;
         opterr = 0;
         optind = 1;
     }
-    while ((c = getopt_long(argc, argv, ":h", p->options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", p->table != NULL ? p->longopts : p->options,
+                            NULL)) != -1) {
         /* `--domain --count 5` would take "--count" as the domain: a value given as its own
          * word that looks like a long option is a forgotten value (--opt=--x still passes). */
         if (optarg != NULL && optind >= 2 && optarg == argv[optind - 1] &&
@@ -758,9 +872,22 @@ int cli_getopt(cli_parser *p, int argc, char **argv)
                                 "--help')", argv[optind - 2], optarg, p->cmd);
             return CLI_OPTS_EXIT;
         }
+        if (p->table != NULL && c >= TABLE_CODE) {
+            const cli_option *t = &p->table[c - TABLE_CODE];
+
+            if (t->kind != CLI_K_SHARED) {
+                if (!table_value(p, t, optarg)) return CLI_OPTS_EXIT;
+                if (t->code >= CLI_O_OWN) return t->code;
+                continue;
+            }
+            c = t->code;
+        }
         if (c >= CLI_O_OWN) return c;
         if (c == CLI_O_HELP) {
-            p->usage(stdout);
+            if (p->table != NULL)
+                cli_usage(p, stdout);
+            else
+                p->usage(stdout);
             p->status = 0;
             return CLI_OPTS_EXIT;
         }
@@ -915,12 +1042,8 @@ static void on_stop_signal(int sig)
 
 void cli_stop_on_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_signal(SIGINT, on_stop_signal);
+    cli_catch_signal(SIGTERM, on_stop_signal);
 }
 
 typedef struct found_type {

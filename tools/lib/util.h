@@ -35,6 +35,10 @@ int cli_write_full(int fd, const void *buf, size_t n);
 /* In a forked child: die with parent, and exit at once if parent died before this call. */
 void cli_child_setup(pid_t parent);
 
+/* Installs handler for sig without SA_RESTART, so that the signal ends the wait it interrupts
+ * (the caller's loop then sees what the handler set), and with no other signal blocked. */
+void cli_catch_signal(int sig, void (*handler)(int));
+
 /* Touches every page of a buffer so page faults stay out of measurements. */
 void cli_prefault(void *buf, size_t n);
 

@@ -10,9 +10,10 @@
  * do not parse are counted and skipped. Single-threaded.
  */
 #include "cli.h"
+#include "commands.h"
 #include "mcap.h"
+#include "ros2.h"
 #include "util.h"
-#include "ros2/ros2.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -31,38 +32,6 @@
 #define POOL_BYTES ((size_t)1 << 30)
 #define LINGER_NS (2 * NS_PER_S)
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry play FILE.mcap [options]\n"
-          "Publishes the messages of FILE (written by `ferry record`, rosbag2 or any MCAP\n"
-          "writer of ROS 2 CDR messages) on ferry at their recorded pace: each message when\n"
-          "its publish time comes (the publisher's time, which ferry record stores; the log\n"
-          "time where a writer left it 0), in file order. ROS 2 types that ferry has\n"
-          "(Image, PointCloud2, CameraInfo, CompressedImage, Imu, ferry_msgs/Tensor) are\n"
-          "published as ferry's own; ferry-raw channels with the type they were recorded\n"
-          "with; other channels are skipped. Stamps are the recorded ones. Prints a summary\n"
-          "on stderr; exits 1 when the file is unreadable or a record is malformed.\n"
-          "\n"
-          "options:\n"
-          "  --rate X              speed factor, 0.001..1000; 0 publishes as fast as possible\n"
-          "                        (default 1)\n"
-          "  --loop                start again at the end, until a signal\n"
-          "  --topic PATTERN       play only topics matching PATTERN (fnmatch); repeatable\n"
-          "  --start S             skip the first S seconds of the file (log time)\n"
-          "  --end S               stop S seconds after the file's start (log time)\n"
-          "  --remap FROM:TO       publish topic FROM as TO; repeatable\n"
-          "  --wait-subscribers N  wait (up to --timeout, default 10 s) until every publisher\n"
-          "                        has N subscribers before the first message; subscribers\n"
-          "                        of every topic are served meanwhile\n"
-          "  --timeout SEC         how long --wait-subscribers waits\n"
-          "  --quiet               print no summary\n"
-          "  --domain N            domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH            root of the domain directories (default $FERRY_DIR, else\n"
-          "                        /dev/shm/ferry-<uid>)\n"
-          "  -h, --help            print this help\n",
-          to);
-}
-
 typedef struct play_args {
     cli_opts o; /* --timeout, --quiet, --domain, --dir */
     const char *file;
@@ -75,25 +44,53 @@ typedef struct play_args {
     uint64_t wait_subscribers;
 } play_args;
 
+/* Codes of the options that need more than their row: cli_getopt returns them. */
+enum { O_TOPIC = CLI_O_OWN, O_END, O_REMAP };
+
+static const char about[] =
+    "usage: ferry play FILE.mcap [options]\n"
+    "Publishes the messages of FILE (written by `ferry record`, rosbag2 or any MCAP\n"
+    "writer of ROS 2 CDR messages) on ferry at their recorded pace: each message when\n"
+    "its publish time comes (the publisher's time, which ferry record stores; the log\n"
+    "time where a writer left it 0), in file order. ROS 2 types that ferry has\n"
+    "(Image, PointCloud2, CameraInfo, CompressedImage, Imu, ferry_msgs/Tensor) are\n"
+    "published as ferry's own; ferry-raw channels with the type they were recorded\n"
+    "with; other channels are skipped. Stamps are the recorded ones. Prints a summary\n"
+    "on stderr; exits 1 when the file is unreadable or a record is malformed.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    {.name = "--rate", .value = "X", CLI_REAL_AT(play_args, rate),
+     .range = &cli_ranges[CLI_R_PLAY_RATE],
+     .help = "speed factor, 0.001..1000; 0 publishes as fast as possible\n"
+             "(default 1)"},
+    {.name = "--loop", CLI_FLAG_AT(play_args, loop),
+     .help = "start again at the end, until a signal"},
+    {.name = "--topic", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_TOPIC,
+     .help = "play only topics matching PATTERN (fnmatch); repeatable"},
+    {.name = "--start", .value = "S", CLI_REAL_AT(play_args, start_s),
+     .range = &cli_ranges[CLI_R_PLAY_TIME],
+     .help = "skip the first S seconds of the file (log time)"},
+    {.name = "--end", .value = "S", CLI_REAL_AT(play_args, end_s),
+     .range = &cli_ranges[CLI_R_PLAY_TIME], .code = O_END,
+     .help = "stop S seconds after the file's start (log time)"},
+    {.name = "--remap", .value = "FROM:TO", .kind = CLI_K_CODE, .code = O_REMAP,
+     .help = "publish topic FROM as TO; repeatable"},
+    {.name = "--wait-subscribers", .value = "N", CLI_WHOLE_AT(play_args, wait_subscribers),
+     .range = &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS],
+     .help = "wait (up to --timeout, default 10 s) until every publisher\n"
+             "has N subscribers before the first message; subscribers\n"
+             "of every topic are served meanwhile"},
+    CLI_OPTION_TIMEOUT("how long --wait-subscribers waits"),
+    CLI_OPTION_QUIET("print no summary"),
+    CLI_OPTIONS_WHERE_END,
+};
+
 static int parse_args(int argc, char **argv, play_args *a)
 {
-    enum { O_RATE = CLI_O_OWN, O_LOOP, O_TOPIC, O_START, O_END, O_REMAP, O_WAIT };
-    static const struct option options[] = {
-        {"rate", required_argument, NULL, O_RATE},
-        {"loop", no_argument, NULL, O_LOOP},
-        {"topic", required_argument, NULL, O_TOPIC},
-        {"start", required_argument, NULL, O_START},
-        {"end", required_argument, NULL, O_END},
-        {"remap", required_argument, NULL, O_REMAP},
-        {"wait-subscribers", required_argument, NULL, O_WAIT},
-        CLI_OPT_TIMEOUT,
-        CLI_OPT_QUIET,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 24, .dest = a,
+                    .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
@@ -103,23 +100,12 @@ static int parse_args(int argc, char **argv, play_args *a)
         char *colon;
 
         switch (c) {
-        case O_RATE:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_PLAY_RATE], optarg, &a->rate)) return 2;
-            break;
-        case O_LOOP:
-            a->loop = true;
-            break;
         case O_TOPIC:
             if (a->ntopics == FILTERS_MAX)
                 return cli_fail(CMD, 2, "at most %d --topic options", FILTERS_MAX);
             a->topics[a->ntopics++] = optarg;
             break;
-        case O_START:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_PLAY_TIME], optarg, &a->start_s))
-                return 2;
-            break;
         case O_END:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_PLAY_TIME], optarg, &a->end_s)) return 2;
             a->has_end = true;
             break;
         case O_REMAP:
@@ -133,11 +119,6 @@ static int parse_args(int argc, char **argv, play_args *a)
             a->remap_to[a->nremaps++] = colon + 1;
             if (ferry_topic_validate(colon + 1) != FERRY_OK)
                 return cli_fail(CMD, 2, "--remap: invalid topic name '%s'", colon + 1);
-            break;
-        case O_WAIT:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS], optarg,
-                                 &a->wait_subscribers))
-                return 2;
             break;
         }
     }

@@ -10,10 +10,11 @@
  * lz4 and zstd it is compressed from them. Single-threaded.
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 #include "mcap.h"
-#include "ros2/ros2.h"
-#include "ros2/ros2_types.h"
+#include "ros2.h"
+#include "ros2_types.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,48 +37,6 @@
 #define TAKE_BURST 64 /* samples taken from one topic before the others get a turn */
 #define STATS_NAME "ferry.record.stats"
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry record [TOPIC|PATTERN ...] -o FILE.mcap [options]\n"
-          "Records the topics that match (fnmatch patterns on names with their leading '/';\n"
-          "none: every topic) into an MCAP file that `ros2 bag info`, `ros2 bag play` and\n"
-          "Foxglove open. Topics that appear later are picked up within a second. Image,\n"
-          "PointCloud2, CameraInfo, CompressedImage, Imu and host tensor topics are stored as\n"
-          "ROS 2 CDR; the topics of ROS 2 nodes on rmw_ferry_cpp as the CDR they carry, with\n"
-          "the definition their node gives (a plain type's in-memory layout converted to CDR);\n"
-          "other types as their raw ferry payload (message encoding ferry-raw).\n"
-          "The recorder never slows a publisher: when it falls behind it loses samples, and\n"
-          "counts them per topic. SIGINT or SIGTERM finishes the file cleanly.\n"
-          "\n"
-          "options:\n"
-          "  -o, --output FILE     the MCAP file (overwritten); with --split-*, FILE without\n"
-          "                        .mcap gets _0.mcap, _1.mcap, ...\n"
-          "  --seconds S           stop after S seconds (default: until a signal)\n"
-          "  --max-size BYTES      stop before the files together pass BYTES (1M..; suffixes\n"
-          "                        k, M, G)\n"
-          "  --split-size BYTES    start a new file once one reaches BYTES (1M..)\n"
-          "  --split-seconds S     start a new file every S seconds\n"
-          "  --compression C       chunk compression: none, lz4 or zstd (default none)\n"
-          "  --chunk-size BYTES    uncompressed bytes per chunk, 4k..1G (default 4M)\n"
-          "  --no-crc              write no CRCs (0: not computed), which read every byte once\n"
-          "                        more (a quarter of a core at 250 MB/s with zlib's; ISA-L's,\n"
-          "                        when the build has it, is 12 times faster)\n"
-          "  --depth N             queue depth per publisher, 1..4096 (default 16)\n"
-          "  --sched idle|normal   idle (the default): run under SCHED_IDLE, on CPU time no other\n"
-          "                        task wants, so that the pipeline's publishers and consumers\n"
-          "                        are never preempted by it (on a saturated machine it falls\n"
-          "                        behind and counts what it drops); normal: at --nice\n"
-          "  --nice N              with --sched normal, run at nice N, 0..19; 0 keeps the\n"
-          "                        priority the recorder was started with (default 10)\n"
-          "  --stats               print per topic, once a second, what was recorded and lost\n"
-          "  --quiet               print nothing but errors (not even the summary at the end)\n"
-          "  --domain N            domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH            root of the domain directories (default $FERRY_DIR, else\n"
-          "                        /dev/shm/ferry-<uid>)\n"
-          "  -h, --help            print this help\n",
-          to);
-}
-
 typedef struct rec_args {
     cli_opts o; /* --depth, --quiet, --domain, --dir */
     const char *output;
@@ -86,111 +45,91 @@ typedef struct rec_args {
     double seconds, split_seconds;
     uint64_t max_size, split_size, nice;
     size_t chunk_size;
-    ferry_mcap_compression compression;
-    bool stats, no_crc, sched_normal;
+    int compression; /* a ferry_mcap_compression */
+    int sched_normal; /* --sched: 1 normal, 0 idle */
+    bool stats, no_crc;
 } rec_args;
+
+/* Codes of the options that need more than their row: cli_getopt returns them. */
+enum {
+    O_OUTPUT = CLI_O_OWN,
+};
+
+static const char about[] =
+    "usage: ferry record [TOPIC|PATTERN ...] -o FILE.mcap [options]\n"
+    "Records the topics that match (fnmatch patterns on names with their leading '/';\n"
+    "none: every topic) into an MCAP file that `ros2 bag info`, `ros2 bag play` and\n"
+    "Foxglove open. Topics that appear later are picked up within a second. Image,\n"
+    "PointCloud2, CameraInfo, CompressedImage, Imu and host tensor topics are stored as\n"
+    "ROS 2 CDR; the topics of ROS 2 nodes on rmw_ferry_cpp as the CDR they carry, with\n"
+    "the definition their node gives (a plain type's in-memory layout converted to CDR);\n"
+    "other types as their raw ferry payload (message encoding ferry-raw).\n"
+    "The recorder never slows a publisher: when it falls behind it loses samples, and\n"
+    "counts them per topic. SIGINT or SIGTERM finishes the file cleanly.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    {.name = "--output", .short_name = 'o', .value = "FILE", CLI_STRING_AT(rec_args, output),
+     .code = O_OUTPUT,
+     .help = "the MCAP file (overwritten); with --split-*, FILE without\n"
+             ".mcap gets _0.mcap, _1.mcap, ..."},
+    {.name = "--seconds", .value = "S", CLI_REAL_AT(rec_args, seconds),
+     .range = &cli_ranges[CLI_R_RECORD_SECONDS],
+     .help = "stop after S seconds (default: until a signal)"},
+    {.name = "--max-size", .value = "BYTES", CLI_WHOLE_AT(rec_args, max_size),
+     .range = &cli_ranges[CLI_R_RECORD_MAX_SIZE],
+     .help = "stop before the files together pass BYTES (1M..; suffixes\n"
+             "k, M, G)"},
+    {.name = "--split-size", .value = "BYTES", CLI_WHOLE_AT(rec_args, split_size),
+     .range = &cli_ranges[CLI_R_RECORD_SPLIT_SIZE],
+     .help = "start a new file once one reaches BYTES (1M..)"},
+    {.name = "--split-seconds", .value = "S", CLI_REAL_AT(rec_args, split_seconds),
+     .range = &cli_ranges[CLI_R_RECORD_SECONDS],
+     .help = "start a new file every S seconds"},
+    {.name = "--compression", .value = "C", CLI_CHOICE_AT(rec_args, compression),
+     .choices = (const cli_choice[]){{"none", FERRY_MCAP_NONE},
+                                     {"lz4", FERRY_MCAP_LZ4},
+                                     {"zstd", FERRY_MCAP_ZSTD},
+                                     {NULL, 0}},
+     .bad_choice = "--compression %s: %s",
+     .help = "chunk compression: none, lz4 or zstd (default none)"},
+    {.name = "--chunk-size", .value = "BYTES", CLI_BYTES_AT(rec_args, chunk_size),
+     .range = &cli_ranges[CLI_R_RECORD_CHUNK_SIZE],
+     .help = "uncompressed bytes per chunk, 4k..1G (default 4M)"},
+    {.name = "--no-crc", CLI_FLAG_AT(rec_args, no_crc),
+     .help = "write no CRCs (0: not computed), which read every byte once\n"
+             "more (a quarter of a core at 250 MB/s with zlib's; ISA-L's,\n"
+             "when the build has it, is 12 times faster)"},
+    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default 16)"),
+    {.name = "--sched", .value = "idle|normal", CLI_CHOICE_AT(rec_args, sched_normal),
+     .choices = (const cli_choice[]){{"idle", 0}, {"normal", 1}, {NULL, 0}},
+     .bad_choice = "--sched %s: %s",
+     .help = "idle (the default): run under SCHED_IDLE, on CPU time no other\n"
+             "task wants, so that the pipeline's publishers and consumers\n"
+             "are never preempted by it (on a saturated machine it falls\n"
+             "behind and counts what it drops); normal: at --nice"},
+    {.name = "--nice", .value = "N", CLI_WHOLE_AT(rec_args, nice),
+     .range = &cli_ranges[CLI_R_RECORD_NICE],
+     .help = "with --sched normal, run at nice N, 0..19; 0 keeps the\n"
+             "priority the recorder was started with (default 10)"},
+    {.name = "--stats", CLI_FLAG_AT(rec_args, stats),
+     .help = "print per topic, once a second, what was recorded and lost"},
+    CLI_OPTION_QUIET("print nothing but errors (not even the summary at the end)"),
+    CLI_OPTIONS_WHERE_END,
+};
 
 static int parse_args(int argc, char **argv, rec_args *a)
 {
-    enum {
-        O_OUTPUT = CLI_O_OWN,
-        O_SECONDS,
-        O_MAX_SIZE,
-        O_SPLIT_SIZE,
-        O_SPLIT_SECONDS,
-        O_COMPRESSION,
-        O_CHUNK_SIZE,
-        O_STATS,
-        O_NO_CRC,
-        O_NICE,
-        O_SCHED,
-    };
-    static const struct option options[] = {
-        {"output", required_argument, NULL, O_OUTPUT},
-        {"seconds", required_argument, NULL, O_SECONDS},
-        {"max-size", required_argument, NULL, O_MAX_SIZE},
-        {"split-size", required_argument, NULL, O_SPLIT_SIZE},
-        {"split-seconds", required_argument, NULL, O_SPLIT_SECONDS},
-        {"compression", required_argument, NULL, O_COMPRESSION},
-        {"chunk-size", required_argument, NULL, O_CHUNK_SIZE},
-        {"stats", no_argument, NULL, O_STATS},
-        {"no-crc", no_argument, NULL, O_NO_CRC},
-        {"nice", required_argument, NULL, O_NICE},
-        {"sched", required_argument, NULL, O_SCHED},
-        CLI_OPT_DEPTH,
-        CLI_OPT_QUIET,
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
-    size_t chunk = 0;
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 24, .dest = a,
+                    .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
     cli_opts_init(&a->o);
     a->nice = NICE_DEFAULT;
-    /* -o is the one short option; cli_getopt knows long ones, so it becomes --output here. */
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-o") == 0) argv[i] = "--output";
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
-        switch (c) {
-        case O_OUTPUT:
-            if (optarg[0] == '\0') return cli_fail(CMD, 2, "empty --output");
-            a->output = optarg;
-            break;
-        case O_SECONDS:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_RECORD_SECONDS], optarg, &a->seconds))
-                return 2;
-            break;
-        case O_SPLIT_SECONDS:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_RECORD_SECONDS], optarg,
-                                &a->split_seconds))
-                return 2;
-            break;
-        case O_MAX_SIZE:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_RECORD_MAX_SIZE], optarg, &a->max_size))
-                return 2;
-            break;
-        case O_SPLIT_SIZE:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_RECORD_SPLIT_SIZE], optarg,
-                                 &a->split_size))
-                return 2;
-            break;
-        case O_CHUNK_SIZE:
-            if (!cli_parse_bytes(CMD, &cli_ranges[CLI_R_RECORD_CHUNK_SIZE], optarg, &chunk))
-                return 2;
-            a->chunk_size = chunk;
-            break;
-        case O_COMPRESSION:
-            if (strcmp(optarg, "none") == 0)
-                a->compression = FERRY_MCAP_NONE;
-            else if (strcmp(optarg, "lz4") == 0)
-                a->compression = FERRY_MCAP_LZ4;
-            else if (strcmp(optarg, "zstd") == 0)
-                a->compression = FERRY_MCAP_ZSTD;
-            else
-                return cli_fail(CMD, 2, "--compression %s: none, lz4 or zstd", optarg);
-            break;
-        case O_STATS:
-            a->stats = true;
-            break;
-        case O_NO_CRC:
-            a->no_crc = true;
-            break;
-        case O_NICE:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_RECORD_NICE], optarg, &a->nice)) return 2;
-            break;
-        case O_SCHED:
-            if (strcmp(optarg, "idle") == 0)
-                a->sched_normal = false;
-            else if (strcmp(optarg, "normal") == 0)
-                a->sched_normal = true;
-            else
-                return cli_fail(CMD, 2, "--sched %s: idle or normal", optarg);
-            break;
-        }
+        if (c == O_OUTPUT && optarg[0] == '\0') return cli_fail(CMD, 2, "empty --output");
     }
     if (c == CLI_OPTS_EXIT) return p.status;
     if (a->output == NULL) return cli_fail(CMD, 2, "no output file (-o FILE.mcap)");

@@ -8,6 +8,7 @@
  * channels and statistics costs n log n, not n times m.
  */
 #include "cli.h"
+#include "commands.h"
 #include "decode.h"
 #include "mcap.h"
 #include "util.h"

@@ -151,14 +151,19 @@ static void on_bus(int sig)
     raise(sig);
 }
 
-void cli_bus_arm(void)
+void cli_catch_signal(int sig, void (*handler)(int))
 {
     struct sigaction sa;
 
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_bus;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGBUS, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+void cli_bus_arm(void)
+{
+    cli_catch_signal(SIGBUS, on_bus);
     bus_armed = 1;
 }
 

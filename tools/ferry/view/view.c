@@ -31,6 +31,7 @@
  * parses the protocol's messages (view.h between them).
  */
 #include "cli.h"
+#include "commands.h"
 
 #ifndef FERRY_HAVE_WEBSOCKETS
 
@@ -79,81 +80,70 @@ int ferry_cmd_view(int argc, char **argv)
 #define STATS_PERIOD_NS NS_PER_S
 #define LINGER_NS (2 * NS_PER_S) /* a ferry subscriber no client wants lives this long */
 
-static void usage(FILE *to)
-{
-    fputs("usage: ferry view [options]\n"
-          "Serves a live view of the domain on one port: the Foxglove WebSocket protocol\n"
-          "(subprotocol foxglove.websocket.v1 or foxglove.sdk.v1; in Foxglove: Open\n"
-          "connection, Foxglove WebSocket, the ws:// URL it prints) and, at the http:// URL\n"
-          "it prints, a page that shows every image topic live with its rate, latency and\n"
-          "drops. Every topic whose type has a ROS 2 counterpart is a channel of CDR\n"
-          "messages; each image topic is also offered as <topic>/compressed, a\n"
-          "sensor_msgs/msg/CompressedImage in JPEG. A slow or stalled viewer never slows a\n"
-          "publisher: the view subscribes drop-oldest, and a client gets the newest frame\n"
-          "when its socket has sent the last one; the frames it could not take are counted\n"
-          "as dropped. SIGINT or SIGTERM stops it.\n"
-          "\n"
-          "Access: each start makes a random token, which the printed URLs carry\n"
-          "(?token=...); a request without it is refused (403), so that other users of the\n"
-          "host and web pages cannot watch. A browser's WebSocket is let in only from the\n"
-          "view's own page or an --origin.\n"
-          "\n"
-          "options:\n"
-          "  --port N          TCP port, 0..65535; 0 picks a free one (default 8765)\n"
-          "  --bind ADDR       address to listen on (default 127.0.0.1; 0.0.0.0 opens the\n"
-          "                    view to the network, over plain HTTP: the token is seen by\n"
-          "                    anyone on the path)\n"
-          "  --topic PATTERN   offer only topics matching PATTERN (a name or a shell\n"
-          "                    pattern such as '/cam/*'); may be repeated (default: all)\n"
-          "  --max-rate HZ     most messages a second sent per topic, 0.1..10000; 0 sends\n"
-          "                    every sample (default 30)\n"
-          "  --jpeg-quality Q  JPEG quality of the compressed channels, 1..100 (default 80)\n"
-          "  --origin PATTERN  also let browsers connect from pages of these origins (a\n"
-          "                    shell pattern such as 'https://app.foxglove.dev'); may be\n"
-          "                    repeated. They still need the token. (default: the view's\n"
-          "                    own page only)\n"
-          "  --no-token        serve anyone who reaches the port, without a token (every\n"
-          "                    user of this host; the network with --bind): says so on\n"
-          "                    stderr\n"
-          "  --max-connections N  connections open at once, 1..65535 and at most half of\n"
-          "                    ulimit -n less 64 (default 256, or a quarter of ulimit -n\n"
-          "                    less 64 where that is less); past it the oldest connection\n"
-          "                    that has made no request with the token is closed for a\n"
-          "                    newcomer\n"
-          "  --domain N        domain number 0..1023 (default $FERRY_DOMAIN, else 0)\n"
-          "  --dir PATH        root of the domain directories (default $FERRY_DIR, else\n"
-          "                    /dev/shm/ferry-<uid>)\n"
-          "  -h, --help        print this help\n",
-          to);
-}
+/* Codes of the options that need more than their row: cli_getopt returns them. */
+enum { O_BIND = CLI_O_OWN, O_TOPIC, O_ORIGIN };
+
+static const char about[] =
+    "usage: ferry view [options]\n"
+    "Serves a live view of the domain on one port: the Foxglove WebSocket protocol\n"
+    "(subprotocol foxglove.websocket.v1 or foxglove.sdk.v1; in Foxglove: Open\n"
+    "connection, Foxglove WebSocket, the ws:// URL it prints) and, at the http:// URL\n"
+    "it prints, a page that shows every image topic live with its rate, latency and\n"
+    "drops. Every topic whose type has a ROS 2 counterpart is a channel of CDR\n"
+    "messages; each image topic is also offered as <topic>/compressed, a\n"
+    "sensor_msgs/msg/CompressedImage in JPEG. A slow or stalled viewer never slows a\n"
+    "publisher: the view subscribes drop-oldest, and a client gets the newest frame\n"
+    "when its socket has sent the last one; the frames it could not take are counted\n"
+    "as dropped. SIGINT or SIGTERM stops it.\n"
+    "\n"
+    "Access: each start makes a random token, which the printed URLs carry\n"
+    "(?token=...); a request without it is refused (403), so that other users of the\n"
+    "host and web pages cannot watch. A browser's WebSocket is let in only from the\n"
+    "view's own page or an --origin.\n"
+    "\n"
+    "options:\n";
+
+static const cli_option options[] = {
+    {.name = "--port", .value = "N", CLI_WHOLE_AT(view_args, port),
+     .range = &cli_ranges[CLI_R_VIEW_PORT],
+     .help = "TCP port, 0..65535; 0 picks a free one (default 8765)"},
+    {.name = "--bind", .value = "ADDR", CLI_STRING_AT(view_args, bind), .code = O_BIND,
+     .help = "address to listen on (default 127.0.0.1; 0.0.0.0 opens the\n"
+             "view to the network, over plain HTTP: the token is seen by\n"
+             "anyone on the path)"},
+    {.name = "--topic", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_TOPIC,
+     .help = "offer only topics matching PATTERN (a name or a shell\n"
+             "pattern such as '/cam/*'); may be repeated (default: all)"},
+    {.name = "--max-rate", .value = "HZ", CLI_REAL_AT(view_args, max_rate),
+     .range = &cli_ranges[CLI_R_VIEW_MAX_RATE],
+     .help = "most messages a second sent per topic, 0.1..10000; 0 sends\n"
+             "every sample (default 30)"},
+    {.name = "--jpeg-quality", .value = "Q", CLI_WHOLE_AT(view_args, jpeg_quality),
+     .range = &cli_ranges[CLI_R_VIEW_JPEG_QUALITY],
+     .help = "JPEG quality of the compressed channels, 1..100 (default 80)"},
+    {.name = "--origin", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_ORIGIN,
+     .help = "also let browsers connect from pages of these origins (a\n"
+             "shell pattern such as 'https://app.foxglove.dev'); may be\n"
+             "repeated. They still need the token. (default: the view's\n"
+             "own page only)"},
+    {.name = "--no-token", CLI_FLAG_AT(view_args, no_token),
+     .help = "serve anyone who reaches the port, without a token (every\n"
+             "user of this host; the network with --bind): says so on\n"
+             "stderr"},
+    {.name = "--max-connections", .value = "N", CLI_WHOLE_AT(view_args, max_conns),
+     .range = &cli_ranges[CLI_R_VIEW_MAX_CONNS],
+     .help = "connections open at once, 1..65535 and at most half of\n"
+             "ulimit -n less 64 (default 256, or a quarter of ulimit -n\n"
+             "less 64 where that is less); past it the oldest connection\n"
+             "that has made no request with the token is closed for a\n"
+             "newcomer"},
+    CLI_OPTIONS_WHERE_END,
+};
 
 static int parse_args(int argc, char **argv, view_args *a)
 {
-    enum {
-        O_PORT = CLI_O_OWN,
-        O_BIND,
-        O_TOPIC,
-        O_MAX_RATE,
-        O_JPEG_QUALITY,
-        O_ORIGIN,
-        O_NO_TOKEN,
-        O_MAX_CONNS
-    };
-    static const struct option options[] = {
-        {"port", required_argument, NULL, O_PORT},
-        {"bind", required_argument, NULL, O_BIND},
-        {"topic", required_argument, NULL, O_TOPIC},
-        {"max-rate", required_argument, NULL, O_MAX_RATE},
-        {"jpeg-quality", required_argument, NULL, O_JPEG_QUALITY},
-        {"origin", required_argument, NULL, O_ORIGIN},
-        {"no-token", no_argument, NULL, O_NO_TOKEN},
-        {"max-connections", required_argument, NULL, O_MAX_CONNS},
-        CLI_OPT_DOMAIN,
-        CLI_OPT_DIR,
-        CLI_OPT_HELP,
-        CLI_OPT_END,
-    };
-    cli_parser p = {.cmd = CMD, .options = options, .usage = usage, .opts = &a->o};
+    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 20, .dest = a,
+                    .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
@@ -164,12 +154,8 @@ static int parse_args(int argc, char **argv, view_args *a)
     a->jpeg_quality = 80;
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
-        case O_PORT:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_VIEW_PORT], optarg, &a->port)) return 2;
-            break;
         case O_BIND:
             if (optarg[0] == '\0') return cli_fail(CMD, 2, "--bind: empty address");
-            a->bind = optarg;
             break;
         case O_TOPIC: {
             char *buf;
@@ -185,28 +171,12 @@ static int parse_args(int argc, char **argv, view_args *a)
             a->patterns[a->npatterns++] = buf;
             break;
         }
-        case O_MAX_RATE:
-            if (!cli_parse_real(CMD, &cli_ranges[CLI_R_VIEW_MAX_RATE], optarg, &a->max_rate))
-                return 2;
-            break;
         case O_ORIGIN:
             if (a->norigins == VIEW_ORIGINS_MAX)
                 return cli_fail(CMD, 2, "--origin: at most %d", VIEW_ORIGINS_MAX);
             if (optarg[0] == '\0' || strlen(optarg) > 255)
                 return cli_fail(CMD, 2, "--origin '%s': 1..255 bytes", optarg);
             a->origins[a->norigins++] = optarg;
-            break;
-        case O_JPEG_QUALITY:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_VIEW_JPEG_QUALITY], optarg,
-                                 &a->jpeg_quality))
-                return 2;
-            break;
-        case O_NO_TOKEN:
-            a->no_token = true;
-            break;
-        case O_MAX_CONNS:
-            if (!cli_parse_whole(CMD, &cli_ranges[CLI_R_VIEW_MAX_CONNS], optarg, &a->max_conns))
-                return 2;
             break;
         }
     }

@@ -1,8 +1,8 @@
 /*
  * `ferry demo`: what its files share. demo.c parses the options, forks the processes, collects
  * their reports and prints the table; demo_nodes.c holds the bodies of the processes (cameras,
- * LiDAR, consumers, fusion); demo_plot.c draws latency plots with gnuplot; the GPU consumer
- * lives in bench/gpu/demo_gpu.c, built with the GPU module only.
+ * LiDAR, consumers, fusion); demo_plot.c draws latency plots with gnuplot; demo_gpu.c is the
+ * GPU consumer (its kernel in demo_kernels.cu), built with the GPU module only.
  *
  * Processes talk to the parent over pipes: each child writes its reports on its own result pipe
  * (an rt_note first, then a status byte, then its result), sources read their start time and the
@@ -151,7 +151,7 @@ int demo_lidar_main(const demo_cfg *c, int res, int ctl);
 int demo_consumer_main(const demo_cfg *c, uint32_t index, int res);
 int demo_fusion_main(const demo_cfg *c, int res);
 
-/* The GPU consumer (bench/gpu/demo_gpu.c): takes every frame of camera DEMO_GPU_CAMERA, copies
+/* The GPU consumer (demo_gpu.c): takes every frame of camera DEMO_GPU_CAMERA, copies
  * it into a device buffer of a ferry_gpu_cache, sums its pixels with a kernel and checks the sum
  * against the CPU's. Writes DEMO_MSG_SKIP and a demo_gpu_skip when there is no device, else
  * DEMO_MSG_GPU at once and DEMO_MSG_READY (or DEMO_MSG_FAIL) once connected to the camera. */
