@@ -1,7 +1,7 @@
 /*
- * ferry bridge: carries image, point-cloud, camera-info, compressed-image and IMU topics between a
- * ferry domain and DDS (Cyclone
- * DDS, ROS 2 wire conventions) in both directions until a signal or --seconds. The work is done
+ * ferry bridge: carries image, point-cloud, camera-info, compressed-image and IMU topics, and the
+ * topics of rmw_ferry_cpp's nodes, between a ferry domain and DDS (Cyclone DDS, ROS 2 wire
+ * conventions) in both directions until a signal or --seconds. The work is done
  * by src/bridge (bridge.h); this file parses options and reports.
  */
 #include "cli.h"
@@ -47,11 +47,13 @@ enum {
 
 static const char about[] =
     "usage: ferry bridge [options]\n"
-    "Carries sensor_msgs/Image, PointCloud2, CameraInfo, CompressedImage and Imu topics\n"
-    "between the ferry domain and DDS (Cyclone DDS, ROS 2 conventions: topic rt/<name>,\n"
-    "type sensor_msgs::msg::dds_::Image_ and so on). Out: local topics with a publisher go\n"
-    "to DDS. In: DDS writers of those types on rt/... topics are published locally. A\n"
-    "frame that came from DDS is never sent back. SIGINT or SIGTERM stops it cleanly.\n"
+    "Carries sensor_msgs/Image, PointCloud2, CameraInfo, CompressedImage and Imu topics,\n"
+    "and the topics of ROS 2 nodes on rmw_ferry_cpp (any message type), between the ferry\n"
+    "domain and DDS (Cyclone DDS, ROS 2 conventions: topic rt/<name>, type\n"
+    "sensor_msgs::msg::dds_::Image_ and so on). Out: local topics with a publisher go to\n"
+    "DDS. In: DDS writers of those types (of any ROS 2 type a local rmw_ferry_cpp node\n"
+    "uses) on rt/... topics are published locally. A frame that came from DDS is never\n"
+    "sent back. SIGINT or SIGTERM stops it cleanly.\n"
     "\n"
     "options:\n";
 
