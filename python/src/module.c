@@ -1,18 +1,12 @@
 /*
  * ferry._ferry: the module, its exceptions (one per ferry_err) and the helpers the object files
- * share (buffer geometry, stamps, timeouts).
+ * share (buffer geometry, DLPack exports, stats dicts).
  */
 #include "pyferry.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-pyf_state pyf;
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -63,106 +57,6 @@ static const pyf_error_spec error_specs[] = {
      "FERRY_EFOREIGN: the sample or loan belongs to another publisher or subscriber."},
 };
 
-unsigned pyf_fork_gen;
-
-/* Raises an exception of class cls with message msg (and errno's when err is FERRY_ESYS),
- * .code err and .errname its name. */
-static PyObject *raise_as(PyObject *cls, ferry_err err, int saved_errno, const char *msg)
-{
-    PyObject *exc, *v;
-
-    if (err == FERRY_ESYS)
-        exc = PyObject_CallFunction(cls, "is", saved_errno, msg);
-    else
-        exc = PyObject_CallFunction(cls, "s", msg);
-    if (exc == NULL) return NULL;
-    v = PyLong_FromLong((long)err);
-    if (v == NULL || PyObject_SetAttrString(exc, "code", v) < 0) {
-        Py_XDECREF(v);
-        Py_DECREF(exc);
-        return NULL;
-    }
-    Py_DECREF(v);
-    v = PyUnicode_FromString(ferry_errname(err));
-    if (v == NULL || PyObject_SetAttrString(exc, "errname", v) < 0) {
-        Py_XDECREF(v);
-        Py_DECREF(exc);
-        return NULL;
-    }
-    Py_DECREF(v);
-    PyErr_SetObject(cls, exc);
-    Py_DECREF(exc);
-    return NULL;
-}
-
-PyObject *pyf_raise(ferry_err err, const char *fmt, ...)
-{
-    int saved = errno;
-    PyObject *cls;
-    char context[512];
-    char msg[768];
-    va_list ap;
-
-    if (err <= FERRY_OK || err >= FERRY_ERR_COUNT_ || pyf.errors[err] == NULL) {
-        cls = pyf.error;
-    } else {
-        cls = pyf.errors[err];
-    }
-    va_start(ap, fmt);
-    vsnprintf(context, sizeof context, fmt, ap);
-    va_end(ap);
-    if (err == FERRY_ESYS)
-        snprintf(msg, sizeof msg, "%s: %s: %s", context, ferry_strerror(err), strerror(saved));
-    else
-        snprintf(msg, sizeof msg, "%s: %s", context, ferry_strerror(err));
-    return raise_as(cls, err, saved, msg);
-}
-
-PyObject *pyf_raise_closed(const char *what)
-{
-    return pyf_raise(FERRY_ECLOSED, "%s", what);
-}
-
-PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n)
-{
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    uint32_t i;
-
-    if (t == NULL) return NULL;
-    for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
-    return t;
-}
-
-PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid)
-{
-    char msg[512];
-
-    snprintf(msg, sizeof msg,
-             "%s: this %s belongs to process %ld, and this is process %ld; a process made by "
-             "fork() must create its own Node",
-             what, type, (long)pid, (long)getpid());
-    return raise_as(pyf.fork_error, FERRY_ECLOSED, 0, msg);
-}
-
-bool pyf_child_home_(const pyf_child *c, const char *what)
-{
-    static const char *const types[] = {"object", "Publisher",     "Subscriber",  "WaitSet",
-                                        "Sync",   "GpuSubscriber", "GpuPublisher"};
-
-    if (pyf_home(c->gen)) return true;
-    pyf_raise_forked(what, c->kind > 0 && c->kind <= PYF_CHILD_GPUPUB ? types[c->kind] : "object",
-                     c->pid);
-    return false;
-}
-
-static bool atfork_registered;
-
-/* The child of a fork: objects made before it belong to its parent. */
-static void fork_child(void)
-{
-    pyf_fork_gen++;
-}
-
 static bool errors_create(PyObject *module)
 {
     size_t i;
@@ -194,137 +88,6 @@ static bool errors_create(PyObject *module)
         pyf.errors[FERRY_ECLOSED], NULL);
     return pyf.fork_error != NULL &&
            PyModule_AddObjectRef(module, "ForkError", pyf.fork_error) == 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Small helpers
- * ------------------------------------------------------------------------------------------- */
-
-bool pyf_lock(PyThread_type_lock lock)
-{
-    if (PyThread_acquire_lock(lock, NOWAIT_LOCK)) return true;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(lock, WAIT_LOCK);
-    Py_END_ALLOW_THREADS
-    return true;
-}
-
-char *pyf_strdup(const char *s)
-{
-    size_t n;
-    char *d;
-
-    if (s == NULL) return NULL;
-    n = strlen(s) + 1;
-    d = PyMem_Malloc(n);
-    if (d == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    memcpy(d, s, n);
-    return d;
-}
-
-void *pyf_fn(void (*f)(void))
-{
-    void *p;
-
-    memcpy(&p, &f, sizeof p);
-    return p;
-}
-
-PyObject *pyf_alloc(PyTypeObject *type)
-{
-    void *slot = PyType_GetSlot(type, Py_tp_alloc);
-    allocfunc alloc;
-
-    memcpy(&alloc, &slot, sizeof alloc);
-    return alloc(type, 0);
-}
-
-void pyf_free(PyObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    void *slot = PyType_GetSlot(type, Py_tp_free);
-    freefunc f;
-
-    memcpy(&f, &slot, sizeof f);
-    f(self);
-    Py_DECREF(type);
-}
-
-pyf_kind pyf_kind_of(const char *type_name)
-{
-    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0) return PYF_IMAGE;
-    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0) return PYF_CLOUD;
-    if (strcmp(type_name, FERRY_TENSOR_TYPE_NAME) == 0) return PYF_TENSOR;
-    return PYF_BYTES;
-}
-
-const char *pyf_kind_name(pyf_kind kind)
-{
-    switch (kind) {
-    case PYF_IMAGE: return "image";
-    case PYF_CLOUD: return "pointcloud";
-    case PYF_TENSOR: return "tensor";
-    default: return "bytes";
-    }
-}
-
-PyObject *pyf_stamp_get(const ferry_stamp *s)
-{
-    return Py_BuildValue("(iI)", (int)s->sec, (unsigned)s->nanosec);
-}
-
-/* A stamp from (sec, nanosec) or from an int of nanoseconds. */
-int pyf_stamp_set(ferry_stamp *s, PyObject *value)
-{
-    long long sec, nsec;
-
-    if (value == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "stamp cannot be deleted");
-        return -1;
-    }
-    if (PyLong_Check(value)) {
-        long long ns = PyLong_AsLongLong(value);
-
-        if (ns == -1 && PyErr_Occurred()) return -1;
-        sec = ns / 1000000000LL;
-        nsec = ns % 1000000000LL;
-        if (nsec < 0) {
-            nsec += 1000000000LL;
-            sec -= 1;
-        }
-    } else if (!PyArg_ParseTuple(value, "LL;stamp is (sec, nanosec) or an int of nanoseconds",
-                                 &sec, &nsec)) {
-        return -1;
-    }
-    if (sec < INT32_MIN || sec > INT32_MAX || nsec < 0 || nsec > 999999999LL) {
-        PyErr_SetString(PyExc_ValueError, "stamp out of range (sec 32-bit, nanosec 0..999999999)");
-        return -1;
-    }
-    s->sec = (int32_t)sec;
-    s->nanosec = (uint32_t)nsec;
-    return 0;
-}
-
-/* None: for ever; a number of seconds >= 0 otherwise. */
-bool pyf_timeout_ns(PyObject *timeout, int64_t *out)
-{
-    double t;
-
-    if (timeout == NULL || timeout == Py_None) {
-        *out = FERRY_FOREVER;
-        return true;
-    }
-    t = PyFloat_AsDouble(timeout);
-    if (t == -1.0 && PyErr_Occurred()) return false;
-    if (!(t >= 0.0)) {
-        PyErr_SetString(PyExc_ValueError, "timeout must be None or a number of seconds >= 0");
-        return false;
-    }
-    *out = t >= 9.2e9 ? FERRY_FOREVER : (int64_t)(t * 1e9);
-    return true;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1028,13 +791,9 @@ PyMODINIT_FUNC PyInit__ferry(void)
     PyObject *m = PyModule_Create(&module_def);
 
     if (m == NULL) return NULL;
-    /* Once per process image: a second import (another interpreter) must not count forks twice. */
-    if (!atfork_registered) {
-        if (pthread_atfork(NULL, NULL, fork_child) != 0) {
-            Py_DECREF(m);
-            return PyErr_NoMemory();
-        }
-        atfork_registered = true;
+    if (!pyf_fork_track()) {
+        Py_DECREF(m);
+        return NULL;
     }
     if (!errors_create(m) || !pyf_node_types(m) || !pyf_pub_types(m) || !pyf_sub_types(m) ||
         !pyf_waitset_types(m) || !pyf_sync_types(m) || !pyf_gpu_types(m) ||

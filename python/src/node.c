@@ -7,54 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const char **dir)
-{
-    *domain = 0;
-    *dir = NULL;
-    if (domain_arg != NULL && domain_arg != Py_None) {
-        long long d = PyLong_AsLongLong(domain_arg);
-
-        if (d == -1 && PyErr_Occurred()) return false;
-        if (d < 0 || d > FERRY_DOMAIN_MAX) {
-            pyf_raise(FERRY_EINVAL, "domain %lld is outside 0..%u", d, FERRY_DOMAIN_MAX);
-            return false;
-        }
-        *domain = (uint32_t)d;
-    } else {
-        const char *env = getenv("FERRY_DOMAIN");
-
-        if (env != NULL && env[0] != '\0') {
-            char *end;
-            unsigned long d = strtoul(env, &end, 10);
-
-            if (*end != '\0' || env[0] == '-' || d > FERRY_DOMAIN_MAX) {
-                pyf_raise(FERRY_EINVAL, "FERRY_DOMAIN='%s' is not a domain number 0..%u", env,
-                          FERRY_DOMAIN_MAX);
-                return false;
-            }
-            *domain = (uint32_t)d;
-        }
-    }
-    if (dir_arg != NULL && dir_arg != Py_None) {
-        *dir = PyUnicode_AsUTF8AndSize(dir_arg, NULL);
-        if (*dir == NULL) return false;
-        if ((*dir)[0] == '\0') {
-            pyf_raise(FERRY_EINVAL, "dir is empty: give a directory, or None for the default");
-            return false;
-        }
-    } else {
-        const char *env = getenv("FERRY_DIR");
-
-        if (env != NULL && env[0] == '\0') {
-            pyf_raise(FERRY_EINVAL, "FERRY_DIR is set but empty: give a directory, or unset it "
-                                    "for /dev/shm/ferry-<uid>");
-            return false;
-        }
-        *dir = env;
-    }
-    return true;
-}
-
 void pyf_child_link(pyf_child *c, pyf_node *node, int kind, PyObject *self)
 {
     c->node = (pyf_node *)Py_NewRef((PyObject *)node);

@@ -1,0 +1,209 @@
+/*
+ * The ground floor of the extension (util.h): the module's state, errors, the fork generation,
+ * and the memory and type-slot helpers every object uses. Calls no other file of the extension.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+pyf_state pyf;
+unsigned pyf_fork_gen;
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+
+/* Raises an exception of class cls with message msg (and errno's when err is FERRY_ESYS),
+ * .code err and .errname its name. */
+static PyObject *raise_as(PyObject *cls, ferry_err err, int saved_errno, const char *msg)
+{
+    PyObject *exc, *v;
+
+    if (err == FERRY_ESYS)
+        exc = PyObject_CallFunction(cls, "is", saved_errno, msg);
+    else
+        exc = PyObject_CallFunction(cls, "s", msg);
+    if (exc == NULL) return NULL;
+    v = PyLong_FromLong((long)err);
+    if (v == NULL || PyObject_SetAttrString(exc, "code", v) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(v);
+    v = PyUnicode_FromString(ferry_errname(err));
+    if (v == NULL || PyObject_SetAttrString(exc, "errname", v) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(v);
+    PyErr_SetObject(cls, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+PyObject *pyf_raise(ferry_err err, const char *fmt, ...)
+{
+    int saved = errno;
+    PyObject *cls;
+    char context[512];
+    char msg[768];
+    va_list ap;
+
+    if (err <= FERRY_OK || err >= FERRY_ERR_COUNT_ || pyf.errors[err] == NULL) {
+        cls = pyf.error;
+    } else {
+        cls = pyf.errors[err];
+    }
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    if (err == FERRY_ESYS)
+        snprintf(msg, sizeof msg, "%s: %s: %s", context, ferry_strerror(err), strerror(saved));
+    else
+        snprintf(msg, sizeof msg, "%s: %s", context, ferry_strerror(err));
+    return raise_as(cls, err, saved, msg);
+}
+
+PyObject *pyf_raise_closed(const char *what)
+{
+    return pyf_raise(FERRY_ECLOSED, "%s", what);
+}
+
+PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid)
+{
+    char msg[512];
+
+    snprintf(msg, sizeof msg,
+             "%s: this %s belongs to process %ld, and this is process %ld; a process made by "
+             "fork() must create its own Node",
+             what, type, (long)pid, (long)getpid());
+    return raise_as(pyf.fork_error, FERRY_ECLOSED, 0, msg);
+}
+
+bool pyf_child_home_(const pyf_child *c, const char *what)
+{
+    static const char *const types[] = {"object", "Publisher",     "Subscriber",  "WaitSet",
+                                        "Sync",   "GpuSubscriber", "GpuPublisher"};
+
+    if (pyf_home(c->gen)) return true;
+    pyf_raise_forked(what, c->kind > 0 && c->kind <= PYF_CHILD_GPUPUB ? types[c->kind] : "object",
+                     c->pid);
+    return false;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Processes
+ * ------------------------------------------------------------------------------------------- */
+
+static bool atfork_registered;
+
+/* The child of a fork: objects made before it belong to its parent. */
+static void fork_child(void)
+{
+    pyf_fork_gen++;
+}
+
+bool pyf_fork_track(void)
+{
+    /* Once per process image: a second import (another interpreter) must not count forks twice. */
+    if (atfork_registered) return true;
+    if (pthread_atfork(NULL, NULL, fork_child) != 0) {
+        PyErr_NoMemory();
+        return false;
+    }
+    atfork_registered = true;
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Small helpers
+ * ------------------------------------------------------------------------------------------- */
+
+bool pyf_lock(PyThread_type_lock lock)
+{
+    if (PyThread_acquire_lock(lock, NOWAIT_LOCK)) return true;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+    return true;
+}
+
+char *pyf_strdup(const char *s)
+{
+    size_t n;
+    char *d;
+
+    if (s == NULL) return NULL;
+    n = strlen(s) + 1;
+    d = PyMem_Malloc(n);
+    if (d == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(d, s, n);
+    return d;
+}
+
+void *pyf_fn(void (*f)(void))
+{
+    void *p;
+
+    memcpy(&p, &f, sizeof p);
+    return p;
+}
+
+PyObject *pyf_alloc(PyTypeObject *type)
+{
+    void *slot = PyType_GetSlot(type, Py_tp_alloc);
+    allocfunc alloc;
+
+    memcpy(&alloc, &slot, sizeof alloc);
+    return alloc(type, 0);
+}
+
+void pyf_free(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    void *slot = PyType_GetSlot(type, Py_tp_free);
+    freefunc f;
+
+    memcpy(&f, &slot, sizeof f);
+    f(self);
+    Py_DECREF(type);
+}
+
+pyf_kind pyf_kind_of(const char *type_name)
+{
+    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0) return PYF_IMAGE;
+    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0) return PYF_CLOUD;
+    if (strcmp(type_name, FERRY_TENSOR_TYPE_NAME) == 0) return PYF_TENSOR;
+    return PYF_BYTES;
+}
+
+const char *pyf_kind_name(pyf_kind kind)
+{
+    switch (kind) {
+    case PYF_IMAGE: return "image";
+    case PYF_CLOUD: return "pointcloud";
+    case PYF_TENSOR: return "tensor";
+    default: return "bytes";
+    }
+}
+
+PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    uint32_t i;
+
+    if (t == NULL) return NULL;
+    for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
+    return t;
+}

@@ -1,0 +1,143 @@
+/*
+ * The CPython extension ferry._ferry, written against the stable ABI of Python 3.11
+ * (Py_LIMITED_API 0x030B0000): one build loads in every CPython from 3.11 on.
+ *
+ * This header and util.c are the ground floor of the extension: what every object uses (the
+ * module's state, errors, the fork generation, memory and type-slot helpers), calling no other
+ * file of the extension.
+ *
+ * Objects and what they own: a Node owns the ferry_node; Publishers, Subscribers and WaitSets
+ * hold a strong reference to their Node and are linked into its list of children (the list owns
+ * no reference, so no cycle forms); a Loan holds its Publisher, a Sample its Subscriber. So the
+ * garbage collector can only destroy a node after its children, and a child after its loans and
+ * samples. Node.close() closes the children explicitly, waitsets first.
+ *
+ * Closing while arrays are bound: close() never refuses because an array, memoryview or DLPack
+ * tensor still reads a sample, loan or frame (an export). It closes the object for its user at
+ * once (pyf_child.closed, pyf_node.closed: every call but a few getters raises ClosedError) and
+ * lets go of what is not exported; the ferry object itself (subscriber, publisher, sync, GPU
+ * subscriber, and the node above them) is destroyed by its *_finish function when the last
+ * export over its memory is gone, as a NumPy array over an mmap keeps the mapping. A finish
+ * runs where an export ends (releasebuffer, a DLPack deleter), possibly inside another call's
+ * garbage collection, so it never waits for a lock: when another thread holds one, that thread
+ * runs the finish when it lets the lock go; the object's dealloc is the last resort.
+ *
+ * Concurrency: every ferry call is made with the GIL held or, for calls that may block, with the
+ * GIL released and the object's own lock held, so that two Python threads never use one ferry
+ * publisher or subscriber at once (ferry.h requires it). A subscriber's lock may be held for as
+ * long as a take() waits; a sample released meanwhile from another thread is queued on the
+ * subscriber and released by the waiting thread when its wait slice ends.
+ *
+ * Processes: every object remembers the fork generation and the pid of the process that created
+ * it (pyf_fork_gen, bumped in the child of every fork() by a pthread_atfork handler). In another
+ * process every entry point raises ForkError (pyf_home), and destruction only forgets: no ferry
+ * call is made (it would send goodbyes on the parent's sockets, release the parent's samples and
+ * loans or remove its status files), and no lock is taken (another thread may have held it at
+ * the fork). The child's copies of the descriptors and mappings go when it exits.
+ */
+#ifndef FERRY_PY_UTIL_H
+#define FERRY_PY_UTIL_H
+
+#include <Python.h>
+#include <pythread.h>
+
+#include <ferry/ferry.h>
+#include <ferry/msg.h>
+#include <ferry/tensor.h>
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* What a topic carries, from its type name. */
+typedef enum pyf_kind {
+    PYF_BYTES = 0,  /* any other type name: the payload as bytes */
+    PYF_IMAGE = 1,  /* sensor_msgs/Image */
+    PYF_CLOUD = 2,  /* sensor_msgs/PointCloud2 */
+    PYF_TENSOR = 3, /* ferry/Tensor */
+} pyf_kind;
+
+/* The longest a blocking call sleeps before it looks at signals and at samples released by other
+ * threads; a delivery ends the sleep at once, so this bounds only Ctrl-C's delay. */
+#define PYF_WAIT_SLICE_NS 50000000LL
+
+/* The fork generation of this process: 0 in the process that imported the module, one more in
+ * the child of each fork() since. */
+extern unsigned pyf_fork_gen;
+
+/* Links a child into its node's list. */
+typedef struct pyf_child {
+    struct pyf_node *node;
+    struct pyf_child *prev, *next;
+    int kind;       /* PYF_CHILD_* */
+    unsigned gen;   /* pyf_fork_gen when created */
+    pid_t pid;      /* the process that created it */
+    bool closed; /* close() ran; the ferry object may live on until its last export is gone */
+    PyObject *self;
+} pyf_child;
+
+enum { PYF_CHILD_PUB = 1, PYF_CHILD_SUB = 2, PYF_CHILD_WAITSET = 3, PYF_CHILD_SYNC = 4,
+       PYF_CHILD_GPUSUB = 5, PYF_CHILD_GPUPUB = 6 };
+
+typedef struct pyf_node {
+    PyObject_HEAD
+    ferry_node *node; /* NULL once destroyed */
+    bool closed;      /* close() ran: destroyed when its last child is */
+    unsigned gen;     /* pyf_fork_gen when created */
+    pid_t pid;
+    uint32_t domain;
+    char *dir; /* NULL: the default */
+    char *name;
+    pyf_child *children;
+} pyf_node;
+
+/* Objects of the module, created at import. */
+typedef struct pyf_state {
+    PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
+    PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type, *gpupub_type,
+        *gpuloan_type, *hostview_type;
+    PyObject *error;                     /* ferry.Error */
+    PyObject *fork_error;                /* ferry.ForkError, a ClosedError */
+    PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
+} pyf_state;
+
+extern pyf_state pyf;
+
+/* Counts forks from now on (pyf_fork_gen); false with an exception when it cannot. */
+bool pyf_fork_track(void);
+
+/* The stable ABI passes type slots as void *; ISO C has no conversion between function and
+ * object pointers, so they are copied bit for bit (which POSIX guarantees to work). */
+void *pyf_fn(void (*f)(void));
+#define PYF_FN(f) pyf_fn((void (*)(void))(f))
+
+/* Raises the exception of err (pyf.errors) with message "<fmt>: <ferry_strerror>" (and errno's
+ * for FERRY_ESYS), .code and .errname set; returns NULL. */
+PyObject *pyf_raise(ferry_err err, const char *fmt, ...);
+PyObject *pyf_raise_closed(const char *what);
+/* Raises ForkError (a ClosedError): what was called on a `type` made by process pid. */
+PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid);
+/* True in the process (fork generation) that created an object; the one comparison every entry
+ * point makes. */
+static inline bool pyf_home(unsigned gen)
+{
+    return gen == pyf_fork_gen;
+}
+/* pyf_home for a node's child, else ForkError naming what was called. */
+bool pyf_child_home_(const pyf_child *c, const char *what);
+static inline bool pyf_child_home(const pyf_child *c, const char *what)
+{
+    return pyf_home(c->gen) || pyf_child_home_(c, what);
+}
+/* Takes lock, releasing the GIL while it waits. */
+bool pyf_lock(PyThread_type_lock lock);
+/* A PyMem copy of s (NULL for NULL, or with MemoryError). */
+char *pyf_strdup(const char *s);
+/* The type's tp_alloc and tp_free (the latter also drops the heap type's reference). */
+PyObject *pyf_alloc(PyTypeObject *type);
+void pyf_free(PyObject *self);
+pyf_kind pyf_kind_of(const char *type_name);
+const char *pyf_kind_name(pyf_kind kind);
+/* A tuple of ints (a tensor's shape or strides). */
+PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n);
+
+#endif
