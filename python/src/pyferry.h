@@ -6,22 +6,9 @@
 #define FERRY_PY_PYFERRY_H
 
 #include "args.h"
+#include "export.h"
+#include "functions.h"
 #include "util.h"
-
-/* How an exported buffer looks: shape and strides in bytes, a struct-module format, and the
- * DLPack data type of its elements (dl_bits 0 when it has none). */
-typedef struct pyf_geom {
-    void *buf;
-    Py_ssize_t len;
-    Py_ssize_t itemsize;
-    int ndim;
-    Py_ssize_t shape[FERRY_TENSOR_DIMS_MAX];
-    Py_ssize_t strides[FERRY_TENSOR_DIMS_MAX];
-    char *format;         /* heap copy, freed with the geometry */
-    const char *no_buffer; /* why the buffer protocol is refused (bfloat16), or NULL */
-    uint8_t dl_code, dl_bits;
-    bool big_endian;
-} pyf_geom;
 
 struct pyf_loan;
 struct pyf_sample;
@@ -65,28 +52,6 @@ typedef struct pyf_sub {
 /* A matched set of a Sync, handed out and not yet given back (sync.c): its samples' Sample
  * objects each count one in live; the last to go gives the set back (ferry_sync_release). */
 struct pyf_syncset;
-
-/* module.c */
-void pyf_geom_clear(pyf_geom *g);
-bool pyf_geom_bytes(pyf_geom *g, void *buf, size_t len);
-bool pyf_geom_image(pyf_geom *g, void *buf, const ferry_image_header *h,
-                    const ferry_image_layout *l);
-bool pyf_geom_cloud(pyf_geom *g, void *buf, const ferry_pointcloud_header *h);
-bool pyf_geom_tensor(pyf_geom *g, void *buf, const ferry_tensor_header *h);
-int pyf_geom_export(const pyf_geom *g, PyObject *owner, Py_buffer *view, int flags, bool readonly);
-PyObject *pyf_publisher_stats(const ferry_publisher_stats *s);
-PyObject *pyf_subscriber_stats(const ferry_subscriber_stats *s);
-PyObject *pyf_fields_get(const ferry_point_field *fields, uint32_t n);
-/* Parses __dlpack__'s keywords: refuses copy=True and any device but device; *stream is the
- * stream argument (borrowed, Py_None when absent), *versioned whether max_version >= (1, 0). */
-bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, PyObject **stream,
-                     bool *versioned);
-/* A DLPack capsule over desc (shape and strides copied): "dltensor_versioned" when versioned
- * (flagged read-only unless writable), else "dltensor". It holds a reference to owner; its
- * deleter calls unexport(owner) with the GIL held, once. The caller counts the export on
- * success. */
-PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner), bool versioned,
-                             bool writable, const ferry_dl_tensor *desc);
 
 /* node.c */
 bool pyf_node_types(PyObject *module);

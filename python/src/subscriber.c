@@ -484,7 +484,6 @@ bool pyf_sample_exported(PyObject *sample)
     return ((pyf_sample *)sample)->exports > 0;
 }
 
-
 void pyf_sample_forget(PyObject *sample)
 {
     pyf_sample *sm = (pyf_sample *)sample;
