@@ -13,7 +13,7 @@
  * every stream it was exported to: the frame's host sample goes back only when that work is
  * done. A frame done while another thread holds the lock is queued and given back by it.
  * Closed while a tensor still reads a frame, it gives the other frames back at once and is
- * destroyed when the last such tensor is deleted (pyf_gpusub_finish).
+ * destroyed when the last such tensor is deleted (gpusub_finish).
  *
  * Streams are cudaStream_t values as integers: 0 (or None) the legacy default stream, 2 the
  * per-thread default stream, anything else a stream of the caller's. DLPack's consumer streams
@@ -56,6 +56,7 @@ typedef struct pyf_gpusub {
     pyf_gpuframe *frames; /* every frame taken and not given back */
     gpu_pending *pending;
 } pyf_gpusub;
+PYF_CHILD_OBJECT(pyf_gpusub);
 
 struct pyf_gpuframe {
     PyObject_HEAD
@@ -251,13 +252,10 @@ static void frame_unexport(pyf_gpuframe *fr)
  * GpuSubscriber
  * ------------------------------------------------------------------------------------------- */
 
-static bool gs_open(pyf_gpusub *gs, const char *what)
-{
-    if (!pyf_child_home(&gs->link, what)) return false;
-    if (!gs->link.closed && gs->gsub != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int gpusub_close(PyObject *self);
+static void gpusub_finish(PyObject *self);
+static const pyf_child_ops gpusub_ops = {"GpuSubscriber", PYF_CLOSE_GPUSUB, gpusub_close,
+                                         gpusub_finish};
 
 static PyObject *gpusub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -286,7 +284,7 @@ static PyObject *gpusub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (gs == NULL) return NULL;
     gs->device = device;
     gs->sub = (pyf_sub *)Py_NewRef(o_sub);
-    pyf_child_link(&gs->link, sub->link.node, PYF_CHILD_GPUSUB, (PyObject *)gs);
+    pyf_child_link(&gs->link, sub->link.node, &gpusub_ops, (PyObject *)gs);
     ferry_gpu_subscriber_options_init(&o);
     o.device = device;
     pyf_lock(sub->lock);
@@ -327,18 +325,18 @@ static ferry_err gpusub_try_finish(pyf_gpusub *gs)
     if (err == FERRY_OK) {
         if (gs->sub->owner == (PyObject *)gs) gs->sub->owner = NULL;
         pyf_child_unlink(&gs->link);
-        pyf_sub_finish(gs->sub); /* closed meanwhile, it waited for this */
+        pyf_child_finish(&gs->sub->link); /* closed meanwhile, it waited for this */
     }
     Py_DECREF((PyObject *)gs);
     return err;
 }
 
-void pyf_gpusub_finish(PyObject *self)
+static void gpusub_finish(PyObject *self)
 {
     (void)gpusub_try_finish((pyf_gpusub *)self);
 }
 
-int pyf_gpusub_close(PyObject *self)
+static int gpusub_close(PyObject *self)
 {
     pyf_gpusub *gs = (pyf_gpusub *)self;
     pyf_gpuframe *fr, *next;
@@ -385,7 +383,7 @@ static void gpusub_dealloc(PyObject *self)
     }
     if (gs->sub != NULL) {
         if (gs->sub->owner == self) gs->sub->owner = NULL;
-        pyf_sub_finish(gs->sub); /* one closed meanwhile waited for this */
+        pyf_child_finish(&gs->sub->link); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)gs->sub);
     }
     pyf_child_unlink(&gs->link);
@@ -425,7 +423,7 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
     ferry_err err;
     PyObject *r;
 
-    if (!gs_open(gs, "GpuSubscriber.take")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.take")) return NULL;
     pyf_lock(gs->sub->lock);
     for (;;) {
         int64_t slice = PYF_WAIT_SLICE_NS;
@@ -516,7 +514,7 @@ static PyObject *gpusub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     ferry_err err = FERRY_ETIMEDOUT;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !gs_open(gs, "GpuSubscriber.wait")) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.wait")) return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
     pyf_lock(gs->sub->lock);
     for (;;) {
@@ -554,7 +552,7 @@ static PyObject *gpusub_poll(PyObject *self, PyObject *unused)
     pyf_gpusub *gs = (pyf_gpusub *)self;
 
     (void)unused;
-    if (!gs_open(gs, "GpuSubscriber.poll")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.poll")) return NULL;
     pyf_lock(gs->sub->lock);
     gpusub_drain(gs);
     pyf_sub_unlock(gs->sub);
@@ -568,7 +566,7 @@ static PyObject *gpusub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!gs_open(gs, "GpuSubscriber.fileno")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.fileno")) return NULL;
     err = ferry_subscriber_fd(gs->sub->sub, &fd);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_fd('%s')", gs->sub->topic);
     return PyLong_FromLong(fd);
@@ -583,7 +581,7 @@ static PyObject *gpusub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!gs_open(gs, "GpuSubscriber.stats")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.stats")) return NULL;
     pyf_lock(gs->sub->lock);
     gpusub_drain(gs);
     err = !gs->link.closed ? ferry_gpu_subscriber_stats_get(gs->gsub, &st) : FERRY_ECLOSED;
@@ -593,25 +591,6 @@ static PyObject *gpusub_stats(PyObject *self, PyObject *unused)
     return Py_BuildValue("{s:K,s:K,s:K,s:I}", "imports", (unsigned long long)st.imports,
                          "unimports", (unsigned long long)st.unimports, "readonly_fallbacks",
                          (unsigned long long)st.readonly_fallbacks, "frames", held);
-}
-
-static PyObject *gpusub_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_gpusub_close(self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *gpusub_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *gpusub_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return gpusub_close_m(self, NULL);
 }
 
 static PyObject *gpusub_get(PyObject *self, void *closure)
@@ -646,14 +625,13 @@ static PyMethodDef gpusub_methods[] = {
     {"stats", gpusub_stats, METH_NOARGS,
      "stats() -> dict\n\nimports, unimports and readonly_fallbacks (ferry_gpu_subscriber_stats),\n"
      "and frames: the frames taken and not given back."},
-    {"close", gpusub_close_m, METH_NOARGS,
-     "close()\n\nGives back every frame (their GpuFrames then raise StateError) and destroys\n"
-     "the GPU subscriber, waiting for the GPU work on released frames; the subscriber can be\n"
-     "taken from again. A frame a DLPack tensor still reads stays mapped: it goes back, and\n"
-     "the GPU subscriber is destroyed, when the last such tensor is deleted (the subscriber\n"
-     "stays its own until then). Closing twice does nothing."},
-    {"__enter__", gpusub_enter, METH_NOARGS, "Returns the GPU subscriber."},
-    {"__exit__", gpusub_exit, METH_VARARGS, "Closes the GPU subscriber."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\nGives back every frame (their GpuFrames then raise StateError) and destroys\n"
+        "the GPU subscriber, waiting for the GPU work on released frames; the subscriber can be\n"
+        "taken from again. A frame a DLPack tensor still reads stays mapped: it goes back, and\n"
+        "the GPU subscriber is destroyed, when the last such tensor is deleted (the subscriber\n"
+        "stays its own until then). Closing twice does nothing.",
+        "GPU subscriber"),
     {NULL, NULL, 0, NULL},
 };
 
@@ -1004,28 +982,6 @@ bool pyf_gpu_types(PyObject *module)
 bool pyf_gpu_types(PyObject *module)
 {
     return PyModule_AddObjectRef(module, "HAVE_GPU", Py_False) == 0;
-}
-
-int pyf_gpusub_close(PyObject *gsub)
-{
-    (void)gsub;
-    return 0;
-}
-
-void pyf_gpusub_finish(PyObject *gsub)
-{
-    (void)gsub;
-}
-
-int pyf_gpupub_close(PyObject *gpub)
-{
-    (void)gpub;
-    return 0;
-}
-
-void pyf_gpupub_finish(PyObject *gpub)
-{
-    (void)gpub;
 }
 
 #endif

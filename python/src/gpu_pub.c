@@ -13,7 +13,7 @@
  * deleted, never under one. The GPU work on a loan given back may still run: an event recorded
  * after it is kept, and the stream of the next loan of that memory waits for it (on the GPU).
  * Closed while a tensor still reads a loan (published or not), the GpuPublisher is destroyed,
- * its device memory freed, when the last such tensor is deleted (pyf_gpupub_finish).
+ * its device memory freed, when the last such tensor is deleted (gpupub_finish).
  *
  * Streams: a loan is made ready for the stream given to loan() (ferry_gpu_loan makes it wait for
  * the previous frame of that memory); __dlpack__(stream=s) makes the consumer's stream s wait for
@@ -56,6 +56,7 @@ typedef struct pyf_gpupub {
     gpu_return returns[GPU_RETURNS_MAX];
     uint32_t nreturns;
 } pyf_gpupub;
+PYF_CHILD_OBJECT(pyf_gpupub);
 
 struct pyf_gpuloan {
     PyObject_HEAD
@@ -211,13 +212,10 @@ static void loan_unlink(pyf_gpuloan *l)
  * GpuPublisher
  * ------------------------------------------------------------------------------------------- */
 
-static bool gp_open(pyf_gpupub *gp, const char *what)
-{
-    if (!pyf_child_home(&gp->link, what)) return false;
-    if (!gp->link.closed && gp->gpub != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int gpupub_close(PyObject *self);
+static void gpupub_finish(PyObject *self);
+static const pyf_child_ops gpupub_ops = {"GpuPublisher", PYF_CLOSE_GPUPUB, gpupub_close,
+                                         gpupub_finish};
 
 static PyObject *gpupub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -254,7 +252,7 @@ static PyObject *gpupub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     gp->device = device;
     gp->early_wake = early_wake != 0;
     gp->pub = (pyf_pub *)Py_NewRef(o_pub);
-    pyf_child_link(&gp->link, pub->link.node, PYF_CHILD_GPUPUB, (PyObject *)gp);
+    pyf_child_link(&gp->link, pub->link.node, &gpupub_ops, (PyObject *)gp);
     ferry_gpu_publisher_options_init(&o);
     o.device = device;
     o.ipc = (ferry_gpu_ipc)i;
@@ -304,18 +302,18 @@ static ferry_err gpupub_try_finish(pyf_gpupub *gp)
     if (err == FERRY_OK) {
         if (gp->pub->owner == (PyObject *)gp) gp->pub->owner = NULL;
         pyf_child_unlink(&gp->link);
-        pyf_pub_finish(gp->pub); /* closed meanwhile, it waited for this */
+        pyf_child_finish(&gp->pub->link); /* closed meanwhile, it waited for this */
     }
     Py_DECREF((PyObject *)gp);
     return err;
 }
 
-void pyf_gpupub_finish(PyObject *self)
+static void gpupub_finish(PyObject *self)
 {
     (void)gpupub_try_finish((pyf_gpupub *)self);
 }
 
-int pyf_gpupub_close(PyObject *self)
+static int gpupub_close(PyObject *self)
 {
     pyf_gpupub *gp = (pyf_gpupub *)self;
     unsigned held = 0;
@@ -360,7 +358,7 @@ static void gpupub_dealloc(PyObject *self)
     }
     if (gp->pub != NULL) {
         if (gp->pub->owner == self) gp->pub->owner = NULL;
-        pyf_pub_finish(gp->pub); /* one closed meanwhile waited for this */
+        pyf_child_finish(&gp->pub->link); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)gp->pub);
     }
     pyf_child_unlink(&gp->link);
@@ -426,7 +424,7 @@ static PyObject *gpupub_loan(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|O:loan", kwlist, &n, &o_stream))
         return NULL;
-    if (!gp_open(gp, "GpuPublisher.loan") || !pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan") || !pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
     if (n <= 0) return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
     l = loan_alloc(gp);
     if (l == NULL) return NULL;
@@ -450,7 +448,7 @@ static PyObject *gpupub_loan_tensor(PyObject *self, PyObject *args, PyObject *kw
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$O:loan_tensor", kwlist, &o_shape,
                                      &o_dtype, &o_stream, &o_strides))
         return NULL;
-    if (!gp_open(gp, "GpuPublisher.loan_tensor") || !pyf_gpu_stream_arg(o_stream, &stream))
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan_tensor") || !pyf_gpu_stream_arg(o_stream, &stream))
         return NULL;
     if (!pyf_int64_list(o_shape, "shape", shape, &ndim) || !pyf_tensor_dtype(o_dtype, &dtype))
         return NULL;
@@ -515,7 +513,7 @@ static PyObject *gpupub_publish(PyObject *self, PyObject *args, PyObject *kwargs
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:publish", kwlist, &obj, &o_stream,
                                      &o_meta))
         return NULL;
-    if (!gp_open(gp, "GpuPublisher.publish") || !gpuloan_check(obj, gp, &l) ||
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.publish") || !gpuloan_check(obj, gp, &l) ||
         !pyf_gpu_stream_arg(o_stream, &stream))
         return NULL;
     if (o_meta != Py_None) {
@@ -578,7 +576,7 @@ static PyObject *gpupub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!gp_open(gp, "GpuPublisher.stats")) return NULL;
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.stats")) return NULL;
     pyf_lock(gp->pub->lock);
     err = !gp->link.closed ? ferry_gpu_publisher_stats_get(gp->gpub, &st) : FERRY_ECLOSED;
     pyf_pub_unlock(gp->pub);
@@ -587,25 +585,6 @@ static PyObject *gpupub_stats(PyObject *self, PyObject *unused)
         if (l->out) held++;
     return Py_BuildValue("{s:K,s:K,s:I}", "exports", (unsigned long long)st.exports,
                          "reuse_waits", (unsigned long long)st.reuse_waits, "loans", held);
-}
-
-static PyObject *gpupub_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_gpupub_close(self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *gpupub_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *gpupub_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return gpupub_close_m(self, NULL);
 }
 
 static PyObject *gpupub_get(PyObject *self, void *closure)
@@ -650,14 +629,13 @@ static PyMethodDef gpupub_methods[] = {
     {"stats", gpupub_stats, METH_NOARGS,
      "stats() -> dict\n\nexports and reuse_waits (ferry_gpu_publisher_stats), and loans: the\n"
      "device loans not yet published or given back."},
-    {"close", gpupub_close_m, METH_NOARGS,
-     "close()\n\nDestroys the GPU publisher (ferry_gpu_publisher_destroy): waits for the work\n"
-     "of frames published with no reader and frees the device memory; the publisher can\n"
-     "publish host samples again. BusyError while a loan is held (publish or release it\n"
-     "first). While a DLPack tensor over a loan is left, the device memory stays: the GPU\n"
-     "publisher is destroyed when the last of them is deleted. Closing twice does nothing."},
-    {"__enter__", gpupub_enter, METH_NOARGS, "Returns the GPU publisher."},
-    {"__exit__", gpupub_exit, METH_VARARGS, "Closes the GPU publisher."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\nDestroys the GPU publisher (ferry_gpu_publisher_destroy): waits for the work\n"
+        "of frames published with no reader and frees the device memory; the publisher can\n"
+        "publish host samples again. BusyError while a loan is held (publish or release it\n"
+        "first). While a DLPack tensor over a loan is left, the device memory stays: the GPU\n"
+        "publisher is destroyed when the last of them is deleted. Closing twice does nothing.",
+        "GPU publisher"),
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,57 +3,7 @@
  */
 #include "pyferry.h"
 
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-
-void pyf_child_link(pyf_child *c, pyf_node *node, int kind, PyObject *self)
-{
-    c->node = (pyf_node *)Py_NewRef((PyObject *)node);
-    c->kind = kind;
-    c->gen = pyf_fork_gen;
-    c->pid = getpid();
-    c->self = self;
-    c->prev = NULL;
-    c->next = node->children;
-    if (node->children != NULL) node->children->prev = c;
-    node->children = c;
-}
-
-/* Destroys a closed node once its last child is gone. */
-static void node_finish(pyf_node *n)
-{
-    if (!n->closed || n->node == NULL || n->children != NULL) return;
-    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK) return; /* dealloc retries */
-    n->node = NULL;
-}
-
-void pyf_child_unlink(pyf_child *c)
-{
-    pyf_node *node = c->node;
-
-    if (node == NULL) return;
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        node->children = c->next;
-    if (c->next != NULL) c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-    c->node = NULL;
-    node_finish(node);
-    Py_DECREF((PyObject *)node);
-}
-
-bool pyf_node_open(pyf_node *n, const char *what)
-{
-    if (!pyf_home(n->gen)) {
-        pyf_raise_forked(what, "Node", n->pid);
-        return false;
-    }
-    if (!n->closed && n->node != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
 
 static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -91,17 +41,16 @@ static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)n;
 }
 
-/* Closes the children, synchronisers, GPU subscribers and GPU publishers first (they take from
- * subscribers or publish through publishers), then waitsets (they refer to subscribers), then
- * subscribers and publishers; stops at the first that refuses. A child whose memory an array
- * still reads stays in the list, closed, until its last export goes. */
+/* Closes the children rank by rank (PYF_CLOSE_*: the synchronisers, GPU subscribers and GPU
+ * publishers first, as they take from subscribers or publish through publishers, then waitsets,
+ * as they refer to subscribers, then subscribers and publishers); stops at the first that
+ * refuses. A child whose memory an array still reads stays in the list, closed, until its last
+ * export goes. */
 static int node_close_children(pyf_node *n)
 {
-    static const int order[] = {PYF_CHILD_SYNC,    PYF_CHILD_GPUSUB, PYF_CHILD_GPUPUB,
-                                PYF_CHILD_WAITSET, PYF_CHILD_SUB,    PYF_CHILD_PUB};
-    size_t k;
+    int rank;
 
-    for (k = 0; k < sizeof order / sizeof order[0]; k++) {
+    for (rank = 0; rank < PYF_CLOSE_RANKS; rank++) {
         for (;;) {
             pyf_child *c = n->children;
             PyObject *self;
@@ -109,19 +58,12 @@ static int node_close_children(pyf_node *n)
 
             /* The list may change under each close (a waitset lets go of its subscribers, a
              * child is unlinked): look from the head each time. */
-            while (c != NULL && (c->kind != order[k] || c->closed)) c = c->next;
+            while (c != NULL && (c->ops->rank != rank || c->closed)) c = c->next;
             if (c == NULL) break;
             self = c->self;
             /* Closing unlinks c, which may drop the last reference to n: hold it. */
             Py_INCREF(self);
-            switch (c->kind) {
-            case PYF_CHILD_SYNC: rc = pyf_sync_close(self); break;
-            case PYF_CHILD_GPUSUB: rc = pyf_gpusub_close(self); break;
-            case PYF_CHILD_GPUPUB: rc = pyf_gpupub_close(self); break;
-            case PYF_CHILD_WAITSET: rc = pyf_waitset_close(self); break;
-            case PYF_CHILD_SUB: rc = pyf_sub_close((pyf_sub *)self); break;
-            default: rc = pyf_pub_close((pyf_pub *)self); break;
-            }
+            rc = c->ops->close(self);
             Py_DECREF(self);
             if (rc < 0) return -1;
         }
@@ -168,18 +110,6 @@ static void node_dealloc(PyObject *self)
     PyMem_Free(n->dir);
     PyMem_Free(n->name);
     pyf_free(self);
-}
-
-static PyObject *node_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *node_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return node_close(self, NULL);
 }
 
 static PyObject *node_publisher(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -251,8 +181,9 @@ static PyMethodDef node_methods[] = {
      "publishers, in that order, then the node. What an array, memoryview or DLPack tensor\n"
      "still reads stays mapped: the subscriber or publisher it came from, and the node, are\n"
      "destroyed when the last of them is gone. Closing twice does nothing."},
-    {"__enter__", node_enter, METH_NOARGS, "Returns the node."},
-    {"__exit__", node_exit, METH_VARARGS, "Closes the node."},
+    {"__enter__", pyf_enter_method, METH_NOARGS, "Returns the node."},
+    /* node_close ignores its second argument: __exit__'s. */
+    {"__exit__", node_close, METH_VARARGS, "Closes the node."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,7 +2,7 @@
  * ferry.Publisher and ferry.Loan: writable loans exported through the buffer protocol, so that
  * NumPy writes straight into the publisher's pages. A publisher closed while an array still
  * reads or writes one of its loans is destroyed (its segment unmapped) only when the last such
- * array is gone (pyf_pub_finish). A publisher a GpuPublisher (gpu_pub.c) publishes through
+ * array is gone (pub_finish). A publisher a GpuPublisher (gpu_pub.c) publishes through
  * carries that one's descriptors: it refuses loans and publishes of its own, and is destroyed
  * only after the GpuPublisher.
  */
@@ -127,19 +127,14 @@ static bool type_hash_of(PyObject *v, const char *type_name, uint64_t *out)
  * Publisher
  * ------------------------------------------------------------------------------------------- */
 
-static bool pub_open(pyf_pub *p, const char *what)
-{
-    if (!pyf_child_home(&p->link, what)) return false;
-    if (!p->link.closed && p->pub != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int pub_close(PyObject *self);
+static void pub_finish(PyObject *self);
 
-/* pub_open, for loans and publishes: not while a GpuPublisher's descriptors go through it (a
+/* Open, for loans and publishes: not while a GpuPublisher's descriptors go through it (a
  * sample of another kind would reach its device-frame subscribers). */
 static bool pub_own_open(pyf_pub *p, const char *what)
 {
-    return pub_open(p, what) && pyf_pub_own(p, what);
+    return pyf_child_open(&p->link, p->pub, what) && pyf_pub_own(p, what);
 }
 
 bool pyf_pub_own(pyf_pub *p, const char *what)
@@ -159,8 +154,9 @@ bool pyf_pub_own(pyf_pub *p, const char *what)
 /* Destroys a closed publisher once no array is left over one of its loans and its GpuPublisher
  * is destroyed. Never waits for the lock: its holder finishes it when letting the lock go
  * (pyf_pub_unlock). In a forked child it only forgets it, without the lock. */
-void pyf_pub_finish(pyf_pub *p)
+static void pub_finish(PyObject *self)
 {
+    pyf_pub *p = (pyf_pub *)self;
     bool home = pyf_home(p->link.gen);
     pyf_loan *l;
 
@@ -175,18 +171,6 @@ void pyf_pub_finish(pyf_pub *p)
     pyf_child_unlink(&p->link);
 }
 
-void pyf_pub_unlock(pyf_pub *p)
-{
-    PyThread_release_lock(p->lock);
-    if (p->owner != NULL && p->owner_link->closed) {
-        PyObject *owner = Py_NewRef(p->owner);
-
-        pyf_gpupub_finish(owner);
-        Py_DECREF(owner);
-    }
-    if (p->link.closed) pyf_pub_finish(p);
-}
-
 /* Takes the publisher's lock; false (ClosedError) when it was closed meanwhile. */
 static bool pub_lock(pyf_pub *p, const char *what)
 {
@@ -196,6 +180,8 @@ static bool pub_lock(pyf_pub *p, const char *what)
     pyf_raise_closed(what);
     return false;
 }
+
+static const pyf_child_ops pub_ops = {"Publisher", PYF_CLOSE_PUB, pub_close, pub_finish};
 
 PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 {
@@ -262,7 +248,7 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
         Py_DECREF(p);
         return NULL;
     }
-    pyf_child_link(&p->link, node, PYF_CHILD_PUB, (PyObject *)p);
+    pyf_child_link(&p->link, node, &pub_ops, (PyObject *)p);
     err = ferry_publisher_create(&p->pub, node->node, topic, type_name, hash, &o);
     if (err != FERRY_OK) {
         p->pub = NULL;
@@ -272,8 +258,9 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     return (PyObject *)p;
 }
 
-int pyf_pub_close(pyf_pub *p)
+static int pub_close(PyObject *self)
 {
+    pyf_pub *p = (pyf_pub *)self;
     pyf_loan *l;
 
     if (!pyf_child_home(&p->link, "Publisher.close")) return -1;
@@ -287,7 +274,7 @@ int pyf_pub_close(pyf_pub *p)
      * until it goes, which nothing reads. */
     for (l = p->loans; l != NULL; l = l->next)
         if (l->state == LOAN_HELD) l->state = LOAN_RELEASED;
-    pyf_pub_finish(p); /* now, unless an array still reads or writes a loan */
+    pub_finish(self); /* now, unless an array still reads or writes a loan */
     return 0;
 }
 
@@ -751,7 +738,7 @@ static PyObject *pub_reserve(PyObject *self, PyObject *args)
     ferry_err err;
 
     if (!PyArg_ParseTuple(args, "nI:reserve", &size, &count)) return NULL;
-    if (!pub_open(p, "Publisher.reserve")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.reserve")) return NULL;
     if (size <= 0) return pyf_raise(FERRY_EINVAL, "reserve: size %zd", size);
     if (!pub_lock(p, "Publisher.reserve")) return NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -770,7 +757,7 @@ static PyObject *pub_poll(PyObject *self, PyObject *args)
     ferry_err err;
 
     if (!PyArg_ParseTuple(args, "|O:poll", &o_timeout)) return NULL;
-    if (!pub_open(p, "Publisher.poll")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.poll")) return NULL;
     if (o_timeout != NULL && !pyf_timeout_ns(o_timeout, &ns)) return NULL;
     if (ns < 0 || ns > PYF_WAIT_SLICE_NS) ns = PYF_WAIT_SLICE_NS;
     if (!pub_lock(p, "Publisher.poll")) return NULL;
@@ -794,7 +781,7 @@ static PyObject *pub_wait_subscribers(PyObject *self, PyObject *args, PyObject *
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_subscribers", kwlist, &count,
                                      &o_timeout))
         return NULL;
-    if (!pub_open(p, "Publisher.wait_subscribers") || !pyf_timeout_ns(o_timeout, &ns))
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.wait_subscribers") || !pyf_timeout_ns(o_timeout, &ns))
         return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
     for (;;) {
@@ -827,7 +814,7 @@ static PyObject *pub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!pub_open(p, "Publisher.fileno")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.fileno")) return NULL;
     err = ferry_publisher_fd(p->pub, &fd);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_fd('%s')", p->topic);
     return PyLong_FromLong(fd);
@@ -840,31 +827,12 @@ static PyObject *pub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!pub_open(p, "Publisher.stats")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.stats")) return NULL;
     if (!pub_lock(p, "Publisher.stats")) return NULL;
     err = ferry_publisher_stats_get(p->pub, &st);
     pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_stats_get('%s')", p->topic);
     return pyf_publisher_stats(&st);
-}
-
-static PyObject *pub_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_pub_close((pyf_pub *)self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *pub_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *pub_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return pub_close_m(self, NULL);
 }
 
 static PyObject *pub_get(PyObject *self, void *closure)
@@ -924,12 +892,11 @@ static PyMethodDef pub_methods[] = {
      "(ferry_publisher_fd); call poll() then. Owned by the publisher."},
     {"stats", pub_stats, METH_NOARGS,
      "stats() -> dict\n\nThe publisher's counters (ferry_publisher_stats)."},
-    {"close", pub_close_m, METH_NOARGS,
-     "close()\n\nDestroys the publisher; unpublished loans are given up. While an array or\n"
-     "memoryview over a loan is left, the publisher's memory stays mapped: it is destroyed\n"
-     "when the last of them is gone. Closing twice does nothing."},
-    {"__enter__", pub_enter, METH_NOARGS, "Returns the publisher."},
-    {"__exit__", pub_exit, METH_VARARGS, "Closes the publisher."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\nDestroys the publisher; unpublished loans are given up. While an array or\n"
+        "memoryview over a loan is left, the publisher's memory stays mapped: it is destroyed\n"
+        "when the last of them is gone. Closing twice does nothing.",
+        "publisher"),
     {NULL, NULL, 0, NULL},
 };
 
@@ -1027,7 +994,7 @@ static void loan_releasebuffer(PyObject *self, Py_buffer *view)
     (void)view;
     l->exports--;
     /* The last array over a loan of a closed publisher: it can go now. */
-    if (l->exports == 0 && l->pub->link.closed) pyf_pub_finish(l->pub);
+    if (l->exports == 0 && l->pub->link.closed) pyf_child_finish(&l->pub->link);
 }
 
 static PyObject *loan_release(PyObject *self, PyObject *unused)

@@ -26,6 +26,7 @@ typedef struct pyf_pub {
                              * until that one's ferry object is destroyed */
     pyf_child *owner_link;  /* the owner's link (its closed flag) */
 } pyf_pub;
+PYF_CHILD_OBJECT(pyf_pub);
 
 /* A sample released while another thread held the subscriber. */
 typedef struct pyf_pending {
@@ -48,6 +49,7 @@ typedef struct pyf_sub {
                         * until that one's ferry object is destroyed */
     pyf_child *owner_link; /* the owner's link (its closed flag) */
 } pyf_sub;
+PYF_CHILD_OBJECT(pyf_sub);
 
 /* A matched set of a Sync, handed out and not yet given back (sync.c): its samples' Sample
  * objects each count one in live; the last to go gives the set back (ferry_sync_release). */
@@ -55,23 +57,16 @@ struct pyf_syncset;
 
 /* node.c */
 bool pyf_node_types(PyObject *module);
-/* False with ClosedError when closed, ForkError in another process. */
-bool pyf_node_open(pyf_node *n, const char *what);
-void pyf_child_link(pyf_child *c, pyf_node *node, int kind, PyObject *self);
-/* Takes c out of its node's list; a closed node whose last child it was is destroyed. */
-void pyf_child_unlink(pyf_child *c);
 
 /* publisher.c */
 bool pyf_pub_types(PyObject *module);
 PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs);
-/* Closes the publisher; its destroy waits for the last array over one of its loans and for its
- * GpuPublisher's destroy. BusyError only while that one is open. */
-int pyf_pub_close(pyf_pub *p);
-/* Destroys a closed publisher once nothing needs it (see the top of this file). */
-void pyf_pub_finish(pyf_pub *p);
 /* Lets the publisher's lock go, then finishes what its closing left to the lock's holder: the
  * publisher itself, or its closed GpuPublisher. */
-void pyf_pub_unlock(pyf_pub *p);
+static inline void pyf_pub_unlock(pyf_pub *p)
+{
+    pyf_endpoint_unlock(p->lock, &p->link, p->owner, p->owner_link);
+}
 /* Raises BusyError when the publisher publishes through a GpuPublisher. */
 bool pyf_pub_own(pyf_pub *p, const char *what);
 /* A tensor dtype argument: a name ("float32"), a NumPy dtype or scalar type, or a torch dtype. */
@@ -82,14 +77,12 @@ bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n);
 /* subscriber.c */
 bool pyf_sub_types(PyObject *module);
 PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs);
-/* Closes the subscriber: releases the samples no array reads; its destroy waits for the last
- * export and for its Sync or GpuSubscriber's destroy. BusyError only while that one is open. */
-int pyf_sub_close(pyf_sub *s);
-/* Destroys a closed subscriber once nothing needs it (see the top of this file). */
-void pyf_sub_finish(pyf_sub *s);
 /* Lets the subscriber's lock go, then finishes what its closing left to the lock's holder: the
  * subscriber itself, or its closed owner. */
-void pyf_sub_unlock(pyf_sub *s);
+static inline void pyf_sub_unlock(pyf_sub *s)
+{
+    pyf_endpoint_unlock(s->lock, &s->link, s->owner, s->owner_link);
+}
 PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s);
 void pyf_sub_drain(pyf_sub *s);
 /* A Sample for sample s of a matched set: it is not in the subscriber's list, and when it is
@@ -120,25 +113,11 @@ bool pyf_sub_own(pyf_sub *s, const char *what);
 
 /* sync.c */
 bool pyf_sync_types(PyObject *module);
-/* Closes the Sync: gives back the sets no array reads; its destroy waits for the others. */
-int pyf_sync_close(PyObject *sync);
-/* Destroys a closed Sync once no set is out, then finishes its closed subscribers. */
-void pyf_sync_finish(PyObject *sync);
 void pyf_syncset_done(struct pyf_syncset *set);
 
 /* gpu.c: the GPU types exist in every build; without the GPU module they raise
  * NotSupportedError when created. */
 bool pyf_gpu_types(PyObject *module);
-/* Closes the GpuSubscriber: gives back the frames no tensor reads; its destroy waits for the
- * others. */
-int pyf_gpusub_close(PyObject *gsub);
-/* Destroys a closed GpuSubscriber once no frame is out, then finishes its subscriber. */
-void pyf_gpusub_finish(PyObject *gsub);
-/* Closes the GpuPublisher: BusyError while a loan is held; its destroy waits for the last DLPack
- * tensor over one of its loans. */
-int pyf_gpupub_close(PyObject *gpub);
-/* Destroys a closed GpuPublisher once no tensor reads a loan, then finishes its publisher. */
-void pyf_gpupub_finish(PyObject *gpub);
 #ifdef FERRY_PY_GPU
 /* Streams a loan or frame may be exported to besides its own. */
 #define PYF_GPU_STREAMS_MAX 8
@@ -166,7 +145,6 @@ PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs);
 /* waitset.c */
 bool pyf_waitset_types(PyObject *module);
 PyObject *pyf_waitset_new(pyf_node *node);
-int pyf_waitset_close(PyObject *ws);
 int pyf_waitset_forget(PyObject *ws, pyf_sub *sub);
 
 #endif

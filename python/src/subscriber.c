@@ -7,7 +7,7 @@
  * over it is gone (the buffer protocol's releasebuffer and the DLPack deleter count them down),
  * so no array can outlive the memory it reads. For the same reason a subscriber closed while
  * arrays still read some of its samples is destroyed only when the last of them is gone
- * (pyf_sub_finish); until then it is closed to its user and keeps its connections.
+ * (sub_finish); until then it is closed to its user and keeps its connections.
  */
 #include "pyferry.h"
 
@@ -126,20 +126,14 @@ static void sample_unexport(pyf_sample *sm)
  * Subscriber
  * ------------------------------------------------------------------------------------------- */
 
-static bool sub_open(pyf_sub *s, const char *what)
-{
-    if (!pyf_child_home(&s->link, what)) return false;
-    if (!s->link.closed && s->sub != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int sub_close(PyObject *self);
 
 bool pyf_sub_own(pyf_sub *s, const char *what)
 {
     const char *owner;
 
     if (s->owner == NULL) return true;
-    owner = Py_TYPE(s->owner) == pyf.sync_type ? "Sync" : "GpuSubscriber";
+    owner = s->owner_link->ops->name;
     if (s->owner_link->closed)
         pyf_raise(FERRY_EBUSY, "%s('%s'): the %s the subscriber was read through is closed, but "
                                "an array or tensor still reads what it took: delete that first",
@@ -151,23 +145,11 @@ bool pyf_sub_own(pyf_sub *s, const char *what)
     return false;
 }
 
-void pyf_sub_unlock(pyf_sub *s)
+/* Destroys a closed subscriber once no array is left over one of its samples and its Sync or
+ * GpuSubscriber is destroyed. */
+static void sub_finish(PyObject *self)
 {
-    PyThread_release_lock(s->lock);
-    if (s->owner != NULL && s->owner_link->closed) {
-        PyObject *owner = Py_NewRef(s->owner);
-
-        if (Py_TYPE(owner) == pyf.sync_type)
-            pyf_sync_finish(owner);
-        else
-            pyf_gpusub_finish(owner);
-        Py_DECREF(owner);
-    }
-    if (s->link.closed) pyf_sub_finish(s);
-}
-
-void pyf_sub_finish(pyf_sub *s)
-{
+    pyf_sub *s = (pyf_sub *)self;
     bool home = pyf_home(s->link.gen);
     ferry_err err = FERRY_OK;
 
@@ -269,6 +251,8 @@ static bool opt_u32(PyObject *v, const char *name, uint32_t *out)
     return true;
 }
 
+static const pyf_child_ops sub_ops = {"Subscriber", PYF_CLOSE_SUB, sub_close, sub_finish};
+
 PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"topic",    "type",      "type_hash",      "depth",
@@ -345,7 +329,7 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
         Py_DECREF(s);
         return NULL;
     }
-    pyf_child_link(&s->link, node, PYF_CHILD_SUB, (PyObject *)s);
+    pyf_child_link(&s->link, node, &sub_ops, (PyObject *)s);
     err = ferry_subscriber_create(&s->sub, node->node, topic, type_name, hash, &o);
     if (err != FERRY_OK) {
         s->sub = NULL;
@@ -355,8 +339,9 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     return (PyObject *)s;
 }
 
-int pyf_sub_close(pyf_sub *s)
+static int sub_close(PyObject *self)
 {
+    pyf_sub *s = (pyf_sub *)self;
     pyf_sample *sm, *next;
 
     if (!pyf_child_home(&s->link, "Subscriber.close")) return -1;
@@ -500,7 +485,7 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
     ferry_sample smp;
     ferry_err err;
 
-    if (!sub_open(s, "Subscriber.take") || !pyf_sub_own(s, "Subscriber.take")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.take") || !pyf_sub_own(s, "Subscriber.take")) return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     for (;;) {
@@ -580,7 +565,7 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait") ||
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&s->link, s->sub, "Subscriber.wait") ||
         !pyf_sub_own(s, "Subscriber.wait"))
         return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
@@ -629,7 +614,7 @@ static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_publishers", kwlist, &count,
                                      &o_timeout))
         return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait_publishers"))
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&s->link, s->sub, "Subscriber.wait_publishers"))
         return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
     for (;;) {
@@ -666,7 +651,7 @@ static PyObject *sub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!sub_open(s, "Subscriber.fileno")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.fileno")) return NULL;
     err = ferry_subscriber_fd(s->sub, &fd);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_fd('%s')", s->topic);
     return PyLong_FromLong(fd);
@@ -679,32 +664,13 @@ static PyObject *sub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!sub_open(s, "Subscriber.stats")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.stats")) return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     err = !s->link.closed ? ferry_subscriber_stats_get(s->sub, &st) : FERRY_ECLOSED;
     pyf_sub_unlock(s);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_stats_get('%s')", s->topic);
     return pyf_subscriber_stats(&st);
-}
-
-static PyObject *sub_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_sub_close((pyf_sub *)self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *sub_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *sub_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return sub_close_m(self, NULL);
 }
 
 static PyObject *sub_get(PyObject *self, void *closure)
@@ -741,12 +707,11 @@ static PyMethodDef sub_methods[] = {
     {"stats", sub_stats, METH_NOARGS,
      "stats() -> dict\n\nThe subscriber's counters (ferry_subscriber_stats): received, dropped,\n"
      "bytes_copied, held, publishers, ..."},
-    {"close", sub_close_m, METH_NOARGS,
-     "close()\n\nReleases the samples still held and destroys the subscriber. A sample an array,\n"
-     "memoryview or DLPack tensor still reads stays mapped: it is released, and the subscriber\n"
-     "destroyed, when the last of them is gone. Closing twice does nothing."},
-    {"__enter__", sub_enter, METH_NOARGS, "Returns the subscriber."},
-    {"__exit__", sub_exit, METH_VARARGS, "Closes the subscriber."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\nReleases the samples still held and destroys the subscriber. A sample an array,\n"
+        "memoryview or DLPack tensor still reads stays mapped: it is released, and the subscriber\n"
+        "destroyed, when the last of them is gone. Closing twice does nothing.",
+        "subscriber"),
     {NULL, NULL, 0, NULL},
 };
 

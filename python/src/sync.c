@@ -9,7 +9,7 @@
  * the members does. While a Sync lives its subscribers are its own: taking from them directly
  * raises BusyError (pyf_sub_own). Closed while an array still reads a sample of a set, it gives
  * back the other sets at once and is destroyed when the last such array is gone
- * (pyf_sync_finish); its subscribers stay its own until then.
+ * (sync_finish); its subscribers stay its own until then.
  *
  * Locks: every ferry_sync call holds the locks of all the Sync's subscribers, taken in index
  * order (a subscriber belongs to one Sync at most, and other paths take one subscriber lock
@@ -46,6 +46,10 @@ struct pyf_sync {
     struct pyf_syncset *sets;    /* handed out, not given back */
     struct pyf_syncset *pending; /* done while the locks were held elsewhere */
 };
+PYF_CHILD_OBJECT(pyf_sync);
+
+static int sync_close(PyObject *self);
+static void sync_finish(PyObject *self);
 
 /* ---------------------------------------------------------------------------------------------
  * Locks and giving sets back
@@ -129,14 +133,14 @@ void pyf_syncset_done(struct pyf_syncset *set)
     if (!pyf_home(y->link.gen)) { /* a forked child: no lock, nothing given back */
         Py_INCREF((PyObject *)y);
         set_give_back(y, set);
-        pyf_sync_finish((PyObject *)y);
+        sync_finish((PyObject *)y);
         Py_DECREF((PyObject *)y);
     } else if (locks_take(y, false)) {
         Py_INCREF((PyObject *)y);
         set_give_back(y, set);
         sync_drain(y);
         locks_release(y, y->n);
-        pyf_sync_finish((PyObject *)y); /* the last set out of a closed Sync */
+        sync_finish((PyObject *)y); /* the last set out of a closed Sync */
         Py_DECREF((PyObject *)y);
     } else {
         /* Whoever holds the locks gives it back (sync_drain) and finishes a closed Sync. */
@@ -194,13 +198,7 @@ static int64_t stamp_header(void *arg, uint32_t index, const ferry_sample *s)
  * Sync
  * ------------------------------------------------------------------------------------------- */
 
-static bool sync_open(pyf_sync *y, const char *what)
-{
-    if (!pyf_child_home(&y->link, what)) return false;
-    if (!y->link.closed && y->sync != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static const pyf_child_ops sync_ops = {"Sync", PYF_CLOSE_SYNC, sync_close, sync_finish};
 
 static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -291,7 +289,7 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     for (i = 0; i < n; i++) y->subs[i] = (pyf_sub *)Py_NewRef(PyTuple_GetItem(seq, i));
     y->n = (uint32_t)n;
     Py_DECREF(seq);
-    pyf_child_link(&y->link, node, PYF_CHILD_SYNC, (PyObject *)y);
+    pyf_child_link(&y->link, node, &sync_ops, (PyObject *)y);
     locks_take(y, true);
     err = ferry_sync_create(&y->sync, subs, y->n, &o);
     locks_release(y, y->n);
@@ -316,7 +314,7 @@ static bool set_exported(pyf_sync *y, const struct pyf_syncset *set)
     return false;
 }
 
-int pyf_sync_close(PyObject *self)
+static int sync_close(PyObject *self)
 {
     pyf_sync *y = (pyf_sync *)self;
     struct pyf_syncset *set, *next;
@@ -343,12 +341,12 @@ int pyf_sync_close(PyObject *self)
     for (set = y->sets; set != NULL; set = set->next)
         for (i = 0; i < y->n; i++)
             if (set->members[i] != NULL) pyf_sample_let_go(set->members[i]);
-    pyf_sync_finish(self); /* now, unless an array still reads a set */
+    sync_finish(self); /* now, unless an array still reads a set */
     Py_DECREF(self);
     return 0;
 }
 
-void pyf_sync_finish(PyObject *self)
+static void sync_finish(PyObject *self)
 {
     pyf_sync *y = (pyf_sync *)self;
     bool home = pyf_home(y->link.gen);
@@ -373,7 +371,7 @@ void pyf_sync_finish(PyObject *self)
             if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
         pyf_child_unlink(&y->link);
         /* Subscribers closed meanwhile waited for this. */
-        for (i = 0; i < y->n; i++) pyf_sub_finish(y->subs[i]);
+        for (i = 0; i < y->n; i++) pyf_child_finish(&y->subs[i]->link);
     }
     Py_DECREF(self);
 }
@@ -390,7 +388,7 @@ static void sync_dealloc(PyObject *self)
     }
     for (i = 0; i < y->n; i++) {
         if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
-        pyf_sub_finish(y->subs[i]); /* one closed meanwhile waited for this */
+        pyf_child_finish(&y->subs[i]->link); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)y->subs[i]);
     }
     pyf_child_unlink(&y->link);
@@ -452,7 +450,7 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
     bool woke = false;
     ferry_err err;
 
-    if (!sync_open(y, "Sync.take")) return NULL;
+    if (!pyf_child_open(&y->link, y->sync, "Sync.take")) return NULL;
     Py_INCREF((PyObject *)y);
     locks_take(y, true);
     for (;;) {
@@ -497,12 +495,12 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
 
         sync_drain(y); /* a set that failed to wrap is given back now */
         locks_release(y, y->n);
-        pyf_sync_finish((PyObject *)y);
+        sync_finish((PyObject *)y);
         Py_DECREF((PyObject *)y);
         return r;
     }
     locks_release(y, y->n);
-    pyf_sync_finish((PyObject *)y); /* closed meanwhile by another thread */
+    sync_finish((PyObject *)y); /* closed meanwhile by another thread */
     Py_DECREF((PyObject *)y);
     if (err == FERRY_ERR_COUNT_) return NULL;
     if (err == FERRY_ETIMEDOUT && none_on_empty) Py_RETURN_NONE;
@@ -548,7 +546,7 @@ static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     ferry_err err = FERRY_ETIMEDOUT;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sync_open(y, "Sync.wait")) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&y->link, y->sync, "Sync.wait")) return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
     Py_INCREF(self);
     locks_take(y, true);
@@ -578,7 +576,7 @@ static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     sync_drain(y);
     locks_release(y, y->n);
-    pyf_sync_finish(self);
+    sync_finish(self);
     Py_DECREF(self);
     if (err == FERRY_ERR_COUNT_) return NULL;
     if (err == FERRY_OK) Py_RETURN_TRUE;
@@ -640,13 +638,13 @@ static PyObject *sync_stats(PyObject *self, PyObject *unused)
     uint32_t i;
 
     (void)unused;
-    if (!sync_open(y, "Sync.stats")) return NULL;
+    if (!pyf_child_open(&y->link, y->sync, "Sync.stats")) return NULL;
     Py_INCREF(self);
     locks_take(y, true);
     sync_drain(y);
     err = !y->link.closed ? ferry_sync_stats_get(y->sync, &st) : FERRY_ECLOSED;
     locks_release(y, y->n);
-    pyf_sync_finish(self);
+    sync_finish(self);
     Py_DECREF(self);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_sync_stats_get");
     for (i = 0; i < st.topics && i < FERRY_SYNC_MAX_TOPICS; i++) held[i] = st.held[i];
@@ -654,25 +652,6 @@ static PyObject *sync_stats(PyObject *self, PyObject *unused)
                          (unsigned long long)st.sets, "taken", (unsigned long long)st.taken,
                          "received", list_u64(st.received, st.topics), "discarded",
                          list_u64(st.discarded, st.topics), "held", list_u64(held, st.topics));
-}
-
-static PyObject *sync_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_sync_close(self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *sync_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *sync_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return sync_close_m(self, NULL);
 }
 
 static PyObject *sync_get(PyObject *self, void *closure)
@@ -707,14 +686,13 @@ static PyMethodDef sync_methods[] = {
     {"stats", sync_stats, METH_NOARGS,
      "stats() -> dict\n\nThe synchroniser's counters (ferry_sync_stats): topics, sets (emitted),\n"
      "taken (handed out), and per topic lists received, discarded and held."},
-    {"close", sync_close_m, METH_NOARGS,
-     "close()\n\nDestroys the synchroniser, giving back every sample it holds, sets handed out\n"
-     "included (their Samples then raise StateError); the subscribers can be taken from\n"
-     "again. A set an array, memoryview or DLPack tensor still reads stays mapped: it goes\n"
-     "back, and the synchroniser is destroyed, when the last of them is gone (its subscribers\n"
-     "stay its own until then). Closing twice does nothing."},
-    {"__enter__", sync_enter, METH_NOARGS, "Returns the synchroniser."},
-    {"__exit__", sync_exit, METH_VARARGS, "Closes the synchroniser."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\nDestroys the synchroniser, giving back every sample it holds, sets handed out\n"
+        "included (their Samples then raise StateError); the subscribers can be taken from\n"
+        "again. A set an array, memoryview or DLPack tensor still reads stays mapped: it goes\n"
+        "back, and the synchroniser is destroyed, when the last of them is gone (its subscribers\n"
+        "stay its own until then). Closing twice does nothing.",
+        "synchroniser"),
     {NULL, NULL, 0, NULL},
 };
 

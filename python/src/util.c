@@ -90,13 +90,103 @@ PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid)
 
 bool pyf_child_home_(const pyf_child *c, const char *what)
 {
-    static const char *const types[] = {"object", "Publisher",     "Subscriber",  "WaitSet",
-                                        "Sync",   "GpuSubscriber", "GpuPublisher"};
-
     if (pyf_home(c->gen)) return true;
-    pyf_raise_forked(what, c->kind > 0 && c->kind <= PYF_CHILD_GPUPUB ? types[c->kind] : "object",
-                     c->pid);
+    pyf_raise_forked(what, c->ops != NULL ? c->ops->name : "object", c->pid);
     return false;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Nodes and their children
+ * ------------------------------------------------------------------------------------------- */
+
+void pyf_child_link(pyf_child *c, pyf_node *node, const pyf_child_ops *ops, PyObject *self)
+{
+    c->node = (pyf_node *)Py_NewRef((PyObject *)node);
+    c->ops = ops;
+    c->gen = pyf_fork_gen;
+    c->pid = getpid();
+    c->self = self;
+    c->prev = NULL;
+    c->next = node->children;
+    if (node->children != NULL) node->children->prev = c;
+    node->children = c;
+}
+
+/* Destroys a closed node once its last child is gone. */
+static void node_finish(pyf_node *n)
+{
+    if (!n->closed || n->node == NULL || n->children != NULL) return;
+    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK) return; /* dealloc retries */
+    n->node = NULL;
+}
+
+void pyf_child_unlink(pyf_child *c)
+{
+    pyf_node *node = c->node;
+
+    if (node == NULL) return;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        node->children = c->next;
+    if (c->next != NULL) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    c->node = NULL;
+    node_finish(node);
+    Py_DECREF((PyObject *)node);
+}
+
+bool pyf_node_open(pyf_node *n, const char *what)
+{
+    if (!pyf_home(n->gen)) {
+        pyf_raise_forked(what, "Node", n->pid);
+        return false;
+    }
+    if (!n->closed && n->node != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+void pyf_child_finish(pyf_child *c)
+{
+    if (c->ops != NULL && c->ops->finish != NULL) c->ops->finish(c->self);
+}
+
+bool pyf_child_open(const pyf_child *c, const void *obj, const char *what)
+{
+    if (!pyf_child_home(c, what)) return false;
+    if (!c->closed && obj != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+void pyf_endpoint_unlock(PyThread_type_lock lock, pyf_child *link, PyObject *owner,
+                         const pyf_child *owner_link)
+{
+    PyThread_release_lock(lock);
+    if (owner != NULL && owner_link->closed) {
+        Py_INCREF(owner);
+        owner_link->ops->finish(owner);
+        Py_DECREF(owner);
+    }
+    if (link->closed) link->ops->finish(link->self);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Methods every closable object shares
+ * ------------------------------------------------------------------------------------------- */
+
+PyObject *pyf_child_close_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (((pyf_child_object *)self)->link.ops->close(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *pyf_enter_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
 }
 
 /* ---------------------------------------------------------------------------------------------

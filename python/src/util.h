@@ -46,6 +46,7 @@
 #include <ferry/tensor.h>
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 /* What a topic carries, from its type name. */
@@ -64,19 +65,45 @@ typedef enum pyf_kind {
  * the child of each fork() since. */
 extern unsigned pyf_fork_gen;
 
-/* Links a child into its node's list. */
+/* What a kind of node's child is, for its node and for the children that read or publish
+ * through it; each kind gives its own when it links a child (pyf_child_link). */
+typedef struct pyf_child_ops {
+    const char *name; /* the type's name ("Publisher"), for ForkError and BusyError */
+    int rank;         /* PYF_CLOSE_*: when Node.close() closes it */
+    /* close(): 0, or -1 with an exception. What an export still reads stays (closed) until
+     * finish destroys it. */
+    int (*close)(PyObject *self);
+    /* Destroys a closed child once nothing needs it any more; never waits for a lock (see the
+     * top of this file). NULL where close destroys at once. */
+    void (*finish)(PyObject *self);
+} pyf_child_ops;
+
+/* The order Node.close() closes its children in: those that take from subscribers or publish
+ * through publishers first, then waitsets (they refer to subscribers), then subscribers and
+ * publishers. */
+enum { PYF_CLOSE_SYNC, PYF_CLOSE_GPUSUB, PYF_CLOSE_GPUPUB, PYF_CLOSE_WAITSET, PYF_CLOSE_SUB,
+       PYF_CLOSE_PUB, PYF_CLOSE_RANKS };
+
+/* A child's link into its node's list. */
 typedef struct pyf_child {
-    struct pyf_node *node;
+    struct pyf_node *node; /* a strong reference; NULL once unlinked */
     struct pyf_child *prev, *next;
-    int kind;       /* PYF_CHILD_* */
+    const pyf_child_ops *ops; /* NULL until linked */
     unsigned gen;   /* pyf_fork_gen when created */
     pid_t pid;      /* the process that created it */
     bool closed; /* close() ran; the ferry object may live on until its last export is gone */
     PyObject *self;
 } pyf_child;
 
-enum { PYF_CHILD_PUB = 1, PYF_CHILD_SUB = 2, PYF_CHILD_WAITSET = 3, PYF_CHILD_SYNC = 4,
-       PYF_CHILD_GPUSUB = 5, PYF_CHILD_GPUPUB = 6 };
+/* The start of every child object: its link follows the object's head (PYF_CHILD_OBJECT
+ * checks), so that the methods below find it. */
+typedef struct pyf_child_object {
+    PyObject_HEAD
+    pyf_child link;
+} pyf_child_object;
+#define PYF_CHILD_OBJECT(type)                                                                 \
+    _Static_assert(offsetof(type, link) == offsetof(pyf_child_object, link),                   \
+                   #type "'s link must follow its head")
 
 typedef struct pyf_node {
     PyObject_HEAD
@@ -89,6 +116,34 @@ typedef struct pyf_node {
     char *name;
     pyf_child *children;
 } pyf_node;
+
+/* Links c, the link of child self, into node's list (a strong reference to node), as of this
+ * process; ops say what it is. */
+void pyf_child_link(pyf_child *c, pyf_node *node, const pyf_child_ops *ops, PyObject *self);
+/* Takes c out of its node's list; a closed node whose last child it was is destroyed. */
+void pyf_child_unlink(pyf_child *c);
+/* Destroys c's child if it is closed and nothing needs it any more (its ops' finish). */
+void pyf_child_finish(pyf_child *c);
+/* False with ClosedError when closed, ForkError in another process. */
+bool pyf_node_open(pyf_node *n, const char *what);
+/* True while a child is open to its user, obj its ferry object: else ForkError in another
+ * process, ClosedError once closed; both naming what was called. */
+bool pyf_child_open(const pyf_child *c, const void *obj, const char *what);
+/* Lets go of the lock of an endpoint (a Publisher or Subscriber, link its link), then finishes
+ * what a close left to the lock's holder: the closed owner that reads or publishes through it
+ * (a Sync, GpuSubscriber or GpuPublisher; NULL: none), then the endpoint itself. */
+void pyf_endpoint_unlock(PyThread_type_lock lock, pyf_child *link, PyObject *owner,
+                         const pyf_child *owner_link);
+
+/* close() of a node's child, through its ops; also its __exit__ (whose arguments it ignores). */
+PyObject *pyf_child_close_method(PyObject *self, PyObject *unused);
+/* __enter__ of what a with-block closes: the object itself. */
+PyObject *pyf_enter_method(PyObject *self, PyObject *unused);
+/* close(), __enter__ and __exit__ of a node's child, for its method table; what names it. */
+#define PYF_CHILD_CLOSE_METHODS(close_doc, what)                                               \
+    {"close", pyf_child_close_method, METH_NOARGS, close_doc},                                 \
+        {"__enter__", pyf_enter_method, METH_NOARGS, "Returns the " what "."},                 \
+        {"__exit__", pyf_child_close_method, METH_VARARGS, "Closes the " what "."}
 
 /* Objects of the module, created at import. */
 typedef struct pyf_state {

@@ -14,14 +14,10 @@ typedef struct pyf_waitset {
     PyThread_type_lock lock;
     PyObject *members; /* list of Subscribers, each holding a reference */
 } pyf_waitset;
+PYF_CHILD_OBJECT(pyf_waitset);
 
-static bool ws_open(pyf_waitset *w, const char *what)
-{
-    if (!pyf_child_home(&w->link, what)) return false;
-    if (w->ws != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int ws_close(PyObject *self);
+static const pyf_child_ops ws_ops = {"WaitSet", PYF_CLOSE_WAITSET, ws_close, NULL};
 
 PyObject *pyf_waitset_new(pyf_node *node)
 {
@@ -38,7 +34,7 @@ PyObject *pyf_waitset_new(pyf_node *node)
         Py_DECREF(w);
         return NULL;
     }
-    pyf_child_link(&w->link, node, PYF_CHILD_WAITSET, (PyObject *)w);
+    pyf_child_link(&w->link, node, &ws_ops, (PyObject *)w);
     err = ferry_waitset_create(&w->ws, node->node);
     if (err != FERRY_OK) {
         w->ws = NULL;
@@ -73,7 +69,7 @@ int pyf_waitset_forget(PyObject *self, pyf_sub *sub)
     return 0;
 }
 
-int pyf_waitset_close(PyObject *self)
+static int ws_close(PyObject *self)
 {
     pyf_waitset *w = (pyf_waitset *)self;
 
@@ -123,7 +119,7 @@ static PyObject *ws_add(PyObject *self, PyObject *arg)
     pyf_sub *sub;
     ferry_err err;
 
-    if (!ws_open(w, "WaitSet.add")) return NULL;
+    if (!pyf_child_open(&w->link, w->ws, "WaitSet.add")) return NULL;
     if (!PyObject_TypeCheck(arg, pyf.sub_type)) {
         PyErr_SetString(PyExc_TypeError, "WaitSet.add takes a Subscriber");
         return NULL;
@@ -149,7 +145,7 @@ static PyObject *ws_remove(PyObject *self, PyObject *arg)
 {
     pyf_waitset *w = (pyf_waitset *)self;
 
-    if (!ws_open(w, "WaitSet.remove")) return NULL;
+    if (!pyf_child_open(&w->link, w->ws, "WaitSet.remove")) return NULL;
     if (!PyObject_TypeCheck(arg, pyf.sub_type) || member_index(w, (pyf_sub *)arg) < 0)
         return pyf_raise(FERRY_ESTATE, "WaitSet.remove: not a member");
     if (pyf_waitset_forget(self, (pyf_sub *)arg) < 0) return NULL;
@@ -167,7 +163,7 @@ static PyObject *ws_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !ws_open(w, "WaitSet.wait")) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&w->link, w->ws, "WaitSet.wait")) return NULL;
     deadline = ns < 0 ? -1 : ferry_now().ns + ns;
     pyf_lock(w->lock);
     for (;;) {
@@ -211,25 +207,6 @@ static PyObject *ws_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     return out;
 }
 
-static PyObject *ws_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_waitset_close(self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *ws_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *ws_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return ws_close_m(self, NULL);
-}
-
 static PyObject *ws_members(PyObject *self, void *closure)
 {
     (void)closure;
@@ -244,9 +221,8 @@ static PyMethodDef ws_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))ws_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(timeout=None) -> list[Subscriber]\n\nWaits, with the GIL released, until a member has\n"
      "a queued sample; returns the members that have one, or [] after timeout seconds."},
-    {"close", ws_close_m, METH_NOARGS, "close()\n\nRemoves every member and destroys the waitset."},
-    {"__enter__", ws_enter, METH_NOARGS, "Returns the waitset."},
-    {"__exit__", ws_exit, METH_VARARGS, "Closes the waitset."},
+    PYF_CHILD_CLOSE_METHODS("close()\n\nRemoves every member and destroys the waitset.",
+                            "waitset"),
     {NULL, NULL, 0, NULL},
 };
 
