@@ -414,60 +414,83 @@ static PyObject *frame_wrap(pyf_gpusub *gs, const ferry_gpu_frame *f, uintptr_t 
     return (PyObject *)fr;
 }
 
+/* A wait on a GpuSubscriber, its subscriber's lock held. */
+typedef struct gpusub_waiting {
+    pyf_gpusub *gs;
+    uintptr_t stream;   /* take(): the stream to make the frame ready for */
+    ferry_gpu_frame f;  /* what take() took */
+    bool closed;        /* closed by another thread meanwhile */
+    const char *failed; /* the ferry call that failed, or NULL */
+} gpusub_waiting;
+
+static ferry_err gpusub_open_step(void *arg)
+{
+    gpusub_waiting *w = arg;
+
+    gpusub_drain(w->gs);
+    w->closed = w->gs->link.closed;
+    return w->closed ? FERRY_ECLOSED : FERRY_EAGAIN;
+}
+
+static ferry_err gpusub_take_step(void *arg)
+{
+    gpusub_waiting *w = arg;
+    ferry_err err = gpusub_open_step(arg);
+
+    if (err != FERRY_EAGAIN) return err;
+    memset(&w->f, 0, sizeof w->f);
+    Py_BEGIN_ALLOW_THREADS
+    err = ferry_gpu_take(w->gs->gsub, (ferry_gpu_stream)w->stream, &w->f);
+    Py_END_ALLOW_THREADS
+    if (err != FERRY_OK && err != FERRY_EAGAIN) w->failed = "ferry_gpu_take";
+    return err;
+}
+
+static ferry_err gpusub_queued_block(void *arg, int64_t slice_ns)
+{
+    gpusub_waiting *w = arg;
+    ferry_err err = ferry_wait(w->gs->sub->sub, slice_ns);
+
+    if (err != FERRY_OK && err != FERRY_ETIMEDOUT) w->failed = "ferry_wait";
+    return err;
+}
+
+/* For take(): a frame queued is taken in the next step. */
+static ferry_err gpusub_take_block(void *arg, int64_t slice_ns)
+{
+    ferry_err err = gpusub_queued_block(arg, slice_ns);
+
+    return err == FERRY_OK ? FERRY_ETIMEDOUT : err;
+}
+
+static const pyf_wait gpusub_take_slices = {gpusub_take_step, gpusub_take_block, NULL, false, 0};
+static const pyf_wait gpusub_queued_slices = {gpusub_open_step, gpusub_queued_block, NULL, true,
+                                              0};
+
 /* Takes one frame, made ready for stream, waiting up to timeout_ns with the GIL released. */
 static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t stream,
                                   bool none_on_empty)
 {
-    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
-    ferry_gpu_frame f;
+    int64_t deadline = pyf_deadline(timeout_ns);
+    gpusub_waiting w = {.gs = gs, .stream = stream};
     ferry_err err;
     PyObject *r;
 
     if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.take")) return NULL;
     pyf_lock(gs->sub->lock);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        gpusub_drain(gs);
-        if (gs->link.closed) {
-            pyf_sub_unlock(gs->sub);
-            return pyf_raise_closed("GpuSubscriber.take");
-        }
-        memset(&f, 0, sizeof f);
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_gpu_take(gs->gsub, (ferry_gpu_stream)stream, &f);
-        Py_END_ALLOW_THREADS
-        if (err == FERRY_OK) break;
-        if (err != FERRY_EAGAIN) {
-            pyf_sub_unlock(gs->sub);
-            return pyf_raise(err, "ferry_gpu_take('%s')", gs->sub->topic);
-        }
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0) {
-                pyf_sub_unlock(gs->sub);
-                if (none_on_empty) Py_RETURN_NONE;
-                return pyf_raise(FERRY_ETIMEDOUT, "GpuSubscriber.take('%s', timeout %.3f s)",
-                                 gs->sub->topic, (double)timeout_ns / 1e9);
-            }
-            if (left < slice) slice = left;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_wait(gs->sub->sub, slice);
-        Py_END_ALLOW_THREADS
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) {
-            pyf_sub_unlock(gs->sub);
-            return pyf_raise(err, "ferry_wait('%s')", gs->sub->topic);
-        }
-        if (PyErr_CheckSignals() < 0) {
-            pyf_sub_unlock(gs->sub);
-            return NULL;
-        }
+    err = pyf_wait_sliced(&gpusub_take_slices, &w, deadline);
+    if (err == FERRY_OK) {
+        r = frame_wrap(gs, &w.f, stream);
+        pyf_sub_unlock(gs->sub);
+        return r;
     }
-    r = frame_wrap(gs, &f, stream);
     pyf_sub_unlock(gs->sub);
-    return r;
+    if (err == PYF_ERAISED) return NULL;
+    if (w.closed) return pyf_raise_closed("GpuSubscriber.take");
+    if (w.failed != NULL) return pyf_raise(err, "%s('%s')", w.failed, gs->sub->topic);
+    if (none_on_empty) Py_RETURN_NONE;
+    return pyf_raise(FERRY_ETIMEDOUT, "GpuSubscriber.take('%s', timeout %.3f s)", gs->sub->topic,
+                     (double)timeout_ns / 1e9);
 }
 
 static PyObject *gpusub_take(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -508,43 +531,23 @@ static PyObject *gpusub_iter(PyObject *self)
 static PyObject *gpusub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"timeout", NULL};
-    pyf_gpusub *gs = (pyf_gpusub *)self;
+    gpusub_waiting w = {.gs = (pyf_gpusub *)self};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
-    ferry_err err = FERRY_ETIMEDOUT;
+    int64_t deadline, ns;
+    ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.wait")) return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    pyf_lock(gs->sub->lock);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        gpusub_drain(gs);
-        if (gs->link.closed) {
-            pyf_sub_unlock(gs->sub);
-            return pyf_raise_closed("GpuSubscriber.wait");
-        }
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_wait(gs->sub->sub, slice);
-        Py_END_ALLOW_THREADS
-        if (err != FERRY_ETIMEDOUT) break;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) {
-            pyf_sub_unlock(gs->sub);
-            return NULL;
-        }
-    }
-    pyf_sub_unlock(gs->sub);
-    if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
-        return pyf_raise(err, "ferry_wait('%s')", gs->sub->topic);
-    return PyBool_FromLong(err == FERRY_OK);
+    if (!pyf_timeout_ns(o_timeout, &ns) ||
+        !pyf_child_open(&w.gs->link, w.gs->gsub, "GpuSubscriber.wait"))
+        return NULL;
+    deadline = pyf_deadline(ns);
+    pyf_lock(w.gs->sub->lock);
+    err = pyf_wait_sliced(&gpusub_queued_slices, &w, deadline);
+    pyf_sub_unlock(w.gs->sub);
+    if (err == FERRY_OK || err == FERRY_ETIMEDOUT) return PyBool_FromLong(err == FERRY_OK);
+    if (err == PYF_ERAISED) return NULL;
+    if (w.closed) return pyf_raise_closed("GpuSubscriber.wait");
+    return pyf_raise(err, "ferry_wait('%s')", w.gs->sub->topic);
 }
 
 static PyObject *gpusub_poll(PyObject *self, PyObject *unused)

@@ -424,7 +424,9 @@ static PyObject *gpupub_loan(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|O:loan", kwlist, &n, &o_stream))
         return NULL;
-    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan") || !pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan") ||
+        !pyf_gpu_stream_arg(o_stream, &stream))
+        return NULL;
     if (n <= 0) return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
     l = loan_alloc(gp);
     if (l == NULL) return NULL;
@@ -448,7 +450,8 @@ static PyObject *gpupub_loan_tensor(PyObject *self, PyObject *args, PyObject *kw
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$O:loan_tensor", kwlist, &o_shape,
                                      &o_dtype, &o_stream, &o_strides))
         return NULL;
-    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan_tensor") || !pyf_gpu_stream_arg(o_stream, &stream))
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan_tensor") ||
+        !pyf_gpu_stream_arg(o_stream, &stream))
         return NULL;
     if (!pyf_int64_list(o_shape, "shape", shape, &ndim) || !pyf_tensor_dtype(o_dtype, &dtype))
         return NULL;
@@ -513,8 +516,8 @@ static PyObject *gpupub_publish(PyObject *self, PyObject *args, PyObject *kwargs
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:publish", kwlist, &obj, &o_stream,
                                      &o_meta))
         return NULL;
-    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.publish") || !gpuloan_check(obj, gp, &l) ||
-        !pyf_gpu_stream_arg(o_stream, &stream))
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.publish") ||
+        !gpuloan_check(obj, gp, &l) || !pyf_gpu_stream_arg(o_stream, &stream))
         return NULL;
     if (o_meta != Py_None) {
         if (l->tensor)

@@ -769,41 +769,50 @@ static PyObject *pub_poll(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* wait_subscribers(): each slice takes the lock anew, so that other threads publish between. */
+typedef struct subs_waiting {
+    pyf_pub *p;
+    unsigned int count;
+} subs_waiting;
+
+static ferry_err subs_step(void *arg)
+{
+    return pub_lock(((subs_waiting *)arg)->p, "Publisher.wait_subscribers") ? FERRY_EAGAIN
+                                                                         : PYF_ERAISED;
+}
+
+static ferry_err subs_block(void *arg, int64_t slice_ns)
+{
+    subs_waiting *w = arg;
+
+    return ferry_publisher_wait_subscribers(w->p->pub, w->count, slice_ns);
+}
+
+static void subs_after(void *arg)
+{
+    pyf_pub_unlock(((subs_waiting *)arg)->p);
+}
+
+static const pyf_wait subs_slices = {subs_step, subs_block, subs_after, true, 0};
+
 static PyObject *pub_wait_subscribers(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"count", "timeout", NULL};
-    pyf_pub *p = (pyf_pub *)self;
-    unsigned int count = 1;
+    subs_waiting w = {(pyf_pub *)self, 1};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
     ferry_err err;
+    int64_t ns;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_subscribers", kwlist, &count,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_subscribers", kwlist, &w.count,
                                      &o_timeout))
         return NULL;
-    if (!pyf_child_open(&p->link, p->pub, "Publisher.wait_subscribers") || !pyf_timeout_ns(o_timeout, &ns))
+    if (!pyf_child_open(&w.p->link, w.p->pub, "Publisher.wait_subscribers") ||
+        !pyf_timeout_ns(o_timeout, &ns))
         return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        if (!pub_lock(p, "Publisher.wait_subscribers")) return NULL;
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_publisher_wait_subscribers(p->pub, count, slice);
-        Py_END_ALLOW_THREADS
-        pyf_pub_unlock(p);
-        if (err != FERRY_ETIMEDOUT) break;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) return NULL;
-    }
+    err = pyf_wait_sliced(&subs_slices, &w, pyf_deadline(ns));
+    if (err == PYF_ERAISED) return NULL;
     if (err != FERRY_OK)
-        return pyf_raise(err, "wait_subscribers('%s', %u)", p->topic, count);
+        return pyf_raise(err, "wait_subscribers('%s', %u)", w.p->topic, w.count);
     Py_RETURN_NONE;
 }
 

@@ -190,46 +190,53 @@ static bool note_type(void *arg, const ferry_endpoint_info *info)
 /* The type of topic as `ferry echo` finds it: with none yet, it waits for an endpoint to take
  * it from, looking at the domain every TYPE_POLL_NS (the GIL released) until timeout_ns
  * (FERRY_FOREVER: for ever) passed; then TimeoutError. Ctrl-C interrupts it. */
+typedef struct type_waiting {
+    pyf_node *node;
+    const char *topic;
+    found_type *ft;
+} type_waiting;
+
+static ferry_err type_step(void *arg)
+{
+    type_waiting *w = arg;
+    ferry_err err;
+
+    if (!pyf_node_open(w->node, "Node.subscribe")) return PYF_ERAISED;
+    memset(w->ft, 0, sizeof *w->ft);
+    err = ferry_inspect(w->node->dir, w->node->domain, w->topic, note_type, w->ft);
+    if (err != FERRY_OK) {
+        pyf_raise(err, "ferry_inspect('%s')", w->topic);
+        return PYF_ERAISED;
+    }
+    return w->ft->found ? FERRY_OK : FERRY_EAGAIN;
+}
+
+static ferry_err type_block(void *arg, int64_t slice_ns)
+{
+    struct timespec ts = {(time_t)(slice_ns / 1000000000LL), (long)(slice_ns % 1000000000LL)};
+
+    (void)arg;
+    nanosleep(&ts, NULL);
+    return FERRY_ETIMEDOUT;
+}
+
+static const pyf_wait type_slices = {type_step, type_block, NULL, false, TYPE_POLL_NS};
+
 static bool topic_type(pyf_node *node, const char *topic, int64_t timeout_ns, found_type *ft)
 {
-    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
+    type_waiting w = {node, topic, ft};
     ferry_err err = ferry_topic_validate(topic);
 
     if (err != FERRY_OK) {
         pyf_raise(err, "subscribe('%s')", topic);
         return false;
     }
-    for (;;) {
-        int64_t nap = TYPE_POLL_NS;
-        struct timespec ts;
-
-        memset(ft, 0, sizeof *ft);
-        err = ferry_inspect(node->dir, node->domain, topic, note_type, ft);
-        if (err != FERRY_OK) {
-            pyf_raise(err, "ferry_inspect('%s')", topic);
-            return false;
-        }
-        if (ft->found) return true;
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0) {
-                pyf_raise(FERRY_ETIMEDOUT, "subscribe('%s', timeout %.3f s): no publisher of the "
-                                           "topic came to take the type from (type= subscribes "
-                                           "at once)",
-                          topic, (double)timeout_ns / 1e9);
-                return false;
-            }
-            if (left < nap) nap = left;
-        }
-        ts.tv_sec = (time_t)(nap / 1000000000LL);
-        ts.tv_nsec = (long)(nap % 1000000000LL);
-        Py_BEGIN_ALLOW_THREADS
-        nanosleep(&ts, NULL);
-        Py_END_ALLOW_THREADS
-        if (PyErr_CheckSignals() < 0) return false;
-        if (!pyf_node_open(node, "Node.subscribe")) return false;
-    }
+    err = pyf_wait_sliced(&type_slices, &w, pyf_deadline(timeout_ns));
+    if (err == FERRY_ETIMEDOUT)
+        pyf_raise(FERRY_ETIMEDOUT, "subscribe('%s', timeout %.3f s): no publisher of the topic "
+                                   "came to take the type from (type= subscribes at once)",
+                  topic, (double)timeout_ns / 1e9);
+    return err == FERRY_OK;
 }
 
 static bool opt_u32(PyObject *v, const char *name, uint32_t *out)
@@ -477,56 +484,82 @@ void pyf_sample_forget(PyObject *sample)
     sm->set = NULL;
 }
 
+/* A wait on a subscriber, for take(), wait() and wait_publishers(). */
+typedef struct sub_waiting {
+    pyf_sub *s;
+    unsigned int count;  /* wait_publishers() */
+    ferry_sample sample; /* what take() took */
+    bool closed;         /* closed by another thread meanwhile */
+    const char *failed;  /* the ferry call that failed, or NULL */
+} sub_waiting;
+
+/* take() and wait() hold the lock: a release meanwhile waits in the pending list. */
+static ferry_err sub_open_step(void *arg)
+{
+    sub_waiting *w = arg;
+
+    w->closed = w->s->link.closed;
+    return w->closed ? FERRY_ECLOSED : FERRY_EAGAIN;
+}
+
+static ferry_err take_step(void *arg)
+{
+    sub_waiting *w = arg;
+    ferry_err err = sub_open_step(arg);
+
+    if (err != FERRY_EAGAIN) return err;
+    err = ferry_take(w->s->sub, &w->sample);
+    if (err != FERRY_OK && err != FERRY_EAGAIN) w->failed = "ferry_take";
+    return err;
+}
+
+static ferry_err queued_block(void *arg, int64_t slice_ns)
+{
+    sub_waiting *w = arg;
+    ferry_err err = ferry_wait(w->s->sub, slice_ns);
+
+    if (err != FERRY_OK && err != FERRY_ETIMEDOUT) w->failed = "ferry_wait";
+    return err;
+}
+
+/* For take(): a sample queued is taken in the next step. */
+static ferry_err take_block(void *arg, int64_t slice_ns)
+{
+    ferry_err err = queued_block(arg, slice_ns);
+
+    return err == FERRY_OK ? FERRY_ETIMEDOUT : err;
+}
+
+static void sub_drain_after(void *arg)
+{
+    pyf_sub_drain(((sub_waiting *)arg)->s);
+}
+
+static const pyf_wait take_slices = {take_step, take_block, sub_drain_after, false, 0};
+static const pyf_wait queued_slices = {sub_open_step, queued_block, sub_drain_after, true, 0};
+
 /* Takes one sample, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a Sample, or None for nothing when none_on_empty, else raises TimeoutError. */
 static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empty)
 {
-    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
-    ferry_sample smp;
+    int64_t deadline = pyf_deadline(timeout_ns);
+    sub_waiting w = {.s = s};
     ferry_err err;
 
-    if (!pyf_child_open(&s->link, s->sub, "Subscriber.take") || !pyf_sub_own(s, "Subscriber.take")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.take") ||
+        !pyf_sub_own(s, "Subscriber.take"))
+        return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (s->link.closed) {
-            pyf_sub_unlock(s);
-            return pyf_raise_closed("Subscriber.take");
-        }
-        err = ferry_take(s->sub, &smp);
-        if (err == FERRY_OK) break;
-        if (err != FERRY_EAGAIN) {
-            pyf_sub_unlock(s);
-            return pyf_raise(err, "ferry_take('%s')", s->topic);
-        }
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0) {
-                pyf_sub_unlock(s);
-                if (none_on_empty) Py_RETURN_NONE;
-                return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
-                                 (double)timeout_ns / 1e9);
-            }
-            if (left < slice) slice = left;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_wait(s->sub, slice);
-        Py_END_ALLOW_THREADS
-        pyf_sub_drain(s);
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) {
-            pyf_sub_unlock(s);
-            return pyf_raise(err, "ferry_wait('%s')", s->topic);
-        }
-        if (PyErr_CheckSignals() < 0) {
-            pyf_sub_unlock(s);
-            return NULL;
-        }
-    }
+    err = pyf_wait_sliced(&take_slices, &w, deadline);
     pyf_sub_unlock(s);
-    return pyf_sample_wrap(s, &smp);
+    if (err == FERRY_OK) return pyf_sample_wrap(s, &w.sample);
+    if (err == PYF_ERAISED) return NULL;
+    if (w.closed) return pyf_raise_closed("Subscriber.take");
+    if (w.failed != NULL) return pyf_raise(err, "%s('%s')", w.failed, s->topic);
+    if (none_on_empty) Py_RETURN_NONE;
+    return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
+                     (double)timeout_ns / 1e9);
 }
 
 static PyObject *sub_take(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -559,89 +592,73 @@ static PyObject *sub_iter(PyObject *self)
 static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"timeout", NULL};
-    pyf_sub *s = (pyf_sub *)self;
+    sub_waiting w = {.s = (pyf_sub *)self};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
+    int64_t deadline, ns;
     ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&s->link, s->sub, "Subscriber.wait") ||
-        !pyf_sub_own(s, "Subscriber.wait"))
+    if (!pyf_timeout_ns(o_timeout, &ns) ||
+        !pyf_child_open(&w.s->link, w.s->sub, "Subscriber.wait") ||
+        !pyf_sub_own(w.s, "Subscriber.wait"))
         return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    pyf_lock(s->lock);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        if (s->link.closed) {
-            pyf_sub_unlock(s);
-            return pyf_raise_closed("Subscriber.wait");
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_wait(s->sub, slice);
-        Py_END_ALLOW_THREADS
-        pyf_sub_drain(s);
-        if (err == FERRY_OK) break;
-        if (err != FERRY_ETIMEDOUT) {
-            pyf_sub_unlock(s);
-            return pyf_raise(err, "ferry_wait('%s')", s->topic);
-        }
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) {
-            pyf_sub_unlock(s);
-            return NULL;
-        }
-    }
-    pyf_sub_unlock(s);
-    return PyBool_FromLong(err == FERRY_OK);
+    deadline = pyf_deadline(ns);
+    pyf_lock(w.s->lock);
+    err = pyf_wait_sliced(&queued_slices, &w, deadline);
+    pyf_sub_unlock(w.s);
+    if (err == FERRY_OK || err == FERRY_ETIMEDOUT) return PyBool_FromLong(err == FERRY_OK);
+    if (err == PYF_ERAISED) return NULL;
+    if (w.closed) return pyf_raise_closed("Subscriber.wait");
+    return pyf_raise(err, "ferry_wait('%s')", w.s->topic);
 }
+
+/* wait_publishers(): each slice takes the lock anew, so that other threads take between. */
+static ferry_err pubs_step(void *arg)
+{
+    sub_waiting *w = arg;
+
+    pyf_lock(w->s->lock);
+    if (sub_open_step(arg) == FERRY_EAGAIN) return FERRY_EAGAIN;
+    pyf_sub_unlock(w->s);
+    return FERRY_ECLOSED;
+}
+
+static ferry_err pubs_block(void *arg, int64_t slice_ns)
+{
+    sub_waiting *w = arg;
+
+    return ferry_subscriber_wait_publishers(w->s->sub, w->count, slice_ns);
+}
+
+static void pubs_after(void *arg)
+{
+    sub_waiting *w = arg;
+
+    pyf_sub_drain(w->s);
+    pyf_sub_unlock(w->s);
+}
+
+static const pyf_wait pubs_slices = {pubs_step, pubs_block, pubs_after, true, 0};
 
 static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"count", "timeout", NULL};
-    pyf_sub *s = (pyf_sub *)self;
-    unsigned int count = 1;
+    sub_waiting w = {.s = (pyf_sub *)self, .count = 1};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
     ferry_err err;
+    int64_t ns;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_publishers", kwlist, &count,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_publishers", kwlist, &w.count,
                                      &o_timeout))
         return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&s->link, s->sub, "Subscriber.wait_publishers"))
+    if (!pyf_timeout_ns(o_timeout, &ns) ||
+        !pyf_child_open(&w.s->link, w.s->sub, "Subscriber.wait_publishers"))
         return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        pyf_lock(s->lock);
-        if (s->link.closed) {
-            pyf_sub_unlock(s);
-            return pyf_raise_closed("Subscriber.wait_publishers");
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_subscriber_wait_publishers(s->sub, count, slice);
-        Py_END_ALLOW_THREADS
-        pyf_sub_drain(s);
-        pyf_sub_unlock(s);
-        if (err != FERRY_ETIMEDOUT) break;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) return NULL;
-    }
-    if (err != FERRY_OK) return pyf_raise(err, "wait_publishers('%s', %u)", s->topic, count);
-    Py_RETURN_NONE;
+    err = pyf_wait_sliced(&pubs_slices, &w, pyf_deadline(ns));
+    if (err == FERRY_OK) Py_RETURN_NONE;
+    if (err == PYF_ERAISED) return NULL;
+    if (w.closed) return pyf_raise_closed("Subscriber.wait_publishers");
+    return pyf_raise(err, "wait_publishers('%s', %u)", w.s->topic, w.count);
 }
 
 static PyObject *sub_fileno(PyObject *self, PyObject *unused)
@@ -708,7 +725,8 @@ static PyMethodDef sub_methods[] = {
      "stats() -> dict\n\nThe subscriber's counters (ferry_subscriber_stats): received, dropped,\n"
      "bytes_copied, held, publishers, ..."},
     PYF_CHILD_CLOSE_METHODS(
-        "close()\n\nReleases the samples still held and destroys the subscriber. A sample an array,\n"
+        "close()\n\n"
+        "Releases the samples still held and destroys the subscriber. A sample an array,\n"
         "memoryview or DLPack tensor still reads stays mapped: it is released, and the subscriber\n"
         "destroyed, when the last of them is gone. Closing twice does nothing.",
         "subscriber"),

@@ -441,57 +441,70 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
     return tuple;
 }
 
+/* A wait on a Sync, its subscribers' locks held (locks_take). */
+typedef struct sync_waiting {
+    pyf_sync *y;
+    ferry_sample samples[FERRY_SYNC_MAX_TOPICS]; /* what take() took */
+    bool woke;                                   /* the last slice ended with a sample */
+} sync_waiting;
+
+static ferry_err sync_open_step(void *arg)
+{
+    pyf_sync *y = ((sync_waiting *)arg)->y;
+
+    sync_drain(y);
+    return y->link.closed || y->sync == NULL ? FERRY_ECLOSED : FERRY_EAGAIN;
+}
+
+static ferry_err sync_take_step(void *arg)
+{
+    sync_waiting *w = arg;
+    ferry_err err = sync_open_step(arg);
+
+    return err != FERRY_EAGAIN ? err : ferry_sync_take(w->y->sync, w->samples);
+}
+
+static ferry_err sync_queued_block(void *arg, int64_t slice_ns)
+{
+    return ferry_sync_wait(((sync_waiting *)arg)->y->sync, slice_ns);
+}
+
+/* For take(): a set is looked for in the next step. A wait that returned at once and found no
+ * set again means that every queued sample belongs to a topic at its queue limit (the caller
+ * holds sets), so ferry_sync_wait would return at once for ever: sleep a millisecond between
+ * tries until a set is given back. */
+static ferry_err sync_take_block(void *arg, int64_t slice_ns)
+{
+    sync_waiting *w = arg;
+    ferry_err err;
+
+    if (w->woke) {
+        struct timespec ts = {0, 1000000};
+
+        nanosleep(&ts, NULL);
+    }
+    err = sync_queued_block(arg, slice_ns);
+    w->woke = err == FERRY_OK;
+    return err == FERRY_OK ? FERRY_ETIMEDOUT : err;
+}
+
+static const pyf_wait sync_take_slices = {sync_take_step, sync_take_block, NULL, false, 0};
+static const pyf_wait sync_queued_slices = {sync_open_step, sync_queued_block, NULL, true, 0};
+
 /* Takes one set, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a SyncSet, or None when none_on_empty and nothing is ready, else TimeoutError. */
 static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_empty)
 {
-    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
-    ferry_sample samples[FERRY_SYNC_MAX_TOPICS];
-    bool woke = false;
+    int64_t deadline = pyf_deadline(timeout_ns);
+    sync_waiting w = {.y = y};
     ferry_err err;
 
     if (!pyf_child_open(&y->link, y->sync, "Sync.take")) return NULL;
     Py_INCREF((PyObject *)y);
     locks_take(y, true);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        sync_drain(y);
-        if (y->link.closed || y->sync == NULL) {
-            err = FERRY_ECLOSED;
-            break;
-        }
-        err = ferry_sync_take(y->sync, samples);
-        if (err != FERRY_EAGAIN) break;
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0) {
-                err = FERRY_ETIMEDOUT;
-                break;
-            }
-            if (left < slice) slice = left;
-        }
-        /* A wait that returned at once and found no set again: every queued sample belongs to a
-         * topic at its queue limit (the caller holds sets), so ferry_sync_wait would return at
-         * once for ever. Sleep a millisecond between tries until a set is given back. */
-        Py_BEGIN_ALLOW_THREADS
-        if (woke) {
-            struct timespec ts = {0, 1000000};
-
-            nanosleep(&ts, NULL);
-        }
-        err = ferry_sync_wait(y->sync, slice);
-        Py_END_ALLOW_THREADS
-        woke = err == FERRY_OK;
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) break;
-        if (PyErr_CheckSignals() < 0) {
-            err = FERRY_ERR_COUNT_; /* the signal handler's exception is set */
-            break;
-        }
-    }
+    err = pyf_wait_sliced(&sync_take_slices, &w, deadline);
     if (err == FERRY_OK) {
-        PyObject *r = set_wrap(y, samples);
+        PyObject *r = set_wrap(y, w.samples);
 
         sync_drain(y); /* a set that failed to wrap is given back now */
         locks_release(y, y->n);
@@ -502,7 +515,7 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
     locks_release(y, y->n);
     sync_finish((PyObject *)y); /* closed meanwhile by another thread */
     Py_DECREF((PyObject *)y);
-    if (err == FERRY_ERR_COUNT_) return NULL;
+    if (err == PYF_ERAISED) return NULL;
     if (err == FERRY_ETIMEDOUT && none_on_empty) Py_RETURN_NONE;
     if (err == FERRY_ETIMEDOUT)
         return pyf_raise(err, "Sync.take(timeout %.3f s)", (double)timeout_ns / 1e9);
@@ -540,45 +553,23 @@ static PyObject *sync_iter(PyObject *self)
 static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"timeout", NULL};
-    pyf_sync *y = (pyf_sync *)self;
+    sync_waiting w = {.y = (pyf_sync *)self};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
-    ferry_err err = FERRY_ETIMEDOUT;
+    int64_t deadline, ns;
+    ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&y->link, y->sync, "Sync.wait")) return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&w.y->link, w.y->sync, "Sync.wait"))
+        return NULL;
+    deadline = pyf_deadline(ns);
     Py_INCREF(self);
-    locks_take(y, true);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        sync_drain(y);
-        if (y->link.closed || y->sync == NULL) {
-            err = FERRY_ECLOSED;
-            break;
-        }
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_sync_wait(y->sync, slice);
-        Py_END_ALLOW_THREADS
-        if (err != FERRY_ETIMEDOUT) break;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) {
-            err = FERRY_ERR_COUNT_;
-            break;
-        }
-    }
-    sync_drain(y);
-    locks_release(y, y->n);
+    locks_take(w.y, true);
+    err = pyf_wait_sliced(&sync_queued_slices, &w, deadline);
+    sync_drain(w.y);
+    locks_release(w.y, w.y->n);
     sync_finish(self);
     Py_DECREF(self);
-    if (err == FERRY_ERR_COUNT_) return NULL;
+    if (err == PYF_ERAISED) return NULL;
     if (err == FERRY_OK) Py_RETURN_TRUE;
     if (err == FERRY_ETIMEDOUT) Py_RETURN_FALSE;
     if (err == FERRY_ECLOSED) return pyf_raise_closed("Sync.wait");

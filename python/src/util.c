@@ -190,6 +190,36 @@ PyObject *pyf_enter_method(PyObject *self, PyObject *unused)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Waits
+ * ------------------------------------------------------------------------------------------- */
+
+ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline)
+{
+    int64_t most = w->slice_ns > 0 ? w->slice_ns : PYF_WAIT_SLICE_NS;
+    ferry_err err;
+
+    for (;;) {
+        int64_t slice = most;
+
+        if (w->step != NULL && (err = w->step(arg)) != FERRY_EAGAIN) return err;
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left <= 0 && !w->block_first) return FERRY_ETIMEDOUT;
+            if (left < 0) left = 0;
+            if (left < slice) slice = left;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = w->block(arg, slice);
+        Py_END_ALLOW_THREADS
+        if (w->after != NULL) w->after(arg);
+        if (err != FERRY_ETIMEDOUT) return err;
+        if (w->block_first && deadline >= 0 && ferry_now().ns >= deadline) return err;
+        if (PyErr_CheckSignals() < 0) return PYF_ERAISED;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Processes
  * ------------------------------------------------------------------------------------------- */
 

@@ -145,6 +145,36 @@ PyObject *pyf_enter_method(PyObject *self, PyObject *unused);
         {"__enter__", pyf_enter_method, METH_NOARGS, "Returns the " what "."},                 \
         {"__exit__", pyf_child_close_method, METH_VARARGS, "Closes the " what "."}
 
+/* What a wait's step or block returns when a Python exception is set: a signal handler's, or
+ * one the step raised. */
+#define PYF_ERAISED FERRY_ERR_COUNT_
+
+/* A blocking call cut into slices of at most PYF_WAIT_SLICE_NS with the GIL released, so that
+ * Ctrl-C (any signal handler) is seen between them (pyf_wait_sliced). */
+typedef struct pyf_wait {
+    /* Before each slice, with the GIL held: FERRY_EAGAIN waits a slice, anything else ends the
+     * wait with it (PYF_ERAISED with an exception set). NULL: every slice is waited. */
+    ferry_err (*step)(void *arg);
+    /* The slice, up to slice_ns, with the GIL released: FERRY_ETIMEDOUT waits on, anything
+     * else ends the wait with it. */
+    ferry_err (*block)(void *arg, int64_t slice_ns);
+    /* After each slice, with the GIL held, whatever it returned (NULL: nothing to do). */
+    void (*after)(void *arg);
+    /* Blocks at least once and looks at the deadline after each slice (a timeout of 0 still
+     * looks once), rather than before each. */
+    bool block_first;
+    int64_t slice_ns; /* the longest slice; 0: PYF_WAIT_SLICE_NS */
+} pyf_wait;
+
+/* The deadline of a timeout in nanoseconds (FERRY_FOREVER: -1, never). */
+static inline int64_t pyf_deadline(int64_t timeout_ns)
+{
+    return timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
+}
+/* Runs w until its step or block ends it, FERRY_ETIMEDOUT once deadline (-1: never) passed, or
+ * PYF_ERAISED when a signal handler raised. */
+ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline);
+
 /* Objects of the module, created at import. */
 typedef struct pyf_state {
     PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;

@@ -152,54 +152,57 @@ static PyObject *ws_remove(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* WaitSet.wait(), the waitset's lock held. */
+typedef struct ws_waiting {
+    pyf_waitset *w;
+    void *ready[WAITSET_MAX];
+    size_t count;
+    bool closed; /* closed by another thread meanwhile */
+} ws_waiting;
+
+static ferry_err ws_step(void *arg)
+{
+    ws_waiting *st = arg;
+
+    st->closed = st->w->ws == NULL;
+    return st->closed ? FERRY_ECLOSED : FERRY_EAGAIN;
+}
+
+static ferry_err ws_block(void *arg, int64_t slice_ns)
+{
+    ws_waiting *st = arg;
+    ferry_err err = ferry_waitset_wait(st->w->ws, slice_ns, st->ready, WAITSET_MAX, &st->count);
+
+    if (err == FERRY_ETIMEDOUT) st->count = 0;
+    return err;
+}
+
+static const pyf_wait ws_slices = {ws_step, ws_block, NULL, true, 0};
+
 static PyObject *ws_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"timeout", NULL};
-    pyf_waitset *w = (pyf_waitset *)self;
+    ws_waiting st = {.w = (pyf_waitset *)self};
     PyObject *o_timeout = Py_None, *out;
-    void *ready[WAITSET_MAX];
-    size_t count = 0, i;
-    int64_t ns, deadline;
+    int64_t deadline, ns;
     ferry_err err;
+    size_t i;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&w->link, w->ws, "WaitSet.wait")) return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    pyf_lock(w->lock);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        if (w->ws == NULL) {
-            PyThread_release_lock(w->lock);
-            return pyf_raise_closed("WaitSet.wait");
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_waitset_wait(w->ws, slice, ready, WAITSET_MAX, &count);
-        Py_END_ALLOW_THREADS
-        if (err == FERRY_OK) break;
-        if (err != FERRY_ETIMEDOUT) {
-            PyThread_release_lock(w->lock);
-            return pyf_raise(err, "ferry_waitset_wait");
-        }
-        count = 0;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) {
-            PyThread_release_lock(w->lock);
-            return NULL;
-        }
-    }
-    PyThread_release_lock(w->lock);
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&st.w->link, st.w->ws, "WaitSet.wait"))
+        return NULL;
+    deadline = pyf_deadline(ns);
+    pyf_lock(st.w->lock);
+    err = pyf_wait_sliced(&ws_slices, &st, deadline);
+    PyThread_release_lock(st.w->lock);
+    if (err == PYF_ERAISED) return NULL;
+    if (st.closed) return pyf_raise_closed("WaitSet.wait");
+    if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return pyf_raise(err, "ferry_waitset_wait");
     out = PyList_New(0);
     if (out == NULL) return NULL;
-    for (i = 0; i < count; i++) {
+    for (i = 0; i < st.count; i++) {
         /* Contexts are members, kept alive by the members list. */
-        if (member_index(w, ready[i]) >= 0 && PyList_Append(out, ready[i]) < 0) {
+        if (member_index(st.w, st.ready[i]) >= 0 && PyList_Append(out, st.ready[i]) < 0) {
             Py_DECREF(out);
             return NULL;
         }
