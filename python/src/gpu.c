@@ -3,7 +3,7 @@
  * ferry/tensor.h) handed to PyTorch, CuPy and any other DLPack consumer without a copy. Built
  * with the GPU module (FERRY_PY_GPU); without it the module has HAVE_GPU False and no GPU type
  * (the package's GpuSubscriber then raises NotSupportedError). The publishing side,
- * ferry.GpuPublisher, is in gpu_pub.c and shares the stream helpers here.
+ * ferry.GpuPublisher, is in gpu_pub.c; the stream helpers both use in gpu_util.c.
  * libferry_gpu reaches the CUDA driver lazily, so the extension still loads where there is no
  * driver: creating a GpuSubscriber then raises NoDeviceError.
  *
@@ -14,11 +14,6 @@
  * done. A frame done while another thread holds the lock is queued and given back by it.
  * Closed while a tensor still reads a frame, it gives the other frames back at once and is
  * destroyed when the last such tensor is deleted (gpusub_finish).
- *
- * Streams are cudaStream_t values as integers: 0 (or None) the legacy default stream, 2 the
- * per-thread default stream, anything else a stream of the caller's. DLPack's consumer streams
- * follow the Python specification: None and 1 the legacy default stream, 2 the per-thread
- * default stream, -1 no synchronisation, 0 refused.
  */
 #include "pyferry.h"
 
@@ -71,93 +66,6 @@ struct pyf_gpuframe {
     uintptr_t streams[GPU_STREAMS_MAX]; /* other streams it was exported to */
     uint32_t nstreams;
 };
-
-/* ---------------------------------------------------------------------------------------------
- * Streams
- * ------------------------------------------------------------------------------------------- */
-
-/* A cudaStream_t given by the caller: None, an int, or an object with __cuda_stream__ (the CUDA
- * stream protocol: a (version, handle) tuple), cuda_stream (PyTorch) or ptr (CuPy).
- * cudaStreamLegacy (1) is the legacy default stream, which is also 0. */
-bool pyf_gpu_stream_arg(PyObject *o, uintptr_t *out)
-{
-    PyObject *attr = NULL;
-    unsigned long long v;
-
-    *out = 0;
-    if (o == NULL || o == Py_None) return true;
-    if (!PyIndex_Check(o)) {
-        if (PyObject_HasAttrString(o, "__cuda_stream__")) {
-            PyObject *t = PyObject_CallMethod(o, "__cuda_stream__", NULL);
-
-            if (t == NULL) return false;
-            if (PyTuple_Check(t) && PyTuple_Size(t) == 2)
-                attr = Py_NewRef(PyTuple_GetItem(t, 1));
-            else
-                PyErr_SetString(PyExc_TypeError, "__cuda_stream__() must return (version, "
-                                                 "handle)");
-            Py_DECREF(t);
-        } else if (PyObject_HasAttrString(o, "cuda_stream")) {
-            attr = PyObject_GetAttrString(o, "cuda_stream");
-        } else if (PyObject_HasAttrString(o, "ptr")) {
-            attr = PyObject_GetAttrString(o, "ptr");
-        }
-        if (attr == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError,
-                                "stream must be None, a cudaStream_t as an int, or a stream object "
-                                "with __cuda_stream__, cuda_stream or ptr");
-            return false;
-        }
-        o = attr;
-    }
-    o = PyNumber_Index(o);
-    Py_XDECREF(attr);
-    if (o == NULL) return false;
-    v = PyLong_AsUnsignedLongLong(o);
-    Py_DECREF(o);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_ValueError, "stream must be a cudaStream_t value >= 0");
-        return false;
-    }
-    *out = v == 1 ? 0 : (uintptr_t)v;
-    return true;
-}
-
-bool pyf_gpu_device_enter(int device, int *prev)
-{
-    if (cudaGetDevice(prev) != cudaSuccess) *prev = -1;
-    if (*prev == device || cudaSetDevice(device) == cudaSuccess) return true;
-    (void)cudaGetLastError();
-    return false;
-}
-
-void pyf_gpu_device_leave(int device, int prev)
-{
-    if (prev >= 0 && prev != device) cudaSetDevice(prev);
-}
-
-/* Makes stream `waiter` wait (on the GPU) for the work enqueued on `done` so far. */
-ferry_err pyf_gpu_stream_order(int device, uintptr_t waiter, uintptr_t done)
-{
-    cudaEvent_t ev;
-    cudaError_t e;
-    int prev = -1;
-
-    if (waiter == done) return FERRY_OK;
-    if (!pyf_gpu_device_enter(device, &prev)) return FERRY_ENODEV;
-    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e == cudaSuccess) {
-        e = cudaEventRecord(ev, (cudaStream_t)done);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)waiter, ev, 0);
-        /* Destroying an event a wait is enqueued on is allowed: the wait still happens. */
-        cudaEventDestroy(ev);
-    }
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    pyf_gpu_device_leave(device, prev);
-    return e == cudaSuccess ? FERRY_OK : FERRY_ESYS;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Giving frames back
@@ -722,34 +630,6 @@ static void frame_dl_unexport(PyObject *owner)
     frame_unexport((pyf_gpuframe *)owner);
 }
 
-/* The consumer stream of __dlpack__ as a cudaStream_t; *sync false for -1 (no synchronisation).
- */
-bool pyf_gpu_dl_stream(PyObject *o, uintptr_t *out, bool *sync)
-{
-    long long v;
-
-    *out = 0;
-    *sync = true;
-    if (o == Py_None) return true;
-    v = PyLong_AsLongLong(o);
-    if (v == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "__dlpack__: stream must be None or an int");
-        return false;
-    }
-    if (v == -1) {
-        *sync = false;
-        return true;
-    }
-    if (v == 0 || v < -1) {
-        PyErr_SetString(PyExc_ValueError, "__dlpack__: stream 0 is ambiguous for CUDA: 1 is the "
-                                          "legacy default stream, 2 the per-thread one");
-        return false;
-    }
-    *out = v == 1 ? 0 : (uintptr_t)v;
-    return true;
-}
-
 static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     pyf_gpuframe *fr = (pyf_gpuframe *)self;
@@ -919,24 +799,7 @@ static PyGetSetDef frame_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyObject *mod_gpu_device_count(PyObject *self, PyObject *unused)
-{
-    int count = 0;
-
-    (void)self;
-    (void)unused;
-    if (ferry_gpu_device_count(&count) != FERRY_OK) count = 0;
-    return PyLong_FromLong(count);
-}
-
-static PyMethodDef gpu_functions[] = {
-    {"gpu_device_count", mod_gpu_device_count, METH_NOARGS,
-     "gpu_device_count() -> int\n\nUsable CUDA devices (ferry_gpu_device_count); 0 without a\n"
-     "driver or a device."},
-    {NULL, NULL, 0, NULL},
-};
-
-bool pyf_gpu_types(PyObject *module)
+bool pyf_gpusub_types(PyObject *module)
 {
     PyType_Slot gs_slots[] = {
         {Py_tp_new, PYF_FN(gpusub_new)},
@@ -973,18 +836,7 @@ bool pyf_gpu_types(PyObject *module)
     pyf.gpusub_type = (PyTypeObject *)PyType_FromSpec(&gs_spec);
     if (pyf.gpusub_type == NULL || PyModule_AddType(module, pyf.gpusub_type) < 0) return false;
     pyf.gpuframe_type = (PyTypeObject *)PyType_FromSpec(&fr_spec);
-    if (pyf.gpuframe_type == NULL || PyModule_AddType(module, pyf.gpuframe_type) < 0)
-        return false;
-    return pyf_gpupub_types(module) && pyf_hostview_types(module) &&
-           PyModule_AddFunctions(module, gpu_functions) == 0 &&
-           PyModule_AddObjectRef(module, "HAVE_GPU", Py_True) == 0;
-}
-
-#else /* !FERRY_PY_GPU */
-
-bool pyf_gpu_types(PyObject *module)
-{
-    return PyModule_AddObjectRef(module, "HAVE_GPU", Py_False) == 0;
+    return pyf.gpuframe_type != NULL && PyModule_AddType(module, pyf.gpuframe_type) == 0;
 }
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * ferry.HostGpuView: a taken host sample handed to the GPU without a pageable copy
- * (ferry/gpu.h, "Host frames to the GPU"). Sample.cuda(device) registers the chunk's pages with
- * CUDA the first time the subscriber sees that chunk (read-only, mapped; later samples in it cost
- * a lookup) and gives a view whose device address reads the publisher's pages in place:
+ * (ferry/gpu.h, "Host frames to the GPU"). Sample.cuda(device) (ferry/__init__.py's, over
+ * _sample_cuda below) registers the chunk's pages with CUDA the first time the subscriber sees
+ * that chunk (read-only, mapped; later samples in it cost a lookup) and gives a view whose
+ * device address reads the publisher's pages in place:
  * __dlpack__ (device kDLCUDA) for torch.from_dlpack and cupy.from_dlpack,
  * __cuda_array_interface__ (flagged read-only) for Numba and CuPy, and copy_to(dst, stream), an
  * asynchronous copy from the registered pages at pinned speed into device memory of the
@@ -84,7 +85,7 @@ static bool view_usable(pyf_hostview *v, const char *what)
     return false;
 }
 
-PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
+static PyObject *sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"device", NULL};
     const ferry_sample *s;
@@ -485,6 +486,29 @@ static PyGetSetDef view_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* _sample_cuda(sample, *, device=0): Sample.cuda(), which ferry/__init__.py defines over it. */
+static PyObject *mod_sample_cuda(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    PyObject *rest, *r;
+
+    (void)module;
+    if (PyTuple_Size(args) < 1 || !PyObject_TypeCheck(PyTuple_GetItem(args, 0), pyf.sample_type)) {
+        PyErr_SetString(PyExc_TypeError, "_sample_cuda: not a ferry.Sample");
+        return NULL;
+    }
+    rest = PyTuple_GetSlice(args, 1, PY_SSIZE_T_MAX);
+    if (rest == NULL) return NULL;
+    r = sample_cuda(PyTuple_GetItem(args, 0), rest, kwargs);
+    Py_DECREF(rest);
+    return r;
+}
+
+static PyMethodDef hostview_functions[] = {
+    {"_sample_cuda", (PyCFunction)(void (*)(void))mod_sample_cuda, METH_VARARGS | METH_KEYWORDS,
+     "_sample_cuda(sample, *, device=0) -> HostGpuView\n\nSample.cuda(): use that."},
+    {NULL, NULL, 0, NULL},
+};
+
 bool pyf_hostview_types(PyObject *module)
 {
     PyType_Slot slots[] = {
@@ -502,18 +526,31 @@ bool pyf_hostview_types(PyObject *module)
     PyType_Spec spec = {"ferry.HostGpuView", sizeof(pyf_hostview), 0, Py_TPFLAGS_DEFAULT, slots};
 
     pyf.hostview_type = (PyTypeObject *)PyType_FromSpec(&spec);
-    return pyf.hostview_type != NULL && PyModule_AddType(module, pyf.hostview_type) == 0;
+    return pyf.hostview_type != NULL && PyModule_AddType(module, pyf.hostview_type) == 0 &&
+           PyModule_AddFunctions(module, hostview_functions) == 0;
 }
 
 #else /* !FERRY_PY_GPU */
 
-PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
+/* Sample.cuda() without the GPU module. */
+static PyObject *mod_sample_cuda(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    (void)sample;
+    (void)module;
     (void)args;
     (void)kwargs;
     return pyf_raise(FERRY_ENOTSUP, "Sample.cuda: ferry was built without the GPU module "
                                     "(FERRY_GPU=ON needs a CUDA toolkit)");
+}
+
+static PyMethodDef hostview_functions[] = {
+    {"_sample_cuda", (PyCFunction)(void (*)(void))mod_sample_cuda, METH_VARARGS | METH_KEYWORDS,
+     "_sample_cuda(sample, *, device=0)\n\nSample.cuda(): NotSupportedError in this build."},
+    {NULL, NULL, 0, NULL},
+};
+
+bool pyf_hostview_types(PyObject *module)
+{
+    return PyModule_AddFunctions(module, hostview_functions) == 0;
 }
 
 #endif

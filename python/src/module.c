@@ -101,6 +101,17 @@ static struct PyModuleDef module_def = {
     NULL,
 };
 
+/* The GPU module's types and functions where it is built, and HAVE_GPU. */
+static bool gpu_types(PyObject *m)
+{
+#ifdef FERRY_PY_GPU
+    return pyf_gpusub_types(m) && pyf_gpupub_types(m) && pyf_hostview_types(m) &&
+           pyf_gpu_functions_add(m) && PyModule_AddObjectRef(m, "HAVE_GPU", Py_True) == 0;
+#else
+    return pyf_hostview_types(m) && PyModule_AddObjectRef(m, "HAVE_GPU", Py_False) == 0;
+#endif
+}
+
 PyMODINIT_FUNC PyInit__ferry(void);
 
 PyMODINIT_FUNC PyInit__ferry(void)
@@ -112,8 +123,8 @@ PyMODINIT_FUNC PyInit__ferry(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (!pyf_functions_add(m) || !errors_create(m) || !pyf_node_types(m) || !pyf_pub_types(m) || !pyf_sub_types(m) ||
-        !pyf_waitset_types(m) || !pyf_sync_types(m) || !pyf_gpu_types(m) ||
+    if (!pyf_functions_add(m) || !errors_create(m) || !pyf_node_types(m) || !pyf_pub_types(m) ||
+        !pyf_sub_types(m) || !pyf_waitset_types(m) || !pyf_sync_types(m) || !gpu_types(m) ||
         PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
         PyModule_AddIntConstant(m, "PROTOCOL_VERSION", FERRY_PROTOCOL_VERSION) < 0 ||
         PyModule_AddStringConstant(m, "IMAGE_TYPE_NAME", FERRY_IMAGE_TYPE_NAME) < 0 ||

@@ -45,6 +45,9 @@ typedef struct pyf_sub {
     struct pyf_sample *samples; /* every Sample object alive and not yet released */
     pyf_pending *pending;
     PyObject *waitset; /* borrowed: the WaitSet this subscriber is in, or NULL */
+    /* What that WaitSet does when the subscriber closes: lets go of it (0, or -1 with an
+     * exception). */
+    int (*waitset_forget)(PyObject *waitset, struct pyf_sub *sub);
     PyObject *owner;   /* borrowed: the Sync or GpuSubscriber that takes from it, or NULL; set
                         * until that one's ferry object is destroyed */
     pyf_child *owner_link; /* the owner's link (its closed flag) */
@@ -85,10 +88,13 @@ static inline void pyf_sub_unlock(pyf_sub *s)
 }
 PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s);
 void pyf_sub_drain(pyf_sub *s);
+/* What a member of a matched set calls when it is done (released and no export left). */
+typedef void (*pyf_set_done)(struct pyf_syncset *set);
 /* A Sample for sample s of a matched set: it is not in the subscriber's list, and when it is
- * done (released and no export left) it calls pyf_syncset_done(set) instead of ferry_release.
- * On an error (a sample that is not a valid message of its type) it is done already. */
-PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set);
+ * done it calls done(set) instead of ferry_release. On an error (a sample that is not a valid
+ * message of its type) it is done already. */
+PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set,
+                                 pyf_set_done done);
 /* The set a Sample belongs to (NULL for a plain one, or once it is done). */
 struct pyf_syncset *pyf_sample_set(PyObject *sample);
 /* True when sample (else anything) was taken in this process, else ForkError naming what was
@@ -113,12 +119,9 @@ bool pyf_sub_own(pyf_sub *s, const char *what);
 
 /* sync.c */
 bool pyf_sync_types(PyObject *module);
-void pyf_syncset_done(struct pyf_syncset *set);
 
-/* gpu.c: the GPU types exist in every build; without the GPU module they raise
- * NotSupportedError when created. */
-bool pyf_gpu_types(PyObject *module);
 #ifdef FERRY_PY_GPU
+/* gpu_util.c */
 /* Streams a loan or frame may be exported to besides its own. */
 #define PYF_GPU_STREAMS_MAX 8
 /* A cudaStream_t argument: None, an int, or a stream object (__cuda_stream__, cuda_stream or
@@ -132,19 +135,22 @@ bool pyf_gpu_device_enter(int device, int *prev);
 void pyf_gpu_device_leave(int device, int prev);
 /* Makes stream waiter wait (on the GPU) for the work enqueued on done so far. */
 ferry_err pyf_gpu_stream_order(int device, uintptr_t waiter, uintptr_t done);
+/* gpu_device_count(). */
+bool pyf_gpu_functions_add(PyObject *module);
+
+/* gpu.c */
+bool pyf_gpusub_types(PyObject *module);
 
 /* gpu_pub.c */
 bool pyf_gpupub_types(PyObject *module);
 
-/* gpu_host.c */
-bool pyf_hostview_types(PyObject *module);
 #endif
-/* gpu_host.c: Sample.cuda(); NotSupportedError without the GPU module. */
-PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs);
+/* gpu_host.c: HostGpuView and _sample_cuda (Sample.cuda()); the latter alone, raising
+ * NotSupportedError, without the GPU module. */
+bool pyf_hostview_types(PyObject *module);
 
 /* waitset.c */
 bool pyf_waitset_types(PyObject *module);
 PyObject *pyf_waitset_new(pyf_node *node);
-int pyf_waitset_forget(PyObject *ws, pyf_sub *sub);
 
 #endif

@@ -26,6 +26,7 @@ typedef struct pyf_sample {
     int state;
     Py_ssize_t exports;
     struct pyf_syncset *set; /* the matched set it belongs to, or NULL */
+    pyf_set_done set_done;   /* what tells the set that this member is done */
     ferry_sample s;
     pyf_kind kind;
     union {
@@ -77,7 +78,7 @@ static void sample_do_release(pyf_sample *sm)
         struct pyf_syncset *set = sm->set;
 
         sm->set = NULL;
-        pyf_syncset_done(set);
+        sm->set_done(set);
         return;
     }
     sample_unlink(sm);
@@ -357,7 +358,7 @@ static int sub_close(PyObject *self)
      * waits for its exports keeps this subscriber until it is destroyed. */
     if (s->owner != NULL && !s->owner_link->closed && !pyf_sub_own(s, "Subscriber.close"))
         return -1;
-    if (s->waitset != NULL && pyf_waitset_forget(s->waitset, s) < 0) return -1;
+    if (s->waitset != NULL && s->waitset_forget(s->waitset, s) < 0) return -1;
     /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
     s->link.closed = true;
     pyf_lock(s->lock);
@@ -394,14 +395,15 @@ static void sub_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
+static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set,
+                             pyf_set_done set_done)
 {
     pyf_sample *sm = (pyf_sample *)pyf_alloc(pyf.sample_type);
     ferry_err err = FERRY_OK;
     bool ok = false;
 
     if (sm == NULL) {
-        if (set != NULL) pyf_syncset_done(set);
+        if (set != NULL) set_done(set);
         return NULL;
     }
     sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
@@ -409,6 +411,7 @@ static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syn
     sm->kind = sub->kind;
     sm->state = SAMPLE_HELD;
     sm->set = set;
+    sm->set_done = set_done;
     if (set == NULL) {
         sm->next = sub->samples;
         if (sub->samples != NULL) sub->samples->prev = sm;
@@ -442,12 +445,13 @@ static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syn
 
 PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
 {
-    return sample_make(sub, s, NULL);
+    return sample_make(sub, s, NULL, NULL);
 }
 
-PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
+PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set,
+                                 pyf_set_done done)
 {
-    return sample_make(sub, s, set);
+    return sample_make(sub, s, set, done);
 }
 
 struct pyf_syncset *pyf_sample_set(PyObject *sample)
@@ -1007,14 +1011,6 @@ static PyMethodDef sample_methods[] = {
      "A DLPack capsule over the sample's data (tensors, images, bytes), without a copy; a\n"
      "versioned one (flagged read-only) when max_version >= (1, 0). The sample stays held\n"
      "until the consumer's tensor is deleted."},
-    {"cuda", (PyCFunction)(void (*)(void))pyf_sample_cuda, METH_VARARGS | METH_KEYWORDS,
-     "cuda(*, device=0) -> HostGpuView\n\n"
-     "The sample on CUDA device `device` without a pageable copy: its chunk's pages are\n"
-     "registered with CUDA once (read-only, mapped) and the view reads them in place\n"
-     "(torch.from_dlpack(view), cupy.asarray(view)) or copies them at pinned speed\n"
-     "(view.copy_to(tensor, stream=...)). The sample stays held while the view is open, a\n"
-     "tensor over it lives or a copy runs. NotSupportedError without the GPU module,\n"
-     "NoDeviceError without a device."},
     {"__dlpack_device__", sample_dlpack_device, METH_NOARGS,
      "__dlpack_device__() -> (1, 0)\n\nThe CPU: host samples live in shared memory."},
     {NULL, NULL, 0, NULL},

@@ -113,7 +113,8 @@ static void sync_drain(pyf_sync *y)
     for (i = 0; i < y->n; i++) pyf_sub_drain(y->subs[i]);
 }
 
-void pyf_syncset_done(struct pyf_syncset *set)
+/* A member of set is done: the last gives the set back. */
+static void syncset_done(struct pyf_syncset *set)
 {
     pyf_sync *y = set->sync;
     uint32_t i;
@@ -420,7 +421,8 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
     y->sets = set;
     items = PyTuple_New((Py_ssize_t)y->n);
     for (i = 0; i < y->n; i++) {
-        PyObject *m = items != NULL ? pyf_sample_wrap_member(y->subs[i], &set->set[i], set)
+        PyObject *m = items != NULL ? pyf_sample_wrap_member(y->subs[i], &set->set[i], set,
+                                                             syncset_done)
                                     : NULL;
 
         if (m == NULL) {
@@ -430,7 +432,7 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
 
             if (items == NULL) PyErr_NoMemory();
             Py_XDECREF(items);
-            while (left-- > 0) pyf_syncset_done(set);
+            while (left-- > 0) syncset_done(set);
             return NULL;
         }
         set->members[i] = m;

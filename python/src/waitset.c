@@ -53,7 +53,7 @@ static Py_ssize_t member_index(pyf_waitset *w, pyf_sub *sub)
     return -1;
 }
 
-int pyf_waitset_forget(PyObject *self, pyf_sub *sub)
+static int ws_forget(PyObject *self, pyf_sub *sub)
 {
     pyf_waitset *w = (pyf_waitset *)self;
     Py_ssize_t i = member_index(w, sub);
@@ -78,7 +78,7 @@ static int ws_close(PyObject *self)
     while (PyList_Size(w->members) > 0) {
         pyf_sub *sub = (pyf_sub *)PyList_GetItem(w->members, 0);
 
-        if (pyf_waitset_forget(self, sub) < 0) return -1;
+        if (ws_forget(self, sub) < 0) return -1;
     }
     pyf_lock(w->lock);
     ferry_waitset_destroy(w->ws);
@@ -138,6 +138,7 @@ static PyObject *ws_add(PyObject *self, PyObject *arg)
         return NULL;
     }
     sub->waitset = self;
+    sub->waitset_forget = ws_forget;
     Py_RETURN_NONE;
 }
 
@@ -148,7 +149,7 @@ static PyObject *ws_remove(PyObject *self, PyObject *arg)
     if (!pyf_child_open(&w->link, w->ws, "WaitSet.remove")) return NULL;
     if (!PyObject_TypeCheck(arg, pyf.sub_type) || member_index(w, (pyf_sub *)arg) < 0)
         return pyf_raise(FERRY_ESTATE, "WaitSet.remove: not a member");
-    if (pyf_waitset_forget(self, (pyf_sub *)arg) < 0) return NULL;
+    if (ws_forget(self, (pyf_sub *)arg) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
