@@ -35,90 +35,14 @@ typedef struct pyf_loan {
  * Options
  * ------------------------------------------------------------------------------------------- */
 
-static bool opt_u64(PyObject *v, const char *name, unsigned long long max, unsigned long long *out)
-{
-    unsigned long long x;
-
-    if (v == NULL || v == Py_None) return true;
-    if (PyBool_Check(v) || !PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
-        return false;
-    }
-    x = PyLong_AsUnsignedLongLong(v);
-    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        pyf_raise(FERRY_EINVAL, "%s must be an int from 0 to %llu", name, max);
-        return false;
-    }
-    if (x > max) {
-        pyf_raise(FERRY_EINVAL, "%s=%llu is above %llu", name, x, max);
-        return false;
-    }
-    *out = x;
-    return true;
-}
-
-static bool opt_i64(PyObject *v, const char *name, int64_t *out)
-{
-    long long x;
-
-    if (v == NULL || v == Py_None) return true;
-    if (PyBool_Check(v) || !PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
-        return false;
-    }
-    x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred()) return false;
-    *out = (int64_t)x;
-    return true;
-}
-
-static bool opt_bool(PyObject *v, bool *out)
-{
-    int t;
-
-    if (v == NULL || v == Py_None) return true;
-    t = PyObject_IsTrue(v);
-    if (t < 0) return false;
-    *out = t != 0;
-    return true;
-}
-
-static bool opt_choice(PyObject *v, const char *name, const char *const *names, int n, int *out)
-{
-    const char *s;
-    int i;
-
-    if (v == NULL || v == Py_None) return true;
-    s = PyUnicode_AsUTF8AndSize(v, NULL);
-    if (s == NULL) return false;
-    for (i = 0; i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = i;
-            return true;
-        }
-    }
-    pyf_raise(FERRY_EINVAL, "%s='%s' is not one of the choices", name, s);
-    return false;
-}
-
 #define U32MAX 0xffffffffull
 #define SIZEMAX ((unsigned long long)SIZE_MAX)
-
-/* The type argument: a short name, or any type name. */
-static const char *type_name_of(const char *type)
-{
-    if (strcmp(type, "image") == 0) return FERRY_IMAGE_TYPE_NAME;
-    if (strcmp(type, "pointcloud") == 0) return FERRY_POINTCLOUD_TYPE_NAME;
-    if (strcmp(type, "tensor") == 0) return FERRY_TENSOR_TYPE_NAME;
-    return type;
-}
 
 static bool type_hash_of(PyObject *v, const char *type_name, uint64_t *out)
 {
     unsigned long long h = ferry_hash(type_name);
 
-    if (!opt_u64(v, "type_hash", ~0ull, &h)) return false;
+    if (!pyf_opt_u64(v, "type_hash", ~0ull, &h)) return false;
     *out = (uint64_t)h;
     return true;
 }
@@ -209,13 +133,13 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
                                      &o_cps, &o_bps, &o_pending, &o_huge))
         return NULL;
     if (!pyf_node_open(node, "Node.publisher")) return NULL;
-    type_name = type_name_of(type);
+    type_name = pyf_type_name(type);
     if (!type_hash_of(o_hash, type_name, &hash)) return NULL;
     ferry_publisher_options_init(&o);
 #define OPT_U(obj, field, max)                                                                  \
     do {                                                                                       \
         v = (unsigned long long)o.field;                                                       \
-        if (!opt_u64(obj, #field, max, &v)) return NULL;                                       \
+        if (!pyf_opt_u64(obj, #field, max, &v)) return NULL;                                       \
         o.field = (__typeof__(o.field))v;                                                      \
     } while (0)
     OPT_U(o_mss, max_sample_size, SIZEMAX);
@@ -228,14 +152,14 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     OPT_U(o_bps, max_bytes_per_subscriber, SIZEMAX);
     OPT_U(o_pending, max_pending, U32MAX);
 #undef OPT_U
-    if (!opt_i64(o_block, "block_timeout_ns", &o.block_timeout_ns) ||
-        !opt_i64(o_spin, "spin_ns", &o.spin_ns) || !opt_bool(o_admit, &o.admit_blocking))
+    if (!pyf_opt_i64(o_block, "block_timeout_ns", &o.block_timeout_ns) ||
+        !pyf_opt_i64(o_spin, "spin_ns", &o.spin_ns) || !pyf_opt_bool(o_admit, &o.admit_blocking))
         return NULL;
     choice = (int)o.on_pool_exhausted;
-    if (!opt_choice(o_policy, "on_pool_exhausted", policies, 2, &choice)) return NULL;
+    if (!pyf_opt_choice(o_policy, "on_pool_exhausted", policies, 2, &choice)) return NULL;
     o.on_pool_exhausted = (ferry_pool_policy)choice;
     choice = (int)o.huge_pages;
-    if (!opt_choice(o_huge, "huge_pages", huge, 4, &choice)) return NULL;
+    if (!pyf_opt_choice(o_huge, "huge_pages", huge, 4, &choice)) return NULL;
     o.huge_pages = (ferry_huge_pages)choice;
 
     p = (pyf_pub *)pyf_alloc(pyf.pub_type);
@@ -393,97 +317,6 @@ static PyObject *pub_loan_image(PyObject *self, PyObject *args, PyObject *kwargs
     return (PyObject *)l;
 }
 
-static bool point_datatype(PyObject *v, uint8_t *out)
-{
-    static const char *const names[] = {"",       "int8",   "uint8",   "int16", "uint16",
-                                        "int32",  "uint32", "float32", "float64"};
-    int i;
-
-    if (PyLong_Check(v)) {
-        long d = PyLong_AsLong(v);
-
-        if (d < 1 || d > 8) {
-            pyf_raise(FERRY_EINVAL, "point datatype %ld is not a PointField constant 1..8", d);
-            return false;
-        }
-        *out = (uint8_t)d;
-        return true;
-    }
-    if (!PyUnicode_Check(v)) {
-        PyObject *name = PyObject_GetAttrString(v, "name"); /* a numpy dtype */
-        bool ok;
-
-        if (name == NULL) return false;
-        ok = point_datatype(name, out);
-        Py_DECREF(name);
-        return ok;
-    }
-    for (i = 1; i <= 8; i++) {
-        if (strcmp(PyUnicode_AsUTF8AndSize(v, NULL), names[i]) == 0) {
-            *out = (uint8_t)i;
-            return true;
-        }
-    }
-    pyf_raise(FERRY_EINVAL, "point datatype '%s' is not int8..uint32, float32 or float64",
-              PyUnicode_AsUTF8AndSize(v, NULL));
-    return false;
-}
-
-/* fields: (name, datatype[, count]) packed one after the other, or (name, offset, datatype,
- * count) at explicit offsets. */
-static bool cloud_fields(PyObject *seq, ferry_point_field *fields, uint32_t *n)
-{
-    PyObject *fast = PySequence_Fast(seq, "fields must be a sequence of tuples");
-    Py_ssize_t count, i;
-    uint32_t at = 0;
-
-    if (fast == NULL) return false;
-    count = PySequence_Size(fast);
-    if (count < 1 || count > FERRY_POINTCLOUD_FIELDS_MAX) {
-        Py_DECREF(fast);
-        pyf_raise(FERRY_EINVAL, "a point cloud has 1..%u fields, not %zd",
-                  FERRY_POINTCLOUD_FIELDS_MAX, count);
-        return false;
-    }
-    memset(fields, 0, sizeof(ferry_point_field) * (size_t)count);
-    for (i = 0; i < count; i++) {
-        PyObject *t = PySequence_GetItem(fast, i);
-        PyObject *name = NULL, *dt = NULL;
-        unsigned int offset = at, cnt = 1;
-        const char *s;
-        bool ok;
-
-        if (t == NULL) break;
-        if (PyTuple_Check(t) && PyTuple_Size(t) == 4)
-            ok = PyArg_ParseTuple(t, "UIOI", &name, &offset, &dt, &cnt);
-        else
-            ok = PyArg_ParseTuple(t, "UO|I;a field is (name, datatype[, count]) or (name, "
-                                     "offset, datatype, count)",
-                                  &name, &dt, &cnt);
-        if (ok) {
-            s = PyUnicode_AsUTF8AndSize(name, NULL);
-            ok = s != NULL && point_datatype(dt, &fields[i].datatype);
-            if (ok && strlen(s) > FERRY_FIELD_NAME_MAX) {
-                pyf_raise(FERRY_EINVAL, "field name '%s' is longer than %u bytes", s,
-                          FERRY_FIELD_NAME_MAX);
-                ok = false;
-            }
-            if (ok) {
-                snprintf(fields[i].name, sizeof fields[i].name, "%s", s);
-                fields[i].offset = offset;
-                fields[i].count = cnt;
-                at = offset + ferry_point_datatype_size(fields[i].datatype) * cnt;
-            }
-        }
-        Py_DECREF(t);
-        if (!ok) break;
-    }
-    Py_DECREF(fast);
-    if (i < count) return false;
-    *n = (uint32_t)count;
-    return true;
-}
-
 static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"width", "height", "fields", "point_step", NULL};
@@ -501,7 +334,7 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
         return NULL;
     if (!pub_own_open(p, "Publisher.loan_pointcloud") || !pub_kind(p, PYF_CLOUD, "loan_pointcloud"))
         return NULL;
-    if (!cloud_fields(fseq, fields, &n)) return NULL;
+    if (!pyf_point_fields(fseq, fields, &n)) return NULL;
     if (!pub_lock(p, "Publisher.loan_pointcloud")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_pointcloud_loan(p->pub, w, h, fields, n, point_step, &pc);
@@ -524,78 +357,6 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
     l->payload = pc.payload;
     l->size = pc.payload_size;
     return (PyObject *)l;
-}
-
-bool pyf_tensor_dtype(PyObject *v, ferry_dtype *out)
-{
-    PyObject *name = NULL;
-    const char *s;
-    int d;
-
-    if (PyUnicode_Check(v)) {
-        name = Py_NewRef(v);
-    } else {
-        /* a numpy dtype (its .name) or a scalar type such as numpy.float32 (its __name__) */
-        name = PyObject_GetAttrString(v, "name");
-        if (name == NULL || !PyUnicode_Check(name)) {
-            PyErr_Clear();
-            Py_XDECREF(name);
-            name = PyObject_GetAttrString(v, "__name__");
-        }
-        /* a torch dtype has neither: its str() is "torch.float32" */
-        if (name == NULL || !PyUnicode_Check(name)) {
-            PyErr_Clear();
-            Py_XDECREF(name);
-            name = PyObject_Str(v);
-            if (name == NULL) return false;
-        }
-    }
-    s = PyUnicode_AsUTF8AndSize(name, NULL);
-    if (s == NULL) {
-        Py_DECREF(name);
-        return false;
-    }
-    if (strncmp(s, "torch.", 6) == 0) s += 6;
-    for (d = FERRY_DTYPE_INT8; d <= FERRY_DTYPE_BOOL; d++) {
-        if (strcmp(s, ferry_dtype_name((ferry_dtype)d)) == 0 ||
-            (d == FERRY_DTYPE_BOOL && strcmp(s, "bool_") == 0)) {
-            *out = (ferry_dtype)d;
-            Py_DECREF(name);
-            return true;
-        }
-    }
-    pyf_raise(FERRY_EINVAL, "dtype '%s' is not a ferry tensor dtype", s);
-    Py_DECREF(name);
-    return false;
-}
-
-bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n)
-{
-    PyObject *fast = PySequence_Fast(seq, "shape and strides are sequences of ints");
-    Py_ssize_t count, i;
-
-    if (fast == NULL) return false;
-    count = PySequence_Size(fast);
-    if (count > FERRY_TENSOR_DIMS_MAX) {
-        Py_DECREF(fast);
-        pyf_raise(FERRY_EINVAL, "%s has %zd dimensions; at most %u", what, count,
-                  FERRY_TENSOR_DIMS_MAX);
-        return false;
-    }
-    for (i = 0; i < count; i++) {
-        PyObject *item = PySequence_GetItem(fast, i);
-        long long x;
-
-        if (item == NULL) break;
-        x = PyLong_AsLongLong(item);
-        Py_DECREF(item);
-        if (x == -1 && PyErr_Occurred()) break;
-        out[i] = (int64_t)x;
-    }
-    Py_DECREF(fast);
-    if (i < count) return false;
-    *n = (uint32_t)count;
-    return true;
 }
 
 static PyObject *pub_loan_tensor(PyObject *self, PyObject *args, PyObject *kwargs)

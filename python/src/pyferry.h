@@ -72,10 +72,6 @@ static inline void pyf_pub_unlock(pyf_pub *p)
 }
 /* Raises BusyError when the publisher publishes through a GpuPublisher. */
 bool pyf_pub_own(pyf_pub *p, const char *what);
-/* A tensor dtype argument: a name ("float32"), a NumPy dtype or scalar type, or a torch dtype. */
-bool pyf_tensor_dtype(PyObject *v, ferry_dtype *out);
-/* A shape or strides argument: at most FERRY_TENSOR_DIMS_MAX ints. */
-bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n);
 
 /* subscriber.c */
 bool pyf_sub_types(PyObject *module);

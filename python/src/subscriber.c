@@ -291,14 +291,7 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
         type_name = ft.name;
         hash = ft.hash;
     } else {
-        if (strcmp(type, "image") == 0)
-            type_name = FERRY_IMAGE_TYPE_NAME;
-        else if (strcmp(type, "pointcloud") == 0)
-            type_name = FERRY_POINTCLOUD_TYPE_NAME;
-        else if (strcmp(type, "tensor") == 0)
-            type_name = FERRY_TENSOR_TYPE_NAME;
-        else
-            type_name = type;
+        type_name = pyf_type_name(type);
         hash = ferry_hash(type_name);
     }
     if (o_hash != Py_None) {
