@@ -9,7 +9,5 @@
 /* stats() of a publisher or subscriber, and the "stats" of inspect()'s endpoints. */
 PyObject *pyf_publisher_stats(const ferry_publisher_stats *s);
 PyObject *pyf_subscriber_stats(const ferry_subscriber_stats *s);
-/* now(), hash(), strerror(), inspect() and clean(), added to the module at import. */
-bool pyf_functions_add(PyObject *module);
 
 #endif

@@ -112,29 +112,34 @@ static bool gpu_types(PyObject *m)
 #endif
 }
 
+/* What each file adds to the module, in this order. */
+static bool (*const registrations[])(PyObject *module) = {
+    pyf_functions_add, errors_create, pyf_node_types, pyf_pub_types, pyf_loan_types,
+    pyf_sub_types, pyf_sample_types, pyf_waitset_types, pyf_sync_types, gpu_types,
+};
+
 PyMODINIT_FUNC PyInit__ferry(void);
 
 PyMODINIT_FUNC PyInit__ferry(void)
 {
     PyObject *m = PyModule_Create(&module_def);
+    size_t i;
 
     if (m == NULL) return NULL;
-    if (!pyf_fork_track()) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (!pyf_functions_add(m) || !errors_create(m) || !pyf_node_types(m) || !pyf_pub_types(m) ||
-        !pyf_sub_types(m) || !pyf_waitset_types(m) || !pyf_sync_types(m) || !gpu_types(m) ||
-        PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
+    if (!pyf_fork_track()) goto fail;
+    for (i = 0; i < sizeof registrations / sizeof registrations[0]; i++)
+        if (!registrations[i](m)) goto fail;
+    if (PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
         PyModule_AddIntConstant(m, "PROTOCOL_VERSION", FERRY_PROTOCOL_VERSION) < 0 ||
         PyModule_AddStringConstant(m, "IMAGE_TYPE_NAME", FERRY_IMAGE_TYPE_NAME) < 0 ||
         PyModule_AddStringConstant(m, "POINTCLOUD_TYPE_NAME", FERRY_POINTCLOUD_TYPE_NAME) < 0 ||
         PyModule_AddStringConstant(m, "TENSOR_TYPE_NAME", FERRY_TENSOR_TYPE_NAME) < 0 ||
         PyModule_AddObject(m, "__version__",
                            PyUnicode_FromFormat("%d.%d", FERRY_VERSION_MAJOR,
-                                                FERRY_VERSION_MINOR)) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
+                                                FERRY_VERSION_MINOR)) < 0)
+        goto fail;
     return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
 }

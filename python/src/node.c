@@ -195,28 +195,23 @@ static PyGetSetDef node_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject *node_spec_make(void)
+bool pyf_node_types(PyObject *module)
 {
     PyType_Slot slots[] = {
         {Py_tp_new, PYF_FN(node_new)},
         {Py_tp_dealloc, PYF_FN(node_dealloc)},
         {Py_tp_methods, node_methods},
         {Py_tp_getset, node_getset},
-        {Py_tp_doc, (void *)"Node(domain=None, dir=None, name=None)\n\n"
-                    "A context for publishers and subscribers of one domain (ferry_node_create).\n"
-                    "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"
-                    "FERRY_DIR (else /dev/shm/ferry-<uid>), as for the ferry command; name (letters,\n"
-                    "digits, '_' and '-') shows in `ferry info`. A context manager: leaving the\n"
-                    "block closes it (close())."},
+        {Py_tp_doc,
+         (void *)"Node(domain=None, dir=None, name=None)\n\n"
+                 "A context for publishers and subscribers of one domain (ferry_node_create).\n"
+                 "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"
+                 "FERRY_DIR (else /dev/shm/ferry-<uid>), as for the ferry command; name (letters,\n"
+                 "digits, '_' and '-') shows in `ferry info`. A context manager: leaving the\n"
+                 "block closes it (close())."},
         {0, NULL},
     };
     PyType_Spec spec = {"ferry.Node", sizeof(pyf_node), 0, Py_TPFLAGS_DEFAULT, slots};
 
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-bool pyf_node_types(PyObject *module)
-{
-    pyf.node_type = (PyTypeObject *)node_spec_make();
-    return pyf.node_type != NULL && PyModule_AddType(module, pyf.node_type) == 0;
+    return pyf_type_add(module, &pyf.node_type, &spec, NULL);
 }

@@ -280,6 +280,13 @@ void *pyf_fn(void (*f)(void))
     return p;
 }
 
+bool pyf_type_add(PyObject *module, PyTypeObject **type, PyType_Spec *spec, PyObject *bases)
+{
+    *type = (PyTypeObject *)(bases != NULL ? PyType_FromSpecWithBases(spec, bases)
+                                           : PyType_FromSpec(spec));
+    return *type != NULL && PyModule_AddType(module, *type) == 0;
+}
+
 PyObject *pyf_alloc(PyTypeObject *type)
 {
     void *slot = PyType_GetSlot(type, Py_tp_alloc);

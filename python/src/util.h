@@ -217,6 +217,9 @@ static inline bool pyf_child_home(const pyf_child *c, const char *what)
 bool pyf_lock(PyThread_type_lock lock);
 /* A PyMem copy of s (NULL for NULL, or with MemoryError). */
 char *pyf_strdup(const char *s);
+/* Makes the type of spec (on bases: NULL, or a tuple of them), keeps it in *type and adds it to
+ * the module. */
+bool pyf_type_add(PyObject *module, PyTypeObject **type, PyType_Spec *spec, PyObject *bases);
 /* The type's tp_alloc and tp_free (the latter also drops the heap type's reference). */
 PyObject *pyf_alloc(PyTypeObject *type);
 void pyf_free(PyObject *self);

@@ -235,22 +235,17 @@ static PyGetSetDef ws_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject *ws_spec_make(void)
+bool pyf_waitset_types(PyObject *module)
 {
     PyType_Slot slots[] = {
         {Py_tp_dealloc, PYF_FN(ws_dealloc)},
         {Py_tp_methods, ws_methods},
         {Py_tp_getset, ws_getset},
-        {Py_tp_doc, (void *)"Waits on many subscribers at once (Node.waitset())."},
+        {Py_tp_doc,
+         (void *)"Waits on many subscribers at once (Node.waitset())."},
         {0, NULL},
     };
     PyType_Spec spec = {"ferry.WaitSet", sizeof(pyf_waitset), 0, Py_TPFLAGS_DEFAULT, slots};
 
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-bool pyf_waitset_types(PyObject *module)
-{
-    pyf.waitset_type = (PyTypeObject *)ws_spec_make();
-    return pyf.waitset_type != NULL && PyModule_AddType(module, pyf.waitset_type) == 0;
+    return pyf_type_add(module, &pyf.waitset_type, &spec, NULL);
 }
