@@ -21,13 +21,14 @@
  * through the view faults, as the read-only flags say (PyTorch's legacy DLPack import has no
  * such flag and gives a writable-looking tensor: do not write to it).
  */
-#include "pyferry.h"
+#include "gpu.h"
+
+#include "export.h"
+#include "sub.h"
+#include "types.h"
 
 #ifdef FERRY_PY_GPU
 
-#include <ferry/gpu.h>
-
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,8 +419,8 @@ static PyObject *view_copy_to(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     pyf_gpu_device_leave(v->device, prev);
     if (err != FERRY_OK)
-        return pyf_raise(err, "HostGpuView.copy_to('%s', device %d): cudaMemcpyAsync", v->sub->topic,
-                         v->device);
+        return pyf_raise(err, "HostGpuView.copy_to('%s', device %d): cudaMemcpyAsync",
+                         v->sub->topic, v->device);
     Py_RETURN_NONE;
 }
 
@@ -525,8 +526,7 @@ bool pyf_hostview_types(PyObject *module)
     };
     PyType_Spec spec = {"ferry.HostGpuView", sizeof(pyf_hostview), 0, Py_TPFLAGS_DEFAULT, slots};
 
-    pyf.hostview_type = (PyTypeObject *)PyType_FromSpec(&spec);
-    return pyf.hostview_type != NULL && PyModule_AddType(module, pyf.hostview_type) == 0 &&
+    return pyf_type_add(module, &pyf.hostview_type, &spec, NULL) &&
            PyModule_AddFunctions(module, hostview_functions) == 0;
 }
 

@@ -8,13 +8,11 @@
  * follow the Python specification: None and 1 the legacy default stream, 2 the per-thread
  * default stream, -1 no synchronisation, 0 refused.
  */
-#include "pyferry.h"
+#include "gpu.h"
 
 #ifdef FERRY_PY_GPU
 
-#include <ferry/gpu.h>
-
-#include <cuda_runtime.h>
+#include "types.h"
 
 /* A cudaStream_t given by the caller: None, an int, or an object with __cuda_stream__ (the CUDA
  * stream protocol: a (version, handle) tuple), cuda_stream (PyTorch) or ptr (CuPy).

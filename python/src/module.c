@@ -2,7 +2,9 @@
  * ferry._ferry: the module, its exceptions (one per ferry_err), its constants, and the
  * registration of every type and function. The one file that knows every other file.
  */
-#include "pyferry.h"
+#include "util.h"
+
+#include "types.h"
 
 #include <string.h>
 
@@ -105,8 +107,9 @@ static struct PyModuleDef module_def = {
 static bool gpu_types(PyObject *m)
 {
 #ifdef FERRY_PY_GPU
-    return pyf_gpusub_types(m) && pyf_gpupub_types(m) && pyf_hostview_types(m) &&
-           pyf_gpu_functions_add(m) && PyModule_AddObjectRef(m, "HAVE_GPU", Py_True) == 0;
+    return pyf_gpusub_types(m) && pyf_gpuframe_types(m) && pyf_gpupub_types(m) &&
+           pyf_gpuloan_types(m) && pyf_hostview_types(m) && pyf_gpu_functions_add(m) &&
+           PyModule_AddObjectRef(m, "HAVE_GPU", Py_True) == 0;
 #else
     return pyf_hostview_types(m) && PyModule_AddObjectRef(m, "HAVE_GPU", Py_False) == 0;
 #endif

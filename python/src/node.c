@@ -1,7 +1,13 @@
 /*
  * ferry.Node: a ferry_node and the list of its children, closed in order by Node.close().
  */
-#include "pyferry.h"
+#include "util.h"
+
+#include "args.h"
+#include "pub.h"
+#include "sub.h"
+#include "types.h"
+#include "waitset.h"
 
 #include <unistd.h>
 

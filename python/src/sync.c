@@ -16,7 +16,10 @@
  * only, so no two threads wait on each other). A set given back while another thread holds
  * them (a wait in progress) is queued on the Sync and given back by that thread.
  */
-#include "pyferry.h"
+#include "sub.h"
+
+#include "args.h"
+#include "types.h"
 
 #include <ferry/sync.h>
 
@@ -797,12 +800,12 @@ bool pyf_sync_types(PyObject *module)
     };
     PyType_Spec set_spec = {"ferry.SyncSet", 0, 0, Py_TPFLAGS_DEFAULT, set_slots};
     PyObject *bases;
+    bool ok;
 
-    pyf.sync_type = (PyTypeObject *)PyType_FromSpec(&sync_spec);
-    if (pyf.sync_type == NULL || PyModule_AddType(module, pyf.sync_type) < 0) return false;
+    if (!pyf_type_add(module, &pyf.sync_type, &sync_spec, NULL)) return false;
     bases = PyTuple_Pack(1, (PyObject *)&PyTuple_Type);
     if (bases == NULL) return false;
-    pyf.syncset_type = (PyTypeObject *)PyType_FromSpecWithBases(&set_spec, bases);
+    ok = pyf_type_add(module, &pyf.syncset_type, &set_spec, bases);
     Py_DECREF(bases);
-    return pyf.syncset_type != NULL && PyModule_AddType(module, pyf.syncset_type) == 0;
+    return ok;
 }

@@ -1,7 +1,11 @@
 /*
  * ferry.WaitSet: one wait over many subscribers (ferry_waitset_*), with the GIL released.
  */
-#include "pyferry.h"
+#include "waitset.h"
+
+#include "args.h"
+#include "sub.h"
+#include "types.h"
 
 #include <unistd.h>
 
