@@ -118,7 +118,7 @@ def _sample_numpy(self: Sample) -> _Any:
     return points if self.height == 1 else points.reshape(self.height, self.width)
 
 
-def _cuda(self: Sample, *args: _Any, **kwargs: _Any) -> _Any:
+def _sample_cuda(self: Sample, *args: _Any, **kwargs: _Any) -> _Any:
     """cuda(*, device=0) -> HostGpuView
 
     The sample on CUDA device `device` without a pageable copy: its chunk's pages are
@@ -175,6 +175,6 @@ def _aiter(self: Subscriber) -> _Any:
 
 
 Sample.numpy = _sample_numpy  # type: ignore[attr-defined]
-Sample.cuda = _cuda  # type: ignore[method-assign]
+Sample.cuda = _sample_cuda  # type: ignore[method-assign]
 Subscriber.take_async = _take_async  # type: ignore[attr-defined]
 Subscriber.__aiter__ = _aiter  # type: ignore[attr-defined]

@@ -359,31 +359,45 @@ static void dl_delete_v1(ferry_dlpack_tensor_versioned *self)
     dl_finish((dl_export *)(void *)self);
 }
 
-/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
-static void dl_capsule_v0(PyObject *cap)
+/* A capsule nobody consumed (still named "dltensor" or "dltensor_versioned": a consumer renames
+ * it) ends its export, as the tensor's deleter would. */
+static void dl_capsule_free(PyObject *cap)
 {
     PyObject *type, *value, *tb;
+    const char *name;
 
     PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor")) {
-        ferry_dlpack_tensor *t = PyCapsule_GetPointer(cap, "dltensor");
-
-        t->deleter(t);
-    }
+    name = PyCapsule_GetName(cap);
+    if (name != NULL && (strcmp(name, "dltensor") == 0 || strcmp(name, "dltensor_versioned") == 0))
+        dl_finish(PyCapsule_GetPointer(cap, name)); /* m, at the start of the record */
     PyErr_Restore(type, value, tb);
 }
 
-static void dl_capsule_v1(PyObject *cap)
+void pyf_dl_describe(ferry_dl_tensor *t, void *data, ferry_dl_device device,
+                     const ferry_tensor_header *h, size_t n, int64_t *shape, int64_t *strides)
 {
-    PyObject *type, *value, *tb;
+    uint32_t i;
 
-    PyErr_Fetch(&type, &value, &tb);
-    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
-        ferry_dlpack_tensor_versioned *t = PyCapsule_GetPointer(cap, "dltensor_versioned");
-
-        t->deleter(t);
+    memset(t, 0, sizeof *t);
+    t->data = data;
+    t->device = device;
+    if (h != NULL) {
+        t->ndim = (int32_t)h->ndim;
+        t->dtype = h->dtype;
+        for (i = 0; i < h->ndim; i++) {
+            shape[i] = h->shape[i];
+            strides[i] = h->strides[i];
+        }
+    } else {
+        t->ndim = 1;
+        t->dtype.code = FERRY_DL_UINT;
+        t->dtype.bits = 8;
+        t->dtype.lanes = 1;
+        shape[0] = (int64_t)n;
+        strides[0] = 1;
     }
-    PyErr_Restore(type, value, tb);
+    t->shape = shape;
+    t->strides = strides;
 }
 
 bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, PyObject **stream,
@@ -450,11 +464,11 @@ PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner),
         e->m.v1.manager_ctx = e;
         e->m.v1.deleter = dl_delete_v1;
         e->m.v1.flags = writable ? 0 : FERRY_DLPACK_FLAG_READ_ONLY;
-        cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", dl_capsule_v1);
+        cap = PyCapsule_New(&e->m.v1, "dltensor_versioned", dl_capsule_free);
     } else {
         e->m.v0.manager_ctx = e;
         e->m.v0.deleter = dl_delete_v0;
-        cap = PyCapsule_New(&e->m.v0, "dltensor", dl_capsule_v0);
+        cap = PyCapsule_New(&e->m.v0, "dltensor", dl_capsule_free);
     }
     if (cap == NULL) {
         Py_DECREF(owner);

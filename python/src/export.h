@@ -22,6 +22,43 @@ typedef struct pyf_geom {
     bool big_endian;
 } pyf_geom;
 
+/* What a taken sample or frame is to its user and to what reads it: held until the user lets it
+ * go, then pending while an export (an array, memoryview, DLPack tensor or view) still reads
+ * it, released (given back) once none does. */
+enum { PYF_HELD = 0, PYF_PENDING = 1, PYF_RELEASED = 2 };
+typedef struct pyf_hold {
+    int state;
+    Py_ssize_t exports;
+} pyf_hold;
+
+/* The user lets go: true when it goes back now, false when an export still reads it (it goes
+ * when the last does) or it was let go already. */
+static inline bool pyf_hold_let_go(pyf_hold *h)
+{
+    if (h->state != PYF_HELD) return false;
+    if (h->exports == 0) return true;
+    h->state = PYF_PENDING;
+    return false;
+}
+
+/* An export ends: true when it was the last over a pending one, which goes back now. */
+static inline bool pyf_hold_unexport(pyf_hold *h)
+{
+    return --h->exports == 0 && h->state == PYF_PENDING;
+}
+
+/* Its owner closes: true (marked released) when it goes back now, false when an export still
+ * reads it (pending until the last goes). */
+static inline bool pyf_hold_close(pyf_hold *h)
+{
+    if (h->exports > 0) {
+        h->state = PYF_PENDING;
+        return false;
+    }
+    h->state = PYF_RELEASED;
+    return true;
+}
+
 /* The geometry of a payload of len bytes, of an image (its pixels), of a point cloud (a struct
  * format when its fields can be written in one, else rows of point_step bytes) and of a tensor;
  * false with an exception. pyf_geom_clear frees what they allocated. */
@@ -35,6 +72,10 @@ void pyf_geom_clear(pyf_geom *g);
 int pyf_geom_export(const pyf_geom *g, PyObject *owner, Py_buffer *view, int flags, bool readonly);
 /* A point cloud's fields as [(name, offset, datatype, count)]. */
 PyObject *pyf_fields_get(const ferry_point_field *fields, uint32_t n);
+/* t over data on device: a tensor header's elements (h), or else n bytes; shape and strides
+ * are the caller's (FERRY_TENSOR_DIMS_MAX each), which t's point to. */
+void pyf_dl_describe(ferry_dl_tensor *t, void *data, ferry_dl_device device,
+                     const ferry_tensor_header *h, size_t n, int64_t *shape, int64_t *strides);
 /* Parses __dlpack__'s keywords: refuses copy=True and any device but device; *stream is the
  * stream argument (borrowed, Py_None when absent), *versioned whether max_version >= (1, 0). */
 bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, PyObject **stream,

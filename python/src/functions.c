@@ -7,26 +7,76 @@
 #include "args.h"
 #include "types.h"
 
+#include <stddef.h>
+#include <string.h>
+
 /* ---------------------------------------------------------------------------------------------
  * Counters
  * ------------------------------------------------------------------------------------------- */
 
-#define STAT_U(d, s, f)                                                                         \
-    do {                                                                                       \
-        PyObject *v_ = PyLong_FromUnsignedLongLong((unsigned long long)(s)->f);                \
-        if (v_ == NULL || PyDict_SetItemString(d, #f, v_) < 0) {                               \
-            Py_XDECREF(v_);                                                                    \
-            Py_DECREF(d);                                                                      \
-            return NULL;                                                                       \
-        }                                                                                      \
-        Py_DECREF(v_);                                                                         \
-    } while (0)
+/* A counter of a stats struct: its key, where it is and its width (uint32_t or uint64_t). */
+typedef struct counter {
+    const char *name;
+    size_t offset, size;
+} counter;
 
-/* d["spin"] = how the endpoint's waits spin (ferry_spin_stats); steals d on failure. */
+#define COUNTER(type, f) {#f, offsetof(type, f), sizeof(((type *)0)->f)}
+#define PUB(f) COUNTER(ferry_publisher_stats, f)
+#define SUB(f) COUNTER(ferry_subscriber_stats, f)
+
+static const counter pub_counters[] = {
+    PUB(id),           PUB(published),       PUB(deliveries),       PUB(dropped),
+    PUB(bytes_copied), PUB(pool_bytes),      PUB(pool_bytes_cap),   PUB(chunks_total),
+    PUB(chunks_free),  PUB(chunks_loaned),   PUB(chunks_in_use),    PUB(subscribers),
+    PUB(size_classes), PUB(subscribers_lost), PUB(chunks_reclaimed), PUB(rejected),
+    PUB(protocol_errors), PUB(limited),      PUB(pending_dropped),  PUB(huge_bytes),
+};
+
+static const counter sub_counters[] = {
+    SUB(received),   SUB(dropped),         SUB(bytes_copied), SUB(held),
+    SUB(publishers), SUB(publishers_lost), SUB(rejected),     SUB(protocol_errors),
+};
+
+/* d[key] = v, taking v; false (d left as it is) with an exception, or when v is NULL. */
+static bool set_item(PyObject *d, const char *key, PyObject *v)
+{
+    bool ok = v != NULL && PyDict_SetItemString(d, key, v) == 0;
+
+    Py_XDECREF(v);
+    return ok;
+}
+
+/* A dict of the n counters of stats struct s, in their order; NULL with an exception. */
+static PyObject *counters_dict(const void *s, const counter *c, size_t n)
+{
+    PyObject *d = PyDict_New();
+    size_t i;
+
+    for (i = 0; d != NULL && i < n; i++) {
+        const char *at = (const char *)s + c[i].offset;
+        uint32_t v32;
+        uint64_t v64;
+
+        if (c[i].size == sizeof v32) {
+            memcpy(&v32, at, sizeof v32);
+            v64 = v32;
+        } else {
+            memcpy(&v64, at, sizeof v64);
+        }
+        if (!set_item(d, c[i].name, PyLong_FromUnsignedLongLong((unsigned long long)v64)))
+            Py_CLEAR(d);
+    }
+    return d;
+}
+
+/* d["spin"] = how the endpoint's waits spin (ferry_spin_stats); steals d (NULL: passed on). */
 static PyObject *with_spin(PyObject *d, const ferry_spin_stats *sp)
 {
     static const char *modes[] = {"spin", "yield", "off", "poll"};
-    PyObject *v = Py_BuildValue("{s:s,s:i,s:L,s:I,s:I,s:K,s:K,s:K,s:K}", "mode",
+
+    if (d != NULL &&
+        !set_item(d, "spin",
+                  Py_BuildValue("{s:s,s:i,s:L,s:I,s:I,s:K,s:K,s:K,s:K}", "mode",
                                 sp->mode < 4 ? modes[sp->mode] : "?", "cpu", (int)sp->cpu,
                                 "budget_ns", (long long)sp->budget_ns, "peers_elsewhere",
                                 (unsigned)sp->peers_elsewhere, "peers_same_cpu",
@@ -34,67 +84,27 @@ static PyObject *with_spin(PyObject *d, const ferry_spin_stats *sp)
                                 (unsigned long long)sp->spins, "spins_found",
                                 (unsigned long long)sp->spins_found, "paced_spins",
                                 (unsigned long long)sp->paced_spins, "paced_found",
-                                (unsigned long long)sp->paced_found);
-    if (v == NULL || PyDict_SetItemString(d, "spin", v) < 0) {
-        Py_XDECREF(v);
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_DECREF(v);
+                                (unsigned long long)sp->paced_found)))
+        Py_CLEAR(d);
     return d;
 }
 
 PyObject *pyf_publisher_stats(const ferry_publisher_stats *s)
 {
-    PyObject *d = PyDict_New();
     static const char *huge[] = {"off", "thp", "hugetlb", "auto"};
-    PyObject *h;
+    PyObject *d = counters_dict(s, pub_counters, sizeof pub_counters / sizeof pub_counters[0]);
 
-    if (d == NULL) return NULL;
-    STAT_U(d, s, id);
-    STAT_U(d, s, published);
-    STAT_U(d, s, deliveries);
-    STAT_U(d, s, dropped);
-    STAT_U(d, s, bytes_copied);
-    STAT_U(d, s, pool_bytes);
-    STAT_U(d, s, pool_bytes_cap);
-    STAT_U(d, s, chunks_total);
-    STAT_U(d, s, chunks_free);
-    STAT_U(d, s, chunks_loaned);
-    STAT_U(d, s, chunks_in_use);
-    STAT_U(d, s, subscribers);
-    STAT_U(d, s, size_classes);
-    STAT_U(d, s, subscribers_lost);
-    STAT_U(d, s, chunks_reclaimed);
-    STAT_U(d, s, rejected);
-    STAT_U(d, s, protocol_errors);
-    STAT_U(d, s, limited);
-    STAT_U(d, s, pending_dropped);
-    STAT_U(d, s, huge_bytes);
-    h = PyUnicode_FromString((unsigned)s->huge_pages < 4 ? huge[s->huge_pages] : "?");
-    if (h == NULL || PyDict_SetItemString(d, "huge_pages", h) < 0) {
-        Py_XDECREF(h);
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_DECREF(h);
+    if (d != NULL &&
+        !set_item(d, "huge_pages",
+                  PyUnicode_FromString((unsigned)s->huge_pages < 4 ? huge[s->huge_pages] : "?")))
+        Py_CLEAR(d);
     return with_spin(d, &s->spin);
 }
 
 PyObject *pyf_subscriber_stats(const ferry_subscriber_stats *s)
 {
-    PyObject *d = PyDict_New();
-
-    if (d == NULL) return NULL;
-    STAT_U(d, s, received);
-    STAT_U(d, s, dropped);
-    STAT_U(d, s, bytes_copied);
-    STAT_U(d, s, held);
-    STAT_U(d, s, publishers);
-    STAT_U(d, s, publishers_lost);
-    STAT_U(d, s, rejected);
-    STAT_U(d, s, protocol_errors);
-    return with_spin(d, &s->spin);
+    return with_spin(counters_dict(s, sub_counters, sizeof sub_counters / sizeof sub_counters[0]),
+                     &s->spin);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -204,7 +214,7 @@ static PyObject *mod_clean(PyObject *self, PyObject *args, PyObject *kwargs)
     return PyLong_FromUnsignedLong(removed);
 }
 
-static PyMethodDef functions[] = {
+PyMethodDef pyf_functions[] = {
     {"now", mod_now, METH_NOARGS,
      "now() -> int\n\nThe CLOCK_MONOTONIC time in nanoseconds, the clock of publish_time."},
     {"hash", mod_hash, METH_O,
@@ -222,8 +232,3 @@ static PyMethodDef functions[] = {
      "number of files removed."},
     {NULL, NULL, 0, NULL},
 };
-
-bool pyf_functions_add(PyObject *module)
-{
-    return PyModule_AddFunctions(module, functions) == 0;
-}

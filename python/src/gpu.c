@@ -157,8 +157,7 @@ typedef struct gpusub_waiting {
     pyf_gpusub *gs;
     uintptr_t stream;   /* take(): the stream to make the frame ready for */
     ferry_gpu_frame f;  /* what take() took */
-    bool closed;        /* closed by another thread meanwhile */
-    const char *failed; /* the ferry call that failed, or NULL */
+    pyf_waited waited;
 } gpusub_waiting;
 
 static ferry_err gpusub_open_step(void *arg)
@@ -166,8 +165,7 @@ static ferry_err gpusub_open_step(void *arg)
     gpusub_waiting *w = arg;
 
     pyf_gpusub_drain(w->gs);
-    w->closed = w->gs->link.closed;
-    return w->closed ? FERRY_ECLOSED : FERRY_EAGAIN;
+    return pyf_wait_open(&w->waited, w->gs->link.closed);
 }
 
 static ferry_err gpusub_take_step(void *arg)
@@ -180,29 +178,19 @@ static ferry_err gpusub_take_step(void *arg)
     Py_BEGIN_ALLOW_THREADS
     err = ferry_gpu_take(w->gs->gsub, (ferry_gpu_stream)w->stream, &w->f);
     Py_END_ALLOW_THREADS
-    if (err != FERRY_OK && err != FERRY_EAGAIN) w->failed = "ferry_gpu_take";
-    return err;
+    return pyf_wait_call(&w->waited, err, FERRY_EAGAIN, "ferry_gpu_take");
 }
 
 static ferry_err gpusub_queued_block(void *arg, int64_t slice_ns)
 {
     gpusub_waiting *w = arg;
-    ferry_err err = ferry_wait(w->gs->sub->sub, slice_ns);
 
-    if (err != FERRY_OK && err != FERRY_ETIMEDOUT) w->failed = "ferry_wait";
-    return err;
+    return pyf_wait_call(&w->waited, ferry_wait(w->gs->sub->sub, slice_ns), FERRY_ETIMEDOUT,
+                         "ferry_wait");
 }
 
-/* For take(): a frame queued is taken in the next step. */
-static ferry_err gpusub_take_block(void *arg, int64_t slice_ns)
-{
-    ferry_err err = gpusub_queued_block(arg, slice_ns);
-
-    return err == FERRY_OK ? FERRY_ETIMEDOUT : err;
-}
-
-static const pyf_wait gpusub_take_slices = {gpusub_take_step, gpusub_take_block, NULL, false, 0};
-static const pyf_wait gpusub_queued_slices = {gpusub_open_step, gpusub_queued_block, NULL, true,
+static const pyf_wait gpusub_take_slices = {gpusub_take_step, gpusub_queued_block, NULL, true, 0};
+static const pyf_wait gpusub_queued_slices = {gpusub_open_step, gpusub_queued_block, NULL, false,
                                               0};
 
 /* Takes one frame, made ready for stream, waiting up to timeout_ns with the GIL released. */
@@ -223,9 +211,8 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
         return r;
     }
     pyf_sub_unlock(gs->sub);
-    if (err == PYF_ERAISED) return NULL;
-    if (w.closed) return pyf_raise_closed("GpuSubscriber.take");
-    if (w.failed != NULL) return pyf_raise(err, "%s('%s')", w.failed, gs->sub->topic);
+    if (err != FERRY_ETIMEDOUT || w.waited.failed != NULL)
+        return pyf_wait_raise(&w.waited, err, "GpuSubscriber.take", gs->sub->topic);
     if (none_on_empty) Py_RETURN_NONE;
     return pyf_raise(FERRY_ETIMEDOUT, "GpuSubscriber.take('%s', timeout %.3f s)", gs->sub->topic,
                      (double)timeout_ns / 1e9);
@@ -283,9 +270,7 @@ static PyObject *gpusub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     err = pyf_wait_sliced(&gpusub_queued_slices, &w, deadline);
     pyf_sub_unlock(w.gs->sub);
     if (err == FERRY_OK || err == FERRY_ETIMEDOUT) return PyBool_FromLong(err == FERRY_OK);
-    if (err == PYF_ERAISED) return NULL;
-    if (w.closed) return pyf_raise_closed("GpuSubscriber.wait");
-    return pyf_raise(err, "ferry_wait('%s')", w.gs->sub->topic);
+    return pyf_wait_raise(&w.waited, err, "GpuSubscriber.wait", w.gs->sub->topic);
 }
 
 static PyObject *gpusub_poll(PyObject *self, PyObject *unused)
@@ -381,28 +366,16 @@ static PyGetSetDef gpusub_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_gpusub_types(PyObject *module)
-{
-    PyType_Slot gs_slots[] = {
-        {Py_tp_new, PYF_FN(gpusub_new)},
-        {Py_tp_dealloc, PYF_FN(gpusub_dealloc)},
-        {Py_tp_methods, gpusub_methods},
-        {Py_tp_getset, gpusub_getset},
-        {Py_tp_iter, PYF_FN(gpusub_iter)},
-        {Py_tp_iternext, PYF_FN(gpusub_iternext)},
-        {Py_tp_doc,
-         (void *)"GpuSubscriber(subscriber, *, device=0)\n\n"
-                 "Device frames from a Subscriber (ferry_gpu_subscriber_create): take() gives\n"
-                 "GpuFrames, whose __dlpack__ hands the publisher's device memory to\n"
-                 "torch.from_dlpack or cupy.from_dlpack without a copy. While it lives, take\n"
-                 "from the subscriber only through it. NoDeviceError without a CUDA device.\n"
-                 "Iterating takes frames for ever (on the legacy default stream)."},
-        {0, NULL},
-    };
-    PyType_Spec gs_spec = {"ferry.GpuSubscriber", sizeof(pyf_gpusub), 0, Py_TPFLAGS_DEFAULT,
-                           gs_slots};
-
-    return pyf_type_add(module, &pyf.gpusub_type, &gs_spec, NULL);
-}
+const pyf_type_def pyf_gpusub_def = {
+    .name = "ferry.GpuSubscriber", .size = sizeof(pyf_gpusub),
+    .new_ = gpusub_new, .dealloc = gpusub_dealloc, .methods = gpusub_methods,
+    .getset = gpusub_getset, .iter = gpusub_iter, .iternext = gpusub_iternext,
+    .doc = "GpuSubscriber(subscriber, *, device=0)\n\n"
+           "Device frames from a Subscriber (ferry_gpu_subscriber_create): take() gives\n"
+           "GpuFrames, whose __dlpack__ hands the publisher's device memory to\n"
+           "torch.from_dlpack or cupy.from_dlpack without a copy. While it lives, take\n"
+           "from the subscriber only through it. NoDeviceError without a CUDA device.\n"
+           "Iterating takes frames for ever (on the legacy default stream).",
+};
 
 #endif

@@ -30,6 +30,11 @@ bool pyf_gpu_device_enter(int device, int *prev);
 void pyf_gpu_device_leave(int device, int prev);
 /* Makes stream waiter wait (on the GPU) for the work enqueued on done so far. */
 ferry_err pyf_gpu_stream_order(int device, uintptr_t waiter, uintptr_t done);
+/* A DLPack consumer's stream for an export (a frame or loan, `what`) made ready for stream own:
+ * unless it is own, it is made to wait for own and added to the n others (at most
+ * PYF_GPU_STREAMS_MAX) whose work the export's end waits for. False with BufferError. */
+bool pyf_gpu_consumer(int device, uintptr_t own, uintptr_t *others, uint32_t *n, uintptr_t stream,
+                      const char *what);
 
 /* A GpuSubscriber: device frames through a Subscriber, under that subscriber's lock. */
 typedef struct pyf_gpusub {

@@ -18,14 +18,11 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { FRAME_HELD = 0, FRAME_PENDING = 1, FRAME_RELEASED = 2 };
-
 typedef struct pyf_gpuframe {
     PyObject_HEAD
     pyf_gpusub *gs; /* a strong reference */
     struct pyf_gpuframe *prev, *next;
-    int state;
-    Py_ssize_t exports;
+    pyf_hold hold;
     ferry_gpu_frame f;
     bool tensor;           /* the metadata is a valid device tensor (tv) */
     ferry_tensor_view tv;  /* validated copy, when tensor */
@@ -78,26 +75,14 @@ void pyf_gpusub_drain(pyf_gpusub *gs)
     if (gs->gsub != NULL && pyf_home(gs->link.gen)) ferry_gpu_subscriber_poll(gs->gsub);
 }
 
-static void frame_unlink(pyf_gpuframe *fr)
-{
-    pyf_gpusub *gs = fr->gs;
-
-    if (fr->prev != NULL)
-        fr->prev->next = fr->next;
-    else if (gs->frames == fr)
-        gs->frames = fr->next;
-    if (fr->next != NULL) fr->next->prev = fr->prev;
-    fr->prev = fr->next = NULL;
-}
-
 static void frame_do_release(pyf_gpuframe *fr)
 {
     pyf_gpusub *gs = fr->gs;
     uintptr_t release_stream = fr->take_stream;
 
-    if (fr->state == FRAME_RELEASED) return;
-    fr->state = FRAME_RELEASED;
-    frame_unlink(fr);
+    if (fr->hold.state == PYF_RELEASED) return;
+    fr->hold.state = PYF_RELEASED;
+    PYF_LIST_REMOVE(fr->gs->frames, fr);
     /* A forked child only forgets its parent's frame. */
     if (gs->gsub == NULL || !pyf_home(gs->link.gen)) return;
     if (PyThread_acquire_lock(gs->sub->lock, NOWAIT_LOCK)) {
@@ -119,17 +104,12 @@ static void frame_do_release(pyf_gpuframe *fr)
 
 static void frame_let_go(pyf_gpuframe *fr)
 {
-    if (fr->state != FRAME_HELD) return;
-    if (fr->exports > 0)
-        fr->state = FRAME_PENDING;
-    else
-        frame_do_release(fr);
+    if (pyf_hold_let_go(&fr->hold)) frame_do_release(fr);
 }
 
 static void frame_unexport(pyf_gpuframe *fr)
 {
-    fr->exports--;
-    if (fr->exports == 0 && fr->state == FRAME_PENDING) frame_do_release(fr);
+    if (pyf_hold_unexport(&fr->hold)) frame_do_release(fr);
 }
 
 void pyf_gpusub_release_frames(pyf_gpusub *gs)
@@ -138,13 +118,9 @@ void pyf_gpusub_release_frames(pyf_gpusub *gs)
 
     for (fr = gs->frames; fr != NULL; fr = next) {
         next = fr->next;
-        if (fr->exports > 0) {
-            /* A tensor reads it: given back (and this destroyed) when the last is deleted. */
-            fr->state = FRAME_PENDING;
-            continue;
-        }
-        fr->state = FRAME_RELEASED;
-        frame_unlink(fr);
+        /* One a tensor reads is given back (and gs destroyed) when the last is deleted. */
+        if (!pyf_hold_close(&fr->hold)) continue;
+        PYF_LIST_REMOVE(gs->frames, fr);
         frame_give_back(gs, &fr->f, fr->take_stream, fr->streams, fr->nstreams);
     }
 }
@@ -171,10 +147,8 @@ PyObject *pyf_gpuframe_wrap(pyf_gpusub *gs, const ferry_gpu_frame *f, uintptr_t 
     fr->gs = (pyf_gpusub *)Py_NewRef((PyObject *)gs);
     fr->f = *f;
     fr->take_stream = stream;
-    fr->state = FRAME_HELD;
-    fr->next = gs->frames;
-    if (gs->frames != NULL) gs->frames->prev = fr;
-    gs->frames = fr;
+    fr->hold.state = PYF_HELD;
+    PYF_LIST_PUSH(gs->frames, fr);
     /* Frames without a tensor header are bytes; a header that is there but invalid is too. */
     fr->tensor = f->meta_size > 0 && ferry_tensor_gpu_view_get(f, &fr->tv) == FERRY_OK;
     return (PyObject *)fr;
@@ -205,7 +179,7 @@ static bool frame_usable(pyf_gpuframe *fr, const char *what)
         pyf_raise_forked(name, "GpuFrame", fr->gs->link.pid);
         return false;
     }
-    if (fr->state == FRAME_HELD) return true;
+    if (fr->hold.state == PYF_HELD) return true;
     pyf_raise(FERRY_ESTATE, "GpuFrame.%s: the frame was released", what);
     return false;
 }
@@ -266,51 +240,18 @@ static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *o_stream, *cap;
     ferry_dl_tensor t;
     uintptr_t stream;
-    uint32_t i;
 
     if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned)) return NULL;
     if (!frame_usable(fr, "__dlpack__") || !pyf_gpu_dl_stream(o_stream, &stream, &sync))
         return NULL;
-    if (sync && stream != fr->take_stream) {
-        /* The consumer works on another stream than the one the frame was made ready for: that
-         * stream waits for it, and the frame's release waits for that stream's work. */
-        for (i = 0; i < fr->nstreams && fr->streams[i] != stream; i++) {
-        }
-        if (i == fr->nstreams && fr->nstreams == PYF_GPU_STREAMS_MAX) {
-            PyErr_Format(PyExc_BufferError, "a frame is exported to at most %d streams",
-                         PYF_GPU_STREAMS_MAX + 1);
-            return NULL;
-        }
-        if (pyf_gpu_stream_order(fr->f.device, stream, fr->take_stream) != FERRY_OK) {
-            PyErr_SetString(PyExc_BufferError, "__dlpack__: the consumer stream could not be "
-                                               "made to wait for the frame");
-            return NULL;
-        }
-        if (i == fr->nstreams) fr->streams[fr->nstreams++] = stream;
-    }
-    memset(&t, 0, sizeof t);
-    if (fr->tensor) {
-        t.data = (void *)fr->tv.data;
-        t.ndim = (int32_t)fr->tv.header.ndim;
-        t.dtype = fr->tv.header.dtype;
-        for (i = 0; i < fr->tv.header.ndim; i++) {
-            shape[i] = fr->tv.header.shape[i];
-            strides[i] = fr->tv.header.strides[i];
-        }
-    } else {
-        t.data = (void *)fr->f.device_ptr;
-        t.ndim = 1;
-        t.dtype.code = FERRY_DL_UINT;
-        t.dtype.bits = 8;
-        t.dtype.lanes = 1;
-        shape[0] = (int64_t)fr->f.size;
-        strides[0] = 1;
-    }
-    t.device = cuda;
-    t.shape = shape;
-    t.strides = strides;
+    /* The frame's release waits for the consumer stream's work. */
+    if (sync && !pyf_gpu_consumer(fr->f.device, fr->take_stream, fr->streams, &fr->nstreams,
+                                  stream, "frame"))
+        return NULL;
+    pyf_dl_describe(&t, fr->tensor ? (void *)fr->tv.data : (void *)fr->f.device_ptr, cuda,
+                    fr->tensor ? &fr->tv.header : NULL, fr->f.size, shape, strides);
     cap = pyf_dlpack_capsule(self, frame_dl_unexport, versioned, false, &t);
-    if (cap != NULL) fr->exports++;
+    if (cap != NULL) fr->hold.exports++;
     return cap;
 }
 
@@ -333,7 +274,7 @@ static PyObject *frame_get(PyObject *self, void *closure)
     int what = (int)(intptr_t)closure;
 
     if (!pyf_home(fr->gs->link.gen) && !frame_usable(fr, "attribute")) return NULL;
-    if (what == GF_RELEASED) return PyBool_FromLong(fr->state != FRAME_HELD);
+    if (what == GF_RELEASED) return PyBool_FromLong(fr->hold.state != PYF_HELD);
     if (what == GF_KIND) return PyUnicode_FromString(fr->tensor ? "tensor" : "bytes");
     if (what == GF_DEVICE) return PyLong_FromLong(fr->f.device);
     if (!frame_usable(fr, "attribute")) return NULL;
@@ -374,7 +315,7 @@ static PyObject *frame_repr(PyObject *self)
 
     if (!pyf_home(fr->gs->link.gen))
         return PyUnicode_FromFormat("<ferry.GpuFrame of process %ld>", (long)fr->gs->link.pid);
-    if (fr->state != FRAME_HELD) return PyUnicode_FromString("<ferry.GpuFrame released>");
+    if (fr->hold.state != PYF_HELD) return PyUnicode_FromString("<ferry.GpuFrame released>");
     return PyUnicode_FromFormat("<ferry.GpuFrame %s %zu bytes on cuda:%d seq=%llu>",
                                 fr->tensor ? "tensor" : "bytes", fr->f.size, fr->f.device,
                                 (unsigned long long)fr->f.sequence);
@@ -426,23 +367,12 @@ static PyGetSetDef frame_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_gpuframe_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(frame_dealloc)},
-        {Py_tp_methods, frame_methods},
-        {Py_tp_getset, frame_getset},
-        {Py_tp_repr, PYF_FN(frame_repr)},
-        {Py_tp_doc,
-         (void *)"A taken device frame (GpuSubscriber.take): read-only device memory of another\n"
-                 "process, exported with __dlpack__. Release it with release(), a with-block or\n"
-                 "by dropping it and every tensor made from it."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.GpuFrame", sizeof(pyf_gpuframe), 0, Py_TPFLAGS_DEFAULT,
-                           slots};
-
-    return pyf_type_add(module, &pyf.gpuframe_type, &spec, NULL);
-}
+const pyf_type_def pyf_gpuframe_def = {
+    .name = "ferry.GpuFrame", .size = sizeof(pyf_gpuframe),
+    .dealloc = frame_dealloc, .methods = frame_methods, .getset = frame_getset, .repr = frame_repr,
+    .doc = "A taken device frame (GpuSubscriber.take): read-only device memory of another\n"
+           "process, exported with __dlpack__. Release it with release(), a with-block or\n"
+           "by dropping it and every tensor made from it.",
+};
 
 #endif

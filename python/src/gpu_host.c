@@ -504,31 +504,20 @@ static PyObject *mod_sample_cuda(PyObject *module, PyObject *args, PyObject *kwa
     return r;
 }
 
-static PyMethodDef hostview_functions[] = {
+PyMethodDef pyf_hostview_functions[] = {
     {"_sample_cuda", (PyCFunction)(void (*)(void))mod_sample_cuda, METH_VARARGS | METH_KEYWORDS,
      "_sample_cuda(sample, *, device=0) -> HostGpuView\n\nSample.cuda(): use that."},
     {NULL, NULL, 0, NULL},
 };
 
-bool pyf_hostview_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(view_dealloc)},
-        {Py_tp_methods, view_methods},
-        {Py_tp_getset, view_getset},
-        {Py_tp_repr, PYF_FN(view_repr)},
-        {Py_tp_doc,
-         (void *)"A host sample on the GPU (Sample.cuda): the sample's registered pages read in\n"
-                 "place through __dlpack__ or __cuda_array_interface__, or copied with\n"
-                 "copy_to(). It keeps the sample held until it is released and no tensor over\n"
-                 "it is left."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.HostGpuView", sizeof(pyf_hostview), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return pyf_type_add(module, &pyf.hostview_type, &spec, NULL) &&
-           PyModule_AddFunctions(module, hostview_functions) == 0;
-}
+const pyf_type_def pyf_hostview_def = {
+    .name = "ferry.HostGpuView", .size = sizeof(pyf_hostview),
+    .dealloc = view_dealloc, .methods = view_methods, .getset = view_getset, .repr = view_repr,
+    .doc = "A host sample on the GPU (Sample.cuda): the sample's registered pages read in\n"
+           "place through __dlpack__ or __cuda_array_interface__, or copied with\n"
+           "copy_to(). It keeps the sample held until it is released and no tensor over\n"
+           "it is left.",
+};
 
 #else /* !FERRY_PY_GPU */
 
@@ -542,15 +531,10 @@ static PyObject *mod_sample_cuda(PyObject *module, PyObject *args, PyObject *kwa
                                     "(FERRY_GPU=ON needs a CUDA toolkit)");
 }
 
-static PyMethodDef hostview_functions[] = {
+PyMethodDef pyf_hostview_functions[] = {
     {"_sample_cuda", (PyCFunction)(void (*)(void))mod_sample_cuda, METH_VARARGS | METH_KEYWORDS,
      "_sample_cuda(sample, *, device=0)\n\nSample.cuda(): NotSupportedError in this build."},
     {NULL, NULL, 0, NULL},
 };
-
-bool pyf_hostview_types(PyObject *module)
-{
-    return PyModule_AddFunctions(module, hostview_functions) == 0;
-}
 
 #endif

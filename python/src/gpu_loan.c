@@ -136,12 +136,7 @@ static void loan_unlink(pyf_gpuloan *l)
     pyf_gpupub *gp = l->gp;
 
     if (!l->linked) return;
-    if (l->prev != NULL)
-        l->prev->next = l->next;
-    else
-        gp->loans = l->next;
-    if (l->next != NULL) l->next->prev = l->prev;
-    l->prev = l->next = NULL;
+    PYF_LIST_REMOVE(gp->loans, l);
     l->linked = false;
 }
 
@@ -240,48 +235,15 @@ static PyObject *gpuloan_dlpack(PyObject *self, PyObject *args, PyObject *kwargs
     PyObject *o_stream, *cap;
     ferry_dl_tensor t;
     uintptr_t stream;
-    uint32_t i;
 
     if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned)) return NULL;
     if (!loan_usable(l, "__dlpack__") || !pyf_gpu_dl_stream(o_stream, &stream, &sync))
         return NULL;
-    if (sync && stream != l->loan_stream) {
-        /* The consumer writes on another stream than the one the loan was made ready for: that
-         * stream waits for it, and the publish waits for that stream's work. */
-        for (i = 0; i < l->nstreams && l->streams[i] != stream; i++) {
-        }
-        if (i == l->nstreams && l->nstreams == PYF_GPU_STREAMS_MAX) {
-            PyErr_Format(PyExc_BufferError, "a loan is exported to at most %d streams",
-                         PYF_GPU_STREAMS_MAX + 1);
-            return NULL;
-        }
-        if (pyf_gpu_stream_order(l->gp->device, stream, l->loan_stream) != FERRY_OK) {
-            PyErr_SetString(PyExc_BufferError, "__dlpack__: the consumer stream could not be "
-                                               "made to wait for the loan");
-            return NULL;
-        }
-        if (i == l->nstreams) l->streams[l->nstreams++] = stream;
-    }
-    memset(&t, 0, sizeof t);
-    t.data = l->ptr;
-    t.device = cuda;
-    if (l->tensor) {
-        t.ndim = (int32_t)l->h.ndim;
-        t.dtype = l->h.dtype;
-        for (i = 0; i < l->h.ndim; i++) {
-            shape[i] = l->h.shape[i];
-            strides[i] = l->h.strides[i];
-        }
-    } else {
-        t.ndim = 1;
-        t.dtype.code = FERRY_DL_UINT;
-        t.dtype.bits = 8;
-        t.dtype.lanes = 1;
-        shape[0] = (int64_t)l->size;
-        strides[0] = 1;
-    }
-    t.shape = shape;
-    t.strides = strides;
+    /* The consumer may write on another stream: the publish waits for that stream's work. */
+    if (sync && !pyf_gpu_consumer(l->gp->device, l->loan_stream, l->streams, &l->nstreams,
+                                  stream, "loan"))
+        return NULL;
+    pyf_dl_describe(&t, l->ptr, cuda, l->tensor ? &l->h : NULL, l->size, shape, strides);
     cap = pyf_dlpack_capsule(self, loan_dl_unexport, versioned, true, &t);
     if (cap != NULL) l->exports++;
     return cap;
@@ -420,23 +382,13 @@ static PyGetSetDef gpuloan_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_gpuloan_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(gpuloan_dealloc)},
-        {Py_tp_methods, gpuloan_methods},
-        {Py_tp_getset, gpuloan_getset},
-        {Py_tp_repr, PYF_FN(gpuloan_repr)},
-        {Py_tp_doc,
-         (void *)"A loan of device memory (GpuPublisher.loan, loan_tensor), exported writable\n"
-                 "with __dlpack__. Publish it with GpuPublisher.publish(loan); one released or\n"
-                 "dropped unpublished is given back once no DLPack tensor reads it."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.GpuLoan", sizeof(pyf_gpuloan), 0, Py_TPFLAGS_DEFAULT,
-                           slots};
-
-    return pyf_type_add(module, &pyf.gpuloan_type, &spec, NULL);
-}
+const pyf_type_def pyf_gpuloan_def = {
+    .name = "ferry.GpuLoan", .size = sizeof(pyf_gpuloan),
+    .dealloc = gpuloan_dealloc, .methods = gpuloan_methods, .getset = gpuloan_getset,
+    .repr = gpuloan_repr,
+    .doc = "A loan of device memory (GpuPublisher.loan, loan_tensor), exported writable\n"
+           "with __dlpack__. Publish it with GpuPublisher.publish(loan); one released or\n"
+           "dropped unpublished is given back once no DLPack tensor reads it.",
+};
 
 #endif

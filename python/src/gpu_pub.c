@@ -211,9 +211,7 @@ static PyObject *gpupub_loan_into(pyf_gpupub *gp, pyf_gpuloan *l, size_t size, u
         l->state = PYF_GLOAN_HELD;
         l->out = true;
         l->linked = true;
-        l->next = gp->loans;
-        if (gp->loans != NULL) gp->loans->prev = l;
-        gp->loans = l;
+        PYF_LIST_PUSH(gp->loans, l);
     }
     pyf_pub_unlock(gp->pub);
     if (err != FERRY_OK) {
@@ -462,27 +460,17 @@ static PyGetSetDef gpupub_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_gpupub_types(PyObject *module)
-{
-    PyType_Slot gp_slots[] = {
-        {Py_tp_new, PYF_FN(gpupub_new)},
-        {Py_tp_dealloc, PYF_FN(gpupub_dealloc)},
-        {Py_tp_methods, gpupub_methods},
-        {Py_tp_getset, gpupub_getset},
-        {Py_tp_doc,
-         (void *)"GpuPublisher(publisher, *, device=0, ipc=\"auto\", early_wake=True)\n\n"
-                 "Device frames through a Publisher (ferry_gpu_publisher_create): loan() and\n"
-                 "loan_tensor() give GpuLoans of device memory that torch.from_dlpack or\n"
-                 "cupy.from_dlpack fill in place, publish() sends them without a copy to\n"
-                 "GpuSubscribers of other processes. While it lives, the publisher publishes\n"
-                 "only through it. ipc is \"auto\", \"vmm\" or \"legacy\"; early_wake wakes\n"
-                 "sleeping subscribers at the loan. NoDeviceError without a CUDA device."},
-        {0, NULL},
-    };
-    PyType_Spec gp_spec = {"ferry.GpuPublisher", sizeof(pyf_gpupub), 0, Py_TPFLAGS_DEFAULT,
-                           gp_slots};
-
-    return pyf_type_add(module, &pyf.gpupub_type, &gp_spec, NULL);
-}
+const pyf_type_def pyf_gpupub_def = {
+    .name = "ferry.GpuPublisher", .size = sizeof(pyf_gpupub),
+    .new_ = gpupub_new, .dealloc = gpupub_dealloc, .methods = gpupub_methods,
+    .getset = gpupub_getset,
+    .doc = "GpuPublisher(publisher, *, device=0, ipc=\"auto\", early_wake=True)\n\n"
+           "Device frames through a Publisher (ferry_gpu_publisher_create): loan() and\n"
+           "loan_tensor() give GpuLoans of device memory that torch.from_dlpack or\n"
+           "cupy.from_dlpack fill in place, publish() sends them without a copy to\n"
+           "GpuSubscribers of other processes. While it lives, the publisher publishes\n"
+           "only through it. ipc is \"auto\", \"vmm\" or \"legacy\"; early_wake wakes\n"
+           "sleeping subscribers at the loan. NoDeviceError without a CUDA device.",
+};
 
 #endif

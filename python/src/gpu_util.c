@@ -135,16 +135,33 @@ static PyObject *mod_gpu_device_count(PyObject *self, PyObject *unused)
     return PyLong_FromLong(count);
 }
 
-static PyMethodDef gpu_functions[] = {
+PyMethodDef pyf_gpu_functions[] = {
     {"gpu_device_count", mod_gpu_device_count, METH_NOARGS,
      "gpu_device_count() -> int\n\nUsable CUDA devices (ferry_gpu_device_count); 0 without a\n"
      "driver or a device."},
     {NULL, NULL, 0, NULL},
 };
 
-bool pyf_gpu_functions_add(PyObject *module)
+bool pyf_gpu_consumer(int device, uintptr_t own, uintptr_t *others, uint32_t *n, uintptr_t stream,
+                      const char *what)
 {
-    return PyModule_AddFunctions(module, gpu_functions) == 0;
+    uint32_t i;
+
+    if (stream == own) return true;
+    for (i = 0; i < *n && others[i] != stream; i++) {
+    }
+    if (i == *n && *n == PYF_GPU_STREAMS_MAX) {
+        PyErr_Format(PyExc_BufferError, "a %s is exported to at most %d streams", what,
+                     PYF_GPU_STREAMS_MAX + 1);
+        return false;
+    }
+    if (pyf_gpu_stream_order(device, stream, own) != FERRY_OK) {
+        PyErr_Format(PyExc_BufferError,
+                     "__dlpack__: the consumer stream could not be made to wait for the %s", what);
+        return false;
+    }
+    if (i == *n) others[(*n)++] = stream;
+    return true;
 }
 
 #endif

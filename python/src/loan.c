@@ -23,9 +23,7 @@ pyf_loan *pyf_loan_new(pyf_pub *p, pyf_kind kind, pyf_geom *g)
     l->kind = kind;
     l->state = PYF_LOAN_HELD;
     l->geom = *g;
-    l->next = p->loans;
-    if (p->loans != NULL) p->loans->prev = l;
-    p->loans = l;
+    PYF_LIST_PUSH(p->loans, l);
     return l;
 }
 
@@ -64,11 +62,7 @@ static void loan_dealloc(PyObject *self)
 
     if (p != NULL) {
         loan_give_back(l);
-        if (l->prev != NULL)
-            l->prev->next = l->next;
-        else
-            p->loans = l->next;
-        if (l->next != NULL) l->next->prev = l->prev;
+        PYF_LIST_REMOVE(p->loans, l);
         Py_DECREF((PyObject *)p);
     }
     pyf_geom_clear(&l->geom);
@@ -275,21 +269,11 @@ static PyGetSetDef loan_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_loan_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(loan_dealloc)},
-        {Py_tp_methods, loan_methods},
-        {Py_tp_getset, loan_getset},
-        {Py_bf_getbuffer, PYF_FN(loan_getbuffer)},
-        {Py_bf_releasebuffer, PYF_FN(loan_releasebuffer)},
-        {Py_tp_doc,
-         (void *)"A writable loan of a publisher's memory (Publisher.loan*): a buffer that\n"
-                 "np.asarray() turns into an array over the publisher's own pages. Publish it\n"
-                 "with Publisher.publish(loan); a loan dropped unpublished is given back."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Loan", sizeof(pyf_loan), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return pyf_type_add(module, &pyf.loan_type, &spec, NULL);
-}
+const pyf_type_def pyf_loan_def = {
+    .name = "ferry.Loan", .size = sizeof(pyf_loan),
+    .dealloc = loan_dealloc, .methods = loan_methods, .getset = loan_getset,
+    .getbuffer = loan_getbuffer, .releasebuffer = loan_releasebuffer,
+    .doc = "A writable loan of a publisher's memory (Publisher.loan*): a buffer that\n"
+           "np.asarray() turns into an array over the publisher's own pages. Publish it\n"
+           "with Publisher.publish(loan); a loan dropped unpublished is given back.",
+};

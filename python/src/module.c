@@ -96,30 +96,42 @@ static struct PyModuleDef module_def = {
     "The C extension behind the ferry package: zero-copy transport of large frames between\n"
     "processes on one host. Import ferry, not this module.",
     -1,
-    NULL,
+    pyf_functions,
     NULL,
     NULL,
     NULL,
     NULL,
 };
 
-/* The GPU module's types and functions where it is built, and HAVE_GPU. */
-static bool gpu_types(PyObject *m)
-{
+/* The types, in the order they are added, each kept in the module's state. */
+static const struct {
+    PyTypeObject **type;
+    const pyf_type_def *def;
+} types[] = {
+    {&pyf.node_type, &pyf_node_def},         {&pyf.pub_type, &pyf_pub_def},
+    {&pyf.loan_type, &pyf_loan_def},         {&pyf.sub_type, &pyf_sub_def},
+    {&pyf.sample_type, &pyf_sample_def},     {&pyf.waitset_type, &pyf_waitset_def},
+    {&pyf.sync_type, &pyf_sync_def},         {&pyf.syncset_type, &pyf_syncset_def},
 #ifdef FERRY_PY_GPU
-    return pyf_gpusub_types(m) && pyf_gpuframe_types(m) && pyf_gpupub_types(m) &&
-           pyf_gpuloan_types(m) && pyf_hostview_types(m) && pyf_gpu_functions_add(m) &&
-           PyModule_AddObjectRef(m, "HAVE_GPU", Py_True) == 0;
-#else
-    return pyf_hostview_types(m) && PyModule_AddObjectRef(m, "HAVE_GPU", Py_False) == 0;
+    {&pyf.gpusub_type, &pyf_gpusub_def},     {&pyf.gpuframe_type, &pyf_gpuframe_def},
+    {&pyf.gpupub_type, &pyf_gpupub_def},     {&pyf.gpuloan_type, &pyf_gpuloan_def},
+    {&pyf.hostview_type, &pyf_hostview_def},
 #endif
-}
-
-/* What each file adds to the module, in this order. */
-static bool (*const registrations[])(PyObject *module) = {
-    pyf_functions_add, errors_create, pyf_node_types, pyf_pub_types, pyf_loan_types,
-    pyf_sub_types, pyf_sample_types, pyf_waitset_types, pyf_sync_types, gpu_types,
 };
+
+/* The functions beside the module's own (functions.c). */
+static PyMethodDef *const functions[] = {
+    pyf_hostview_functions,
+#ifdef FERRY_PY_GPU
+    pyf_gpu_functions,
+#endif
+};
+
+#ifdef FERRY_PY_GPU
+#define HAVE_GPU Py_True
+#else
+#define HAVE_GPU Py_False
+#endif
 
 PyMODINIT_FUNC PyInit__ferry(void);
 
@@ -129,10 +141,13 @@ PyMODINIT_FUNC PyInit__ferry(void)
     size_t i;
 
     if (m == NULL) return NULL;
-    if (!pyf_fork_track()) goto fail;
-    for (i = 0; i < sizeof registrations / sizeof registrations[0]; i++)
-        if (!registrations[i](m)) goto fail;
-    if (PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
+    if (!pyf_fork_track() || !errors_create(m)) goto fail;
+    for (i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!pyf_type_add(m, types[i].type, types[i].def)) goto fail;
+    for (i = 0; i < sizeof functions / sizeof functions[0]; i++)
+        if (PyModule_AddFunctions(m, functions[i]) < 0) goto fail;
+    if (PyModule_AddObjectRef(m, "HAVE_GPU", HAVE_GPU) < 0 ||
+        PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
         PyModule_AddIntConstant(m, "PROTOCOL_VERSION", FERRY_PROTOCOL_VERSION) < 0 ||
         PyModule_AddStringConstant(m, "IMAGE_TYPE_NAME", FERRY_IMAGE_TYPE_NAME) < 0 ||
         PyModule_AddStringConstant(m, "POINTCLOUD_TYPE_NAME", FERRY_POINTCLOUD_TYPE_NAME) < 0 ||

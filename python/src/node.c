@@ -201,23 +201,13 @@ static PyGetSetDef node_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_node_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_new, PYF_FN(node_new)},
-        {Py_tp_dealloc, PYF_FN(node_dealloc)},
-        {Py_tp_methods, node_methods},
-        {Py_tp_getset, node_getset},
-        {Py_tp_doc,
-         (void *)"Node(domain=None, dir=None, name=None)\n\n"
-                 "A context for publishers and subscribers of one domain (ferry_node_create).\n"
-                 "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"
-                 "FERRY_DIR (else /dev/shm/ferry-<uid>), as for the ferry command; name (letters,\n"
-                 "digits, '_' and '-') shows in `ferry info`. A context manager: leaving the\n"
-                 "block closes it (close())."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Node", sizeof(pyf_node), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return pyf_type_add(module, &pyf.node_type, &spec, NULL);
-}
+const pyf_type_def pyf_node_def = {
+    .name = "ferry.Node", .size = sizeof(pyf_node),
+    .new_ = node_new, .dealloc = node_dealloc, .methods = node_methods, .getset = node_getset,
+    .doc = "Node(domain=None, dir=None, name=None)\n\n"
+           "A context for publishers and subscribers of one domain (ferry_node_create).\n"
+           "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"
+           "FERRY_DIR (else /dev/shm/ferry-<uid>), as for the ferry command; name (letters,\n"
+           "digits, '_' and '-') shows in `ferry info`. A context manager: leaving the\n"
+           "block closes it (close()).",
+};

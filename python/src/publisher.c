@@ -14,7 +14,6 @@
 
 #include <string.h>
 
-
 /* ---------------------------------------------------------------------------------------------
  * Options
  * ------------------------------------------------------------------------------------------- */
@@ -517,7 +516,7 @@ static void subs_after(void *arg)
     pyf_pub_unlock(((subs_waiting *)arg)->p);
 }
 
-static const pyf_wait subs_slices = {subs_step, subs_block, subs_after, true, 0};
+static const pyf_wait subs_slices = {subs_step, subs_block, subs_after, false, 0};
 
 static PyObject *pub_wait_subscribers(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -641,17 +640,8 @@ static PyGetSetDef pub_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_pub_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(pub_dealloc)},
-        {Py_tp_methods, pub_methods},
-        {Py_tp_getset, pub_getset},
-        {Py_tp_doc,
-         (void *)"A publisher on one topic (Node.publisher)."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Publisher", sizeof(pyf_pub), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return pyf_type_add(module, &pyf.pub_type, &spec, NULL);
-}
+const pyf_type_def pyf_pub_def = {
+    .name = "ferry.Publisher", .size = sizeof(pyf_pub),
+    .dealloc = pub_dealloc, .methods = pub_methods, .getset = pub_getset,
+    .doc = "A publisher on one topic (Node.publisher).",
+};

@@ -18,14 +18,11 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { SAMPLE_HELD = 0, SAMPLE_PENDING = 1, SAMPLE_RELEASED = 2 };
-
 typedef struct pyf_sample {
     PyObject_HEAD
     pyf_sub *sub;
     struct pyf_sample *prev, *next;
-    int state;
-    Py_ssize_t exports;
+    pyf_hold hold;
     struct pyf_syncset *set; /* the matched set it belongs to, or NULL */
     pyf_set_done set_done;   /* what tells the set that this member is done */
     ferry_sample s;
@@ -55,26 +52,14 @@ void pyf_sub_drain(pyf_sub *s)
     }
 }
 
-static void sample_unlink(pyf_sample *sm)
-{
-    pyf_sub *s = sm->sub;
-
-    if (sm->prev != NULL)
-        sm->prev->next = sm->next;
-    else if (s->samples == sm)
-        s->samples = sm->next;
-    if (sm->next != NULL) sm->next->prev = sm->prev;
-    sm->prev = sm->next = NULL;
-}
-
 /* Gives the sample back to its publisher, now or (when another thread holds the subscriber)
  * through the pending list. */
 static void sample_do_release(pyf_sample *sm)
 {
     pyf_sub *s = sm->sub;
 
-    if (sm->state == SAMPLE_RELEASED) return;
-    sm->state = SAMPLE_RELEASED;
+    if (sm->hold.state == PYF_RELEASED) return;
+    sm->hold.state = PYF_RELEASED;
     if (sm->set != NULL) {
         struct pyf_syncset *set = sm->set;
 
@@ -82,7 +67,7 @@ static void sample_do_release(pyf_sample *sm)
         sm->set_done(set);
         return;
     }
-    sample_unlink(sm);
+    PYF_LIST_REMOVE(sm->sub->samples, sm);
     /* A forked child only forgets its parent's sample: the parent still reads it. */
     if (s->sub == NULL || !pyf_home(s->link.gen)) return;
     if (PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
@@ -102,26 +87,21 @@ static void sample_do_release(pyf_sample *sm)
 /* The user is done with the sample: release it now, or when its last export goes. */
 static void sample_let_go(pyf_sample *sm)
 {
-    if (sm->state != SAMPLE_HELD) return;
-    if (sm->exports > 0)
-        sm->state = SAMPLE_PENDING;
-    else
-        sample_do_release(sm);
+    if (pyf_hold_let_go(&sm->hold)) sample_do_release(sm);
 }
 
 bool pyf_sample_let_go(PyObject *sample)
 {
     pyf_sample *sm = (pyf_sample *)sample;
 
-    if (sm->state != SAMPLE_HELD) return false;
+    if (sm->hold.state != PYF_HELD) return false;
     sample_let_go(sm);
     return true;
 }
 
 static void sample_unexport(pyf_sample *sm)
 {
-    sm->exports--;
-    if (sm->exports == 0 && sm->state == SAMPLE_PENDING) sample_do_release(sm);
+    if (pyf_hold_unexport(&sm->hold)) sample_do_release(sm);
 }
 
 /* Closing s, its lock held: the samples no array reads go back now, the others when their last
@@ -132,13 +112,9 @@ void pyf_sub_release_samples(pyf_sub *s)
 
     for (sm = s->samples; sm != NULL; sm = next) {
         next = sm->next;
-        if (sm->exports > 0) {
-            /* An array reads it: released (and the subscriber destroyed) when the last goes. */
-            sm->state = SAMPLE_PENDING;
-            continue;
-        }
-        sm->state = SAMPLE_RELEASED;
-        sample_unlink(sm);
+        /* One an array reads is released (and the subscriber destroyed) when the last goes. */
+        if (!pyf_hold_close(&sm->hold)) continue;
+        PYF_LIST_REMOVE(s->samples, sm);
         if (s->sub != NULL) ferry_release(s->sub, &sm->s);
     }
 }
@@ -157,14 +133,10 @@ static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syn
     sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
     sm->s = *s;
     sm->kind = sub->kind;
-    sm->state = SAMPLE_HELD;
+    sm->hold.state = PYF_HELD;
     sm->set = set;
     sm->set_done = set_done;
-    if (set == NULL) {
-        sm->next = sub->samples;
-        if (sub->samples != NULL) sub->samples->prev = sm;
-        sub->samples = sm;
-    }
+    if (set == NULL) PYF_LIST_PUSH(sub->samples, sm);
     switch (sm->kind) {
     case PYF_IMAGE:
         err = ferry_image_view_get(s, &sm->v.img);
@@ -220,19 +192,19 @@ bool pyf_sample_home(PyObject *sample, const char *what, const char *type)
 bool pyf_sample_held(PyObject *sample)
 {
     return PyObject_TypeCheck(sample, pyf.sample_type) &&
-           ((pyf_sample *)sample)->state == SAMPLE_HELD;
+           ((pyf_sample *)sample)->hold.state == PYF_HELD;
 }
 
 bool pyf_sample_exported(PyObject *sample)
 {
-    return ((pyf_sample *)sample)->exports > 0;
+    return ((pyf_sample *)sample)->hold.exports > 0;
 }
 
 void pyf_sample_forget(PyObject *sample)
 {
     pyf_sample *sm = (pyf_sample *)sample;
 
-    sm->state = SAMPLE_RELEASED;
+    sm->hold.state = PYF_RELEASED;
     sm->set = NULL;
 }
 
@@ -269,7 +241,7 @@ static bool sample_usable(pyf_sample *sm, const char *what)
         snprintf(name, sizeof name, "Sample.%s", what);
         return sample_home(sm, name);
     }
-    if (sm->state == SAMPLE_HELD) return true;
+    if (sm->hold.state == PYF_HELD) return true;
     pyf_raise(FERRY_ESTATE, "Sample.%s: the sample was released", what);
     return false;
 }
@@ -280,7 +252,7 @@ bool pyf_sample_export_begin(PyObject *sample, const char *what, pyf_sub **sub,
     pyf_sample *sm = (pyf_sample *)sample;
 
     if (!sample_usable(sm, what)) return false;
-    sm->exports++;
+    sm->hold.exports++;
     *sub = sm->sub;
     *s = &sm->s;
     *geom = &sm->geom;
@@ -297,12 +269,12 @@ static int sample_getbuffer(PyObject *self, Py_buffer *view, int flags)
     pyf_sample *sm = (pyf_sample *)self;
 
     if (!sample_home(sm, "Sample buffer")) return -1;
-    if (sm->state != SAMPLE_HELD) {
+    if (sm->hold.state != PYF_HELD) {
         pyf_raise(FERRY_ESTATE, "Sample buffer: the sample was released");
         return -1;
     }
     if (pyf_geom_export(&sm->geom, self, view, flags, true) < 0) return -1;
-    sm->exports++;
+    sm->hold.exports++;
     return 0;
 }
 
@@ -382,7 +354,7 @@ static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     t.shape = shape;
     t.strides = strides;
     cap = pyf_dlpack_capsule(self, sample_dl_unexport, versioned, false, &t);
-    if (cap != NULL) sm->exports++;
+    if (cap != NULL) sm->hold.exports++;
     return cap;
 }
 
@@ -407,7 +379,7 @@ static PyObject *sample_get(PyObject *self, void *closure)
     const ferry_tensor_header *th = &sm->v.t.header;
 
     if (!sample_home(sm, "Sample attribute")) return NULL;
-    if (what == SG_RELEASED) return PyBool_FromLong(sm->state != SAMPLE_HELD);
+    if (what == SG_RELEASED) return PyBool_FromLong(sm->hold.state != PYF_HELD);
     if (what == SG_KIND) return PyUnicode_FromString(pyf_kind_name(sm->kind));
     if (!sample_usable(sm, "attribute")) return NULL;
     switch (what) {
@@ -463,7 +435,7 @@ static PyObject *sample_repr(PyObject *self)
 
     if (!pyf_home(sm->sub->link.gen))
         return PyUnicode_FromFormat("<ferry.Sample of process %ld>", (long)sm->sub->link.pid);
-    if (sm->state != SAMPLE_HELD) return PyUnicode_FromString("<ferry.Sample released>");
+    if (sm->hold.state != PYF_HELD) return PyUnicode_FromString("<ferry.Sample released>");
     if (sm->kind == PYF_IMAGE)
         return PyUnicode_FromFormat("<ferry.Sample image %ux%u %s seq=%llu>",
                                     (unsigned)sm->v.img.header.width,
@@ -524,24 +496,12 @@ static PyGetSetDef sample_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_sample_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(sample_dealloc)},
-        {Py_tp_methods, sample_methods},
-        {Py_tp_getset, sample_getset},
-        {Py_tp_repr, PYF_FN(sample_repr)},
-        {Py_bf_getbuffer, PYF_FN(sample_getbuffer)},
-        {Py_bf_releasebuffer, PYF_FN(sample_releasebuffer)},
-        {Py_tp_doc,
-         (void *)"A taken sample (Subscriber.take): a read-only buffer over the publisher's\n"
-                 "pages. np.asarray(sample) is (H, W, C) for images, a structured array for\n"
-                 "point clouds, the tensor for tensors and uint8 bytes otherwise. Release it\n"
-                 "with release(), a with-block or by dropping it."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Sample", sizeof(pyf_sample), 0,
-                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
-
-    return pyf_type_add(module, &pyf.sample_type, &spec, NULL);
-}
+const pyf_type_def pyf_sample_def = {
+    .name = "ferry.Sample", .size = sizeof(pyf_sample), .flags = Py_TPFLAGS_BASETYPE,
+    .dealloc = sample_dealloc, .methods = sample_methods, .getset = sample_getset,
+    .repr = sample_repr, .getbuffer = sample_getbuffer, .releasebuffer = sample_releasebuffer,
+    .doc = "A taken sample (Subscriber.take): a read-only buffer over the publisher's\n"
+           "pages. np.asarray(sample) is (H, W, C) for images, a structured array for\n"
+           "point clouds, the tensor for tensors and uint8 bytes otherwise. Release it\n"
+           "with release(), a with-block or by dropping it.",
+};

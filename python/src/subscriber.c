@@ -112,7 +112,7 @@ static ferry_err type_block(void *arg, int64_t slice_ns)
     return FERRY_ETIMEDOUT;
 }
 
-static const pyf_wait type_slices = {type_step, type_block, NULL, false, TYPE_POLL_NS};
+static const pyf_wait type_slices = {type_step, type_block, NULL, true, TYPE_POLL_NS};
 
 static bool topic_type(pyf_node *node, const char *topic, int64_t timeout_ns, found_type *ft)
 {
@@ -273,8 +273,7 @@ typedef struct sub_waiting {
     pyf_sub *s;
     unsigned int count;  /* wait_publishers() */
     ferry_sample sample; /* what take() took */
-    bool closed;         /* closed by another thread meanwhile */
-    const char *failed;  /* the ferry call that failed, or NULL */
+    pyf_waited waited;
 } sub_waiting;
 
 /* take() and wait() hold the lock: a release meanwhile waits in the pending list. */
@@ -282,8 +281,7 @@ static ferry_err sub_open_step(void *arg)
 {
     sub_waiting *w = arg;
 
-    w->closed = w->s->link.closed;
-    return w->closed ? FERRY_ECLOSED : FERRY_EAGAIN;
+    return pyf_wait_open(&w->waited, w->s->link.closed);
 }
 
 static ferry_err take_step(void *arg)
@@ -292,26 +290,16 @@ static ferry_err take_step(void *arg)
     ferry_err err = sub_open_step(arg);
 
     if (err != FERRY_EAGAIN) return err;
-    err = ferry_take(w->s->sub, &w->sample);
-    if (err != FERRY_OK && err != FERRY_EAGAIN) w->failed = "ferry_take";
-    return err;
+    return pyf_wait_call(&w->waited, ferry_take(w->s->sub, &w->sample), FERRY_EAGAIN,
+                         "ferry_take");
 }
 
 static ferry_err queued_block(void *arg, int64_t slice_ns)
 {
     sub_waiting *w = arg;
-    ferry_err err = ferry_wait(w->s->sub, slice_ns);
 
-    if (err != FERRY_OK && err != FERRY_ETIMEDOUT) w->failed = "ferry_wait";
-    return err;
-}
-
-/* For take(): a sample queued is taken in the next step. */
-static ferry_err take_block(void *arg, int64_t slice_ns)
-{
-    ferry_err err = queued_block(arg, slice_ns);
-
-    return err == FERRY_OK ? FERRY_ETIMEDOUT : err;
+    return pyf_wait_call(&w->waited, ferry_wait(w->s->sub, slice_ns), FERRY_ETIMEDOUT,
+                         "ferry_wait");
 }
 
 static void sub_drain_after(void *arg)
@@ -319,8 +307,8 @@ static void sub_drain_after(void *arg)
     pyf_sub_drain(((sub_waiting *)arg)->s);
 }
 
-static const pyf_wait take_slices = {take_step, take_block, sub_drain_after, false, 0};
-static const pyf_wait queued_slices = {sub_open_step, queued_block, sub_drain_after, true, 0};
+static const pyf_wait take_slices = {take_step, queued_block, sub_drain_after, true, 0};
+static const pyf_wait queued_slices = {sub_open_step, queued_block, sub_drain_after, false, 0};
 
 /* Takes one sample, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a Sample, or None for nothing when none_on_empty, else raises TimeoutError. */
@@ -338,9 +326,8 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
     err = pyf_wait_sliced(&take_slices, &w, deadline);
     pyf_sub_unlock(s);
     if (err == FERRY_OK) return pyf_sample_wrap(s, &w.sample);
-    if (err == PYF_ERAISED) return NULL;
-    if (w.closed) return pyf_raise_closed("Subscriber.take");
-    if (w.failed != NULL) return pyf_raise(err, "%s('%s')", w.failed, s->topic);
+    if (err != FERRY_ETIMEDOUT || w.waited.failed != NULL)
+        return pyf_wait_raise(&w.waited, err, "Subscriber.take", s->topic);
     if (none_on_empty) Py_RETURN_NONE;
     return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
                      (double)timeout_ns / 1e9);
@@ -391,9 +378,7 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     err = pyf_wait_sliced(&queued_slices, &w, deadline);
     pyf_sub_unlock(w.s);
     if (err == FERRY_OK || err == FERRY_ETIMEDOUT) return PyBool_FromLong(err == FERRY_OK);
-    if (err == PYF_ERAISED) return NULL;
-    if (w.closed) return pyf_raise_closed("Subscriber.wait");
-    return pyf_raise(err, "ferry_wait('%s')", w.s->topic);
+    return pyf_wait_raise(&w.waited, err, "Subscriber.wait", w.s->topic);
 }
 
 /* wait_publishers(): each slice takes the lock anew, so that other threads take between. */
@@ -422,7 +407,7 @@ static void pubs_after(void *arg)
     pyf_sub_unlock(w->s);
 }
 
-static const pyf_wait pubs_slices = {pubs_step, pubs_block, pubs_after, true, 0};
+static const pyf_wait pubs_slices = {pubs_step, pubs_block, pubs_after, false, 0};
 
 static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -440,8 +425,8 @@ static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *k
         return NULL;
     err = pyf_wait_sliced(&pubs_slices, &w, pyf_deadline(ns));
     if (err == FERRY_OK) Py_RETURN_NONE;
-    if (err == PYF_ERAISED) return NULL;
-    if (w.closed) return pyf_raise_closed("Subscriber.wait_publishers");
+    if (err == PYF_ERAISED || w.waited.closed)
+        return pyf_wait_raise(&w.waited, err, "Subscriber.wait_publishers", NULL);
     return pyf_raise(err, "wait_publishers('%s', %u)", w.s->topic, w.count);
 }
 
@@ -525,21 +510,10 @@ static PyGetSetDef sub_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_sub_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(sub_dealloc)},
-        {Py_tp_methods, sub_methods},
-        {Py_tp_getset, sub_getset},
-        {Py_tp_iter, PYF_FN(sub_iter)},
-        {Py_tp_iternext, PYF_FN(sub_iternext)},
-        {Py_tp_doc,
-         (void *)"A subscriber of one topic (Node.subscribe). Iterating it takes samples for\n"
-                 "ever: `for sample in sub:` blocks in take() between them."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Subscriber", sizeof(pyf_sub), 0,
-                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
-
-    return pyf_type_add(module, &pyf.sub_type, &spec, NULL);
-}
+const pyf_type_def pyf_sub_def = {
+    .name = "ferry.Subscriber", .size = sizeof(pyf_sub), .flags = Py_TPFLAGS_BASETYPE,
+    .dealloc = sub_dealloc, .methods = sub_methods, .getset = sub_getset, .iter = sub_iter,
+    .iternext = sub_iternext,
+    .doc = "A subscriber of one topic (Node.subscribe). Iterating it takes samples for\n"
+           "ever: `for sample in sub:` blocks in take() between them.",
+};

@@ -79,20 +79,10 @@ static bool locks_take(pyf_sync *y, bool blocking)
     return true;
 }
 
-static void set_unlink(pyf_sync *y, struct pyf_syncset *set)
-{
-    if (set->prev != NULL)
-        set->prev->next = set->next;
-    else if (y->sets == set)
-        y->sets = set->next;
-    if (set->next != NULL) set->next->prev = set->prev;
-    set->prev = set->next = NULL;
-}
-
 /* Gives a done set back and frees it. The locks are held. */
 static void set_give_back(pyf_sync *y, struct pyf_syncset *set)
 {
-    set_unlink(y, set);
+    PYF_LIST_REMOVE(y->sets, set);
     /* A forked child only forgets its parent's set. */
     if (y->sync != NULL && pyf_home(y->link.gen)) ferry_sync_release(y->sync, set->set);
     set->sync = NULL;
@@ -419,9 +409,7 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
     memcpy(set->set, samples, sizeof set->set);
     set->sync = (pyf_sync *)Py_NewRef((PyObject *)y);
     set->live = y->n;
-    set->next = y->sets;
-    if (y->sets != NULL) y->sets->prev = set;
-    y->sets = set;
+    PYF_LIST_PUSH(y->sets, set);
     items = PyTuple_New((Py_ssize_t)y->n);
     for (i = 0; i < y->n; i++) {
         PyObject *m = items != NULL ? pyf_sample_wrap_member(y->subs[i], &set->set[i], set,
@@ -490,11 +478,11 @@ static ferry_err sync_take_block(void *arg, int64_t slice_ns)
     }
     err = sync_queued_block(arg, slice_ns);
     w->woke = err == FERRY_OK;
-    return err == FERRY_OK ? FERRY_ETIMEDOUT : err;
+    return err;
 }
 
-static const pyf_wait sync_take_slices = {sync_take_step, sync_take_block, NULL, false, 0};
-static const pyf_wait sync_queued_slices = {sync_open_step, sync_queued_block, NULL, true, 0};
+static const pyf_wait sync_take_slices = {sync_take_step, sync_take_block, NULL, true, 0};
+static const pyf_wait sync_queued_slices = {sync_open_step, sync_queued_block, NULL, false, 0};
 
 /* Takes one set, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a SyncSet, or None when none_on_empty and nothing is ready, else TimeoutError. */
@@ -765,47 +753,27 @@ static PyGetSetDef syncset_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_sync_types(PyObject *module)
-{
-    PyType_Slot sync_slots[] = {
-        {Py_tp_new, PYF_FN(sync_new)},
-        {Py_tp_dealloc, PYF_FN(sync_dealloc)},
-        {Py_tp_methods, sync_methods},
-        {Py_tp_getset, sync_getset},
-        {Py_tp_iter, PYF_FN(sync_iter)},
-        {Py_tp_iternext, PYF_FN(sync_iternext)},
-        {Py_tp_doc,
-         (void *)"Sync(subscribers, *, queue=10, slop=None, stamp=\"publish_time\")\n\n"
-                 "An approximate-time synchroniser (ferry/sync.h) over 2 to 9 subscribers of one\n"
-                 "node: take() hands out matched sets, one Sample per subscriber in the order\n"
-                 "given, whose stamps lie close together. queue is queue_size (samples held per\n"
-                 "topic, sets handed out included; each subscriber's max_held must exceed it),\n"
-                 "slop the largest span of a set in seconds (None or 0: no limit), stamp\n"
-                 "\"publish_time\" or \"header\" (the image, point cloud or tensor header's\n"
-                 "stamp). While it lives, take from its subscribers only through it. Iterating\n"
-                 "takes sets for ever: `for cam, depth in sync:`. A context manager: leaving the\n"
-                 "block closes it."},
-        {0, NULL},
-    };
-    PyType_Spec sync_spec = {"ferry.Sync", sizeof(pyf_sync), 0, Py_TPFLAGS_DEFAULT, sync_slots};
-    PyType_Slot set_slots[] = {
-        {Py_tp_methods, syncset_methods},
-        {Py_tp_getset, syncset_getset},
-        {Py_tp_doc,
-         (void *)"A matched set from Sync.take(): a tuple of Samples, one per subscriber, that go\n"
-                 "back to their publishers together, when every one of them is released (its\n"
-                 "release(), with-block or garbage collection) or at SyncSet.release() /\n"
-                 "Sync.release(set). A context manager: leaving the block releases the set."},
-        {0, NULL},
-    };
-    PyType_Spec set_spec = {"ferry.SyncSet", 0, 0, Py_TPFLAGS_DEFAULT, set_slots};
-    PyObject *bases;
-    bool ok;
+const pyf_type_def pyf_sync_def = {
+    .name = "ferry.Sync", .size = sizeof(pyf_sync),
+    .new_ = sync_new, .dealloc = sync_dealloc, .methods = sync_methods, .getset = sync_getset,
+    .iter = sync_iter, .iternext = sync_iternext,
+    .doc = "Sync(subscribers, *, queue=10, slop=None, stamp=\"publish_time\")\n\n"
+           "An approximate-time synchroniser (ferry/sync.h) over 2 to 9 subscribers of one\n"
+           "node: take() hands out matched sets, one Sample per subscriber in the order\n"
+           "given, whose stamps lie close together. queue is queue_size (samples held per\n"
+           "topic, sets handed out included; each subscriber's max_held must exceed it),\n"
+           "slop the largest span of a set in seconds (None or 0: no limit), stamp\n"
+           "\"publish_time\" or \"header\" (the image, point cloud or tensor header's\n"
+           "stamp). While it lives, take from its subscribers only through it. Iterating\n"
+           "takes sets for ever: `for cam, depth in sync:`. A context manager: leaving the\n"
+           "block closes it.",
+};
 
-    if (!pyf_type_add(module, &pyf.sync_type, &sync_spec, NULL)) return false;
-    bases = PyTuple_Pack(1, (PyObject *)&PyTuple_Type);
-    if (bases == NULL) return false;
-    ok = pyf_type_add(module, &pyf.syncset_type, &set_spec, bases);
-    Py_DECREF(bases);
-    return ok;
-}
+const pyf_type_def pyf_syncset_def = {
+    .name = "ferry.SyncSet", .base = &PyTuple_Type,
+    .methods = syncset_methods, .getset = syncset_getset,
+    .doc = "A matched set from Sync.take(): a tuple of Samples, one per subscriber, that go\n"
+           "back to their publishers together, when every one of them is released (its\n"
+           "release(), with-block or garbage collection) or at SyncSet.release() /\n"
+           "Sync.release(set). A context manager: leaving the block releases the set.",
+};

@@ -106,10 +106,7 @@ void pyf_child_link(pyf_child *c, pyf_node *node, const pyf_child_ops *ops, PyOb
     c->gen = pyf_fork_gen;
     c->pid = getpid();
     c->self = self;
-    c->prev = NULL;
-    c->next = node->children;
-    if (node->children != NULL) node->children->prev = c;
-    node->children = c;
+    PYF_LIST_PUSH(node->children, c);
 }
 
 /* Destroys a closed node once its last child is gone. */
@@ -125,12 +122,7 @@ void pyf_child_unlink(pyf_child *c)
     pyf_node *node = c->node;
 
     if (node == NULL) return;
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        node->children = c->next;
-    if (c->next != NULL) c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    PYF_LIST_REMOVE(node->children, c);
     c->node = NULL;
     node_finish(node);
     Py_DECREF((PyObject *)node);
@@ -205,7 +197,7 @@ ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline)
         if (deadline >= 0) {
             int64_t left = deadline - ferry_now().ns;
 
-            if (left <= 0 && !w->block_first) return FERRY_ETIMEDOUT;
+            if (left <= 0 && w->take) return FERRY_ETIMEDOUT;
             if (left < 0) left = 0;
             if (left < slice) slice = left;
         }
@@ -213,10 +205,21 @@ ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline)
         err = w->block(arg, slice);
         Py_END_ALLOW_THREADS
         if (w->after != NULL) w->after(arg);
+        if (w->take && err == FERRY_OK) err = FERRY_ETIMEDOUT; /* the next step takes it */
         if (err != FERRY_ETIMEDOUT) return err;
-        if (w->block_first && deadline >= 0 && ferry_now().ns >= deadline) return err;
+        if (!w->take && deadline >= 0 && ferry_now().ns >= deadline) return err;
         if (PyErr_CheckSignals() < 0) return PYF_ERAISED;
     }
+}
+
+PyObject *pyf_wait_raise(const pyf_waited *w, ferry_err err, const char *what, const char *topic)
+{
+    const char *call = w->failed != NULL ? w->failed : what;
+
+    if (err == PYF_ERAISED) return NULL;
+    if (w->closed) return pyf_raise_closed(what);
+    if (topic == NULL) return pyf_raise(err, "%s", call);
+    return pyf_raise(err, "%s('%s')", call, topic);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -272,18 +275,40 @@ char *pyf_strdup(const char *s)
     return d;
 }
 
-void *pyf_fn(void (*f)(void))
+/* The stable ABI passes type slots as void *; ISO C has no conversion between function and
+ * object pointers, so they are copied bit for bit (which POSIX guarantees to work). */
+static void *fn_slot(void (*f)(void))
 {
-    void *p;
+    void *p = NULL;
 
-    memcpy(&p, &f, sizeof p);
+    if (f != NULL) memcpy(&p, &f, sizeof p);
     return p;
 }
+#define FN(f) fn_slot((void (*)(void))(f))
 
-bool pyf_type_add(PyObject *module, PyTypeObject **type, PyType_Spec *spec, PyObject *bases)
+bool pyf_type_add(PyObject *module, PyTypeObject **type, const pyf_type_def *def)
 {
-    *type = (PyTypeObject *)(bases != NULL ? PyType_FromSpecWithBases(spec, bases)
-                                           : PyType_FromSpec(spec));
+    const PyType_Slot all[] = {
+        {Py_tp_doc, (void *)def->doc},       {Py_tp_new, FN(def->new_)},
+        {Py_tp_dealloc, FN(def->dealloc)},   {Py_tp_methods, def->methods},
+        {Py_tp_getset, def->getset},         {Py_tp_repr, FN(def->repr)},
+        {Py_tp_iter, FN(def->iter)},         {Py_tp_iternext, FN(def->iternext)},
+        {Py_bf_getbuffer, FN(def->getbuffer)}, {Py_bf_releasebuffer, FN(def->releasebuffer)},
+    };
+    PyType_Slot slots[sizeof all / sizeof all[0] + 1];
+    PyType_Spec spec = {def->name, def->size, 0, Py_TPFLAGS_DEFAULT | def->flags, slots};
+    PyObject *bases = NULL;
+    size_t i, n = 0;
+
+    for (i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i].pfunc != NULL) slots[n++] = all[i];
+    slots[n].slot = 0;
+    slots[n].pfunc = NULL;
+    if (def->base != NULL && (bases = PyTuple_Pack(1, (PyObject *)def->base)) == NULL)
+        return false;
+    *type = (PyTypeObject *)(bases != NULL ? PyType_FromSpecWithBases(&spec, bases)
+                                           : PyType_FromSpec(&spec));
+    Py_XDECREF(bases);
     return *type != NULL && PyModule_AddType(module, *type) == 0;
 }
 

@@ -156,15 +156,45 @@ typedef struct pyf_wait {
      * wait with it (PYF_ERAISED with an exception set). NULL: every slice is waited. */
     ferry_err (*step)(void *arg);
     /* The slice, up to slice_ns, with the GIL released: FERRY_ETIMEDOUT waits on, anything
-     * else ends the wait with it. */
+     * else ends the wait with it (but see take). */
     ferry_err (*block)(void *arg, int64_t slice_ns);
     /* After each slice, with the GIL held, whatever it returned (NULL: nothing to do). */
     void (*after)(void *arg);
-    /* Blocks at least once and looks at the deadline after each slice (a timeout of 0 still
-     * looks once), rather than before each. */
-    bool block_first;
+    /* The step takes what is waited for (FERRY_OK: it did), a slice that ends with FERRY_OK
+     * (something came) goes on to the next step, and the deadline is looked at before each
+     * slice. Else the slice waits for it, runs at least once (a timeout of 0 still looks) and
+     * the deadline is looked at after each. */
+    bool take;
     int64_t slice_ns; /* the longest slice; 0: PYF_WAIT_SLICE_NS */
 } pyf_wait;
+
+/* How a sliced wait ended besides its result, for its caller's message: closed meanwhile (by
+ * another thread), or the ferry call that failed. Steps and blocks note them. */
+typedef struct pyf_waited {
+    bool closed;
+    const char *failed; /* NULL: none */
+} pyf_waited;
+
+/* A step's look at its object: FERRY_ECLOSED (noted) when closed meanwhile, else FERRY_EAGAIN. */
+static inline ferry_err pyf_wait_open(pyf_waited *w, bool closed)
+{
+    w->closed = closed;
+    return closed ? FERRY_ECLOSED : FERRY_EAGAIN;
+}
+
+/* The result err of ferry call `call` in a step or block, noted as failed unless it is FERRY_OK
+ * or go_on (FERRY_EAGAIN for a step, FERRY_ETIMEDOUT for a block). */
+static inline ferry_err pyf_wait_call(pyf_waited *w, ferry_err err, ferry_err go_on,
+                                      const char *call)
+{
+    if (err != FERRY_OK && err != go_on) w->failed = call;
+    return err;
+}
+
+/* Raises what ended a wait with err (neither FERRY_OK nor its timeout): nothing more for
+ * PYF_ERAISED, ClosedError naming what when closed, else the failed call's error (on topic
+ * unless NULL). Returns NULL. */
+PyObject *pyf_wait_raise(const pyf_waited *w, ferry_err err, const char *what, const char *topic);
 
 /* The deadline of a timeout in nanoseconds (FERRY_FOREVER: -1, never). */
 static inline int64_t pyf_deadline(int64_t timeout_ns)
@@ -174,6 +204,27 @@ static inline int64_t pyf_deadline(int64_t timeout_ns)
 /* Runs w until its step or block ends it, FERRY_ETIMEDOUT once deadline (-1: never) passed, or
  * PYF_ERAISED when a signal handler raised. */
 ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline);
+
+/* The lists of the extension (a node's children, a publisher's loans, a subscriber's samples,
+ * ...) are doubly linked through their items' prev and next; head is the list's first item. */
+/* Puts x first in the list. */
+#define PYF_LIST_PUSH(head, x)                                                                 \
+    do {                                                                                       \
+        (x)->prev = NULL;                                                                      \
+        (x)->next = (head);                                                                    \
+        if ((head) != NULL) (head)->prev = (x);                                                \
+        (head) = (x);                                                                          \
+    } while (0)
+/* Takes x out of the list; nothing when it is in none (no prev, and not the head). */
+#define PYF_LIST_REMOVE(head, x)                                                               \
+    do {                                                                                       \
+        if ((x)->prev != NULL)                                                                 \
+            (x)->prev->next = (x)->next;                                                       \
+        else if ((head) == (x))                                                                \
+            (head) = (x)->next;                                                                \
+        if ((x)->next != NULL) (x)->next->prev = (x)->prev;                                    \
+        (x)->prev = (x)->next = NULL;                                                          \
+    } while (0)
 
 /* Objects of the module, created at import. */
 typedef struct pyf_state {
@@ -190,10 +241,6 @@ extern pyf_state pyf;
 /* Counts forks from now on (pyf_fork_gen); false with an exception when it cannot. */
 bool pyf_fork_track(void);
 
-/* The stable ABI passes type slots as void *; ISO C has no conversion between function and
- * object pointers, so they are copied bit for bit (which POSIX guarantees to work). */
-void *pyf_fn(void (*f)(void));
-#define PYF_FN(f) pyf_fn((void (*)(void))(f))
 
 /* Raises the exception of err (pyf.errors) with message "<fmt>: <ferry_strerror>" (and errno's
  * for FERRY_ESYS), .code and .errname set; returns NULL. */
@@ -217,9 +264,27 @@ static inline bool pyf_child_home(const pyf_child *c, const char *what)
 bool pyf_lock(PyThread_type_lock lock);
 /* A PyMem copy of s (NULL for NULL, or with MemoryError). */
 char *pyf_strdup(const char *s);
-/* Makes the type of spec (on bases: NULL, or a tuple of them), keeps it in *type and adds it to
- * the module. */
-bool pyf_type_add(PyObject *module, PyTypeObject **type, PyType_Spec *spec, PyObject *bases);
+/* A type of the module: the slots it has, typed, so that the compiler checks each function
+ * against its slot (PyType_Slot takes them as void *). NULL: the slot is not set. */
+typedef struct pyf_type_def {
+    const char *name;    /* "ferry.Loan" */
+    int size;            /* of its objects; 0: its base's */
+    unsigned int flags;  /* besides Py_TPFLAGS_DEFAULT */
+    PyTypeObject *base;  /* NULL: object */
+    const char *doc;
+    PyObject *(*new_)(PyTypeObject *type, PyObject *args, PyObject *kwargs);
+    void (*dealloc)(PyObject *self);
+    PyMethodDef *methods;
+    PyGetSetDef *getset;
+    PyObject *(*repr)(PyObject *self);
+    PyObject *(*iter)(PyObject *self);
+    PyObject *(*iternext)(PyObject *self);
+    int (*getbuffer)(PyObject *self, Py_buffer *view, int flags);
+    void (*releasebuffer)(PyObject *self, Py_buffer *view);
+} pyf_type_def;
+
+/* Makes the type of def, keeps it in *type and adds it to the module. */
+bool pyf_type_add(PyObject *module, PyTypeObject **type, const pyf_type_def *def);
 /* The type's tp_alloc and tp_free (the latter also drops the heap type's reference). */
 PyObject *pyf_alloc(PyTypeObject *type);
 void pyf_free(PyObject *self);

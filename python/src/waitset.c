@@ -162,15 +162,14 @@ typedef struct ws_waiting {
     pyf_waitset *w;
     void *ready[WAITSET_MAX];
     size_t count;
-    bool closed; /* closed by another thread meanwhile */
+    pyf_waited waited;
 } ws_waiting;
 
 static ferry_err ws_step(void *arg)
 {
     ws_waiting *st = arg;
 
-    st->closed = st->w->ws == NULL;
-    return st->closed ? FERRY_ECLOSED : FERRY_EAGAIN;
+    return pyf_wait_open(&st->waited, st->w->ws == NULL);
 }
 
 static ferry_err ws_block(void *arg, int64_t slice_ns)
@@ -179,10 +178,10 @@ static ferry_err ws_block(void *arg, int64_t slice_ns)
     ferry_err err = ferry_waitset_wait(st->w->ws, slice_ns, st->ready, WAITSET_MAX, &st->count);
 
     if (err == FERRY_ETIMEDOUT) st->count = 0;
-    return err;
+    return pyf_wait_call(&st->waited, err, FERRY_ETIMEDOUT, "ferry_waitset_wait");
 }
 
-static const pyf_wait ws_slices = {ws_step, ws_block, NULL, true, 0};
+static const pyf_wait ws_slices = {ws_step, ws_block, NULL, false, 0};
 
 static PyObject *ws_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -200,9 +199,8 @@ static PyObject *ws_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     pyf_lock(st.w->lock);
     err = pyf_wait_sliced(&ws_slices, &st, deadline);
     PyThread_release_lock(st.w->lock);
-    if (err == PYF_ERAISED) return NULL;
-    if (st.closed) return pyf_raise_closed("WaitSet.wait");
-    if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return pyf_raise(err, "ferry_waitset_wait");
+    if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
+        return pyf_wait_raise(&st.waited, err, "WaitSet.wait", NULL);
     out = PyList_New(0);
     if (out == NULL) return NULL;
     for (i = 0; i < st.count; i++) {
@@ -239,17 +237,8 @@ static PyGetSetDef ws_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_waitset_types(PyObject *module)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(ws_dealloc)},
-        {Py_tp_methods, ws_methods},
-        {Py_tp_getset, ws_getset},
-        {Py_tp_doc,
-         (void *)"Waits on many subscribers at once (Node.waitset())."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.WaitSet", sizeof(pyf_waitset), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return pyf_type_add(module, &pyf.waitset_type, &spec, NULL);
-}
+const pyf_type_def pyf_waitset_def = {
+    .name = "ferry.WaitSet", .size = sizeof(pyf_waitset),
+    .dealloc = ws_dealloc, .methods = ws_methods, .getset = ws_getset,
+    .doc = "Waits on many subscribers at once (Node.waitset()).",
+};
