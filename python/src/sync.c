@@ -23,10 +23,8 @@
 
 #include <ferry/sync.h>
 
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 typedef struct pyf_sync pyf_sync;
 

@@ -1,6 +1,6 @@
 /*
- * The ground floor of the extension (util.h): the module's state, errors, the fork generation,
- * and the memory and type-slot helpers every object uses. Calls no other file of the extension.
+ * The ground floor of the extension (util.h): what every object uses. Calls no other file of
+ * the extension.
  */
 #include "util.h"
 
@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,7 +15,7 @@ pyf_state pyf;
 unsigned pyf_fork_gen;
 
 /* ---------------------------------------------------------------------------------------------
- * Errors
+ * The module, errors, processes
  * ------------------------------------------------------------------------------------------- */
 
 /* Raises an exception of class cls with message msg (and errno's when err is FERRY_ESYS),
@@ -95,137 +94,6 @@ bool pyf_child_home_(const pyf_child *c, const char *what)
     return false;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Nodes and their children
- * ------------------------------------------------------------------------------------------- */
-
-void pyf_child_link(pyf_child *c, pyf_node *node, const pyf_child_ops *ops, PyObject *self)
-{
-    c->node = (pyf_node *)Py_NewRef((PyObject *)node);
-    c->ops = ops;
-    c->gen = pyf_fork_gen;
-    c->pid = getpid();
-    c->self = self;
-    PYF_LIST_PUSH(node->children, c);
-}
-
-/* Destroys a closed node once its last child is gone. */
-static void node_finish(pyf_node *n)
-{
-    if (!n->closed || n->node == NULL || n->children != NULL) return;
-    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK) return; /* dealloc retries */
-    n->node = NULL;
-}
-
-void pyf_child_unlink(pyf_child *c)
-{
-    pyf_node *node = c->node;
-
-    if (node == NULL) return;
-    PYF_LIST_REMOVE(node->children, c);
-    c->node = NULL;
-    node_finish(node);
-    Py_DECREF((PyObject *)node);
-}
-
-bool pyf_node_open(pyf_node *n, const char *what)
-{
-    if (!pyf_home(n->gen)) {
-        pyf_raise_forked(what, "Node", n->pid);
-        return false;
-    }
-    if (!n->closed && n->node != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
-
-void pyf_child_finish(pyf_child *c)
-{
-    if (c->ops != NULL && c->ops->finish != NULL) c->ops->finish(c->self);
-}
-
-bool pyf_child_open(const pyf_child *c, const void *obj, const char *what)
-{
-    if (!pyf_child_home(c, what)) return false;
-    if (!c->closed && obj != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
-
-void pyf_endpoint_unlock(PyThread_type_lock lock, pyf_child *link, PyObject *owner,
-                         const pyf_child *owner_link)
-{
-    PyThread_release_lock(lock);
-    if (owner != NULL && owner_link->closed) {
-        Py_INCREF(owner);
-        owner_link->ops->finish(owner);
-        Py_DECREF(owner);
-    }
-    if (link->closed) link->ops->finish(link->self);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Methods every closable object shares
- * ------------------------------------------------------------------------------------------- */
-
-PyObject *pyf_child_close_method(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (((pyf_child_object *)self)->link.ops->close(self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-PyObject *pyf_enter_method(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Waits
- * ------------------------------------------------------------------------------------------- */
-
-ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline)
-{
-    int64_t most = w->slice_ns > 0 ? w->slice_ns : PYF_WAIT_SLICE_NS;
-    ferry_err err;
-
-    for (;;) {
-        int64_t slice = most;
-
-        if (w->step != NULL && (err = w->step(arg)) != FERRY_EAGAIN) return err;
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0 && w->take) return FERRY_ETIMEDOUT;
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = w->block(arg, slice);
-        Py_END_ALLOW_THREADS
-        if (w->after != NULL) w->after(arg);
-        if (w->take && err == FERRY_OK) err = FERRY_ETIMEDOUT; /* the next step takes it */
-        if (err != FERRY_ETIMEDOUT) return err;
-        if (!w->take && deadline >= 0 && ferry_now().ns >= deadline) return err;
-        if (PyErr_CheckSignals() < 0) return PYF_ERAISED;
-    }
-}
-
-PyObject *pyf_wait_raise(const pyf_waited *w, ferry_err err, const char *what, const char *topic)
-{
-    const char *call = w->failed != NULL ? w->failed : what;
-
-    if (err == PYF_ERAISED) return NULL;
-    if (w->closed) return pyf_raise_closed(what);
-    if (topic == NULL) return pyf_raise(err, "%s", call);
-    return pyf_raise(err, "%s('%s')", call, topic);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Processes
- * ------------------------------------------------------------------------------------------- */
-
 static bool atfork_registered;
 
 /* The child of a fork: objects made before it belong to its parent. */
@@ -247,7 +115,7 @@ bool pyf_fork_track(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Small helpers
+ * Memory, lists, types
  * ------------------------------------------------------------------------------------------- */
 
 bool pyf_lock(PyThread_type_lock lock)
@@ -358,4 +226,127 @@ PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n)
     if (t == NULL) return NULL;
     for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
     return t;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Nodes and their children
+ * ------------------------------------------------------------------------------------------- */
+
+void pyf_child_link(pyf_child *c, pyf_node *node, const pyf_child_ops *ops, PyObject *self)
+{
+    c->node = (pyf_node *)Py_NewRef((PyObject *)node);
+    c->ops = ops;
+    c->gen = pyf_fork_gen;
+    c->pid = getpid();
+    c->self = self;
+    PYF_LIST_PUSH(node->children, c);
+}
+
+/* Destroys a closed node once its last child is gone. */
+static void node_finish(pyf_node *n)
+{
+    if (!n->closed || n->node == NULL || n->children != NULL) return;
+    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK) return; /* dealloc retries */
+    n->node = NULL;
+}
+
+void pyf_child_unlink(pyf_child *c)
+{
+    pyf_node *node = c->node;
+
+    if (node == NULL) return;
+    PYF_LIST_REMOVE(node->children, c);
+    c->node = NULL;
+    node_finish(node);
+    Py_DECREF((PyObject *)node);
+}
+
+bool pyf_node_open(pyf_node *n, const char *what)
+{
+    if (!pyf_home(n->gen)) {
+        pyf_raise_forked(what, "Node", n->pid);
+        return false;
+    }
+    if (!n->closed && n->node != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+void pyf_child_finish(pyf_child *c)
+{
+    if (c->ops != NULL && c->ops->finish != NULL) c->ops->finish(c->self);
+}
+
+bool pyf_child_open(const pyf_child *c, const void *obj, const char *what)
+{
+    if (!pyf_child_home(c, what)) return false;
+    if (!c->closed && obj != NULL) return true;
+    pyf_raise_closed(what);
+    return false;
+}
+
+void pyf_endpoint_unlock(PyThread_type_lock lock, pyf_child *link, PyObject *owner,
+                         const pyf_child *owner_link)
+{
+    PyThread_release_lock(lock);
+    if (owner != NULL && owner_link->closed) {
+        Py_INCREF(owner);
+        owner_link->ops->finish(owner);
+        Py_DECREF(owner);
+    }
+    if (link->closed) link->ops->finish(link->self);
+}
+
+PyObject *pyf_child_close_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (((pyf_child_object *)self)->link.ops->close(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *pyf_enter_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Waits
+ * ------------------------------------------------------------------------------------------- */
+
+ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline)
+{
+    int64_t most = w->slice_ns > 0 ? w->slice_ns : PYF_WAIT_SLICE_NS;
+    ferry_err err;
+
+    for (;;) {
+        int64_t slice = most;
+
+        if (w->step != NULL && (err = w->step(arg)) != FERRY_EAGAIN) return err;
+        if (deadline >= 0) {
+            int64_t left = deadline - ferry_now().ns;
+
+            if (left <= 0 && w->take) return FERRY_ETIMEDOUT;
+            if (left < 0) left = 0;
+            if (left < slice) slice = left;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = w->block(arg, slice);
+        Py_END_ALLOW_THREADS
+        if (w->after != NULL) w->after(arg);
+        if (w->take && err == FERRY_OK) err = FERRY_ETIMEDOUT; /* the next step takes it */
+        if (err != FERRY_ETIMEDOUT) return err;
+        if (!w->take && deadline >= 0 && ferry_now().ns >= deadline) return err;
+        if (PyErr_CheckSignals() < 0) return PYF_ERAISED;
+    }
+}
+
+PyObject *pyf_wait_raise(const pyf_waited *w, ferry_err err, const char *what, const char *topic)
+{
+    const char *call = w->failed != NULL ? w->failed : what;
+
+    if (err == PYF_ERAISED) return NULL;
+    if (w->closed) return pyf_raise_closed(what);
+    if (topic == NULL) return pyf_raise(err, "%s", call);
+    return pyf_raise(err, "%s('%s')", call, topic);
 }

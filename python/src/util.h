@@ -2,9 +2,10 @@
  * The CPython extension ferry._ferry, written against the stable ABI of Python 3.11
  * (Py_LIMITED_API 0x030B0000): one build loads in every CPython from 3.11 on.
  *
- * This header and util.c are the ground floor of the extension: what every object uses (the
- * module's state, errors, the fork generation, memory and type-slot helpers), calling no other
- * file of the extension.
+ * This header and util.c are its ground floor: what every object uses, calling no other file
+ * of the extension. The module's state and errors; the fork generation; memory, list and type
+ * helpers; a node's children (their links, the ops each kind registers, the open checks, and
+ * close()/__enter__/__exit__); and the waits cut into slices so that Ctrl-C is seen.
  *
  * Objects and what they own: a Node owns the ferry_node; Publishers, Subscribers and WaitSets
  * hold a strong reference to their Node and are linked into its list of children (the list owns
@@ -16,7 +17,7 @@
  * tensor still reads a sample, loan or frame (an export). It closes the object for its user at
  * once (pyf_child.closed, pyf_node.closed: every call but a few getters raises ClosedError) and
  * lets go of what is not exported; the ferry object itself (subscriber, publisher, sync, GPU
- * subscriber, and the node above them) is destroyed by its *_finish function when the last
+ * subscriber, and the node above them) is destroyed by its finish (pyf_child_ops) when the last
  * export over its memory is gone, as a NumPy array over an mmap keeps the mapping. A finish
  * runs where an export ends (releasebuffer, a DLPack deleter), possibly inside another call's
  * garbage collection, so it never waits for a lock: when another thread holds one, that thread
@@ -61,9 +62,103 @@ typedef enum pyf_kind {
  * threads; a delivery ends the sleep at once, so this bounds only Ctrl-C's delay. */
 #define PYF_WAIT_SLICE_NS 50000000LL
 
+/* ---------------------------------------------------------------------------------------------
+ * The module, errors, processes
+ * ------------------------------------------------------------------------------------------- */
+
+/* Objects of the module, created at import. */
+typedef struct pyf_state {
+    PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
+    PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type, *gpupub_type,
+        *gpuloan_type, *hostview_type;
+    PyObject *error;                     /* ferry.Error */
+    PyObject *fork_error;                /* ferry.ForkError, a ClosedError */
+    PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
+} pyf_state;
+
+extern pyf_state pyf;
+
 /* The fork generation of this process: 0 in the process that imported the module, one more in
  * the child of each fork() since. */
 extern unsigned pyf_fork_gen;
+/* Counts forks from now on (pyf_fork_gen); false with an exception when it cannot. */
+bool pyf_fork_track(void);
+
+/* Raises the exception of err (pyf.errors) with message "<fmt>: <ferry_strerror>" (and errno's
+ * for FERRY_ESYS), .code and .errname set; returns NULL. */
+PyObject *pyf_raise(ferry_err err, const char *fmt, ...);
+PyObject *pyf_raise_closed(const char *what);
+/* Raises ForkError (a ClosedError): what was called on a `type` made by process pid. */
+PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid);
+/* True in the process (fork generation) that created an object; the one comparison every entry
+ * point makes. */
+static inline bool pyf_home(unsigned gen)
+{
+    return gen == pyf_fork_gen;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Memory, lists, types
+ * ------------------------------------------------------------------------------------------- */
+
+/* Takes lock, releasing the GIL while it waits. */
+bool pyf_lock(PyThread_type_lock lock);
+/* A PyMem copy of s (NULL for NULL, or with MemoryError). */
+char *pyf_strdup(const char *s);
+
+/* The lists of the extension (a node's children, a publisher's loans, a subscriber's samples,
+ * ...) are doubly linked through their items' prev and next; head is the list's first item. */
+/* Puts x first in the list. */
+#define PYF_LIST_PUSH(head, x)                                                                 \
+    do {                                                                                       \
+        (x)->prev = NULL;                                                                      \
+        (x)->next = (head);                                                                    \
+        if ((head) != NULL) (head)->prev = (x);                                                \
+        (head) = (x);                                                                          \
+    } while (0)
+/* Takes x out of the list; nothing when it is in none (no prev, and not the head). */
+#define PYF_LIST_REMOVE(head, x)                                                               \
+    do {                                                                                       \
+        if ((x)->prev != NULL)                                                                 \
+            (x)->prev->next = (x)->next;                                                       \
+        else if ((head) == (x))                                                                \
+            (head) = (x)->next;                                                                \
+        if ((x)->next != NULL) (x)->next->prev = (x)->prev;                                    \
+        (x)->prev = (x)->next = NULL;                                                          \
+    } while (0)
+
+/* A type of the module: the slots it has, typed, so that the compiler checks each function
+ * against its slot (PyType_Slot takes them as void *). NULL: the slot is not set. */
+typedef struct pyf_type_def {
+    const char *name;    /* "ferry.Loan" */
+    int size;            /* of its objects; 0: its base's */
+    unsigned int flags;  /* besides Py_TPFLAGS_DEFAULT */
+    PyTypeObject *base;  /* NULL: object */
+    const char *doc;
+    PyObject *(*new_)(PyTypeObject *type, PyObject *args, PyObject *kwargs);
+    void (*dealloc)(PyObject *self);
+    PyMethodDef *methods;
+    PyGetSetDef *getset;
+    PyObject *(*repr)(PyObject *self);
+    PyObject *(*iter)(PyObject *self);
+    PyObject *(*iternext)(PyObject *self);
+    int (*getbuffer)(PyObject *self, Py_buffer *view, int flags);
+    void (*releasebuffer)(PyObject *self, Py_buffer *view);
+} pyf_type_def;
+
+/* Makes the type of def, keeps it in *type and adds it to the module. */
+bool pyf_type_add(PyObject *module, PyTypeObject **type, const pyf_type_def *def);
+/* The type's tp_alloc and tp_free (the latter also drops the heap type's reference). */
+PyObject *pyf_alloc(PyTypeObject *type);
+void pyf_free(PyObject *self);
+pyf_kind pyf_kind_of(const char *type_name);
+const char *pyf_kind_name(pyf_kind kind);
+/* A tuple of ints (a tensor's shape or strides). */
+PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Nodes and their children
+ * ------------------------------------------------------------------------------------------- */
 
 /* What a kind of node's child is, for its node and for the children that read or publish
  * through it; each kind gives its own when it links a child (pyf_child_link). */
@@ -117,6 +212,12 @@ typedef struct pyf_node {
     pyf_child *children;
 } pyf_node;
 
+/* pyf_home for a node's child, else ForkError naming what was called. */
+bool pyf_child_home_(const pyf_child *c, const char *what);
+static inline bool pyf_child_home(const pyf_child *c, const char *what)
+{
+    return pyf_home(c->gen) || pyf_child_home_(c, what);
+}
 /* Links c, the link of child self, into node's list (a strong reference to node), as of this
  * process; ops say what it is. */
 void pyf_child_link(pyf_child *c, pyf_node *node, const pyf_child_ops *ops, PyObject *self);
@@ -144,6 +245,10 @@ PyObject *pyf_enter_method(PyObject *self, PyObject *unused);
     {"close", pyf_child_close_method, METH_NOARGS, close_doc},                                 \
         {"__enter__", pyf_enter_method, METH_NOARGS, "Returns the " what "."},                 \
         {"__exit__", pyf_child_close_method, METH_VARARGS, "Closes the " what "."}
+
+/* ---------------------------------------------------------------------------------------------
+ * Waits
+ * ------------------------------------------------------------------------------------------- */
 
 /* What a wait's step or block returns when a Python exception is set: a signal handler's, or
  * one the step raised. */
@@ -204,93 +309,5 @@ static inline int64_t pyf_deadline(int64_t timeout_ns)
 /* Runs w until its step or block ends it, FERRY_ETIMEDOUT once deadline (-1: never) passed, or
  * PYF_ERAISED when a signal handler raised. */
 ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline);
-
-/* The lists of the extension (a node's children, a publisher's loans, a subscriber's samples,
- * ...) are doubly linked through their items' prev and next; head is the list's first item. */
-/* Puts x first in the list. */
-#define PYF_LIST_PUSH(head, x)                                                                 \
-    do {                                                                                       \
-        (x)->prev = NULL;                                                                      \
-        (x)->next = (head);                                                                    \
-        if ((head) != NULL) (head)->prev = (x);                                                \
-        (head) = (x);                                                                          \
-    } while (0)
-/* Takes x out of the list; nothing when it is in none (no prev, and not the head). */
-#define PYF_LIST_REMOVE(head, x)                                                               \
-    do {                                                                                       \
-        if ((x)->prev != NULL)                                                                 \
-            (x)->prev->next = (x)->next;                                                       \
-        else if ((head) == (x))                                                                \
-            (head) = (x)->next;                                                                \
-        if ((x)->next != NULL) (x)->next->prev = (x)->prev;                                    \
-        (x)->prev = (x)->next = NULL;                                                          \
-    } while (0)
-
-/* Objects of the module, created at import. */
-typedef struct pyf_state {
-    PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
-    PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type, *gpupub_type,
-        *gpuloan_type, *hostview_type;
-    PyObject *error;                     /* ferry.Error */
-    PyObject *fork_error;                /* ferry.ForkError, a ClosedError */
-    PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
-} pyf_state;
-
-extern pyf_state pyf;
-
-/* Counts forks from now on (pyf_fork_gen); false with an exception when it cannot. */
-bool pyf_fork_track(void);
-
-
-/* Raises the exception of err (pyf.errors) with message "<fmt>: <ferry_strerror>" (and errno's
- * for FERRY_ESYS), .code and .errname set; returns NULL. */
-PyObject *pyf_raise(ferry_err err, const char *fmt, ...);
-PyObject *pyf_raise_closed(const char *what);
-/* Raises ForkError (a ClosedError): what was called on a `type` made by process pid. */
-PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid);
-/* True in the process (fork generation) that created an object; the one comparison every entry
- * point makes. */
-static inline bool pyf_home(unsigned gen)
-{
-    return gen == pyf_fork_gen;
-}
-/* pyf_home for a node's child, else ForkError naming what was called. */
-bool pyf_child_home_(const pyf_child *c, const char *what);
-static inline bool pyf_child_home(const pyf_child *c, const char *what)
-{
-    return pyf_home(c->gen) || pyf_child_home_(c, what);
-}
-/* Takes lock, releasing the GIL while it waits. */
-bool pyf_lock(PyThread_type_lock lock);
-/* A PyMem copy of s (NULL for NULL, or with MemoryError). */
-char *pyf_strdup(const char *s);
-/* A type of the module: the slots it has, typed, so that the compiler checks each function
- * against its slot (PyType_Slot takes them as void *). NULL: the slot is not set. */
-typedef struct pyf_type_def {
-    const char *name;    /* "ferry.Loan" */
-    int size;            /* of its objects; 0: its base's */
-    unsigned int flags;  /* besides Py_TPFLAGS_DEFAULT */
-    PyTypeObject *base;  /* NULL: object */
-    const char *doc;
-    PyObject *(*new_)(PyTypeObject *type, PyObject *args, PyObject *kwargs);
-    void (*dealloc)(PyObject *self);
-    PyMethodDef *methods;
-    PyGetSetDef *getset;
-    PyObject *(*repr)(PyObject *self);
-    PyObject *(*iter)(PyObject *self);
-    PyObject *(*iternext)(PyObject *self);
-    int (*getbuffer)(PyObject *self, Py_buffer *view, int flags);
-    void (*releasebuffer)(PyObject *self, Py_buffer *view);
-} pyf_type_def;
-
-/* Makes the type of def, keeps it in *type and adds it to the module. */
-bool pyf_type_add(PyObject *module, PyTypeObject **type, const pyf_type_def *def);
-/* The type's tp_alloc and tp_free (the latter also drops the heap type's reference). */
-PyObject *pyf_alloc(PyTypeObject *type);
-void pyf_free(PyObject *self);
-pyf_kind pyf_kind_of(const char *type_name);
-const char *pyf_kind_name(pyf_kind kind);
-/* A tuple of ints (a tensor's shape or strides). */
-PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n);
 
 #endif

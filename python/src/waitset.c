@@ -7,8 +7,6 @@
 #include "sub.h"
 #include "types.h"
 
-#include <unistd.h>
-
 #define WAITSET_MAX 256
 
 typedef struct pyf_waitset {
