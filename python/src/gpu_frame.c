@@ -212,8 +212,7 @@ static PyObject *frame_release(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyObject *frame_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!frame_usable((pyf_gpuframe *)self, "__enter__")) return NULL;
-    return Py_NewRef(self);
+    return pyf_entered(self, frame_usable((pyf_gpuframe *)self, "__enter__"));
 }
 
 static PyObject *frame_exit(PyObject *self, PyObject *args)

@@ -148,12 +148,15 @@ static void view_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-static PyObject *view_release(PyObject *self, PyObject *unused)
+/* release(); also __exit__ (exit_args, its arguments), which lets go of a view released in the
+ * block without a word. */
+static PyObject *view_release(PyObject *self, PyObject *exit_args)
 {
     pyf_hostview *v = (pyf_hostview *)self;
 
-    (void)unused;
-    if (!view_usable(v, "release")) return NULL;
+    if (exit_args != NULL ? !pyf_sample_home(v->sample, "__exit__", "HostGpuView")
+                          : !view_usable(v, "release"))
+        return NULL;
     v->open = false;
     view_finish(v);
     Py_RETURN_NONE;
@@ -162,19 +165,7 @@ static PyObject *view_release(PyObject *self, PyObject *unused)
 static PyObject *view_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!view_usable((pyf_hostview *)self, "__enter__")) return NULL;
-    return Py_NewRef(self);
-}
-
-static PyObject *view_exit(PyObject *self, PyObject *args)
-{
-    pyf_hostview *v = (pyf_hostview *)self;
-
-    (void)args;
-    if (!pyf_sample_home(v->sample, "__exit__", "HostGpuView")) return NULL;
-    v->open = false;
-    view_finish(v);
-    Py_RETURN_NONE;
+    return pyf_entered(self, view_usable((pyf_hostview *)self, "__enter__"));
 }
 
 static void view_dl_unexport(PyObject *owner)
@@ -470,7 +461,7 @@ static PyMethodDef view_methods[] = {
      "release() -> None\n\nLets go of the view; the sample can go back once no tensor reads it\n"
      "and its copies are done. A second release raises StateError."},
     {"__enter__", view_enter, METH_NOARGS, NULL},
-    {"__exit__", view_exit, METH_VARARGS, NULL},
+    {"__exit__", view_release, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

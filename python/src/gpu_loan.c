@@ -189,12 +189,13 @@ static bool loan_usable(pyf_gpuloan *l, const char *what)
     return false;
 }
 
-static PyObject *gpuloan_release(PyObject *self, PyObject *unused)
+/* release(); also __exit__ (exit_args, its arguments), which lets go of a loan not published in
+ * the block and says nothing otherwise. */
+static PyObject *gpuloan_release(PyObject *self, PyObject *exit_args)
 {
     pyf_gpuloan *l = (pyf_gpuloan *)self;
 
-    (void)unused;
-    if (!loan_usable(l, "release")) return NULL;
+    if (exit_args != NULL ? !loan_home(l, "__exit__") : !loan_usable(l, "release")) return NULL;
     loan_let_go(l);
     Py_RETURN_NONE;
 }
@@ -202,16 +203,7 @@ static PyObject *gpuloan_release(PyObject *self, PyObject *unused)
 static PyObject *gpuloan_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!loan_home((pyf_gpuloan *)self, "__enter__")) return NULL;
-    return Py_NewRef(self);
-}
-
-static PyObject *gpuloan_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    if (!loan_home((pyf_gpuloan *)self, "__exit__")) return NULL;
-    loan_let_go((pyf_gpuloan *)self);
-    Py_RETURN_NONE;
+    return pyf_entered(self, loan_home((pyf_gpuloan *)self, "__enter__"));
 }
 
 static void loan_dl_unexport(PyObject *owner)
@@ -345,7 +337,7 @@ static PyMethodDef gpuloan_methods[] = {
      "the GPU) before its memory is loaned again. A second release, or one after publish,\n"
      "raises StateError."},
     {"__enter__", gpuloan_enter, METH_NOARGS, "Returns the loan."},
-    {"__exit__", gpuloan_exit, METH_VARARGS,
+    {"__exit__", gpuloan_release, METH_VARARGS,
      "Gives the loan back if it was not published in the block."},
     {"__dlpack__", (PyCFunction)(void (*)(void))gpuloan_dlpack, METH_VARARGS | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> capsule\n\n"

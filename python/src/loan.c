@@ -94,16 +94,18 @@ static void loan_releasebuffer(PyObject *self, Py_buffer *view)
     if (l->exports == 0 && l->pub->link.closed) pyf_child_finish(&l->pub->link);
 }
 
-static PyObject *loan_release(PyObject *self, PyObject *unused)
+/* release(); also __exit__ (exit_args, its arguments), which gives back a loan not published in
+ * the block and says nothing otherwise. */
+static PyObject *loan_release(PyObject *self, PyObject *exit_args)
 {
     pyf_loan *l = (pyf_loan *)self;
 
-    (void)unused;
-    if (!loan_home(l, "Loan.release")) return NULL;
-    if (l->state != PYF_LOAN_HELD)
+    if (!loan_home(l, exit_args != NULL ? "Loan.__exit__" : "Loan.release")) return NULL;
+    if (exit_args == NULL && l->state != PYF_LOAN_HELD)
         return pyf_raise(FERRY_ESTATE, "Loan.release: the loan was %s already",
                          l->state == PYF_LOAN_PUBLISHED ? "published" : "released");
-    if (l->pub->link.closed) return pyf_raise_closed("Loan.release: the publisher");
+    if (exit_args == NULL && l->pub->link.closed)
+        return pyf_raise_closed("Loan.release: the publisher");
     loan_give_back(l);
     Py_RETURN_NONE;
 }
@@ -111,16 +113,7 @@ static PyObject *loan_release(PyObject *self, PyObject *unused)
 static PyObject *loan_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!loan_home((pyf_loan *)self, "Loan.__enter__")) return NULL;
-    return Py_NewRef(self);
-}
-
-static PyObject *loan_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    if (!loan_home((pyf_loan *)self, "Loan.__exit__")) return NULL;
-    loan_give_back((pyf_loan *)self);
-    Py_RETURN_NONE;
+    return pyf_entered(self, loan_home((pyf_loan *)self, "Loan.__enter__"));
 }
 
 static ferry_stamp *loan_stamp(pyf_loan *l)
@@ -245,7 +238,7 @@ static PyMethodDef loan_methods[] = {
     {"release", loan_release, METH_NOARGS,
      "release()\n\nGives the loan back unpublished (ferry_loan_release)."},
     {"__enter__", loan_enter, METH_NOARGS, "Returns the loan."},
-    {"__exit__", loan_exit, METH_VARARGS,
+    {"__exit__", loan_release, METH_VARARGS,
      "Gives the loan back if it was not published in the block."},
     {NULL, NULL, 0, NULL},
 };

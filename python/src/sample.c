@@ -284,12 +284,14 @@ static void sample_releasebuffer(PyObject *self, Py_buffer *view)
     sample_unexport((pyf_sample *)self);
 }
 
-static PyObject *sample_release(PyObject *self, PyObject *unused)
+/* release(); also __exit__ (exit_args, its arguments), which lets go of a sample released in
+ * the block without a word. */
+static PyObject *sample_release(PyObject *self, PyObject *exit_args)
 {
     pyf_sample *sm = (pyf_sample *)self;
 
-    (void)unused;
-    if (!sample_usable(sm, "release")) return NULL;
+    if (exit_args != NULL ? !sample_home(sm, "Sample.__exit__") : !sample_usable(sm, "release"))
+        return NULL;
     sample_let_go(sm);
     Py_RETURN_NONE;
 }
@@ -297,16 +299,7 @@ static PyObject *sample_release(PyObject *self, PyObject *unused)
 static PyObject *sample_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!sample_usable((pyf_sample *)self, "__enter__")) return NULL;
-    return Py_NewRef(self);
-}
-
-static PyObject *sample_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    if (!sample_home((pyf_sample *)self, "Sample.__exit__")) return NULL;
-    sample_let_go((pyf_sample *)self);
-    Py_RETURN_NONE;
+    return pyf_entered(self, sample_usable((pyf_sample *)self, "__enter__"));
 }
 
 static void sample_dl_unexport(PyObject *owner)
@@ -451,7 +444,7 @@ static PyMethodDef sample_methods[] = {
      "array, memoryview or DLPack tensor over it is gone too; from now on the sample's\n"
      "attributes and buffer raise StateError. A second release raises StateError."},
     {"__enter__", sample_enter, METH_NOARGS, "Returns the sample."},
-    {"__exit__", sample_exit, METH_VARARGS, "Releases the sample (release()), if not yet."},
+    {"__exit__", sample_release, METH_VARARGS, "Releases the sample (release()), if not yet."},
     {"__dlpack__", (PyCFunction)(void (*)(void))sample_dlpack, METH_VARARGS | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> capsule\n\n"
      "A DLPack capsule over the sample's data (tensors, images, bytes), without a copy; a\n"

@@ -704,8 +704,7 @@ static PyObject *syncset_release(PyObject *self, PyObject *unused)
 static PyObject *syncset_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!syncset_home(self, "SyncSet.__enter__")) return NULL;
-    return Py_NewRef(self);
+    return pyf_entered(self, syncset_home(self, "SyncSet.__enter__"));
 }
 
 static PyObject *syncset_exit(PyObject *self, PyObject *args)

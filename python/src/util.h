@@ -240,6 +240,12 @@ void pyf_endpoint_unlock(PyThread_type_lock lock, pyf_child *link, PyObject *own
 PyObject *pyf_child_close_method(PyObject *self, PyObject *unused);
 /* __enter__ of what a with-block closes: the object itself. */
 PyObject *pyf_enter_method(PyObject *self, PyObject *unused);
+/* __enter__ of what a with-block releases (a sample, loan, frame or view): the object itself,
+ * once its check, ok, passed (else NULL, with the check's exception). */
+static inline PyObject *pyf_entered(PyObject *self, bool ok)
+{
+    return ok ? Py_NewRef(self) : NULL;
+}
 /* close(), __enter__ and __exit__ of a node's child, for its method table; what names it. */
 #define PYF_CHILD_CLOSE_METHODS(close_doc, what)                                               \
     {"close", pyf_child_close_method, METH_NOARGS, close_doc},                                 \
