@@ -23,7 +23,8 @@ GPU module is built, ``ferry.HAVE_GPU``) from ``ferry.GpuSubscriber``, for ``tor
 and are published from device memory that torch fills in place with ``ferry.GpuPublisher``.
 
 The C extension (``ferry._ferry``) does the work; this module adds what is easier in Python:
-``Sample.numpy()`` and the asyncio helpers ``Subscriber.take_async()`` and ``async for``.
+``Sample.numpy()``, ``Sample.cuda()`` over the extension's ``_sample_cuda``, and the asyncio
+helpers ``Subscriber.take_async()`` and ``async for``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import asyncio as _asyncio
 from typing import Any as _Any
 
+from . import _ferry
 from ._ferry import *  # noqa: F401,F403
 from ._ferry import (  # noqa: F401
     HAVE_GPU,
@@ -116,6 +118,19 @@ def _sample_numpy(self: Sample) -> _Any:
     return points if self.height == 1 else points.reshape(self.height, self.width)
 
 
+def _sample_cuda(self: Sample, *args: _Any, **kwargs: _Any) -> _Any:
+    """cuda(*, device=0) -> HostGpuView
+
+    The sample on CUDA device `device` without a pageable copy: its chunk's pages are
+    registered with CUDA once (read-only, mapped) and the view reads them in place
+    (torch.from_dlpack(view), cupy.asarray(view)) or copies them at pinned speed
+    (view.copy_to(tensor, stream=...)). The sample stays held while the view is open, a
+    tensor over it lives or a copy runs. NotSupportedError without the GPU module,
+    NoDeviceError without a device.
+    """
+    return _ferry._sample_cuda(self, *args, **kwargs)
+
+
 async def _take_async(self: Subscriber, timeout: float | None = None) -> Sample:
     """Waits for a sample inside an asyncio event loop, without blocking the loop.
 
@@ -160,5 +175,6 @@ def _aiter(self: Subscriber) -> _Any:
 
 
 Sample.numpy = _sample_numpy  # type: ignore[attr-defined]
+Sample.cuda = _sample_cuda  # type: ignore[method-assign]
 Subscriber.take_async = _take_async  # type: ignore[attr-defined]
 Subscriber.__aiter__ = _aiter  # type: ignore[attr-defined]

@@ -315,6 +315,9 @@ class GpuLoan:
     def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
                  tb: TracebackType | None) -> None: ...
 
+def _sample_cuda(sample: Sample, *, device: int = 0) -> HostGpuView:
+    """Sample.cuda(), which the package defines over it."""
+
 class HostGpuView:
     """A host sample on the GPU (Sample.cuda): its registered pages read in place, or copied
     with copy_to(); the sample stays held until the view is released, no tensor reads it and

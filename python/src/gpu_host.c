@@ -1,8 +1,9 @@
 /*
  * ferry.HostGpuView: a taken host sample handed to the GPU without a pageable copy
- * (ferry/gpu.h, "Host frames to the GPU"). Sample.cuda(device) registers the chunk's pages with
- * CUDA the first time the subscriber sees that chunk (read-only, mapped; later samples in it cost
- * a lookup) and gives a view whose device address reads the publisher's pages in place:
+ * (ferry/gpu.h, "Host frames to the GPU"). Sample.cuda(device) (ferry/__init__.py's, over
+ * _sample_cuda below) registers the chunk's pages with CUDA the first time the subscriber sees
+ * that chunk (read-only, mapped; later samples in it cost a lookup) and gives a view whose
+ * device address reads the publisher's pages in place:
  * __dlpack__ (device kDLCUDA) for torch.from_dlpack and cupy.from_dlpack,
  * __cuda_array_interface__ (flagged read-only) for Numba and CuPy, and copy_to(dst, stream), an
  * asynchronous copy from the registered pages at pinned speed into device memory of the
@@ -20,13 +21,14 @@
  * through the view faults, as the read-only flags say (PyTorch's legacy DLPack import has no
  * such flag and gives a writable-looking tensor: do not write to it).
  */
-#include "pyferry.h"
+#include "gpu.h"
+
+#include "export.h"
+#include "sub.h"
+#include "types.h"
 
 #ifdef FERRY_PY_GPU
 
-#include <ferry/gpu.h>
-
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +86,7 @@ static bool view_usable(pyf_hostview *v, const char *what)
     return false;
 }
 
-PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
+static PyObject *sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"device", NULL};
     const ferry_sample *s;
@@ -146,12 +148,15 @@ static void view_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-static PyObject *view_release(PyObject *self, PyObject *unused)
+/* release(); also __exit__ (exit_args, its arguments), which lets go of a view released in the
+ * block without a word. */
+static PyObject *view_release(PyObject *self, PyObject *exit_args)
 {
     pyf_hostview *v = (pyf_hostview *)self;
 
-    (void)unused;
-    if (!view_usable(v, "release")) return NULL;
+    if (exit_args != NULL ? !pyf_sample_home(v->sample, "__exit__", "HostGpuView")
+                          : !view_usable(v, "release"))
+        return NULL;
     v->open = false;
     view_finish(v);
     Py_RETURN_NONE;
@@ -160,19 +165,7 @@ static PyObject *view_release(PyObject *self, PyObject *unused)
 static PyObject *view_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!view_usable((pyf_hostview *)self, "__enter__")) return NULL;
-    return Py_NewRef(self);
-}
-
-static PyObject *view_exit(PyObject *self, PyObject *args)
-{
-    pyf_hostview *v = (pyf_hostview *)self;
-
-    (void)args;
-    if (!pyf_sample_home(v->sample, "__exit__", "HostGpuView")) return NULL;
-    v->open = false;
-    view_finish(v);
-    Py_RETURN_NONE;
+    return pyf_entered(self, view_usable((pyf_hostview *)self, "__enter__"));
 }
 
 static void view_dl_unexport(PyObject *owner)
@@ -417,8 +410,8 @@ static PyObject *view_copy_to(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     pyf_gpu_device_leave(v->device, prev);
     if (err != FERRY_OK)
-        return pyf_raise(err, "HostGpuView.copy_to('%s', device %d): cudaMemcpyAsync", v->sub->topic,
-                         v->device);
+        return pyf_raise(err, "HostGpuView.copy_to('%s', device %d): cudaMemcpyAsync",
+                         v->sub->topic, v->device);
     Py_RETURN_NONE;
 }
 
@@ -468,7 +461,7 @@ static PyMethodDef view_methods[] = {
      "release() -> None\n\nLets go of the view; the sample can go back once no tensor reads it\n"
      "and its copies are done. A second release raises StateError."},
     {"__enter__", view_enter, METH_NOARGS, NULL},
-    {"__exit__", view_exit, METH_VARARGS, NULL},
+    {"__exit__", view_release, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -485,35 +478,54 @@ static PyGetSetDef view_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_hostview_types(PyObject *module)
+/* _sample_cuda(sample, *, device=0): Sample.cuda(), which ferry/__init__.py defines over it. */
+static PyObject *mod_sample_cuda(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(view_dealloc)},
-        {Py_tp_methods, view_methods},
-        {Py_tp_getset, view_getset},
-        {Py_tp_repr, PYF_FN(view_repr)},
-        {Py_tp_doc,
-         (void *)"A host sample on the GPU (Sample.cuda): the sample's registered pages read in\n"
-                 "place through __dlpack__ or __cuda_array_interface__, or copied with\n"
-                 "copy_to(). It keeps the sample held until it is released and no tensor over\n"
-                 "it is left."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.HostGpuView", sizeof(pyf_hostview), 0, Py_TPFLAGS_DEFAULT, slots};
+    PyObject *rest, *r;
 
-    pyf.hostview_type = (PyTypeObject *)PyType_FromSpec(&spec);
-    return pyf.hostview_type != NULL && PyModule_AddType(module, pyf.hostview_type) == 0;
+    (void)module;
+    if (PyTuple_Size(args) < 1 || !PyObject_TypeCheck(PyTuple_GetItem(args, 0), pyf.sample_type)) {
+        PyErr_SetString(PyExc_TypeError, "_sample_cuda: not a ferry.Sample");
+        return NULL;
+    }
+    rest = PyTuple_GetSlice(args, 1, PY_SSIZE_T_MAX);
+    if (rest == NULL) return NULL;
+    r = sample_cuda(PyTuple_GetItem(args, 0), rest, kwargs);
+    Py_DECREF(rest);
+    return r;
 }
+
+PyMethodDef pyf_hostview_functions[] = {
+    {"_sample_cuda", (PyCFunction)(void (*)(void))mod_sample_cuda, METH_VARARGS | METH_KEYWORDS,
+     "_sample_cuda(sample, *, device=0) -> HostGpuView\n\nSample.cuda(): use that."},
+    {NULL, NULL, 0, NULL},
+};
+
+const pyf_type_def pyf_hostview_def = {
+    .name = "ferry.HostGpuView", .size = sizeof(pyf_hostview),
+    .dealloc = view_dealloc, .methods = view_methods, .getset = view_getset, .repr = view_repr,
+    .doc = "A host sample on the GPU (Sample.cuda): the sample's registered pages read in\n"
+           "place through __dlpack__ or __cuda_array_interface__, or copied with\n"
+           "copy_to(). It keeps the sample held until it is released and no tensor over\n"
+           "it is left.",
+};
 
 #else /* !FERRY_PY_GPU */
 
-PyObject *pyf_sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
+/* Sample.cuda() without the GPU module. */
+static PyObject *mod_sample_cuda(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    (void)sample;
+    (void)module;
     (void)args;
     (void)kwargs;
     return pyf_raise(FERRY_ENOTSUP, "Sample.cuda: ferry was built without the GPU module "
                                     "(FERRY_GPU=ON needs a CUDA toolkit)");
 }
+
+PyMethodDef pyf_hostview_functions[] = {
+    {"_sample_cuda", (PyCFunction)(void (*)(void))mod_sample_cuda, METH_VARARGS | METH_KEYWORDS,
+     "_sample_cuda(sample, *, device=0)\n\nSample.cuda(): NotSupportedError in this build."},
+    {NULL, NULL, 0, NULL},
+};
 
 #endif

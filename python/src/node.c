@@ -1,107 +1,15 @@
 /*
  * ferry.Node: a ferry_node and the list of its children, closed in order by Node.close().
  */
-#include "pyferry.h"
+#include "util.h"
 
-#include <stdlib.h>
-#include <string.h>
+#include "args.h"
+#include "pub.h"
+#include "sub.h"
+#include "types.h"
+#include "waitset.h"
+
 #include <unistd.h>
-
-bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const char **dir)
-{
-    *domain = 0;
-    *dir = NULL;
-    if (domain_arg != NULL && domain_arg != Py_None) {
-        long long d = PyLong_AsLongLong(domain_arg);
-
-        if (d == -1 && PyErr_Occurred()) return false;
-        if (d < 0 || d > FERRY_DOMAIN_MAX) {
-            pyf_raise(FERRY_EINVAL, "domain %lld is outside 0..%u", d, FERRY_DOMAIN_MAX);
-            return false;
-        }
-        *domain = (uint32_t)d;
-    } else {
-        const char *env = getenv("FERRY_DOMAIN");
-
-        if (env != NULL && env[0] != '\0') {
-            char *end;
-            unsigned long d = strtoul(env, &end, 10);
-
-            if (*end != '\0' || env[0] == '-' || d > FERRY_DOMAIN_MAX) {
-                pyf_raise(FERRY_EINVAL, "FERRY_DOMAIN='%s' is not a domain number 0..%u", env,
-                          FERRY_DOMAIN_MAX);
-                return false;
-            }
-            *domain = (uint32_t)d;
-        }
-    }
-    if (dir_arg != NULL && dir_arg != Py_None) {
-        *dir = PyUnicode_AsUTF8AndSize(dir_arg, NULL);
-        if (*dir == NULL) return false;
-        if ((*dir)[0] == '\0') {
-            pyf_raise(FERRY_EINVAL, "dir is empty: give a directory, or None for the default");
-            return false;
-        }
-    } else {
-        const char *env = getenv("FERRY_DIR");
-
-        if (env != NULL && env[0] == '\0') {
-            pyf_raise(FERRY_EINVAL, "FERRY_DIR is set but empty: give a directory, or unset it "
-                                    "for /dev/shm/ferry-<uid>");
-            return false;
-        }
-        *dir = env;
-    }
-    return true;
-}
-
-void pyf_child_link(pyf_child *c, pyf_node *node, int kind, PyObject *self)
-{
-    c->node = (pyf_node *)Py_NewRef((PyObject *)node);
-    c->kind = kind;
-    c->gen = pyf_fork_gen;
-    c->pid = getpid();
-    c->self = self;
-    c->prev = NULL;
-    c->next = node->children;
-    if (node->children != NULL) node->children->prev = c;
-    node->children = c;
-}
-
-/* Destroys a closed node once its last child is gone. */
-static void node_finish(pyf_node *n)
-{
-    if (!n->closed || n->node == NULL || n->children != NULL) return;
-    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK) return; /* dealloc retries */
-    n->node = NULL;
-}
-
-void pyf_child_unlink(pyf_child *c)
-{
-    pyf_node *node = c->node;
-
-    if (node == NULL) return;
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        node->children = c->next;
-    if (c->next != NULL) c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-    c->node = NULL;
-    node_finish(node);
-    Py_DECREF((PyObject *)node);
-}
-
-bool pyf_node_open(pyf_node *n, const char *what)
-{
-    if (!pyf_home(n->gen)) {
-        pyf_raise_forked(what, "Node", n->pid);
-        return false;
-    }
-    if (!n->closed && n->node != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
 
 static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -139,17 +47,16 @@ static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)n;
 }
 
-/* Closes the children, synchronisers, GPU subscribers and GPU publishers first (they take from
- * subscribers or publish through publishers), then waitsets (they refer to subscribers), then
- * subscribers and publishers; stops at the first that refuses. A child whose memory an array
- * still reads stays in the list, closed, until its last export goes. */
+/* Closes the children rank by rank (PYF_CLOSE_*: the synchronisers, GPU subscribers and GPU
+ * publishers first, as they take from subscribers or publish through publishers, then waitsets,
+ * as they refer to subscribers, then subscribers and publishers); stops at the first that
+ * refuses. A child whose memory an array still reads stays in the list, closed, until its last
+ * export goes. */
 static int node_close_children(pyf_node *n)
 {
-    static const int order[] = {PYF_CHILD_SYNC,    PYF_CHILD_GPUSUB, PYF_CHILD_GPUPUB,
-                                PYF_CHILD_WAITSET, PYF_CHILD_SUB,    PYF_CHILD_PUB};
-    size_t k;
+    int rank;
 
-    for (k = 0; k < sizeof order / sizeof order[0]; k++) {
+    for (rank = 0; rank < PYF_CLOSE_RANKS; rank++) {
         for (;;) {
             pyf_child *c = n->children;
             PyObject *self;
@@ -157,19 +64,12 @@ static int node_close_children(pyf_node *n)
 
             /* The list may change under each close (a waitset lets go of its subscribers, a
              * child is unlinked): look from the head each time. */
-            while (c != NULL && (c->kind != order[k] || c->closed)) c = c->next;
+            while (c != NULL && (c->ops->rank != rank || c->closed)) c = c->next;
             if (c == NULL) break;
             self = c->self;
             /* Closing unlinks c, which may drop the last reference to n: hold it. */
             Py_INCREF(self);
-            switch (c->kind) {
-            case PYF_CHILD_SYNC: rc = pyf_sync_close(self); break;
-            case PYF_CHILD_GPUSUB: rc = pyf_gpusub_close(self); break;
-            case PYF_CHILD_GPUPUB: rc = pyf_gpupub_close(self); break;
-            case PYF_CHILD_WAITSET: rc = pyf_waitset_close(self); break;
-            case PYF_CHILD_SUB: rc = pyf_sub_close((pyf_sub *)self); break;
-            default: rc = pyf_pub_close((pyf_pub *)self); break;
-            }
+            rc = c->ops->close(self);
             Py_DECREF(self);
             if (rc < 0) return -1;
         }
@@ -216,18 +116,6 @@ static void node_dealloc(PyObject *self)
     PyMem_Free(n->dir);
     PyMem_Free(n->name);
     pyf_free(self);
-}
-
-static PyObject *node_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *node_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return node_close(self, NULL);
 }
 
 static PyObject *node_publisher(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -299,8 +187,9 @@ static PyMethodDef node_methods[] = {
      "publishers, in that order, then the node. What an array, memoryview or DLPack tensor\n"
      "still reads stays mapped: the subscriber or publisher it came from, and the node, are\n"
      "destroyed when the last of them is gone. Closing twice does nothing."},
-    {"__enter__", node_enter, METH_NOARGS, "Returns the node."},
-    {"__exit__", node_exit, METH_VARARGS, "Closes the node."},
+    {"__enter__", pyf_enter_method, METH_NOARGS, "Returns the node."},
+    /* node_close ignores its second argument: __exit__'s. */
+    {"__exit__", node_close, METH_VARARGS, "Closes the node."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -312,28 +201,13 @@ static PyGetSetDef node_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject *node_spec_make(void)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_new, PYF_FN(node_new)},
-        {Py_tp_dealloc, PYF_FN(node_dealloc)},
-        {Py_tp_methods, node_methods},
-        {Py_tp_getset, node_getset},
-        {Py_tp_doc, (void *)"Node(domain=None, dir=None, name=None)\n\n"
-                    "A context for publishers and subscribers of one domain (ferry_node_create).\n"
-                    "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"
-                    "FERRY_DIR (else /dev/shm/ferry-<uid>), as for the ferry command; name (letters,\n"
-                    "digits, '_' and '-') shows in `ferry info`. A context manager: leaving the\n"
-                    "block closes it (close())."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Node", sizeof(pyf_node), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-bool pyf_node_types(PyObject *module)
-{
-    pyf.node_type = (PyTypeObject *)node_spec_make();
-    return pyf.node_type != NULL && PyModule_AddType(module, pyf.node_type) == 0;
-}
+const pyf_type_def pyf_node_def = {
+    .name = "ferry.Node", .size = sizeof(pyf_node),
+    .new_ = node_new, .dealloc = node_dealloc, .methods = node_methods, .getset = node_getset,
+    .doc = "Node(domain=None, dir=None, name=None)\n\n"
+           "A context for publishers and subscribers of one domain (ferry_node_create).\n"
+           "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"
+           "FERRY_DIR (else /dev/shm/ferry-<uid>), as for the ferry command; name (letters,\n"
+           "digits, '_' and '-') shows in `ferry info`. A context manager: leaving the\n"
+           "block closes it (close()).",
+};

@@ -1,124 +1,31 @@
 /*
- * ferry.Publisher and ferry.Loan: writable loans exported through the buffer protocol, so that
- * NumPy writes straight into the publisher's pages. A publisher closed while an array still
- * reads or writes one of its loans is destroyed (its segment unmapped) only when the last such
- * array is gone (pyf_pub_finish). A publisher a GpuPublisher (gpu_pub.c) publishes through
- * carries that one's descriptors: it refuses loans and publishes of its own, and is destroyed
- * only after the GpuPublisher.
+ * ferry.Publisher: its options, its loans (ferry.Loan, loan.c: writable buffers over the
+ * publisher's pages, which NumPy writes straight into), publishing them, and housekeeping. A
+ * publisher closed while an array still reads or writes one of its loans is destroyed (its
+ * segment unmapped) only when the last such array is gone (pub_finish). A publisher a
+ * GpuPublisher (gpu_pub.c) publishes through carries that one's descriptors: it refuses loans
+ * and publishes of its own, and is destroyed only after the GpuPublisher.
  */
-#include "pyferry.h"
+#include "pub.h"
 
-#include <stdio.h>
+#include "args.h"
+#include "functions.h"
+#include "types.h"
+
 #include <string.h>
-#include <unistd.h>
-
-enum { LOAN_HELD = 0, LOAN_PUBLISHED = 1, LOAN_RELEASED = 2 };
-
-typedef struct pyf_loan {
-    PyObject_HEAD
-    pyf_pub *pub;
-    struct pyf_loan *prev, *next;
-    pyf_kind kind;
-    int state;
-    Py_ssize_t exports;
-    void *payload;
-    size_t size;
-    union {
-        ferry_image img;
-        ferry_pointcloud pc;
-        ferry_tensor t;
-    } u;
-    pyf_geom geom;
-} pyf_loan;
 
 /* ---------------------------------------------------------------------------------------------
  * Options
  * ------------------------------------------------------------------------------------------- */
 
-static bool opt_u64(PyObject *v, const char *name, unsigned long long max, unsigned long long *out)
-{
-    unsigned long long x;
-
-    if (v == NULL || v == Py_None) return true;
-    if (PyBool_Check(v) || !PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
-        return false;
-    }
-    x = PyLong_AsUnsignedLongLong(v);
-    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        pyf_raise(FERRY_EINVAL, "%s must be an int from 0 to %llu", name, max);
-        return false;
-    }
-    if (x > max) {
-        pyf_raise(FERRY_EINVAL, "%s=%llu is above %llu", name, x, max);
-        return false;
-    }
-    *out = x;
-    return true;
-}
-
-static bool opt_i64(PyObject *v, const char *name, int64_t *out)
-{
-    long long x;
-
-    if (v == NULL || v == Py_None) return true;
-    if (PyBool_Check(v) || !PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
-        return false;
-    }
-    x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred()) return false;
-    *out = (int64_t)x;
-    return true;
-}
-
-static bool opt_bool(PyObject *v, bool *out)
-{
-    int t;
-
-    if (v == NULL || v == Py_None) return true;
-    t = PyObject_IsTrue(v);
-    if (t < 0) return false;
-    *out = t != 0;
-    return true;
-}
-
-static bool opt_choice(PyObject *v, const char *name, const char *const *names, int n, int *out)
-{
-    const char *s;
-    int i;
-
-    if (v == NULL || v == Py_None) return true;
-    s = PyUnicode_AsUTF8AndSize(v, NULL);
-    if (s == NULL) return false;
-    for (i = 0; i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = i;
-            return true;
-        }
-    }
-    pyf_raise(FERRY_EINVAL, "%s='%s' is not one of the choices", name, s);
-    return false;
-}
-
 #define U32MAX 0xffffffffull
 #define SIZEMAX ((unsigned long long)SIZE_MAX)
-
-/* The type argument: a short name, or any type name. */
-static const char *type_name_of(const char *type)
-{
-    if (strcmp(type, "image") == 0) return FERRY_IMAGE_TYPE_NAME;
-    if (strcmp(type, "pointcloud") == 0) return FERRY_POINTCLOUD_TYPE_NAME;
-    if (strcmp(type, "tensor") == 0) return FERRY_TENSOR_TYPE_NAME;
-    return type;
-}
 
 static bool type_hash_of(PyObject *v, const char *type_name, uint64_t *out)
 {
     unsigned long long h = ferry_hash(type_name);
 
-    if (!opt_u64(v, "type_hash", ~0ull, &h)) return false;
+    if (!pyf_opt_u64(v, "type_hash", ~0ull, &h)) return false;
     *out = (uint64_t)h;
     return true;
 }
@@ -127,19 +34,14 @@ static bool type_hash_of(PyObject *v, const char *type_name, uint64_t *out)
  * Publisher
  * ------------------------------------------------------------------------------------------- */
 
-static bool pub_open(pyf_pub *p, const char *what)
-{
-    if (!pyf_child_home(&p->link, what)) return false;
-    if (!p->link.closed && p->pub != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int pub_close(PyObject *self);
+static void pub_finish(PyObject *self);
 
-/* pub_open, for loans and publishes: not while a GpuPublisher's descriptors go through it (a
+/* Open, for loans and publishes: not while a GpuPublisher's descriptors go through it (a
  * sample of another kind would reach its device-frame subscribers). */
 static bool pub_own_open(pyf_pub *p, const char *what)
 {
-    return pub_open(p, what) && pyf_pub_own(p, what);
+    return pyf_child_open(&p->link, p->pub, what) && pyf_pub_own(p, what);
 }
 
 bool pyf_pub_own(pyf_pub *p, const char *what)
@@ -159,8 +61,9 @@ bool pyf_pub_own(pyf_pub *p, const char *what)
 /* Destroys a closed publisher once no array is left over one of its loans and its GpuPublisher
  * is destroyed. Never waits for the lock: its holder finishes it when letting the lock go
  * (pyf_pub_unlock). In a forked child it only forgets it, without the lock. */
-void pyf_pub_finish(pyf_pub *p)
+static void pub_finish(PyObject *self)
 {
+    pyf_pub *p = (pyf_pub *)self;
     bool home = pyf_home(p->link.gen);
     pyf_loan *l;
 
@@ -175,18 +78,6 @@ void pyf_pub_finish(pyf_pub *p)
     pyf_child_unlink(&p->link);
 }
 
-void pyf_pub_unlock(pyf_pub *p)
-{
-    PyThread_release_lock(p->lock);
-    if (p->owner != NULL && p->owner_link->closed) {
-        PyObject *owner = Py_NewRef(p->owner);
-
-        pyf_gpupub_finish(owner);
-        Py_DECREF(owner);
-    }
-    if (p->link.closed) pyf_pub_finish(p);
-}
-
 /* Takes the publisher's lock; false (ClosedError) when it was closed meanwhile. */
 static bool pub_lock(pyf_pub *p, const char *what)
 {
@@ -196,6 +87,8 @@ static bool pub_lock(pyf_pub *p, const char *what)
     pyf_raise_closed(what);
     return false;
 }
+
+static const pyf_child_ops pub_ops = {"Publisher", PYF_CLOSE_PUB, pub_close, pub_finish};
 
 PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 {
@@ -223,13 +116,13 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
                                      &o_cps, &o_bps, &o_pending, &o_huge))
         return NULL;
     if (!pyf_node_open(node, "Node.publisher")) return NULL;
-    type_name = type_name_of(type);
+    type_name = pyf_type_name(type);
     if (!type_hash_of(o_hash, type_name, &hash)) return NULL;
     ferry_publisher_options_init(&o);
 #define OPT_U(obj, field, max)                                                                  \
     do {                                                                                       \
         v = (unsigned long long)o.field;                                                       \
-        if (!opt_u64(obj, #field, max, &v)) return NULL;                                       \
+        if (!pyf_opt_u64(obj, #field, max, &v)) return NULL;                                       \
         o.field = (__typeof__(o.field))v;                                                      \
     } while (0)
     OPT_U(o_mss, max_sample_size, SIZEMAX);
@@ -242,14 +135,14 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     OPT_U(o_bps, max_bytes_per_subscriber, SIZEMAX);
     OPT_U(o_pending, max_pending, U32MAX);
 #undef OPT_U
-    if (!opt_i64(o_block, "block_timeout_ns", &o.block_timeout_ns) ||
-        !opt_i64(o_spin, "spin_ns", &o.spin_ns) || !opt_bool(o_admit, &o.admit_blocking))
+    if (!pyf_opt_i64(o_block, "block_timeout_ns", &o.block_timeout_ns) ||
+        !pyf_opt_i64(o_spin, "spin_ns", &o.spin_ns) || !pyf_opt_bool(o_admit, &o.admit_blocking))
         return NULL;
     choice = (int)o.on_pool_exhausted;
-    if (!opt_choice(o_policy, "on_pool_exhausted", policies, 2, &choice)) return NULL;
+    if (!pyf_opt_choice(o_policy, "on_pool_exhausted", policies, 2, &choice)) return NULL;
     o.on_pool_exhausted = (ferry_pool_policy)choice;
     choice = (int)o.huge_pages;
-    if (!opt_choice(o_huge, "huge_pages", huge, 4, &choice)) return NULL;
+    if (!pyf_opt_choice(o_huge, "huge_pages", huge, 4, &choice)) return NULL;
     o.huge_pages = (ferry_huge_pages)choice;
 
     p = (pyf_pub *)pyf_alloc(pyf.pub_type);
@@ -262,7 +155,7 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
         Py_DECREF(p);
         return NULL;
     }
-    pyf_child_link(&p->link, node, PYF_CHILD_PUB, (PyObject *)p);
+    pyf_child_link(&p->link, node, &pub_ops, (PyObject *)p);
     err = ferry_publisher_create(&p->pub, node->node, topic, type_name, hash, &o);
     if (err != FERRY_OK) {
         p->pub = NULL;
@@ -272,8 +165,9 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     return (PyObject *)p;
 }
 
-int pyf_pub_close(pyf_pub *p)
+static int pub_close(PyObject *self)
 {
+    pyf_pub *p = (pyf_pub *)self;
     pyf_loan *l;
 
     if (!pyf_child_home(&p->link, "Publisher.close")) return -1;
@@ -286,8 +180,8 @@ int pyf_pub_close(pyf_pub *p)
     /* Unpublished loans are given up with the publisher; an array over one may still write it
      * until it goes, which nothing reads. */
     for (l = p->loans; l != NULL; l = l->next)
-        if (l->state == LOAN_HELD) l->state = LOAN_RELEASED;
-    pyf_pub_finish(p); /* now, unless an array still reads or writes a loan */
+        if (l->state == PYF_LOAN_HELD) l->state = PYF_LOAN_RELEASED;
+    pub_finish(self); /* now, unless an array still reads or writes a loan */
     return 0;
 }
 
@@ -304,20 +198,6 @@ static void pub_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-static PyObject *loan_wrap(pyf_pub *p, pyf_kind kind)
-{
-    pyf_loan *l = (pyf_loan *)pyf_alloc(pyf.loan_type);
-
-    if (l == NULL) return NULL;
-    l->pub = (pyf_pub *)Py_NewRef((PyObject *)p);
-    l->kind = kind;
-    l->state = LOAN_HELD;
-    l->next = p->loans;
-    if (p->loans != NULL) p->loans->prev = l;
-    p->loans = l;
-    return (PyObject *)l;
-}
-
 /* Gives back what a ferry loan call got when the Python side cannot be built. */
 static void loan_undo(pyf_pub *p, void *payload)
 {
@@ -330,6 +210,7 @@ static PyObject *pub_loan(PyObject *self, PyObject *args)
     Py_ssize_t n;
     void *payload = NULL;
     ferry_err err;
+    pyf_geom g;
     pyf_loan *l;
 
     if (!PyArg_ParseTuple(args, "n:loan", &n)) return NULL;
@@ -345,10 +226,7 @@ static PyObject *pub_loan(PyObject *self, PyObject *args)
     }
     pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_loan('%s', %zd bytes)", p->topic, n);
-    l = (pyf_loan *)loan_wrap(p, PYF_BYTES);
-    if (l == NULL || !pyf_geom_bytes(&l->geom, payload, (size_t)n)) {
-        if (l != NULL) l->state = LOAN_RELEASED;
-        Py_XDECREF((PyObject *)l);
+    if (!pyf_geom_bytes(&g, payload, (size_t)n) || (l = pyf_loan_new(p, PYF_BYTES, &g)) == NULL) {
         loan_undo(p, payload);
         return NULL;
     }
@@ -374,6 +252,7 @@ static PyObject *pub_loan_image(PyObject *self, PyObject *args, PyObject *kwargs
     ferry_image_layout layout;
     ferry_image img;
     ferry_err err;
+    pyf_geom g;
     pyf_loan *l;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "II|sI:loan_image", kwlist, &w, &h, &enc,
@@ -393,10 +272,8 @@ static PyObject *pub_loan_image(PyObject *self, PyObject *args, PyObject *kwargs
     if (err != FERRY_OK)
         return pyf_raise(err, "ferry_image_loan('%s', %ux%u %s)", p->topic, w, h, enc);
     ferry_image_layout_get(img.header->encoding, w, h, img.header->step, &layout);
-    l = (pyf_loan *)loan_wrap(p, PYF_IMAGE);
-    if (l == NULL || !pyf_geom_image(&l->geom, img.data, img.header, &layout)) {
-        if (l != NULL) l->state = LOAN_RELEASED;
-        Py_XDECREF((PyObject *)l);
+    if (!pyf_geom_image(&g, img.data, img.header, &layout) ||
+        (l = pyf_loan_new(p, PYF_IMAGE, &g)) == NULL) {
         ferry_image_loan_release(p->pub, &img);
         return NULL;
     }
@@ -404,97 +281,6 @@ static PyObject *pub_loan_image(PyObject *self, PyObject *args, PyObject *kwargs
     l->payload = img.payload;
     l->size = img.payload_size;
     return (PyObject *)l;
-}
-
-static bool point_datatype(PyObject *v, uint8_t *out)
-{
-    static const char *const names[] = {"",       "int8",   "uint8",   "int16", "uint16",
-                                        "int32",  "uint32", "float32", "float64"};
-    int i;
-
-    if (PyLong_Check(v)) {
-        long d = PyLong_AsLong(v);
-
-        if (d < 1 || d > 8) {
-            pyf_raise(FERRY_EINVAL, "point datatype %ld is not a PointField constant 1..8", d);
-            return false;
-        }
-        *out = (uint8_t)d;
-        return true;
-    }
-    if (!PyUnicode_Check(v)) {
-        PyObject *name = PyObject_GetAttrString(v, "name"); /* a numpy dtype */
-        bool ok;
-
-        if (name == NULL) return false;
-        ok = point_datatype(name, out);
-        Py_DECREF(name);
-        return ok;
-    }
-    for (i = 1; i <= 8; i++) {
-        if (strcmp(PyUnicode_AsUTF8AndSize(v, NULL), names[i]) == 0) {
-            *out = (uint8_t)i;
-            return true;
-        }
-    }
-    pyf_raise(FERRY_EINVAL, "point datatype '%s' is not int8..uint32, float32 or float64",
-              PyUnicode_AsUTF8AndSize(v, NULL));
-    return false;
-}
-
-/* fields: (name, datatype[, count]) packed one after the other, or (name, offset, datatype,
- * count) at explicit offsets. */
-static bool cloud_fields(PyObject *seq, ferry_point_field *fields, uint32_t *n)
-{
-    PyObject *fast = PySequence_Fast(seq, "fields must be a sequence of tuples");
-    Py_ssize_t count, i;
-    uint32_t at = 0;
-
-    if (fast == NULL) return false;
-    count = PySequence_Size(fast);
-    if (count < 1 || count > FERRY_POINTCLOUD_FIELDS_MAX) {
-        Py_DECREF(fast);
-        pyf_raise(FERRY_EINVAL, "a point cloud has 1..%u fields, not %zd",
-                  FERRY_POINTCLOUD_FIELDS_MAX, count);
-        return false;
-    }
-    memset(fields, 0, sizeof(ferry_point_field) * (size_t)count);
-    for (i = 0; i < count; i++) {
-        PyObject *t = PySequence_GetItem(fast, i);
-        PyObject *name = NULL, *dt = NULL;
-        unsigned int offset = at, cnt = 1;
-        const char *s;
-        bool ok;
-
-        if (t == NULL) break;
-        if (PyTuple_Check(t) && PyTuple_Size(t) == 4)
-            ok = PyArg_ParseTuple(t, "UIOI", &name, &offset, &dt, &cnt);
-        else
-            ok = PyArg_ParseTuple(t, "UO|I;a field is (name, datatype[, count]) or (name, "
-                                     "offset, datatype, count)",
-                                  &name, &dt, &cnt);
-        if (ok) {
-            s = PyUnicode_AsUTF8AndSize(name, NULL);
-            ok = s != NULL && point_datatype(dt, &fields[i].datatype);
-            if (ok && strlen(s) > FERRY_FIELD_NAME_MAX) {
-                pyf_raise(FERRY_EINVAL, "field name '%s' is longer than %u bytes", s,
-                          FERRY_FIELD_NAME_MAX);
-                ok = false;
-            }
-            if (ok) {
-                snprintf(fields[i].name, sizeof fields[i].name, "%s", s);
-                fields[i].offset = offset;
-                fields[i].count = cnt;
-                at = offset + ferry_point_datatype_size(fields[i].datatype) * cnt;
-            }
-        }
-        Py_DECREF(t);
-        if (!ok) break;
-    }
-    Py_DECREF(fast);
-    if (i < count) return false;
-    *n = (uint32_t)count;
-    return true;
 }
 
 static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -507,6 +293,7 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
     uint32_t n;
     ferry_pointcloud pc;
     ferry_err err;
+    pyf_geom g;
     pyf_loan *l;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IIO|I:loan_pointcloud", kwlist, &w, &h,
@@ -514,7 +301,7 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
         return NULL;
     if (!pub_own_open(p, "Publisher.loan_pointcloud") || !pub_kind(p, PYF_CLOUD, "loan_pointcloud"))
         return NULL;
-    if (!cloud_fields(fseq, fields, &n)) return NULL;
+    if (!pyf_point_fields(fseq, fields, &n)) return NULL;
     if (!pub_lock(p, "Publisher.loan_pointcloud")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     err = ferry_pointcloud_loan(p->pub, w, h, fields, n, point_step, &pc);
@@ -526,10 +313,7 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
     pyf_pub_unlock(p);
     if (err != FERRY_OK)
         return pyf_raise(err, "ferry_pointcloud_loan('%s', %ux%u points)", p->topic, w, h);
-    l = (pyf_loan *)loan_wrap(p, PYF_CLOUD);
-    if (l == NULL || !pyf_geom_cloud(&l->geom, pc.data, pc.header)) {
-        if (l != NULL) l->state = LOAN_RELEASED;
-        Py_XDECREF((PyObject *)l);
+    if (!pyf_geom_cloud(&g, pc.data, pc.header) || (l = pyf_loan_new(p, PYF_CLOUD, &g)) == NULL) {
         ferry_pointcloud_loan_release(p->pub, &pc);
         return NULL;
     }
@@ -537,78 +321,6 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
     l->payload = pc.payload;
     l->size = pc.payload_size;
     return (PyObject *)l;
-}
-
-bool pyf_tensor_dtype(PyObject *v, ferry_dtype *out)
-{
-    PyObject *name = NULL;
-    const char *s;
-    int d;
-
-    if (PyUnicode_Check(v)) {
-        name = Py_NewRef(v);
-    } else {
-        /* a numpy dtype (its .name) or a scalar type such as numpy.float32 (its __name__) */
-        name = PyObject_GetAttrString(v, "name");
-        if (name == NULL || !PyUnicode_Check(name)) {
-            PyErr_Clear();
-            Py_XDECREF(name);
-            name = PyObject_GetAttrString(v, "__name__");
-        }
-        /* a torch dtype has neither: its str() is "torch.float32" */
-        if (name == NULL || !PyUnicode_Check(name)) {
-            PyErr_Clear();
-            Py_XDECREF(name);
-            name = PyObject_Str(v);
-            if (name == NULL) return false;
-        }
-    }
-    s = PyUnicode_AsUTF8AndSize(name, NULL);
-    if (s == NULL) {
-        Py_DECREF(name);
-        return false;
-    }
-    if (strncmp(s, "torch.", 6) == 0) s += 6;
-    for (d = FERRY_DTYPE_INT8; d <= FERRY_DTYPE_BOOL; d++) {
-        if (strcmp(s, ferry_dtype_name((ferry_dtype)d)) == 0 ||
-            (d == FERRY_DTYPE_BOOL && strcmp(s, "bool_") == 0)) {
-            *out = (ferry_dtype)d;
-            Py_DECREF(name);
-            return true;
-        }
-    }
-    pyf_raise(FERRY_EINVAL, "dtype '%s' is not a ferry tensor dtype", s);
-    Py_DECREF(name);
-    return false;
-}
-
-bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n)
-{
-    PyObject *fast = PySequence_Fast(seq, "shape and strides are sequences of ints");
-    Py_ssize_t count, i;
-
-    if (fast == NULL) return false;
-    count = PySequence_Size(fast);
-    if (count > FERRY_TENSOR_DIMS_MAX) {
-        Py_DECREF(fast);
-        pyf_raise(FERRY_EINVAL, "%s has %zd dimensions; at most %u", what, count,
-                  FERRY_TENSOR_DIMS_MAX);
-        return false;
-    }
-    for (i = 0; i < count; i++) {
-        PyObject *item = PySequence_GetItem(fast, i);
-        long long x;
-
-        if (item == NULL) break;
-        x = PyLong_AsLongLong(item);
-        Py_DECREF(item);
-        if (x == -1 && PyErr_Occurred()) break;
-        out[i] = (int64_t)x;
-    }
-    Py_DECREF(fast);
-    if (i < count) return false;
-    *n = (uint32_t)count;
-    return true;
 }
 
 static PyObject *pub_loan_tensor(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -621,6 +333,7 @@ static PyObject *pub_loan_tensor(PyObject *self, PyObject *args, PyObject *kwarg
     ferry_dtype dtype;
     ferry_tensor t;
     ferry_err err;
+    pyf_geom g;
     pyf_loan *l;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:loan_tensor", kwlist, &o_shape,
@@ -648,10 +361,7 @@ static PyObject *pub_loan_tensor(PyObject *self, PyObject *args, PyObject *kwarg
     if (err != FERRY_OK)
         return pyf_raise(err, "ferry_tensor_loan('%s', %u dimensions of %s)", p->topic, ndim,
                          ferry_dtype_name(dtype));
-    l = (pyf_loan *)loan_wrap(p, PYF_TENSOR);
-    if (l == NULL || !pyf_geom_tensor(&l->geom, t.data, t.header)) {
-        if (l != NULL) l->state = LOAN_RELEASED;
-        Py_XDECREF((PyObject *)l);
+    if (!pyf_geom_tensor(&g, t.data, t.header) || (l = pyf_loan_new(p, PYF_TENSOR, &g)) == NULL) {
         ferry_tensor_loan_release(p->pub, &t);
         return NULL;
     }
@@ -674,9 +384,9 @@ static bool loan_check(PyObject *obj, pyf_pub *p, pyf_loan **out)
         pyf_raise(FERRY_EFOREIGN, "publish on '%s': the loan is of another publisher", p->topic);
         return false;
     }
-    if (l->state != LOAN_HELD) {
+    if (l->state != PYF_LOAN_HELD) {
         pyf_raise(FERRY_ESTATE, "publish on '%s': the loan was %s already", p->topic,
-                  l->state == LOAN_PUBLISHED ? "published" : "released");
+                  l->state == PYF_LOAN_PUBLISHED ? "published" : "released");
         return false;
     }
     *out = l;
@@ -714,7 +424,7 @@ static PyObject *pub_publish(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_END_ALLOW_THREADS
     pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "publish on '%s'", p->topic);
-    l->state = LOAN_PUBLISHED;
+    l->state = PYF_LOAN_PUBLISHED;
     Py_RETURN_NONE;
 }
 
@@ -751,7 +461,7 @@ static PyObject *pub_reserve(PyObject *self, PyObject *args)
     ferry_err err;
 
     if (!PyArg_ParseTuple(args, "nI:reserve", &size, &count)) return NULL;
-    if (!pub_open(p, "Publisher.reserve")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.reserve")) return NULL;
     if (size <= 0) return pyf_raise(FERRY_EINVAL, "reserve: size %zd", size);
     if (!pub_lock(p, "Publisher.reserve")) return NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -770,7 +480,7 @@ static PyObject *pub_poll(PyObject *self, PyObject *args)
     ferry_err err;
 
     if (!PyArg_ParseTuple(args, "|O:poll", &o_timeout)) return NULL;
-    if (!pub_open(p, "Publisher.poll")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.poll")) return NULL;
     if (o_timeout != NULL && !pyf_timeout_ns(o_timeout, &ns)) return NULL;
     if (ns < 0 || ns > PYF_WAIT_SLICE_NS) ns = PYF_WAIT_SLICE_NS;
     if (!pub_lock(p, "Publisher.poll")) return NULL;
@@ -782,41 +492,50 @@ static PyObject *pub_poll(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* wait_subscribers(): each slice takes the lock anew, so that other threads publish between. */
+typedef struct subs_waiting {
+    pyf_pub *p;
+    unsigned int count;
+} subs_waiting;
+
+static ferry_err subs_step(void *arg)
+{
+    return pub_lock(((subs_waiting *)arg)->p, "Publisher.wait_subscribers") ? FERRY_EAGAIN
+                                                                         : PYF_ERAISED;
+}
+
+static ferry_err subs_block(void *arg, int64_t slice_ns)
+{
+    subs_waiting *w = arg;
+
+    return ferry_publisher_wait_subscribers(w->p->pub, w->count, slice_ns);
+}
+
+static void subs_after(void *arg)
+{
+    pyf_pub_unlock(((subs_waiting *)arg)->p);
+}
+
+static const pyf_wait subs_slices = {subs_step, subs_block, subs_after, false, 0};
+
 static PyObject *pub_wait_subscribers(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"count", "timeout", NULL};
-    pyf_pub *p = (pyf_pub *)self;
-    unsigned int count = 1;
+    subs_waiting w = {(pyf_pub *)self, 1};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
     ferry_err err;
+    int64_t ns;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_subscribers", kwlist, &count,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_subscribers", kwlist, &w.count,
                                      &o_timeout))
         return NULL;
-    if (!pub_open(p, "Publisher.wait_subscribers") || !pyf_timeout_ns(o_timeout, &ns))
+    if (!pyf_child_open(&w.p->link, w.p->pub, "Publisher.wait_subscribers") ||
+        !pyf_timeout_ns(o_timeout, &ns))
         return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        if (!pub_lock(p, "Publisher.wait_subscribers")) return NULL;
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_publisher_wait_subscribers(p->pub, count, slice);
-        Py_END_ALLOW_THREADS
-        pyf_pub_unlock(p);
-        if (err != FERRY_ETIMEDOUT) break;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) return NULL;
-    }
+    err = pyf_wait_sliced(&subs_slices, &w, pyf_deadline(ns));
+    if (err == PYF_ERAISED) return NULL;
     if (err != FERRY_OK)
-        return pyf_raise(err, "wait_subscribers('%s', %u)", p->topic, count);
+        return pyf_raise(err, "wait_subscribers('%s', %u)", w.p->topic, w.count);
     Py_RETURN_NONE;
 }
 
@@ -827,7 +546,7 @@ static PyObject *pub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!pub_open(p, "Publisher.fileno")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.fileno")) return NULL;
     err = ferry_publisher_fd(p->pub, &fd);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_fd('%s')", p->topic);
     return PyLong_FromLong(fd);
@@ -840,31 +559,12 @@ static PyObject *pub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!pub_open(p, "Publisher.stats")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.stats")) return NULL;
     if (!pub_lock(p, "Publisher.stats")) return NULL;
     err = ferry_publisher_stats_get(p->pub, &st);
     pyf_pub_unlock(p);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_stats_get('%s')", p->topic);
     return pyf_publisher_stats(&st);
-}
-
-static PyObject *pub_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_pub_close((pyf_pub *)self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *pub_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *pub_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return pub_close_m(self, NULL);
 }
 
 static PyObject *pub_get(PyObject *self, void *closure)
@@ -924,12 +624,11 @@ static PyMethodDef pub_methods[] = {
      "(ferry_publisher_fd); call poll() then. Owned by the publisher."},
     {"stats", pub_stats, METH_NOARGS,
      "stats() -> dict\n\nThe publisher's counters (ferry_publisher_stats)."},
-    {"close", pub_close_m, METH_NOARGS,
-     "close()\n\nDestroys the publisher; unpublished loans are given up. While an array or\n"
-     "memoryview over a loan is left, the publisher's memory stays mapped: it is destroyed\n"
-     "when the last of them is gone. Closing twice does nothing."},
-    {"__enter__", pub_enter, METH_NOARGS, "Returns the publisher."},
-    {"__exit__", pub_exit, METH_VARARGS, "Closes the publisher."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\nDestroys the publisher; unpublished loans are given up. While an array or\n"
+        "memoryview over a loan is left, the publisher's memory stays mapped: it is destroyed\n"
+        "when the last of them is gone. Closing twice does nothing.",
+        "publisher"),
     {NULL, NULL, 0, NULL},
 };
 
@@ -941,292 +640,8 @@ static PyGetSetDef pub_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject *pub_spec_make(void)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(pub_dealloc)},
-        {Py_tp_methods, pub_methods},
-        {Py_tp_getset, pub_getset},
-        {Py_tp_doc, (void *)"A publisher on one topic (Node.publisher)."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Publisher", sizeof(pyf_pub), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Loan
- * ------------------------------------------------------------------------------------------- */
-
-/* ForkError unless in the process that made the loan. */
-static bool loan_home(pyf_loan *l, const char *what)
-{
-    if (pyf_home(l->pub->link.gen)) return true;
-    pyf_raise_forked(what, "Loan", l->pub->link.pid);
-    return false;
-}
-
-static void loan_give_back(pyf_loan *l)
-{
-    pyf_pub *p = l->pub;
-
-    if (l->state != LOAN_HELD) return;
-    l->state = LOAN_RELEASED;
-    /* A forked child only forgets its parent's loan. */
-    if (p->pub == NULL || !pyf_home(p->link.gen)) return;
-    pyf_lock(p->lock);
-    if (p->pub != NULL) { /* not destroyed while this thread waited for the lock */
-        switch (l->kind) {
-        case PYF_IMAGE: ferry_image_loan_release(p->pub, &l->u.img); break;
-        case PYF_CLOUD: ferry_pointcloud_loan_release(p->pub, &l->u.pc); break;
-        case PYF_TENSOR: ferry_tensor_loan_release(p->pub, &l->u.t); break;
-        default: ferry_loan_release(p->pub, l->payload); break;
-        }
-    }
-    pyf_pub_unlock(p);
-}
-
-static void loan_dealloc(PyObject *self)
-{
-    pyf_loan *l = (pyf_loan *)self;
-    pyf_pub *p = l->pub;
-
-    if (p != NULL) {
-        loan_give_back(l);
-        if (l->prev != NULL)
-            l->prev->next = l->next;
-        else
-            p->loans = l->next;
-        if (l->next != NULL) l->next->prev = l->prev;
-        Py_DECREF((PyObject *)p);
-    }
-    pyf_geom_clear(&l->geom);
-    pyf_free(self);
-}
-
-static int loan_getbuffer(PyObject *self, Py_buffer *view, int flags)
-{
-    pyf_loan *l = (pyf_loan *)self;
-
-    if (!loan_home(l, "Loan buffer")) return -1;
-    if (l->state != LOAN_HELD) {
-        PyErr_SetString(PyExc_BufferError, "the loan was published or released: its memory is "
-                                           "no longer yours to write");
-        return -1;
-    }
-    if (pyf_geom_export(&l->geom, self, view, flags, false) < 0) return -1;
-    l->exports++;
-    return 0;
-}
-
-static void loan_releasebuffer(PyObject *self, Py_buffer *view)
-{
-    pyf_loan *l = (pyf_loan *)self;
-
-    (void)view;
-    l->exports--;
-    /* The last array over a loan of a closed publisher: it can go now. */
-    if (l->exports == 0 && l->pub->link.closed) pyf_pub_finish(l->pub);
-}
-
-static PyObject *loan_release(PyObject *self, PyObject *unused)
-{
-    pyf_loan *l = (pyf_loan *)self;
-
-    (void)unused;
-    if (!loan_home(l, "Loan.release")) return NULL;
-    if (l->state != LOAN_HELD)
-        return pyf_raise(FERRY_ESTATE, "Loan.release: the loan was %s already",
-                         l->state == LOAN_PUBLISHED ? "published" : "released");
-    if (l->pub->link.closed) return pyf_raise_closed("Loan.release: the publisher");
-    loan_give_back(l);
-    Py_RETURN_NONE;
-}
-
-static PyObject *loan_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (!loan_home((pyf_loan *)self, "Loan.__enter__")) return NULL;
-    return Py_NewRef(self);
-}
-
-static PyObject *loan_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    if (!loan_home((pyf_loan *)self, "Loan.__exit__")) return NULL;
-    loan_give_back((pyf_loan *)self);
-    Py_RETURN_NONE;
-}
-
-static ferry_stamp *loan_stamp(pyf_loan *l)
-{
-    switch (l->kind) {
-    case PYF_IMAGE: return &l->u.img.header->stamp;
-    case PYF_CLOUD: return &l->u.pc.header->stamp;
-    case PYF_TENSOR: return &l->u.t.header->stamp;
-    default: return NULL;
-    }
-}
-
-static char *loan_frame_id(pyf_loan *l)
-{
-    switch (l->kind) {
-    case PYF_IMAGE: return l->u.img.header->frame_id;
-    case PYF_CLOUD: return l->u.pc.header->frame_id;
-    case PYF_TENSOR: return l->u.t.header->frame_id;
-    default: return NULL;
-    }
-}
-
-static bool loan_usable(pyf_loan *l, const char *what)
-{
-    if (l->state == LOAN_HELD) return true;
-    pyf_raise(FERRY_ESTATE, "Loan.%s: the loan was %s", what,
-              l->state == LOAN_PUBLISHED ? "published" : "released");
-    return false;
-}
-
-enum { LG_SIZE, LG_STATE, LG_STAMP, LG_FRAME_ID, LG_WIDTH, LG_HEIGHT, LG_ENCODING, LG_STEP,
-       LG_KIND, LG_SHAPE, LG_DTYPE };
-
-static PyObject *loan_get(PyObject *self, void *closure)
-{
-    static const char *const states[] = {"loaned", "published", "released"};
-    pyf_loan *l = (pyf_loan *)self;
-    int what = (int)(intptr_t)closure;
-
-    if (!loan_home(l, "Loan attribute")) return NULL;
-    if (what == LG_STATE) return PyUnicode_FromString(states[l->state]);
-    if (what == LG_KIND) return PyUnicode_FromString(pyf_kind_name(l->kind));
-    if (what == LG_SIZE) return PyLong_FromSize_t(l->size);
-    if (!loan_usable(l, "header")) return NULL;
-    switch (what) {
-    case LG_STAMP:
-        if (loan_stamp(l) != NULL) return pyf_stamp_get(loan_stamp(l));
-        break;
-    case LG_FRAME_ID:
-        if (loan_frame_id(l) != NULL) return PyUnicode_FromString(loan_frame_id(l));
-        break;
-    case LG_WIDTH:
-        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->width);
-        if (l->kind == PYF_CLOUD) return PyLong_FromUnsignedLong(l->u.pc.header->width);
-        break;
-    case LG_HEIGHT:
-        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->height);
-        if (l->kind == PYF_CLOUD) return PyLong_FromUnsignedLong(l->u.pc.header->height);
-        break;
-    case LG_ENCODING:
-        if (l->kind == PYF_IMAGE) return PyUnicode_FromString(l->u.img.header->encoding);
-        break;
-    case LG_STEP:
-        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->step);
-        break;
-    case LG_SHAPE:
-        if (l->kind != PYF_BYTES) {
-            PyObject *t = PyTuple_New(l->geom.ndim);
-            int i;
-
-            if (t == NULL) return NULL;
-            for (i = 0; i < l->geom.ndim; i++)
-                PyTuple_SetItem(t, i, PyLong_FromSsize_t(l->geom.shape[i]));
-            return t;
-        }
-        break;
-    case LG_DTYPE:
-        if (l->kind == PYF_TENSOR) {
-            ferry_dtype dt = 0;
-
-            ferry_dtype_from_dl(l->u.t.header->dtype, &dt);
-            return PyUnicode_FromString(ferry_dtype_name(dt));
-        }
-        break;
-    }
-    PyErr_Format(PyExc_AttributeError, "a %s loan has no such attribute", pyf_kind_name(l->kind));
-    return NULL;
-}
-
-static int loan_set(PyObject *self, PyObject *value, void *closure)
-{
-    pyf_loan *l = (pyf_loan *)self;
-    int what = (int)(intptr_t)closure;
-
-    if (!loan_home(l, "Loan attribute")) return -1;
-    if (!loan_usable(l, "header")) return -1;
-    if (what == LG_STAMP && loan_stamp(l) != NULL) return pyf_stamp_set(loan_stamp(l), value);
-    if (what == LG_FRAME_ID && loan_frame_id(l) != NULL) {
-        Py_ssize_t n;
-        const char *s;
-
-        if (value == NULL) {
-            PyErr_SetString(PyExc_AttributeError, "frame_id cannot be deleted");
-            return -1;
-        }
-        s = PyUnicode_AsUTF8AndSize(value, &n);
-        if (s == NULL) return -1;
-        if (n > FERRY_FRAME_ID_MAX || (Py_ssize_t)strlen(s) != n) {
-            pyf_raise(FERRY_EINVAL, "frame_id: at most %u bytes and no NUL", FERRY_FRAME_ID_MAX);
-            return -1;
-        }
-        memset(loan_frame_id(l), 0, FERRY_FRAME_ID_MAX + 1);
-        memcpy(loan_frame_id(l), s, (size_t)n);
-        return 0;
-    }
-    PyErr_Format(PyExc_AttributeError, "this attribute of a %s loan is read-only",
-                 pyf_kind_name(l->kind));
-    return -1;
-}
-
-static PyMethodDef loan_methods[] = {
-    {"release", loan_release, METH_NOARGS,
-     "release()\n\nGives the loan back unpublished (ferry_loan_release)."},
-    {"__enter__", loan_enter, METH_NOARGS, "Returns the loan."},
-    {"__exit__", loan_exit, METH_VARARGS,
-     "Gives the loan back if it was not published in the block."},
-    {NULL, NULL, 0, NULL},
+const pyf_type_def pyf_pub_def = {
+    .name = "ferry.Publisher", .size = sizeof(pyf_pub),
+    .dealloc = pub_dealloc, .methods = pub_methods, .getset = pub_getset,
+    .doc = "A publisher on one topic (Node.publisher).",
 };
-
-static PyGetSetDef loan_getset[] = {
-    {"size", loan_get, NULL, "Bytes of the loan, header included.", (void *)LG_SIZE},
-    {"state", loan_get, NULL, "\"loaned\", \"published\" or \"released\".", (void *)LG_STATE},
-    {"kind", loan_get, NULL, "\"image\", \"pointcloud\", \"tensor\" or \"bytes\".",
-     (void *)LG_KIND},
-    {"stamp", loan_get, loan_set,
-     "Acquisition time (sec, nanosec); set it from a tuple or an int of nanoseconds.",
-     (void *)LG_STAMP},
-    {"frame_id", loan_get, loan_set, "The header's frame_id (at most 63 bytes).",
-     (void *)LG_FRAME_ID},
-    {"width", loan_get, NULL, "Image or point cloud width.", (void *)LG_WIDTH},
-    {"height", loan_get, NULL, "Image or point cloud height.", (void *)LG_HEIGHT},
-    {"encoding", loan_get, NULL, "Image encoding.", (void *)LG_ENCODING},
-    {"step", loan_get, NULL, "Image bytes per row.", (void *)LG_STEP},
-    {"shape", loan_get, NULL, "Shape of the exported array.", (void *)LG_SHAPE},
-    {"dtype", loan_get, NULL, "Tensor dtype name.", (void *)LG_DTYPE},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject *loan_spec_make(void)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(loan_dealloc)},
-        {Py_tp_methods, loan_methods},
-        {Py_tp_getset, loan_getset},
-        {Py_bf_getbuffer, PYF_FN(loan_getbuffer)},
-        {Py_bf_releasebuffer, PYF_FN(loan_releasebuffer)},
-        {Py_tp_doc, (void *)"A writable loan of a publisher's memory (Publisher.loan*): a buffer that\n"
-                    "np.asarray() turns into an array over the publisher's own pages. Publish it\n"
-                    "with Publisher.publish(loan); a loan dropped unpublished is given back."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Loan", sizeof(pyf_loan), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-bool pyf_pub_types(PyObject *module)
-{
-    pyf.pub_type = (PyTypeObject *)pub_spec_make();
-    if (pyf.pub_type == NULL || PyModule_AddType(module, pyf.pub_type) < 0) return false;
-    pyf.loan_type = (PyTypeObject *)loan_spec_make();
-    return pyf.loan_type != NULL && PyModule_AddType(module, pyf.loan_type) == 0;
-}

@@ -1,145 +1,31 @@
 /*
- * ferry.Subscriber and ferry.Sample: taken samples exported read-only through the buffer
- * protocol (NumPy reads the publisher's pages in place) and through DLPack.
- *
- * A Sample is released when release() is called, its with-block ends or it is garbage
- * collected; the ferry_release itself waits until the last array, memoryview or DLPack tensor
- * over it is gone (the buffer protocol's releasebuffer and the DLPack deleter count them down),
- * so no array can outlive the memory it reads. For the same reason a subscriber closed while
- * arrays still read some of its samples is destroyed only when the last of them is gone
- * (pyf_sub_finish); until then it is closed to its user and keeps its connections.
+ * ferry.Subscriber: subscribing (the topic's type looked up when not given), taking and waiting,
+ * with the GIL released. The samples it takes are ferry.Sample (sample.c). A subscriber closed
+ * while arrays still read some of its samples is destroyed only when the last of them is gone
+ * (sub_finish); until then it is closed to its user and keeps its connections.
  */
-#include "pyferry.h"
+#include "sub.h"
 
-#include <stdlib.h>
+#include "args.h"
+#include "functions.h"
+#include "types.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
-
-enum { SAMPLE_HELD = 0, SAMPLE_PENDING = 1, SAMPLE_RELEASED = 2 };
-
-typedef struct pyf_sample {
-    PyObject_HEAD
-    pyf_sub *sub;
-    struct pyf_sample *prev, *next;
-    int state;
-    Py_ssize_t exports;
-    struct pyf_syncset *set; /* the matched set it belongs to, or NULL */
-    ferry_sample s;
-    pyf_kind kind;
-    union {
-        ferry_image_view img;
-        ferry_pointcloud_view pc;
-        ferry_tensor_view t;
-    } v;
-    pyf_geom geom;
-} pyf_sample;
-
-/* ---------------------------------------------------------------------------------------------
- * Releasing
- * ------------------------------------------------------------------------------------------- */
-
-/* Releases the samples other threads released while this one held the lock. Lock and GIL held
- * (in a forked child, only the GIL: it forgets them). */
-void pyf_sub_drain(pyf_sub *s)
-{
-    while (s->pending != NULL) {
-        pyf_pending *p = s->pending;
-
-        s->pending = p->next;
-        if (s->sub != NULL && pyf_home(s->link.gen)) ferry_release(s->sub, &p->s);
-        PyMem_Free(p);
-    }
-}
-
-static void sample_unlink(pyf_sample *sm)
-{
-    pyf_sub *s = sm->sub;
-
-    if (sm->prev != NULL)
-        sm->prev->next = sm->next;
-    else if (s->samples == sm)
-        s->samples = sm->next;
-    if (sm->next != NULL) sm->next->prev = sm->prev;
-    sm->prev = sm->next = NULL;
-}
-
-/* Gives the sample back to its publisher, now or (when another thread holds the subscriber)
- * through the pending list. */
-static void sample_do_release(pyf_sample *sm)
-{
-    pyf_sub *s = sm->sub;
-
-    if (sm->state == SAMPLE_RELEASED) return;
-    sm->state = SAMPLE_RELEASED;
-    if (sm->set != NULL) {
-        struct pyf_syncset *set = sm->set;
-
-        sm->set = NULL;
-        pyf_syncset_done(set);
-        return;
-    }
-    sample_unlink(sm);
-    /* A forked child only forgets its parent's sample: the parent still reads it. */
-    if (s->sub == NULL || !pyf_home(s->link.gen)) return;
-    if (PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
-        ferry_release(s->sub, &sm->s);
-        pyf_sub_drain(s);
-        pyf_sub_unlock(s); /* destroys a closed subscriber whose last sample this was */
-    } else {
-        pyf_pending *p = PyMem_Malloc(sizeof *p);
-
-        if (p == NULL) return; /* the sample stays held until the subscriber is destroyed */
-        p->s = sm->s;
-        p->next = s->pending;
-        s->pending = p;
-    }
-}
-
-/* The user is done with the sample: release it now, or when its last export goes. */
-static void sample_let_go(pyf_sample *sm)
-{
-    if (sm->state != SAMPLE_HELD) return;
-    if (sm->exports > 0)
-        sm->state = SAMPLE_PENDING;
-    else
-        sample_do_release(sm);
-}
-
-bool pyf_sample_let_go(PyObject *sample)
-{
-    pyf_sample *sm = (pyf_sample *)sample;
-
-    if (sm->state != SAMPLE_HELD) return false;
-    sample_let_go(sm);
-    return true;
-}
-
-static void sample_unexport(pyf_sample *sm)
-{
-    sm->exports--;
-    if (sm->exports == 0 && sm->state == SAMPLE_PENDING) sample_do_release(sm);
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Subscriber
  * ------------------------------------------------------------------------------------------- */
 
-static bool sub_open(pyf_sub *s, const char *what)
-{
-    if (!pyf_child_home(&s->link, what)) return false;
-    if (!s->link.closed && s->sub != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int sub_close(PyObject *self);
 
 bool pyf_sub_own(pyf_sub *s, const char *what)
 {
     const char *owner;
 
     if (s->owner == NULL) return true;
-    owner = Py_TYPE(s->owner) == pyf.sync_type ? "Sync" : "GpuSubscriber";
+    owner = s->owner_link->ops->name;
     if (s->owner_link->closed)
         pyf_raise(FERRY_EBUSY, "%s('%s'): the %s the subscriber was read through is closed, but "
                                "an array or tensor still reads what it took: delete that first",
@@ -151,23 +37,11 @@ bool pyf_sub_own(pyf_sub *s, const char *what)
     return false;
 }
 
-void pyf_sub_unlock(pyf_sub *s)
+/* Destroys a closed subscriber once no array is left over one of its samples and its Sync or
+ * GpuSubscriber is destroyed. */
+static void sub_finish(PyObject *self)
 {
-    PyThread_release_lock(s->lock);
-    if (s->owner != NULL && s->owner_link->closed) {
-        PyObject *owner = Py_NewRef(s->owner);
-
-        if (Py_TYPE(owner) == pyf.sync_type)
-            pyf_sync_finish(owner);
-        else
-            pyf_gpusub_finish(owner);
-        Py_DECREF(owner);
-    }
-    if (s->link.closed) pyf_sub_finish(s);
-}
-
-void pyf_sub_finish(pyf_sub *s)
-{
+    pyf_sub *s = (pyf_sub *)self;
     bool home = pyf_home(s->link.gen);
     ferry_err err = FERRY_OK;
 
@@ -208,46 +82,53 @@ static bool note_type(void *arg, const ferry_endpoint_info *info)
 /* The type of topic as `ferry echo` finds it: with none yet, it waits for an endpoint to take
  * it from, looking at the domain every TYPE_POLL_NS (the GIL released) until timeout_ns
  * (FERRY_FOREVER: for ever) passed; then TimeoutError. Ctrl-C interrupts it. */
+typedef struct type_waiting {
+    pyf_node *node;
+    const char *topic;
+    found_type *ft;
+} type_waiting;
+
+static ferry_err type_step(void *arg)
+{
+    type_waiting *w = arg;
+    ferry_err err;
+
+    if (!pyf_node_open(w->node, "Node.subscribe")) return PYF_ERAISED;
+    memset(w->ft, 0, sizeof *w->ft);
+    err = ferry_inspect(w->node->dir, w->node->domain, w->topic, note_type, w->ft);
+    if (err != FERRY_OK) {
+        pyf_raise(err, "ferry_inspect('%s')", w->topic);
+        return PYF_ERAISED;
+    }
+    return w->ft->found ? FERRY_OK : FERRY_EAGAIN;
+}
+
+static ferry_err type_block(void *arg, int64_t slice_ns)
+{
+    struct timespec ts = {(time_t)(slice_ns / 1000000000LL), (long)(slice_ns % 1000000000LL)};
+
+    (void)arg;
+    nanosleep(&ts, NULL);
+    return FERRY_ETIMEDOUT;
+}
+
+static const pyf_wait type_slices = {type_step, type_block, NULL, true, TYPE_POLL_NS};
+
 static bool topic_type(pyf_node *node, const char *topic, int64_t timeout_ns, found_type *ft)
 {
-    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
+    type_waiting w = {node, topic, ft};
     ferry_err err = ferry_topic_validate(topic);
 
     if (err != FERRY_OK) {
         pyf_raise(err, "subscribe('%s')", topic);
         return false;
     }
-    for (;;) {
-        int64_t nap = TYPE_POLL_NS;
-        struct timespec ts;
-
-        memset(ft, 0, sizeof *ft);
-        err = ferry_inspect(node->dir, node->domain, topic, note_type, ft);
-        if (err != FERRY_OK) {
-            pyf_raise(err, "ferry_inspect('%s')", topic);
-            return false;
-        }
-        if (ft->found) return true;
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0) {
-                pyf_raise(FERRY_ETIMEDOUT, "subscribe('%s', timeout %.3f s): no publisher of the "
-                                           "topic came to take the type from (type= subscribes "
-                                           "at once)",
-                          topic, (double)timeout_ns / 1e9);
-                return false;
-            }
-            if (left < nap) nap = left;
-        }
-        ts.tv_sec = (time_t)(nap / 1000000000LL);
-        ts.tv_nsec = (long)(nap % 1000000000LL);
-        Py_BEGIN_ALLOW_THREADS
-        nanosleep(&ts, NULL);
-        Py_END_ALLOW_THREADS
-        if (PyErr_CheckSignals() < 0) return false;
-        if (!pyf_node_open(node, "Node.subscribe")) return false;
-    }
+    err = pyf_wait_sliced(&type_slices, &w, pyf_deadline(timeout_ns));
+    if (err == FERRY_ETIMEDOUT)
+        pyf_raise(FERRY_ETIMEDOUT, "subscribe('%s', timeout %.3f s): no publisher of the topic "
+                                   "came to take the type from (type= subscribes at once)",
+                  topic, (double)timeout_ns / 1e9);
+    return err == FERRY_OK;
 }
 
 static bool opt_u32(PyObject *v, const char *name, uint32_t *out)
@@ -268,6 +149,8 @@ static bool opt_u32(PyObject *v, const char *name, uint32_t *out)
     *out = (uint32_t)x;
     return true;
 }
+
+static const pyf_child_ops sub_ops = {"Subscriber", PYF_CLOSE_SUB, sub_close, sub_finish};
 
 PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 {
@@ -299,14 +182,7 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
         type_name = ft.name;
         hash = ft.hash;
     } else {
-        if (strcmp(type, "image") == 0)
-            type_name = FERRY_IMAGE_TYPE_NAME;
-        else if (strcmp(type, "pointcloud") == 0)
-            type_name = FERRY_POINTCLOUD_TYPE_NAME;
-        else if (strcmp(type, "tensor") == 0)
-            type_name = FERRY_TENSOR_TYPE_NAME;
-        else
-            type_name = type;
+        type_name = pyf_type_name(type);
         hash = ferry_hash(type_name);
     }
     if (o_hash != Py_None) {
@@ -345,7 +221,7 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
         Py_DECREF(s);
         return NULL;
     }
-    pyf_child_link(&s->link, node, PYF_CHILD_SUB, (PyObject *)s);
+    pyf_child_link(&s->link, node, &sub_ops, (PyObject *)s);
     err = ferry_subscriber_create(&s->sub, node->node, topic, type_name, hash, &o);
     if (err != FERRY_OK) {
         s->sub = NULL;
@@ -355,9 +231,9 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     return (PyObject *)s;
 }
 
-int pyf_sub_close(pyf_sub *s)
+static int sub_close(PyObject *self)
 {
-    pyf_sample *sm, *next;
+    pyf_sub *s = (pyf_sub *)self;
 
     if (!pyf_child_home(&s->link, "Subscriber.close")) return -1;
     if (s->link.closed) return 0;
@@ -365,21 +241,11 @@ int pyf_sub_close(pyf_sub *s)
      * waits for its exports keeps this subscriber until it is destroyed. */
     if (s->owner != NULL && !s->owner_link->closed && !pyf_sub_own(s, "Subscriber.close"))
         return -1;
-    if (s->waitset != NULL && pyf_waitset_forget(s->waitset, s) < 0) return -1;
+    if (s->waitset != NULL && s->waitset_forget(s->waitset, s) < 0) return -1;
     /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
     s->link.closed = true;
     pyf_lock(s->lock);
-    for (sm = s->samples; sm != NULL; sm = next) {
-        next = sm->next;
-        if (sm->exports > 0) {
-            /* An array reads it: released (and the subscriber destroyed) when the last goes. */
-            sm->state = SAMPLE_PENDING;
-            continue;
-        }
-        sm->state = SAMPLE_RELEASED;
-        sample_unlink(sm);
-        if (s->sub != NULL) ferry_release(s->sub, &sm->s);
-    }
+    pyf_sub_release_samples(s);
     pyf_sub_drain(s);
     pyf_sub_unlock(s); /* destroys it now when nothing is exported */
     return 0;
@@ -402,147 +268,69 @@ static void sub_dealloc(PyObject *self)
     pyf_free(self);
 }
 
-static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
-{
-    pyf_sample *sm = (pyf_sample *)pyf_alloc(pyf.sample_type);
-    ferry_err err = FERRY_OK;
-    bool ok = false;
+/* A wait on a subscriber, for take(), wait() and wait_publishers(). */
+typedef struct sub_waiting {
+    pyf_sub *s;
+    unsigned int count;  /* wait_publishers() */
+    ferry_sample sample; /* what take() took */
+    pyf_waited waited;
+} sub_waiting;
 
-    if (sm == NULL) {
-        if (set != NULL) pyf_syncset_done(set);
-        return NULL;
-    }
-    sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
-    sm->s = *s;
-    sm->kind = sub->kind;
-    sm->state = SAMPLE_HELD;
-    sm->set = set;
-    if (set == NULL) {
-        sm->next = sub->samples;
-        if (sub->samples != NULL) sub->samples->prev = sm;
-        sub->samples = sm;
-    }
-    switch (sm->kind) {
-    case PYF_IMAGE:
-        err = ferry_image_view_get(s, &sm->v.img);
-        ok = err == FERRY_OK && pyf_geom_image(&sm->geom, (void *)sm->v.img.data,
-                                               &sm->v.img.header, &sm->v.img.layout);
-        break;
-    case PYF_CLOUD:
-        err = ferry_pointcloud_view_get(s, &sm->v.pc);
-        ok = err == FERRY_OK && pyf_geom_cloud(&sm->geom, (void *)sm->v.pc.data, &sm->v.pc.header);
-        break;
-    case PYF_TENSOR:
-        err = ferry_tensor_view_get(s, &sm->v.t);
-        ok = err == FERRY_OK && pyf_geom_tensor(&sm->geom, (void *)sm->v.t.data, &sm->v.t.header);
-        break;
-    default: ok = pyf_geom_bytes(&sm->geom, (void *)s->data, s->size); break;
-    }
-    if (!ok) {
-        if (err != FERRY_OK)
-            pyf_raise(err, "take on '%s': sample %llu is not a valid %s", sub->topic,
-                      (unsigned long long)s->sequence, sub->type_name);
-        Py_DECREF(sm); /* releases it */
-        return NULL;
-    }
-    return (PyObject *)sm;
+/* take() and wait() hold the lock: a release meanwhile waits in the pending list. */
+static ferry_err sub_open_step(void *arg)
+{
+    sub_waiting *w = arg;
+
+    return pyf_wait_open(&w->waited, w->s->link.closed);
 }
 
-PyObject *pyf_sample_wrap(pyf_sub *sub, const ferry_sample *s)
+static ferry_err take_step(void *arg)
 {
-    return sample_make(sub, s, NULL);
+    sub_waiting *w = arg;
+    ferry_err err = sub_open_step(arg);
+
+    if (err != FERRY_EAGAIN) return err;
+    return pyf_wait_call(&w->waited, ferry_take(w->s->sub, &w->sample), FERRY_EAGAIN,
+                         "ferry_take");
 }
 
-PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf_syncset *set)
+static ferry_err queued_block(void *arg, int64_t slice_ns)
 {
-    return sample_make(sub, s, set);
+    sub_waiting *w = arg;
+
+    return pyf_wait_call(&w->waited, ferry_wait(w->s->sub, slice_ns), FERRY_ETIMEDOUT,
+                         "ferry_wait");
 }
 
-struct pyf_syncset *pyf_sample_set(PyObject *sample)
+static void sub_drain_after(void *arg)
 {
-    if (!PyObject_TypeCheck(sample, pyf.sample_type)) return NULL;
-    return ((pyf_sample *)sample)->set;
+    pyf_sub_drain(((sub_waiting *)arg)->s);
 }
 
-bool pyf_sample_home(PyObject *sample, const char *what, const char *type)
-{
-    pyf_sample *sm = (pyf_sample *)sample;
-
-    if (!PyObject_TypeCheck(sample, pyf.sample_type) || pyf_home(sm->sub->link.gen)) return true;
-    pyf_raise_forked(what, type, sm->sub->link.pid);
-    return false;
-}
-
-bool pyf_sample_held(PyObject *sample)
-{
-    return PyObject_TypeCheck(sample, pyf.sample_type) &&
-           ((pyf_sample *)sample)->state == SAMPLE_HELD;
-}
-
-bool pyf_sample_exported(PyObject *sample)
-{
-    return ((pyf_sample *)sample)->exports > 0;
-}
-
-
-void pyf_sample_forget(PyObject *sample)
-{
-    pyf_sample *sm = (pyf_sample *)sample;
-
-    sm->state = SAMPLE_RELEASED;
-    sm->set = NULL;
-}
+static const pyf_wait take_slices = {take_step, queued_block, sub_drain_after, true, 0};
+static const pyf_wait queued_slices = {sub_open_step, queued_block, sub_drain_after, false, 0};
 
 /* Takes one sample, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a Sample, or None for nothing when none_on_empty, else raises TimeoutError. */
 static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empty)
 {
-    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
-    ferry_sample smp;
+    int64_t deadline = pyf_deadline(timeout_ns);
+    sub_waiting w = {.s = s};
     ferry_err err;
 
-    if (!sub_open(s, "Subscriber.take") || !pyf_sub_own(s, "Subscriber.take")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.take") ||
+        !pyf_sub_own(s, "Subscriber.take"))
+        return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (s->link.closed) {
-            pyf_sub_unlock(s);
-            return pyf_raise_closed("Subscriber.take");
-        }
-        err = ferry_take(s->sub, &smp);
-        if (err == FERRY_OK) break;
-        if (err != FERRY_EAGAIN) {
-            pyf_sub_unlock(s);
-            return pyf_raise(err, "ferry_take('%s')", s->topic);
-        }
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0) {
-                pyf_sub_unlock(s);
-                if (none_on_empty) Py_RETURN_NONE;
-                return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
-                                 (double)timeout_ns / 1e9);
-            }
-            if (left < slice) slice = left;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_wait(s->sub, slice);
-        Py_END_ALLOW_THREADS
-        pyf_sub_drain(s);
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) {
-            pyf_sub_unlock(s);
-            return pyf_raise(err, "ferry_wait('%s')", s->topic);
-        }
-        if (PyErr_CheckSignals() < 0) {
-            pyf_sub_unlock(s);
-            return NULL;
-        }
-    }
+    err = pyf_wait_sliced(&take_slices, &w, deadline);
     pyf_sub_unlock(s);
-    return pyf_sample_wrap(s, &smp);
+    if (err == FERRY_OK) return pyf_sample_wrap(s, &w.sample);
+    if (err != FERRY_ETIMEDOUT || w.waited.failed != NULL)
+        return pyf_wait_raise(&w.waited, err, "Subscriber.take", s->topic);
+    if (none_on_empty) Py_RETURN_NONE;
+    return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
+                     (double)timeout_ns / 1e9);
 }
 
 static PyObject *sub_take(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -575,89 +363,71 @@ static PyObject *sub_iter(PyObject *self)
 static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"timeout", NULL};
-    pyf_sub *s = (pyf_sub *)self;
+    sub_waiting w = {.s = (pyf_sub *)self};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
+    int64_t deadline, ns;
     ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait") ||
-        !pyf_sub_own(s, "Subscriber.wait"))
+    if (!pyf_timeout_ns(o_timeout, &ns) ||
+        !pyf_child_open(&w.s->link, w.s->sub, "Subscriber.wait") ||
+        !pyf_sub_own(w.s, "Subscriber.wait"))
         return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    pyf_lock(s->lock);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        if (s->link.closed) {
-            pyf_sub_unlock(s);
-            return pyf_raise_closed("Subscriber.wait");
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_wait(s->sub, slice);
-        Py_END_ALLOW_THREADS
-        pyf_sub_drain(s);
-        if (err == FERRY_OK) break;
-        if (err != FERRY_ETIMEDOUT) {
-            pyf_sub_unlock(s);
-            return pyf_raise(err, "ferry_wait('%s')", s->topic);
-        }
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) {
-            pyf_sub_unlock(s);
-            return NULL;
-        }
-    }
-    pyf_sub_unlock(s);
-    return PyBool_FromLong(err == FERRY_OK);
+    deadline = pyf_deadline(ns);
+    pyf_lock(w.s->lock);
+    err = pyf_wait_sliced(&queued_slices, &w, deadline);
+    pyf_sub_unlock(w.s);
+    if (err == FERRY_OK || err == FERRY_ETIMEDOUT) return PyBool_FromLong(err == FERRY_OK);
+    return pyf_wait_raise(&w.waited, err, "Subscriber.wait", w.s->topic);
 }
+
+/* wait_publishers(): each slice takes the lock anew, so that other threads take between. */
+static ferry_err pubs_step(void *arg)
+{
+    sub_waiting *w = arg;
+
+    pyf_lock(w->s->lock);
+    if (sub_open_step(arg) == FERRY_EAGAIN) return FERRY_EAGAIN;
+    pyf_sub_unlock(w->s);
+    return FERRY_ECLOSED;
+}
+
+static ferry_err pubs_block(void *arg, int64_t slice_ns)
+{
+    sub_waiting *w = arg;
+
+    return ferry_subscriber_wait_publishers(w->s->sub, w->count, slice_ns);
+}
+
+static void pubs_after(void *arg)
+{
+    sub_waiting *w = arg;
+
+    pyf_sub_drain(w->s);
+    pyf_sub_unlock(w->s);
+}
+
+static const pyf_wait pubs_slices = {pubs_step, pubs_block, pubs_after, false, 0};
 
 static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"count", "timeout", NULL};
-    pyf_sub *s = (pyf_sub *)self;
-    unsigned int count = 1;
+    sub_waiting w = {.s = (pyf_sub *)self, .count = 1};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
     ferry_err err;
+    int64_t ns;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_publishers", kwlist, &count,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|IO:wait_publishers", kwlist, &w.count,
                                      &o_timeout))
         return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sub_open(s, "Subscriber.wait_publishers"))
+    if (!pyf_timeout_ns(o_timeout, &ns) ||
+        !pyf_child_open(&w.s->link, w.s->sub, "Subscriber.wait_publishers"))
         return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        pyf_lock(s->lock);
-        if (s->link.closed) {
-            pyf_sub_unlock(s);
-            return pyf_raise_closed("Subscriber.wait_publishers");
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_subscriber_wait_publishers(s->sub, count, slice);
-        Py_END_ALLOW_THREADS
-        pyf_sub_drain(s);
-        pyf_sub_unlock(s);
-        if (err != FERRY_ETIMEDOUT) break;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) return NULL;
-    }
-    if (err != FERRY_OK) return pyf_raise(err, "wait_publishers('%s', %u)", s->topic, count);
-    Py_RETURN_NONE;
+    err = pyf_wait_sliced(&pubs_slices, &w, pyf_deadline(ns));
+    if (err == FERRY_OK) Py_RETURN_NONE;
+    if (err == PYF_ERAISED || w.waited.closed)
+        return pyf_wait_raise(&w.waited, err, "Subscriber.wait_publishers", NULL);
+    return pyf_raise(err, "wait_publishers('%s', %u)", w.s->topic, w.count);
 }
 
 static PyObject *sub_fileno(PyObject *self, PyObject *unused)
@@ -667,7 +437,7 @@ static PyObject *sub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!sub_open(s, "Subscriber.fileno")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.fileno")) return NULL;
     err = ferry_subscriber_fd(s->sub, &fd);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_fd('%s')", s->topic);
     return PyLong_FromLong(fd);
@@ -680,32 +450,13 @@ static PyObject *sub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!sub_open(s, "Subscriber.stats")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.stats")) return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     err = !s->link.closed ? ferry_subscriber_stats_get(s->sub, &st) : FERRY_ECLOSED;
     pyf_sub_unlock(s);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_stats_get('%s')", s->topic);
     return pyf_subscriber_stats(&st);
-}
-
-static PyObject *sub_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_sub_close((pyf_sub *)self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *sub_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *sub_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return sub_close_m(self, NULL);
 }
 
 static PyObject *sub_get(PyObject *self, void *closure)
@@ -742,12 +493,12 @@ static PyMethodDef sub_methods[] = {
     {"stats", sub_stats, METH_NOARGS,
      "stats() -> dict\n\nThe subscriber's counters (ferry_subscriber_stats): received, dropped,\n"
      "bytes_copied, held, publishers, ..."},
-    {"close", sub_close_m, METH_NOARGS,
-     "close()\n\nReleases the samples still held and destroys the subscriber. A sample an array,\n"
-     "memoryview or DLPack tensor still reads stays mapped: it is released, and the subscriber\n"
-     "destroyed, when the last of them is gone. Closing twice does nothing."},
-    {"__enter__", sub_enter, METH_NOARGS, "Returns the subscriber."},
-    {"__exit__", sub_exit, METH_VARARGS, "Closes the subscriber."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\n"
+        "Releases the samples still held and destroys the subscriber. A sample an array,\n"
+        "memoryview or DLPack tensor still reads stays mapped: it is released, and the subscriber\n"
+        "destroyed, when the last of them is gone. Closing twice does nothing.",
+        "subscriber"),
     {NULL, NULL, 0, NULL},
 };
 
@@ -759,343 +510,10 @@ static PyGetSetDef sub_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject *sub_spec_make(void)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(sub_dealloc)},
-        {Py_tp_methods, sub_methods},
-        {Py_tp_getset, sub_getset},
-        {Py_tp_iter, PYF_FN(sub_iter)},
-        {Py_tp_iternext, PYF_FN(sub_iternext)},
-        {Py_tp_doc, (void *)"A subscriber of one topic (Node.subscribe). Iterating it takes samples for\n"
-                    "ever: `for sample in sub:` blocks in take() between them."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Subscriber", sizeof(pyf_sub), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
-
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Sample
- * ------------------------------------------------------------------------------------------- */
-
-static void sample_dealloc(PyObject *self)
-{
-    pyf_sample *sm = (pyf_sample *)self;
-
-    /* Exports hold a reference: none is left here. */
-    if (sm->sub != NULL) {
-        sample_do_release(sm);
-        Py_DECREF((PyObject *)sm->sub);
-    }
-    pyf_geom_clear(&sm->geom);
-    pyf_free(self);
-}
-
-/* ForkError unless in the process that took the sample. */
-static bool sample_home(pyf_sample *sm, const char *what)
-{
-    if (pyf_home(sm->sub->link.gen)) return true;
-    pyf_raise_forked(what, "Sample", sm->sub->link.pid);
-    return false;
-}
-
-static bool sample_usable(pyf_sample *sm, const char *what)
-{
-    if (!pyf_home(sm->sub->link.gen)) {
-        char name[64];
-
-        snprintf(name, sizeof name, "Sample.%s", what);
-        return sample_home(sm, name);
-    }
-    if (sm->state == SAMPLE_HELD) return true;
-    pyf_raise(FERRY_ESTATE, "Sample.%s: the sample was released", what);
-    return false;
-}
-
-bool pyf_sample_export_begin(PyObject *sample, const char *what, pyf_sub **sub,
-                             const ferry_sample **s, const pyf_geom **geom)
-{
-    pyf_sample *sm = (pyf_sample *)sample;
-
-    if (!sample_usable(sm, what)) return false;
-    sm->exports++;
-    *sub = sm->sub;
-    *s = &sm->s;
-    *geom = &sm->geom;
-    return true;
-}
-
-void pyf_sample_export_end(PyObject *sample)
-{
-    sample_unexport((pyf_sample *)sample);
-}
-
-static int sample_getbuffer(PyObject *self, Py_buffer *view, int flags)
-{
-    pyf_sample *sm = (pyf_sample *)self;
-
-    if (!sample_home(sm, "Sample buffer")) return -1;
-    if (sm->state != SAMPLE_HELD) {
-        pyf_raise(FERRY_ESTATE, "Sample buffer: the sample was released");
-        return -1;
-    }
-    if (pyf_geom_export(&sm->geom, self, view, flags, true) < 0) return -1;
-    sm->exports++;
-    return 0;
-}
-
-static void sample_releasebuffer(PyObject *self, Py_buffer *view)
-{
-    (void)view;
-    sample_unexport((pyf_sample *)self);
-}
-
-static PyObject *sample_release(PyObject *self, PyObject *unused)
-{
-    pyf_sample *sm = (pyf_sample *)self;
-
-    (void)unused;
-    if (!sample_usable(sm, "release")) return NULL;
-    sample_let_go(sm);
-    Py_RETURN_NONE;
-}
-
-static PyObject *sample_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (!sample_usable((pyf_sample *)self, "__enter__")) return NULL;
-    return Py_NewRef(self);
-}
-
-static PyObject *sample_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    if (!sample_home((pyf_sample *)self, "Sample.__exit__")) return NULL;
-    sample_let_go((pyf_sample *)self);
-    Py_RETURN_NONE;
-}
-
-static void sample_dl_unexport(PyObject *owner)
-{
-    sample_unexport((pyf_sample *)owner);
-}
-
-static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    pyf_sample *sm = (pyf_sample *)self;
-    const ferry_dl_device cpu = {FERRY_DL_CPU, 0};
-    const pyf_geom *g = &sm->geom;
-    int64_t shape[FERRY_TENSOR_DIMS_MAX], strides[FERRY_TENSOR_DIMS_MAX];
-    ferry_dl_tensor t;
-    PyObject *stream, *cap;
-    bool versioned;
-    int i;
-
-    if (!pyf_dlpack_args(args, kwargs, cpu, &stream, &versioned)) return NULL;
-    if (!sample_usable(sm, "__dlpack__")) return NULL;
-    if (g->dl_bits == 0) {
-        PyErr_SetString(PyExc_BufferError, "a point cloud has no DLPack form (its elements are "
-                                           "records): use np.asarray(sample)");
-        return NULL;
-    }
-    if (g->big_endian) {
-        PyErr_SetString(PyExc_BufferError, "DLPack has no big-endian elements");
-        return NULL;
-    }
-    for (i = 0; i < g->ndim; i++) {
-        if (g->strides[i] % g->itemsize != 0) {
-            PyErr_SetString(PyExc_BufferError, "a stride is not a multiple of the element size");
-            return NULL;
-        }
-        shape[i] = (int64_t)g->shape[i];
-        strides[i] = (int64_t)(g->strides[i] / g->itemsize);
-    }
-    memset(&t, 0, sizeof t);
-    t.data = g->buf;
-    t.device = cpu;
-    t.ndim = g->ndim;
-    t.dtype.code = g->dl_code;
-    t.dtype.bits = g->dl_bits;
-    t.dtype.lanes = 1;
-    t.shape = shape;
-    t.strides = strides;
-    cap = pyf_dlpack_capsule(self, sample_dl_unexport, versioned, false, &t);
-    if (cap != NULL) sm->exports++;
-    return cap;
-}
-
-static PyObject *sample_dlpack_device(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (!sample_home((pyf_sample *)self, "Sample.__dlpack_device__")) return NULL;
-    return Py_BuildValue("(ii)", FERRY_DL_CPU, 0);
-}
-
-enum { SG_SEQUENCE, SG_PUBLISH_TIME, SG_PUBLISHER_ID, SG_SIZE, SG_KIND, SG_RELEASED, SG_WIDTH,
-       SG_HEIGHT, SG_STEP, SG_ENCODING, SG_IS_BIGENDIAN, SG_FRAME_ID, SG_STAMP, SG_POINT_STEP,
-       SG_ROW_STEP, SG_IS_DENSE, SG_FIELDS, SG_SHAPE, SG_STRIDES, SG_DTYPE, SG_DEVICE,
-       SG_TOPIC, SG_NBYTES };
-
-static PyObject *sample_get(PyObject *self, void *closure)
-{
-    pyf_sample *sm = (pyf_sample *)self;
-    int what = (int)(intptr_t)closure;
-    const ferry_image_header *ih = &sm->v.img.header;
-    const ferry_pointcloud_header *ph = &sm->v.pc.header;
-    const ferry_tensor_header *th = &sm->v.t.header;
-
-    if (!sample_home(sm, "Sample attribute")) return NULL;
-    if (what == SG_RELEASED) return PyBool_FromLong(sm->state != SAMPLE_HELD);
-    if (what == SG_KIND) return PyUnicode_FromString(pyf_kind_name(sm->kind));
-    if (!sample_usable(sm, "attribute")) return NULL;
-    switch (what) {
-    case SG_SEQUENCE: return PyLong_FromUnsignedLongLong(sm->s.sequence);
-    case SG_PUBLISH_TIME: return PyLong_FromLongLong(sm->s.publish_time.ns);
-    case SG_PUBLISHER_ID: return PyLong_FromUnsignedLongLong(sm->s.publisher_id);
-    case SG_SIZE: return PyLong_FromSize_t(sm->s.size);
-    case SG_NBYTES: return PyLong_FromSsize_t(sm->geom.len);
-    case SG_TOPIC: return PyUnicode_FromString(sm->sub->topic);
-    }
-    if (sm->kind == PYF_IMAGE) {
-        switch (what) {
-        case SG_WIDTH: return PyLong_FromUnsignedLong(ih->width);
-        case SG_HEIGHT: return PyLong_FromUnsignedLong(ih->height);
-        case SG_STEP: return PyLong_FromUnsignedLong(ih->step);
-        case SG_ENCODING: return PyUnicode_FromString(ih->encoding);
-        case SG_IS_BIGENDIAN: return PyBool_FromLong(ih->is_bigendian);
-        case SG_FRAME_ID: return PyUnicode_FromString(ih->frame_id);
-        case SG_STAMP: return pyf_stamp_get(&ih->stamp);
-        }
-    } else if (sm->kind == PYF_CLOUD) {
-        switch (what) {
-        case SG_WIDTH: return PyLong_FromUnsignedLong(ph->width);
-        case SG_HEIGHT: return PyLong_FromUnsignedLong(ph->height);
-        case SG_POINT_STEP: return PyLong_FromUnsignedLong(ph->point_step);
-        case SG_ROW_STEP: return PyLong_FromUnsignedLong(ph->row_step);
-        case SG_IS_DENSE: return PyBool_FromLong(ph->is_dense);
-        case SG_IS_BIGENDIAN: return PyBool_FromLong(ph->is_bigendian);
-        case SG_FRAME_ID: return PyUnicode_FromString(ph->frame_id);
-        case SG_STAMP: return pyf_stamp_get(&ph->stamp);
-        case SG_FIELDS: return pyf_fields_get(ph->fields, ph->nfields);
-        }
-    } else if (sm->kind == PYF_TENSOR) {
-        switch (what) {
-        case SG_SHAPE: return pyf_i64_tuple(th->shape, th->ndim);
-        case SG_STRIDES: return pyf_i64_tuple(th->strides, th->ndim);
-        case SG_DTYPE: return PyUnicode_FromString(ferry_dtype_name(sm->v.t.dtype));
-        case SG_DEVICE:
-            return Py_BuildValue("(ii)", (int)sm->v.t.device.device_type,
-                                 (int)sm->v.t.device.device_id);
-        case SG_FRAME_ID: return PyUnicode_FromString(th->frame_id);
-        case SG_STAMP: return pyf_stamp_get(&th->stamp);
-        }
-    }
-    PyErr_Format(PyExc_AttributeError, "a %s sample has no such attribute",
-                 pyf_kind_name(sm->kind));
-    return NULL;
-}
-
-static PyObject *sample_repr(PyObject *self)
-{
-    pyf_sample *sm = (pyf_sample *)self;
-
-    if (!pyf_home(sm->sub->link.gen))
-        return PyUnicode_FromFormat("<ferry.Sample of process %ld>", (long)sm->sub->link.pid);
-    if (sm->state != SAMPLE_HELD) return PyUnicode_FromString("<ferry.Sample released>");
-    if (sm->kind == PYF_IMAGE)
-        return PyUnicode_FromFormat("<ferry.Sample image %ux%u %s seq=%llu>",
-                                    (unsigned)sm->v.img.header.width,
-                                    (unsigned)sm->v.img.header.height, sm->v.img.header.encoding,
-                                    (unsigned long long)sm->s.sequence);
-    return PyUnicode_FromFormat("<ferry.Sample %s %zu bytes seq=%llu>", pyf_kind_name(sm->kind),
-                                sm->s.size, (unsigned long long)sm->s.sequence);
-}
-
-static PyMethodDef sample_methods[] = {
-    {"release", sample_release, METH_NOARGS,
-     "release()\n\nGives the sample back to its publisher. The memory goes back once the last\n"
-     "array, memoryview or DLPack tensor over it is gone too; from now on the sample's\n"
-     "attributes and buffer raise StateError. A second release raises StateError."},
-    {"__enter__", sample_enter, METH_NOARGS, "Returns the sample."},
-    {"__exit__", sample_exit, METH_VARARGS, "Releases the sample (release()), if not yet."},
-    {"__dlpack__", (PyCFunction)(void (*)(void))sample_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> capsule\n\n"
-     "A DLPack capsule over the sample's data (tensors, images, bytes), without a copy; a\n"
-     "versioned one (flagged read-only) when max_version >= (1, 0). The sample stays held\n"
-     "until the consumer's tensor is deleted."},
-    {"cuda", (PyCFunction)(void (*)(void))pyf_sample_cuda, METH_VARARGS | METH_KEYWORDS,
-     "cuda(*, device=0) -> HostGpuView\n\n"
-     "The sample on CUDA device `device` without a pageable copy: its chunk's pages are\n"
-     "registered with CUDA once (read-only, mapped) and the view reads them in place\n"
-     "(torch.from_dlpack(view), cupy.asarray(view)) or copies them at pinned speed\n"
-     "(view.copy_to(tensor, stream=...)). The sample stays held while the view is open, a\n"
-     "tensor over it lives or a copy runs. NotSupportedError without the GPU module,\n"
-     "NoDeviceError without a device."},
-    {"__dlpack_device__", sample_dlpack_device, METH_NOARGS,
-     "__dlpack_device__() -> (1, 0)\n\nThe CPU: host samples live in shared memory."},
-    {NULL, NULL, 0, NULL},
+const pyf_type_def pyf_sub_def = {
+    .name = "ferry.Subscriber", .size = sizeof(pyf_sub), .flags = Py_TPFLAGS_BASETYPE,
+    .dealloc = sub_dealloc, .methods = sub_methods, .getset = sub_getset, .iter = sub_iter,
+    .iternext = sub_iternext,
+    .doc = "A subscriber of one topic (Node.subscribe). Iterating it takes samples for\n"
+           "ever: `for sample in sub:` blocks in take() between them.",
 };
-
-static PyGetSetDef sample_getset[] = {
-    {"sequence", sample_get, NULL, "The publisher's count: 1 for its first sample.",
-     (void *)SG_SEQUENCE},
-    {"publish_time", sample_get, NULL, "CLOCK_MONOTONIC nanoseconds of the publish (ferry.now()).",
-     (void *)SG_PUBLISH_TIME},
-    {"publisher_id", sample_get, NULL, "The publisher's id.", (void *)SG_PUBLISHER_ID},
-    {"size", sample_get, NULL, "Payload bytes, header included.", (void *)SG_SIZE},
-    {"nbytes", sample_get, NULL, "Bytes of the exported data (pixels, points, elements).",
-     (void *)SG_NBYTES},
-    {"topic", sample_get, NULL, "The subscriber's topic.", (void *)SG_TOPIC},
-    {"kind", sample_get, NULL, "\"image\", \"pointcloud\", \"tensor\" or \"bytes\".",
-     (void *)SG_KIND},
-    {"released", sample_get, NULL, "True once released.", (void *)SG_RELEASED},
-    {"width", sample_get, NULL, "Image or point cloud width.", (void *)SG_WIDTH},
-    {"height", sample_get, NULL, "Image or point cloud height.", (void *)SG_HEIGHT},
-    {"step", sample_get, NULL, "Image bytes per row.", (void *)SG_STEP},
-    {"encoding", sample_get, NULL, "Image encoding (\"rgb8\", ...).", (void *)SG_ENCODING},
-    {"is_bigendian", sample_get, NULL, "Byte order of multi-byte elements.",
-     (void *)SG_IS_BIGENDIAN},
-    {"frame_id", sample_get, NULL, "The header's frame_id.", (void *)SG_FRAME_ID},
-    {"stamp", sample_get, NULL, "The header's acquisition time, (sec, nanosec).",
-     (void *)SG_STAMP},
-    {"point_step", sample_get, NULL, "Point cloud bytes per point.", (void *)SG_POINT_STEP},
-    {"row_step", sample_get, NULL, "Point cloud bytes per row.", (void *)SG_ROW_STEP},
-    {"is_dense", sample_get, NULL, "Point cloud without invalid points.", (void *)SG_IS_DENSE},
-    {"fields", sample_get, NULL, "Point cloud fields: [(name, offset, datatype, count)].",
-     (void *)SG_FIELDS},
-    {"shape", sample_get, NULL, "Tensor shape.", (void *)SG_SHAPE},
-    {"strides", sample_get, NULL, "Tensor strides, in elements.", (void *)SG_STRIDES},
-    {"dtype", sample_get, NULL, "Tensor dtype name (\"float32\", ...).", (void *)SG_DTYPE},
-    {"device", sample_get, NULL, "Tensor device as DLPack's (type, id).", (void *)SG_DEVICE},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject *sample_spec_make(void)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(sample_dealloc)},
-        {Py_tp_methods, sample_methods},
-        {Py_tp_getset, sample_getset},
-        {Py_tp_repr, PYF_FN(sample_repr)},
-        {Py_bf_getbuffer, PYF_FN(sample_getbuffer)},
-        {Py_bf_releasebuffer, PYF_FN(sample_releasebuffer)},
-        {Py_tp_doc, (void *)"A taken sample (Subscriber.take): a read-only buffer over the publisher's\n"
-                    "pages. np.asarray(sample) is (H, W, C) for images, a structured array for\n"
-                    "point clouds, the tensor for tensors and uint8 bytes otherwise. Release it\n"
-                    "with release(), a with-block or by dropping it."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.Sample", sizeof(pyf_sample), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
-
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-bool pyf_sub_types(PyObject *module)
-{
-    pyf.sub_type = (PyTypeObject *)sub_spec_make();
-    if (pyf.sub_type == NULL || PyModule_AddType(module, pyf.sub_type) < 0) return false;
-    pyf.sample_type = (PyTypeObject *)sample_spec_make();
-    return pyf.sample_type != NULL && PyModule_AddType(module, pyf.sample_type) == 0;
-}

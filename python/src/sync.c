@@ -9,21 +9,22 @@
  * the members does. While a Sync lives its subscribers are its own: taking from them directly
  * raises BusyError (pyf_sub_own). Closed while an array still reads a sample of a set, it gives
  * back the other sets at once and is destroyed when the last such array is gone
- * (pyf_sync_finish); its subscribers stay its own until then.
+ * (sync_finish); its subscribers stay its own until then.
  *
  * Locks: every ferry_sync call holds the locks of all the Sync's subscribers, taken in index
  * order (a subscriber belongs to one Sync at most, and other paths take one subscriber lock
  * only, so no two threads wait on each other). A set given back while another thread holds
  * them (a wait in progress) is queued on the Sync and given back by that thread.
  */
-#include "pyferry.h"
+#include "sub.h"
+
+#include "args.h"
+#include "types.h"
 
 #include <ferry/sync.h>
 
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 typedef struct pyf_sync pyf_sync;
 
@@ -46,6 +47,10 @@ struct pyf_sync {
     struct pyf_syncset *sets;    /* handed out, not given back */
     struct pyf_syncset *pending; /* done while the locks were held elsewhere */
 };
+PYF_CHILD_OBJECT(pyf_sync);
+
+static int sync_close(PyObject *self);
+static void sync_finish(PyObject *self);
 
 /* ---------------------------------------------------------------------------------------------
  * Locks and giving sets back
@@ -72,20 +77,10 @@ static bool locks_take(pyf_sync *y, bool blocking)
     return true;
 }
 
-static void set_unlink(pyf_sync *y, struct pyf_syncset *set)
-{
-    if (set->prev != NULL)
-        set->prev->next = set->next;
-    else if (y->sets == set)
-        y->sets = set->next;
-    if (set->next != NULL) set->next->prev = set->prev;
-    set->prev = set->next = NULL;
-}
-
 /* Gives a done set back and frees it. The locks are held. */
 static void set_give_back(pyf_sync *y, struct pyf_syncset *set)
 {
-    set_unlink(y, set);
+    PYF_LIST_REMOVE(y->sets, set);
     /* A forked child only forgets its parent's set. */
     if (y->sync != NULL && pyf_home(y->link.gen)) ferry_sync_release(y->sync, set->set);
     set->sync = NULL;
@@ -109,7 +104,8 @@ static void sync_drain(pyf_sync *y)
     for (i = 0; i < y->n; i++) pyf_sub_drain(y->subs[i]);
 }
 
-void pyf_syncset_done(struct pyf_syncset *set)
+/* A member of set is done: the last gives the set back. */
+static void syncset_done(struct pyf_syncset *set)
 {
     pyf_sync *y = set->sync;
     uint32_t i;
@@ -129,14 +125,14 @@ void pyf_syncset_done(struct pyf_syncset *set)
     if (!pyf_home(y->link.gen)) { /* a forked child: no lock, nothing given back */
         Py_INCREF((PyObject *)y);
         set_give_back(y, set);
-        pyf_sync_finish((PyObject *)y);
+        sync_finish((PyObject *)y);
         Py_DECREF((PyObject *)y);
     } else if (locks_take(y, false)) {
         Py_INCREF((PyObject *)y);
         set_give_back(y, set);
         sync_drain(y);
         locks_release(y, y->n);
-        pyf_sync_finish((PyObject *)y); /* the last set out of a closed Sync */
+        sync_finish((PyObject *)y); /* the last set out of a closed Sync */
         Py_DECREF((PyObject *)y);
     } else {
         /* Whoever holds the locks gives it back (sync_drain) and finishes a closed Sync. */
@@ -194,13 +190,7 @@ static int64_t stamp_header(void *arg, uint32_t index, const ferry_sample *s)
  * Sync
  * ------------------------------------------------------------------------------------------- */
 
-static bool sync_open(pyf_sync *y, const char *what)
-{
-    if (!pyf_child_home(&y->link, what)) return false;
-    if (!y->link.closed && y->sync != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static const pyf_child_ops sync_ops = {"Sync", PYF_CLOSE_SYNC, sync_close, sync_finish};
 
 static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -291,7 +281,7 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     for (i = 0; i < n; i++) y->subs[i] = (pyf_sub *)Py_NewRef(PyTuple_GetItem(seq, i));
     y->n = (uint32_t)n;
     Py_DECREF(seq);
-    pyf_child_link(&y->link, node, PYF_CHILD_SYNC, (PyObject *)y);
+    pyf_child_link(&y->link, node, &sync_ops, (PyObject *)y);
     locks_take(y, true);
     err = ferry_sync_create(&y->sync, subs, y->n, &o);
     locks_release(y, y->n);
@@ -316,7 +306,7 @@ static bool set_exported(pyf_sync *y, const struct pyf_syncset *set)
     return false;
 }
 
-int pyf_sync_close(PyObject *self)
+static int sync_close(PyObject *self)
 {
     pyf_sync *y = (pyf_sync *)self;
     struct pyf_syncset *set, *next;
@@ -343,12 +333,12 @@ int pyf_sync_close(PyObject *self)
     for (set = y->sets; set != NULL; set = set->next)
         for (i = 0; i < y->n; i++)
             if (set->members[i] != NULL) pyf_sample_let_go(set->members[i]);
-    pyf_sync_finish(self); /* now, unless an array still reads a set */
+    sync_finish(self); /* now, unless an array still reads a set */
     Py_DECREF(self);
     return 0;
 }
 
-void pyf_sync_finish(PyObject *self)
+static void sync_finish(PyObject *self)
 {
     pyf_sync *y = (pyf_sync *)self;
     bool home = pyf_home(y->link.gen);
@@ -373,7 +363,7 @@ void pyf_sync_finish(PyObject *self)
             if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
         pyf_child_unlink(&y->link);
         /* Subscribers closed meanwhile waited for this. */
-        for (i = 0; i < y->n; i++) pyf_sub_finish(y->subs[i]);
+        for (i = 0; i < y->n; i++) pyf_child_finish(&y->subs[i]->link);
     }
     Py_DECREF(self);
 }
@@ -390,7 +380,7 @@ static void sync_dealloc(PyObject *self)
     }
     for (i = 0; i < y->n; i++) {
         if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
-        pyf_sub_finish(y->subs[i]); /* one closed meanwhile waited for this */
+        pyf_child_finish(&y->subs[i]->link); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)y->subs[i]);
     }
     pyf_child_unlink(&y->link);
@@ -417,12 +407,11 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
     memcpy(set->set, samples, sizeof set->set);
     set->sync = (pyf_sync *)Py_NewRef((PyObject *)y);
     set->live = y->n;
-    set->next = y->sets;
-    if (y->sets != NULL) y->sets->prev = set;
-    y->sets = set;
+    PYF_LIST_PUSH(y->sets, set);
     items = PyTuple_New((Py_ssize_t)y->n);
     for (i = 0; i < y->n; i++) {
-        PyObject *m = items != NULL ? pyf_sample_wrap_member(y->subs[i], &set->set[i], set)
+        PyObject *m = items != NULL ? pyf_sample_wrap_member(y->subs[i], &set->set[i], set,
+                                                             syncset_done)
                                     : NULL;
 
         if (m == NULL) {
@@ -432,7 +421,7 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
 
             if (items == NULL) PyErr_NoMemory();
             Py_XDECREF(items);
-            while (left-- > 0) pyf_syncset_done(set);
+            while (left-- > 0) syncset_done(set);
             return NULL;
         }
         set->members[i] = m;
@@ -443,68 +432,81 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
     return tuple;
 }
 
+/* A wait on a Sync, its subscribers' locks held (locks_take). */
+typedef struct sync_waiting {
+    pyf_sync *y;
+    ferry_sample samples[FERRY_SYNC_MAX_TOPICS]; /* what take() took */
+    bool woke;                                   /* the last slice ended with a sample */
+} sync_waiting;
+
+static ferry_err sync_open_step(void *arg)
+{
+    pyf_sync *y = ((sync_waiting *)arg)->y;
+
+    sync_drain(y);
+    return y->link.closed || y->sync == NULL ? FERRY_ECLOSED : FERRY_EAGAIN;
+}
+
+static ferry_err sync_take_step(void *arg)
+{
+    sync_waiting *w = arg;
+    ferry_err err = sync_open_step(arg);
+
+    return err != FERRY_EAGAIN ? err : ferry_sync_take(w->y->sync, w->samples);
+}
+
+static ferry_err sync_queued_block(void *arg, int64_t slice_ns)
+{
+    return ferry_sync_wait(((sync_waiting *)arg)->y->sync, slice_ns);
+}
+
+/* For take(): a set is looked for in the next step. A wait that returned at once and found no
+ * set again means that every queued sample belongs to a topic at its queue limit (the caller
+ * holds sets), so ferry_sync_wait would return at once for ever: sleep a millisecond between
+ * tries until a set is given back. */
+static ferry_err sync_take_block(void *arg, int64_t slice_ns)
+{
+    sync_waiting *w = arg;
+    ferry_err err;
+
+    if (w->woke) {
+        struct timespec ts = {0, 1000000};
+
+        nanosleep(&ts, NULL);
+    }
+    err = sync_queued_block(arg, slice_ns);
+    w->woke = err == FERRY_OK;
+    return err;
+}
+
+static const pyf_wait sync_take_slices = {sync_take_step, sync_take_block, NULL, true, 0};
+static const pyf_wait sync_queued_slices = {sync_open_step, sync_queued_block, NULL, false, 0};
+
 /* Takes one set, waiting up to timeout_ns (FERRY_FOREVER: for ever) with the GIL released.
  * Returns a SyncSet, or None when none_on_empty and nothing is ready, else TimeoutError. */
 static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_empty)
 {
-    int64_t deadline = timeout_ns < 0 ? -1 : ferry_now().ns + timeout_ns;
-    ferry_sample samples[FERRY_SYNC_MAX_TOPICS];
-    bool woke = false;
+    int64_t deadline = pyf_deadline(timeout_ns);
+    sync_waiting w = {.y = y};
     ferry_err err;
 
-    if (!sync_open(y, "Sync.take")) return NULL;
+    if (!pyf_child_open(&y->link, y->sync, "Sync.take")) return NULL;
     Py_INCREF((PyObject *)y);
     locks_take(y, true);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        sync_drain(y);
-        if (y->link.closed || y->sync == NULL) {
-            err = FERRY_ECLOSED;
-            break;
-        }
-        err = ferry_sync_take(y->sync, samples);
-        if (err != FERRY_EAGAIN) break;
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left <= 0) {
-                err = FERRY_ETIMEDOUT;
-                break;
-            }
-            if (left < slice) slice = left;
-        }
-        /* A wait that returned at once and found no set again: every queued sample belongs to a
-         * topic at its queue limit (the caller holds sets), so ferry_sync_wait would return at
-         * once for ever. Sleep a millisecond between tries until a set is given back. */
-        Py_BEGIN_ALLOW_THREADS
-        if (woke) {
-            struct timespec ts = {0, 1000000};
-
-            nanosleep(&ts, NULL);
-        }
-        err = ferry_sync_wait(y->sync, slice);
-        Py_END_ALLOW_THREADS
-        woke = err == FERRY_OK;
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) break;
-        if (PyErr_CheckSignals() < 0) {
-            err = FERRY_ERR_COUNT_; /* the signal handler's exception is set */
-            break;
-        }
-    }
+    err = pyf_wait_sliced(&sync_take_slices, &w, deadline);
     if (err == FERRY_OK) {
-        PyObject *r = set_wrap(y, samples);
+        PyObject *r = set_wrap(y, w.samples);
 
         sync_drain(y); /* a set that failed to wrap is given back now */
         locks_release(y, y->n);
-        pyf_sync_finish((PyObject *)y);
+        sync_finish((PyObject *)y);
         Py_DECREF((PyObject *)y);
         return r;
     }
     locks_release(y, y->n);
-    pyf_sync_finish((PyObject *)y); /* closed meanwhile by another thread */
+    sync_finish((PyObject *)y); /* closed meanwhile by another thread */
     Py_DECREF((PyObject *)y);
-    if (err == FERRY_ERR_COUNT_) return NULL;
+    if (err == PYF_ERAISED) return NULL;
     if (err == FERRY_ETIMEDOUT && none_on_empty) Py_RETURN_NONE;
     if (err == FERRY_ETIMEDOUT)
         return pyf_raise(err, "Sync.take(timeout %.3f s)", (double)timeout_ns / 1e9);
@@ -542,45 +544,23 @@ static PyObject *sync_iter(PyObject *self)
 static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"timeout", NULL};
-    pyf_sync *y = (pyf_sync *)self;
+    sync_waiting w = {.y = (pyf_sync *)self};
     PyObject *o_timeout = Py_None;
-    int64_t ns, deadline;
-    ferry_err err = FERRY_ETIMEDOUT;
+    int64_t deadline, ns;
+    ferry_err err;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !sync_open(y, "Sync.wait")) return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&w.y->link, w.y->sync, "Sync.wait"))
+        return NULL;
+    deadline = pyf_deadline(ns);
     Py_INCREF(self);
-    locks_take(y, true);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        sync_drain(y);
-        if (y->link.closed || y->sync == NULL) {
-            err = FERRY_ECLOSED;
-            break;
-        }
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_sync_wait(y->sync, slice);
-        Py_END_ALLOW_THREADS
-        if (err != FERRY_ETIMEDOUT) break;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) {
-            err = FERRY_ERR_COUNT_;
-            break;
-        }
-    }
-    sync_drain(y);
-    locks_release(y, y->n);
-    pyf_sync_finish(self);
+    locks_take(w.y, true);
+    err = pyf_wait_sliced(&sync_queued_slices, &w, deadline);
+    sync_drain(w.y);
+    locks_release(w.y, w.y->n);
+    sync_finish(self);
     Py_DECREF(self);
-    if (err == FERRY_ERR_COUNT_) return NULL;
+    if (err == PYF_ERAISED) return NULL;
     if (err == FERRY_OK) Py_RETURN_TRUE;
     if (err == FERRY_ETIMEDOUT) Py_RETURN_FALSE;
     if (err == FERRY_ECLOSED) return pyf_raise_closed("Sync.wait");
@@ -640,13 +620,13 @@ static PyObject *sync_stats(PyObject *self, PyObject *unused)
     uint32_t i;
 
     (void)unused;
-    if (!sync_open(y, "Sync.stats")) return NULL;
+    if (!pyf_child_open(&y->link, y->sync, "Sync.stats")) return NULL;
     Py_INCREF(self);
     locks_take(y, true);
     sync_drain(y);
     err = !y->link.closed ? ferry_sync_stats_get(y->sync, &st) : FERRY_ECLOSED;
     locks_release(y, y->n);
-    pyf_sync_finish(self);
+    sync_finish(self);
     Py_DECREF(self);
     if (err != FERRY_OK) return pyf_raise(err, "ferry_sync_stats_get");
     for (i = 0; i < st.topics && i < FERRY_SYNC_MAX_TOPICS; i++) held[i] = st.held[i];
@@ -654,25 +634,6 @@ static PyObject *sync_stats(PyObject *self, PyObject *unused)
                          (unsigned long long)st.sets, "taken", (unsigned long long)st.taken,
                          "received", list_u64(st.received, st.topics), "discarded",
                          list_u64(st.discarded, st.topics), "held", list_u64(held, st.topics));
-}
-
-static PyObject *sync_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_sync_close(self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *sync_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *sync_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return sync_close_m(self, NULL);
 }
 
 static PyObject *sync_get(PyObject *self, void *closure)
@@ -707,14 +668,13 @@ static PyMethodDef sync_methods[] = {
     {"stats", sync_stats, METH_NOARGS,
      "stats() -> dict\n\nThe synchroniser's counters (ferry_sync_stats): topics, sets (emitted),\n"
      "taken (handed out), and per topic lists received, discarded and held."},
-    {"close", sync_close_m, METH_NOARGS,
-     "close()\n\nDestroys the synchroniser, giving back every sample it holds, sets handed out\n"
-     "included (their Samples then raise StateError); the subscribers can be taken from\n"
-     "again. A set an array, memoryview or DLPack tensor still reads stays mapped: it goes\n"
-     "back, and the synchroniser is destroyed, when the last of them is gone (its subscribers\n"
-     "stay its own until then). Closing twice does nothing."},
-    {"__enter__", sync_enter, METH_NOARGS, "Returns the synchroniser."},
-    {"__exit__", sync_exit, METH_VARARGS, "Closes the synchroniser."},
+    PYF_CHILD_CLOSE_METHODS(
+        "close()\n\nDestroys the synchroniser, giving back every sample it holds, sets handed out\n"
+        "included (their Samples then raise StateError); the subscribers can be taken from\n"
+        "again. A set an array, memoryview or DLPack tensor still reads stays mapped: it goes\n"
+        "back, and the synchroniser is destroyed, when the last of them is gone (its subscribers\n"
+        "stay its own until then). Closing twice does nothing.",
+        "synchroniser"),
     {NULL, NULL, 0, NULL},
 };
 
@@ -744,8 +704,7 @@ static PyObject *syncset_release(PyObject *self, PyObject *unused)
 static PyObject *syncset_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!syncset_home(self, "SyncSet.__enter__")) return NULL;
-    return Py_NewRef(self);
+    return pyf_entered(self, syncset_home(self, "SyncSet.__enter__"));
 }
 
 static PyObject *syncset_exit(PyObject *self, PyObject *args)
@@ -791,47 +750,27 @@ static PyGetSetDef syncset_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool pyf_sync_types(PyObject *module)
-{
-    PyType_Slot sync_slots[] = {
-        {Py_tp_new, PYF_FN(sync_new)},
-        {Py_tp_dealloc, PYF_FN(sync_dealloc)},
-        {Py_tp_methods, sync_methods},
-        {Py_tp_getset, sync_getset},
-        {Py_tp_iter, PYF_FN(sync_iter)},
-        {Py_tp_iternext, PYF_FN(sync_iternext)},
-        {Py_tp_doc,
-         (void *)"Sync(subscribers, *, queue=10, slop=None, stamp=\"publish_time\")\n\n"
-                 "An approximate-time synchroniser (ferry/sync.h) over 2 to 9 subscribers of one\n"
-                 "node: take() hands out matched sets, one Sample per subscriber in the order\n"
-                 "given, whose stamps lie close together. queue is queue_size (samples held per\n"
-                 "topic, sets handed out included; each subscriber's max_held must exceed it),\n"
-                 "slop the largest span of a set in seconds (None or 0: no limit), stamp\n"
-                 "\"publish_time\" or \"header\" (the image, point cloud or tensor header's\n"
-                 "stamp). While it lives, take from its subscribers only through it. Iterating\n"
-                 "takes sets for ever: `for cam, depth in sync:`. A context manager: leaving the\n"
-                 "block closes it."},
-        {0, NULL},
-    };
-    PyType_Spec sync_spec = {"ferry.Sync", sizeof(pyf_sync), 0, Py_TPFLAGS_DEFAULT, sync_slots};
-    PyType_Slot set_slots[] = {
-        {Py_tp_methods, syncset_methods},
-        {Py_tp_getset, syncset_getset},
-        {Py_tp_doc,
-         (void *)"A matched set from Sync.take(): a tuple of Samples, one per subscriber, that go\n"
-                 "back to their publishers together, when every one of them is released (its\n"
-                 "release(), with-block or garbage collection) or at SyncSet.release() /\n"
-                 "Sync.release(set). A context manager: leaving the block releases the set."},
-        {0, NULL},
-    };
-    PyType_Spec set_spec = {"ferry.SyncSet", 0, 0, Py_TPFLAGS_DEFAULT, set_slots};
-    PyObject *bases;
+const pyf_type_def pyf_sync_def = {
+    .name = "ferry.Sync", .size = sizeof(pyf_sync),
+    .new_ = sync_new, .dealloc = sync_dealloc, .methods = sync_methods, .getset = sync_getset,
+    .iter = sync_iter, .iternext = sync_iternext,
+    .doc = "Sync(subscribers, *, queue=10, slop=None, stamp=\"publish_time\")\n\n"
+           "An approximate-time synchroniser (ferry/sync.h) over 2 to 9 subscribers of one\n"
+           "node: take() hands out matched sets, one Sample per subscriber in the order\n"
+           "given, whose stamps lie close together. queue is queue_size (samples held per\n"
+           "topic, sets handed out included; each subscriber's max_held must exceed it),\n"
+           "slop the largest span of a set in seconds (None or 0: no limit), stamp\n"
+           "\"publish_time\" or \"header\" (the image, point cloud or tensor header's\n"
+           "stamp). While it lives, take from its subscribers only through it. Iterating\n"
+           "takes sets for ever: `for cam, depth in sync:`. A context manager: leaving the\n"
+           "block closes it.",
+};
 
-    pyf.sync_type = (PyTypeObject *)PyType_FromSpec(&sync_spec);
-    if (pyf.sync_type == NULL || PyModule_AddType(module, pyf.sync_type) < 0) return false;
-    bases = PyTuple_Pack(1, (PyObject *)&PyTuple_Type);
-    if (bases == NULL) return false;
-    pyf.syncset_type = (PyTypeObject *)PyType_FromSpecWithBases(&set_spec, bases);
-    Py_DECREF(bases);
-    return pyf.syncset_type != NULL && PyModule_AddType(module, pyf.syncset_type) == 0;
-}
+const pyf_type_def pyf_syncset_def = {
+    .name = "ferry.SyncSet", .base = &PyTuple_Type,
+    .methods = syncset_methods, .getset = syncset_getset,
+    .doc = "A matched set from Sync.take(): a tuple of Samples, one per subscriber, that go\n"
+           "back to their publishers together, when every one of them is released (its\n"
+           "release(), with-block or garbage collection) or at SyncSet.release() /\n"
+           "Sync.release(set). A context manager: leaving the block releases the set.",
+};

@@ -1,9 +1,11 @@
 /*
  * ferry.WaitSet: one wait over many subscribers (ferry_waitset_*), with the GIL released.
  */
-#include "pyferry.h"
+#include "waitset.h"
 
-#include <unistd.h>
+#include "args.h"
+#include "sub.h"
+#include "types.h"
 
 #define WAITSET_MAX 256
 
@@ -14,14 +16,10 @@ typedef struct pyf_waitset {
     PyThread_type_lock lock;
     PyObject *members; /* list of Subscribers, each holding a reference */
 } pyf_waitset;
+PYF_CHILD_OBJECT(pyf_waitset);
 
-static bool ws_open(pyf_waitset *w, const char *what)
-{
-    if (!pyf_child_home(&w->link, what)) return false;
-    if (w->ws != NULL) return true;
-    pyf_raise_closed(what);
-    return false;
-}
+static int ws_close(PyObject *self);
+static const pyf_child_ops ws_ops = {"WaitSet", PYF_CLOSE_WAITSET, ws_close, NULL};
 
 PyObject *pyf_waitset_new(pyf_node *node)
 {
@@ -38,7 +36,7 @@ PyObject *pyf_waitset_new(pyf_node *node)
         Py_DECREF(w);
         return NULL;
     }
-    pyf_child_link(&w->link, node, PYF_CHILD_WAITSET, (PyObject *)w);
+    pyf_child_link(&w->link, node, &ws_ops, (PyObject *)w);
     err = ferry_waitset_create(&w->ws, node->node);
     if (err != FERRY_OK) {
         w->ws = NULL;
@@ -57,7 +55,7 @@ static Py_ssize_t member_index(pyf_waitset *w, pyf_sub *sub)
     return -1;
 }
 
-int pyf_waitset_forget(PyObject *self, pyf_sub *sub)
+static int ws_forget(PyObject *self, pyf_sub *sub)
 {
     pyf_waitset *w = (pyf_waitset *)self;
     Py_ssize_t i = member_index(w, sub);
@@ -73,7 +71,7 @@ int pyf_waitset_forget(PyObject *self, pyf_sub *sub)
     return 0;
 }
 
-int pyf_waitset_close(PyObject *self)
+static int ws_close(PyObject *self)
 {
     pyf_waitset *w = (pyf_waitset *)self;
 
@@ -82,7 +80,7 @@ int pyf_waitset_close(PyObject *self)
     while (PyList_Size(w->members) > 0) {
         pyf_sub *sub = (pyf_sub *)PyList_GetItem(w->members, 0);
 
-        if (pyf_waitset_forget(self, sub) < 0) return -1;
+        if (ws_forget(self, sub) < 0) return -1;
     }
     pyf_lock(w->lock);
     ferry_waitset_destroy(w->ws);
@@ -123,7 +121,7 @@ static PyObject *ws_add(PyObject *self, PyObject *arg)
     pyf_sub *sub;
     ferry_err err;
 
-    if (!ws_open(w, "WaitSet.add")) return NULL;
+    if (!pyf_child_open(&w->link, w->ws, "WaitSet.add")) return NULL;
     if (!PyObject_TypeCheck(arg, pyf.sub_type)) {
         PyErr_SetString(PyExc_TypeError, "WaitSet.add takes a Subscriber");
         return NULL;
@@ -142,6 +140,7 @@ static PyObject *ws_add(PyObject *self, PyObject *arg)
         return NULL;
     }
     sub->waitset = self;
+    sub->waitset_forget = ws_forget;
     Py_RETURN_NONE;
 }
 
@@ -149,85 +148,67 @@ static PyObject *ws_remove(PyObject *self, PyObject *arg)
 {
     pyf_waitset *w = (pyf_waitset *)self;
 
-    if (!ws_open(w, "WaitSet.remove")) return NULL;
+    if (!pyf_child_open(&w->link, w->ws, "WaitSet.remove")) return NULL;
     if (!PyObject_TypeCheck(arg, pyf.sub_type) || member_index(w, (pyf_sub *)arg) < 0)
         return pyf_raise(FERRY_ESTATE, "WaitSet.remove: not a member");
-    if (pyf_waitset_forget(self, (pyf_sub *)arg) < 0) return NULL;
+    if (ws_forget(self, (pyf_sub *)arg) < 0) return NULL;
     Py_RETURN_NONE;
 }
+
+/* WaitSet.wait(), the waitset's lock held. */
+typedef struct ws_waiting {
+    pyf_waitset *w;
+    void *ready[WAITSET_MAX];
+    size_t count;
+    pyf_waited waited;
+} ws_waiting;
+
+static ferry_err ws_step(void *arg)
+{
+    ws_waiting *st = arg;
+
+    return pyf_wait_open(&st->waited, st->w->ws == NULL);
+}
+
+static ferry_err ws_block(void *arg, int64_t slice_ns)
+{
+    ws_waiting *st = arg;
+    ferry_err err = ferry_waitset_wait(st->w->ws, slice_ns, st->ready, WAITSET_MAX, &st->count);
+
+    if (err == FERRY_ETIMEDOUT) st->count = 0;
+    return pyf_wait_call(&st->waited, err, FERRY_ETIMEDOUT, "ferry_waitset_wait");
+}
+
+static const pyf_wait ws_slices = {ws_step, ws_block, NULL, false, 0};
 
 static PyObject *ws_wait(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"timeout", NULL};
-    pyf_waitset *w = (pyf_waitset *)self;
+    ws_waiting st = {.w = (pyf_waitset *)self};
     PyObject *o_timeout = Py_None, *out;
-    void *ready[WAITSET_MAX];
-    size_t count = 0, i;
-    int64_t ns, deadline;
+    int64_t deadline, ns;
     ferry_err err;
+    size_t i;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !ws_open(w, "WaitSet.wait")) return NULL;
-    deadline = ns < 0 ? -1 : ferry_now().ns + ns;
-    pyf_lock(w->lock);
-    for (;;) {
-        int64_t slice = PYF_WAIT_SLICE_NS;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - ferry_now().ns;
-
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
-        }
-        if (w->ws == NULL) {
-            PyThread_release_lock(w->lock);
-            return pyf_raise_closed("WaitSet.wait");
-        }
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_waitset_wait(w->ws, slice, ready, WAITSET_MAX, &count);
-        Py_END_ALLOW_THREADS
-        if (err == FERRY_OK) break;
-        if (err != FERRY_ETIMEDOUT) {
-            PyThread_release_lock(w->lock);
-            return pyf_raise(err, "ferry_waitset_wait");
-        }
-        count = 0;
-        if (deadline >= 0 && ferry_now().ns >= deadline) break;
-        if (PyErr_CheckSignals() < 0) {
-            PyThread_release_lock(w->lock);
-            return NULL;
-        }
-    }
-    PyThread_release_lock(w->lock);
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&st.w->link, st.w->ws, "WaitSet.wait"))
+        return NULL;
+    deadline = pyf_deadline(ns);
+    pyf_lock(st.w->lock);
+    err = pyf_wait_sliced(&ws_slices, &st, deadline);
+    PyThread_release_lock(st.w->lock);
+    if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
+        return pyf_wait_raise(&st.waited, err, "WaitSet.wait", NULL);
     out = PyList_New(0);
     if (out == NULL) return NULL;
-    for (i = 0; i < count; i++) {
+    for (i = 0; i < st.count; i++) {
         /* Contexts are members, kept alive by the members list. */
-        if (member_index(w, ready[i]) >= 0 && PyList_Append(out, ready[i]) < 0) {
+        if (member_index(st.w, st.ready[i]) >= 0 && PyList_Append(out, st.ready[i]) < 0) {
             Py_DECREF(out);
             return NULL;
         }
     }
     return out;
-}
-
-static PyObject *ws_close_m(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (pyf_waitset_close(self) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *ws_enter(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *ws_exit(PyObject *self, PyObject *args)
-{
-    (void)args;
-    return ws_close_m(self, NULL);
 }
 
 static PyObject *ws_members(PyObject *self, void *closure)
@@ -244,9 +225,8 @@ static PyMethodDef ws_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))ws_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(timeout=None) -> list[Subscriber]\n\nWaits, with the GIL released, until a member has\n"
      "a queued sample; returns the members that have one, or [] after timeout seconds."},
-    {"close", ws_close_m, METH_NOARGS, "close()\n\nRemoves every member and destroys the waitset."},
-    {"__enter__", ws_enter, METH_NOARGS, "Returns the waitset."},
-    {"__exit__", ws_exit, METH_VARARGS, "Closes the waitset."},
+    PYF_CHILD_CLOSE_METHODS("close()\n\nRemoves every member and destroys the waitset.",
+                            "waitset"),
     {NULL, NULL, 0, NULL},
 };
 
@@ -255,22 +235,8 @@ static PyGetSetDef ws_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject *ws_spec_make(void)
-{
-    PyType_Slot slots[] = {
-        {Py_tp_dealloc, PYF_FN(ws_dealloc)},
-        {Py_tp_methods, ws_methods},
-        {Py_tp_getset, ws_getset},
-        {Py_tp_doc, (void *)"Waits on many subscribers at once (Node.waitset())."},
-        {0, NULL},
-    };
-    PyType_Spec spec = {"ferry.WaitSet", sizeof(pyf_waitset), 0, Py_TPFLAGS_DEFAULT, slots};
-
-    return (PyTypeObject *)PyType_FromSpec(&spec);
-}
-
-bool pyf_waitset_types(PyObject *module)
-{
-    pyf.waitset_type = (PyTypeObject *)ws_spec_make();
-    return pyf.waitset_type != NULL && PyModule_AddType(module, pyf.waitset_type) == 0;
-}
+const pyf_type_def pyf_waitset_def = {
+    .name = "ferry.WaitSet", .size = sizeof(pyf_waitset),
+    .dealloc = ws_dealloc, .methods = ws_methods, .getset = ws_getset,
+    .doc = "Waits on many subscribers at once (Node.waitset()).",
+};
