@@ -26,9 +26,9 @@
 /* How much of a frame the publisher writes before publishing and the subscriber reads after
  * receiving. The header (bench_wire) is always written and read. */
 typedef enum bench_touch {
-    BENCH_TOUCH_NONE = 0, /* the header only */
-    BENCH_TOUCH_PAGE = 1, /* one byte per 4 KiB page: publisher writes, subscriber reads */
-    BENCH_TOUCH_FULL = 2, /* publisher writes every byte, subscriber sums every 64-bit word */
+    BENCH_TOUCH_NONE = 0,   /* the header only */
+    BENCH_TOUCH_PAGE = 1,   /* one byte per 4 KiB page: publisher writes, subscriber reads */
+    BENCH_TOUCH_FULL = 2,   /* publisher writes every byte, subscriber sums every 64-bit word */
     BENCH_TOUCH_CAMERA = 3, /* publisher writes every byte (a camera's frame), subscriber reads
                                one byte per page */
     BENCH_TOUCH_COUNT
@@ -47,8 +47,8 @@ typedef struct bench_params {
 /* The header every transport carries at the start of a message's payload. */
 typedef struct bench_wire {
     uint64_t seq;
-    int64_t send_ns;    /* CLOCK_MONOTONIC when the frame was ready in the sender's buffer */
-    uint32_t flags;     /* BENCH_F_* */
+    int64_t send_ns; /* CLOCK_MONOTONIC when the frame was ready in the sender's buffer */
+    uint32_t flags;  /* BENCH_F_* */
     uint32_t reserved;
 } bench_wire;
 
@@ -59,9 +59,10 @@ typedef struct bench_wire {
 
 /* Capabilities of a transport (bench_transport.caps). */
 #define BENCH_CAP_LOSSLESS 1u /* honours bench_params.lossless */
-#define BENCH_CAP_PROCESS 2u  /* its library keeps per-process state: each row's publisher runs
-                               * in a fresh process (forked from the driver) */
-#define BENCH_CAP_ROUDI 4u    /* needs an iceoryx RouDi daemon (bench_roudi_start) */
+/* its library keeps per-process state: each row's publisher runs in a fresh process (forked from
+ * the driver) */
+#define BENCH_CAP_PROCESS 2u
+#define BENCH_CAP_ROUDI 4u /* needs an iceoryx RouDi daemon (bench_roudi_start) */
 
 /*
  * One transport. Functions return 0 on success and -1 after printing a message on stderr;
@@ -115,10 +116,10 @@ extern const bench_transport bench_transport_cyclone_shm;
  * budget, huge pages) are entries with the same transport and their own name and variant;
  * transport_ferry.c reads the variant in its prepare. */
 typedef struct bench_entry {
-    const char *name;          /* the row's label, unique */
+    const char *name; /* the row's label, unique */
     const bench_transport *t;
-    const char *variant;       /* bench_params.variant: "" for none */
-    bool peer;                 /* another middleware: run with --peers or a full run */
+    const char *variant; /* bench_params.variant: "" for none */
+    bool peer;           /* another middleware: run with --peers or a full run */
 } bench_entry;
 
 /* paced: 30 Hz, drop-oldest depth 16. flat: flat out, drop-oldest depth 16 (256 at 64 B, so the
@@ -131,18 +132,18 @@ enum { BENCH_MODE_PACED, BENCH_MODE_FLAT, BENCH_MODE_FLOOD, BENCH_MODE_COUNT };
 
 /* What every row of a run shares. */
 typedef struct bench_plan {
-    uint32_t paced_count;      /* measured messages per paced row */
-    int64_t flat_ns;           /* duration of a flat-out (flat or flood) row */
-    bool pin;                  /* publisher on cpus[0], subscriber on cpus[1] */
+    uint32_t paced_count; /* measured messages per paced row */
+    int64_t flat_ns;      /* duration of a flat-out (flat or flood) row */
+    bool pin;             /* publisher on cpus[0], subscriber on cpus[1] */
     int cpus[2];
-    const char *dir;           /* private ferry domain root */
-    size_t max_payload;        /* the largest payload of the run (RouDi's mempools) */
+    const char *dir;    /* private ferry domain root */
+    size_t max_payload; /* the largest payload of the run (RouDi's mempools) */
 } bench_plan;
 
 /* One measured row; plain data, so that it can cross a pipe. */
 typedef struct bench_row {
-    uint32_t entry;            /* index into the entry table */
-    uint32_t run;              /* 0-based round of --runs */
+    uint32_t entry; /* index into the entry table */
+    uint32_t run;   /* 0-based round of --runs */
     size_t payload;
     int mode;
     bench_touch touch;

@@ -67,8 +67,7 @@ _Static_assert(sizeof bench_entries / sizeof bench_entries[0] <= MAX_ENTRIES,
                "MAX_ENTRIES is too small for the entry table");
 
 static const char *const mode_names[BENCH_MODE_COUNT] = {"paced", "flat", "flood"};
-static const char *const touch_names[BENCH_TOUCH_COUNT] = {"none", "page", "full",
-                                                                  "camera"};
+static const char *const touch_names[BENCH_TOUCH_COUNT] = {"none", "page", "full", "camera"};
 
 static const char *entry_name(const bench_row *r)
 {
@@ -90,9 +89,9 @@ static int entry_index(const char *name)
 static void print_header(bool runs)
 {
     printf("%s%-15s %8s %-5s %-5s %3s %8s %8s %8s %8s %8s %8s %8s %8s %8s %11s %8s\n",
-           runs ? "run " : "", "transport", "payload", "mode", "touch", "pin", "messages",
-           "p50 us", "p99 us", "p99.9 us", "max us", "pub call", "pub cpu", "sub call",
-           "sub cpu", "msgs/s", "dropped");
+           runs ? "run " : "", "transport", "payload", "mode", "touch", "pin", "messages", "p50 us",
+           "p99 us", "p99.9 us", "max us", "pub call", "pub cpu", "sub call", "sub cpu", "msgs/s",
+           "dropped");
 }
 
 /* A call-CPU figure, "-" where it was not measured (flat out). */
@@ -140,10 +139,10 @@ static int write_csv(const char *path, const bench_row *rows, size_t n)
         if (r->sub_call_us >= 0)
             snprintf(sc, sizeof sc, "%.3f", r->sub_call_us);
         fprintf(f, "%u,%s,%zu,%s,%s,%d,%llu,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%s,%.3f,%.0f,%llu\n",
-                r->run + 1, entry_name(r), r->payload, mode_names[r->mode],
-                touch_names[r->touch], r->pinned ? 1 : 0, (unsigned long long)r->messages,
-                r->p50_us, r->p99_us, r->p999_us, r->max_us, pc, r->pub_cpu_us, sc,
-                r->sub_cpu_us, r->msgs_per_s, (unsigned long long)r->dropped);
+                r->run + 1, entry_name(r), r->payload, mode_names[r->mode], touch_names[r->touch],
+                r->pinned ? 1 : 0, (unsigned long long)r->messages, r->p50_us, r->p99_us,
+                r->p999_us, r->max_us, pc, r->pub_cpu_us, sc, r->sub_cpu_us, r->msgs_per_s,
+                (unsigned long long)r->dropped);
     }
     if (fclose(f) != 0)
         return cli_fail("bench", 1, "cannot write %s: %s", path, strerror(errno));
@@ -182,11 +181,11 @@ static bool median_row(const bench_row *rows, size_t n, int entry, size_t payloa
         return false;
     *out = *got[0];
     double v[MAX_RUNS];
-#define MEDIAN(field)                                                                          \
-    do {                                                                                       \
-        for (size_t j = 0; j < k; j++)                                                         \
-            v[j] = (double)got[j]->field;                                                      \
-        out->field = median_of(v, k);                                                          \
+#define MEDIAN(field)                                                                              \
+    do {                                                                                           \
+        for (size_t j = 0; j < k; j++)                                                             \
+            v[j] = (double)got[j]->field;                                                          \
+        out->field = median_of(v, k);                                                              \
     } while (0)
     MEDIAN(p50_us);
     MEDIAN(p99_us);
@@ -252,8 +251,7 @@ static void print_summary(const summary *s, uint32_t runs)
             printf("%8zu %-15s ", payloads[pi], bench_entries[e].name);
             if (hp)
                 printf("%8.1f %8.1f %8.1f %8.2f %8.2f %8.2f %8.2f ", pc.p50_us, pc.p99_us,
-                       pc.p999_us, pc.pub_call_us, pc.pub_cpu_us, pc.sub_call_us,
-                       pc.sub_cpu_us);
+                       pc.p999_us, pc.pub_call_us, pc.pub_cpu_us, pc.sub_call_us, pc.sub_cpu_us);
             else
                 printf("%8s %8s %8s %8s %8s %8s %8s ", "-", "-", "-", "-", "-", "-", "-");
             if (hf)
@@ -299,8 +297,8 @@ static void verdict(bool have, bool pass, const char *what)
 }
 
 /* Worst ratio a/b over the payloads for field f of mode; text lists each. */
-static bool worst_ratio(const summary *s, const char *na, const char *nb, int mode,
-                        size_t offset, bool sum_sides, double *worst, char *text, size_t cap)
+static bool worst_ratio(const summary *s, const char *na, const char *nb, int mode, size_t offset,
+                        bool sum_sides, double *worst, char *text, size_t cap)
 {
     bool have = true;
     int len = 0;
@@ -358,8 +356,8 @@ static void print_checks(const summary *s)
         if (ratio > worst)
             worst = ratio;
         if (len >= 0 && (size_t)len < sizeof text)
-            len += snprintf(text + len, sizeof text - (size_t)len, "%s%zu B %.2fx",
-                            len ? ", " : "", payloads[i], ratio);
+            len += snprintf(text + len, sizeof text - (size_t)len, "%s%zu B %.2fx", len ? ", " : "",
+                            payloads[i], ratio);
     }
     snprintf(line, sizeof line, "zero-copy p99 within 2x of its p50 at 30 Hz (worst %.2fx: %s)",
              worst, text);
@@ -416,8 +414,8 @@ static void print_checks(const summary *s)
              have ? b.msgs_per_s : 0.0, have ? (unsigned long long)a.dropped : 0ULL);
     verdict(have, have && a.msgs_per_s >= 1.5 * b.msgs_per_s && a.dropped == 0, line);
 
-    have = worst_ratio(s, "ferry-zero-copy", "iceoryx", BENCH_MODE_PACED, 0, true, &worst,
-                       text, sizeof text);
+    have = worst_ratio(s, "ferry-zero-copy", "iceoryx", BENCH_MODE_PACED, 0, true, &worst, text,
+                       sizeof text);
     snprintf(line, sizeof line,
              "CPU per message (publisher + subscriber, whole processes, 30 Hz) <= iceoryx "
              "(worst %.2fx: %s)",
@@ -528,8 +526,16 @@ static bool two_cpus(int cpus[2])
 
 static int bench_transport_cmd(int argc, char **argv)
 {
-    enum { O_TRANSPORT = CLI_O_OWN, O_MODE, O_TOUCH, O_PIN, O_PEERS, O_NO_PEERS, O_RUNS,
-           O_MESSAGES };
+    enum {
+        O_TRANSPORT = CLI_O_OWN,
+        O_MODE,
+        O_TOUCH,
+        O_PIN,
+        O_PEERS,
+        O_NO_PEERS,
+        O_RUNS,
+        O_MESSAGES
+    };
     static const struct option options[] = {
         CLI_OPT_QUICK,
         CLI_OPT_CSV,
@@ -545,8 +551,8 @@ static int bench_transport_cmd(int argc, char **argv)
         CLI_OPT_END,
     };
     cli_opts o;
-    cli_parser p = {.cmd = "bench transport", .options = options, .usage = transport_usage,
-                    .opts = &o};
+    cli_parser p = {
+        .cmd = "bench transport", .options = options, .usage = transport_usage, .opts = &o};
     bool want_t[MAX_ENTRIES] = {false};
     bool want_m[BENCH_MODE_COUNT] = {false};
     bool want_touch[BENCH_TOUCH_COUNT] = {false};
@@ -561,8 +567,10 @@ static int bench_transport_cmd(int argc, char **argv)
         case O_TRANSPORT: {
             int k = entry_index(optarg);
             if (k < 0)
-                return cli_fail("bench", 2, "unknown transport '%s' (see 'ferry bench transport "
-                                "--help')", optarg);
+                return cli_fail("bench", 2,
+                                "unknown transport '%s' (see 'ferry bench transport "
+                                "--help')",
+                                optarg);
             want_t[k] = any_t = true;
             break;
         }
@@ -576,7 +584,8 @@ static int bench_transport_cmd(int argc, char **argv)
         case O_TOUCH: {
             int t = parse_choice(optarg, touch_names, BENCH_TOUCH_COUNT);
             if (t < 0)
-                return cli_fail("bench", 2, "unknown touch '%s' (none, page, full or camera)", optarg);
+                return cli_fail("bench", 2, "unknown touch '%s' (none, page, full or camera)",
+                                optarg);
             want_touch[t] = any_touch = true;
             break;
         }
@@ -592,8 +601,7 @@ static int bench_transport_cmd(int argc, char **argv)
         case O_RUNS:
             runs = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || runs < 1 || runs > MAX_RUNS)
-                return cli_fail("bench", 2, "--runs %s is out of range: 1..%d", optarg,
-                                MAX_RUNS);
+                return cli_fail("bench", 2, "--runs %s is out of range: 1..%d", optarg, MAX_RUNS);
             break;
         case O_MESSAGES:
             messages = strtol(optarg, &end, 10);
@@ -605,13 +613,17 @@ static int bench_transport_cmd(int argc, char **argv)
     if (c == CLI_OPTS_EXIT)
         return p.status;
     if (optind < argc)
-        return cli_fail("bench transport", 2, "unexpected argument '%s' (try 'ferry bench "
-                        "transport --help')", argv[optind]);
+        return cli_fail("bench transport", 2,
+                        "unexpected argument '%s' (try 'ferry bench "
+                        "transport --help')",
+                        argv[optind]);
     if (!any_touch)
         want_touch[BENCH_TOUCH_PAGE] = true;
     bool with_peers = peers_opt == 1 || (peers_opt < 0 && !any_t && !o.quick);
 
-    bench_plan plan = {.paced_count = messages ? (uint32_t)messages : o.quick ? 20 : 300,
+    bench_plan plan = {.paced_count = messages  ? (uint32_t)messages
+                                      : o.quick ? 20
+                                                : 300,
                        .flat_ns = o.quick ? NS_PER_S / 4 : 2 * NS_PER_S,
                        .max_payload = payloads[PAYLOAD_COUNT - 1]};
     if (pin && !two_cpus(plan.cpus))
@@ -625,8 +637,8 @@ static int bench_transport_cmd(int argc, char **argv)
     for (size_t i = 0; i < bench_entry_count && i < MAX_ENTRIES; i++) {
         const bench_entry *e = &bench_entries[i];
         /* Variant rows are for a full run, or asked for by name: --quick is a smoke test. */
-        run_e[i] = any_t ? want_t[i]
-                         : (!e->peer || with_peers) && !(o.quick && e->variant[0] != '\0');
+        run_e[i] =
+            any_t ? want_t[i] : (!e->peer || with_peers) && !(o.quick && e->variant[0] != '\0');
         const char *why = run_e[i] && e->t->available ? e->t->available() : NULL;
         if (why) {
             fprintf(stderr, "ferry bench: %s is left out: %s\n", e->name, why);
@@ -651,8 +663,8 @@ static int bench_transport_cmd(int argc, char **argv)
     print_header(runs > 1);
     fflush(stdout);
 
-    size_t cap = (size_t)runs * BENCH_MODE_COUNT * BENCH_TOUCH_COUNT * PAYLOAD_COUNT *
-                 bench_entry_count;
+    size_t cap =
+        (size_t)runs * BENCH_MODE_COUNT * BENCH_TOUCH_COUNT * PAYLOAD_COUNT * bench_entry_count;
     bench_row *rows = calloc(cap, sizeof *rows);
     if (!rows) {
         cli_rmtree(dir);
@@ -676,8 +688,8 @@ static int bench_transport_cmd(int argc, char **argv)
                             !(bench_entries[e].t->caps & BENCH_CAP_LOSSLESS))
                             continue;
                         bench_row *r = &rows[n++];
-                        bench_run_row(&plan, (uint32_t)e, payloads[pi], mode,
-                                      (bench_touch)touch, r);
+                        bench_run_row(&plan, (uint32_t)e, payloads[pi], mode, (bench_touch)touch,
+                                      r);
                         r->run = (uint32_t)run;
                         if (!r->ok)
                             status = 1;

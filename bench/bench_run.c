@@ -33,9 +33,9 @@ typedef struct child_result {
     uint64_t received;
     uint64_t disorder; /* sequences that went backwards */
     int64_t p50_ns, p99_ns, p999_ns, max_ns;
-    int64_t cpu_ns;     /* whole process, first measured message to the last */
+    int64_t cpu_ns; /* whole process, first measured message to the last */
     uint64_t cpu_msgs;
-    int64_t call_ns;    /* receive and release calls of the timed messages */
+    int64_t call_ns; /* receive and release calls of the timed messages */
     uint64_t call_msgs;
     int64_t last_recv_ns;
     uint64_t sink;
@@ -373,8 +373,11 @@ static void run_here(const bench_plan *plan, uint32_t entry, size_t payload, int
 {
     const bench_entry *e = &bench_entries[entry];
     const bench_transport *t = e->t;
-    bench_params p = {.payload = payload, .depth = BENCH_DEPTH, .variant = e->variant,
-                      .dir = plan->dir, .domain = 0};
+    bench_params p = {.payload = payload,
+                      .depth = BENCH_DEPTH,
+                      .variant = e->variant,
+                      .dir = plan->dir,
+                      .domain = 0};
     if (mode == BENCH_MODE_FLAT && payload <= 4096)
         p.depth = BENCH_DEPTH_FLAT_SMALL;
     if (mode == BENCH_MODE_FLOOD) {
@@ -382,7 +385,11 @@ static void run_here(const bench_plan *plan, uint32_t entry, size_t payload, int
         p.lossless = true;
     }
     uint32_t warmup = p.depth < WARMUP_MAX ? p.depth : WARMUP_MAX;
-    row_ctx c = {.plan = plan, .e = e, .t = t, .mode = mode, .touch = touch,
+    row_ctx c = {.plan = plan,
+                 .e = e,
+                 .t = t,
+                 .mode = mode,
+                 .touch = touch,
                  .capacity = mode == BENCH_MODE_PACED ? plan->paced_count : FLAT_MAX_MESSAGES};
 
     if (t->prepare(&c.st, &p) != 0)
@@ -402,8 +409,7 @@ static void run_here(const bench_plan *plan, uint32_t entry, size_t payload, int
     char ready = 0;
     int64_t first_send = 0;
     child_result res = {0};
-    if (opened &&
-        parent_wait(t, c.st, fd, &ready, 1, cli_now_ns() + 20 * NS_PER_S) == 0 &&
+    if (opened && parent_wait(t, c.st, fd, &ready, 1, cli_now_ns() + 20 * NS_PER_S) == 0 &&
         ready == READY_OK && publish_all(&c, warmup, out, &first_send) == 0) {
         int64_t limit = 30 * NS_PER_S;
         if (parent_wait(t, c.st, fd, &res, sizeof res, cli_now_ns() + limit) == 0 &&
@@ -432,8 +438,7 @@ static void run_here(const bench_plan *plan, uint32_t entry, size_t payload, int
     out->p999_us = (double)res.p999_ns / 1000.0;
     out->max_us = (double)res.max_ns / 1000.0;
     out->sub_cpu_us = res.cpu_msgs ? (double)res.cpu_ns / 1000.0 / (double)res.cpu_msgs : 0.0;
-    out->sub_call_us =
-        res.call_msgs ? (double)res.call_ns / 1000.0 / (double)res.call_msgs : -1.0;
+    out->sub_call_us = res.call_msgs ? (double)res.call_ns / 1000.0 / (double)res.call_msgs : -1.0;
     int64_t span = res.last_recv_ns - first_send;
     out->msgs_per_s = span > 0 ? (double)res.received * (double)NS_PER_S / (double)span : 0.0;
     if (res.disorder)

@@ -57,8 +57,8 @@ typedef struct cy_state {
     dds_entity_t dom, participant, topic, writer, reader, ws, cond;
     ferry_bench_Bytes pub_sample; /* udp publisher: a sample over its own buffer */
     char *own;
-    void *loan;                   /* shm publisher: the loaned sample */
-    void *taken[1];               /* subscriber: the sample between sub_recv and sub_done */
+    void *loan;     /* shm publisher: the loaned sample */
+    void *taken[1]; /* subscriber: the sample between sub_recv and sub_done */
 } cy_state;
 
 static int cy_fail(const char *what, dds_return_t rc)
@@ -96,8 +96,7 @@ static int cy_prepare_common(void **state, const bench_params *p, bool shm)
     s->shm = shm;
     s->desc = shm ? fixed_desc(p->payload) : &ferry_bench_Bytes_desc;
     if (!s->desc) {
-        fprintf(stderr, "ferry bench: cyclone-shm: no fixed-size type of %zu bytes\n",
-                p->payload);
+        fprintf(stderr, "ferry bench: cyclone-shm: no fixed-size type of %zu bytes\n", p->payload);
         free(s);
         return -1;
     }

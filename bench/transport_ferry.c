@@ -23,9 +23,9 @@ typedef struct fb_state {
     ferry_subscriber *sub;
     ferry_sample sample; /* subscriber: the sample between sub_recv and sub_done */
     /* Variant rows (bench_entry.variant): */
-    bool busy_poll;       /* "busy-poll": the subscriber polls instead of sleeping */
-    bool no_spin;         /* "no-spin": both sides sleep at once (FERRY_SPIN_OFF) */
-    bool huge;            /* "huge": the pool on huge pages where the machine offers them */
+    bool busy_poll; /* "busy-poll": the subscriber polls instead of sleeping */
+    bool no_spin;   /* "no-spin": both sides sleep at once (FERRY_SPIN_OFF) */
+    bool huge;      /* "huge": the pool on huge pages where the machine offers them */
 } fb_state;
 
 static int fail(const char *what, ferry_err err)
@@ -99,8 +99,7 @@ static int fb_pub_open(void *state)
         o.on_pool_exhausted = FERRY_POOL_BLOCK;
         o.block_timeout_ns = FB_BLOCK_NS;
     }
-    err = ferry_publisher_create(&s->pub, s->node, FB_TOPIC, FB_TYPE,
-                                 ferry_hash(FB_TYPE), &o);
+    err = ferry_publisher_create(&s->pub, s->node, FB_TOPIC, FB_TYPE, ferry_hash(FB_TYPE), &o);
     if (err)
         return fail("publisher", err);
     /* Carve and touch the chunks the stream will cycle through before it starts, as a camera
@@ -176,8 +175,7 @@ static int fb_sub_open(void *state)
     o.busy_poll = s->busy_poll;
     if (s->no_spin)
         o.spin_ns = FERRY_SPIN_OFF;
-    err = ferry_subscriber_create(&s->sub, s->node, FB_TOPIC, FB_TYPE,
-                                  ferry_hash(FB_TYPE), &o);
+    err = ferry_subscriber_create(&s->sub, s->node, FB_TOPIC, FB_TYPE, ferry_hash(FB_TYPE), &o);
     if (err)
         return fail("subscriber", err);
     err = ferry_subscriber_wait_publishers(s->sub, 1, FB_CONNECT_NS);

@@ -93,8 +93,8 @@ static int ib_pub_loan(void *state, void **buf, size_t *size)
             break;
         /* Chunks come back as the subscriber releases them. */
         if (r != AllocationResult_RUNNING_OUT_OF_CHUNKS) {
-            fprintf(stderr, "ferry bench: iceoryx: loan of %zu bytes failed (%d)\n",
-                    s->p.payload, (int)r);
+            fprintf(stderr, "ferry bench: iceoryx: loan of %zu bytes failed (%d)\n", s->p.payload,
+                    (int)r);
             return -1;
         }
         if (deadline == 0)
@@ -134,8 +134,8 @@ static int ib_sub_open(void *state)
     iox_sub_options_init(&o);
     o.queueCapacity = s->p.depth;
     o.historyRequest = 0;
-    o.queueFullPolicy = s->p.lossless ? QueueFullPolicy_BLOCK_PRODUCER
-                                      : QueueFullPolicy_DISCARD_OLDEST_DATA;
+    o.queueFullPolicy =
+        s->p.lossless ? QueueFullPolicy_BLOCK_PRODUCER : QueueFullPolicy_DISCARD_OLDEST_DATA;
     s->sub = iox_sub_init(&s->sub_storage, IB_SERVICE, &o);
     s->ws = iox_ws_init(&s->ws_storage);
     if (iox_ws_attach_subscriber_state(s->ws, s->sub, SubscriberState_HAS_DATA, 0, NULL) !=

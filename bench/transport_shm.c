@@ -34,8 +34,8 @@ typedef struct block_ring {
 
 typedef struct shm_state {
     bench_params p;
-    cli_shm_bus *bus;    /* drop-oldest rows */
-    block_ring *ring;    /* lossless rows */
+    cli_shm_bus *bus; /* drop-oldest rows */
+    block_ring *ring; /* lossless rows */
     size_t ring_bytes, ring_head;
     char *own; /* the publisher's or the subscriber's private buffer */
 } shm_state;
@@ -158,8 +158,7 @@ static int shm_pub_send(void *state, void *buf)
     if (!s->ring)
         return cli_shm_send(s->bus, 0, buf, s->p.payload);
     block_ring *r = s->ring;
-    if (ring_wait(&r->space_bell, &r->writer_waiting, r, false,
-                  cli_now_ns() + SHM_BLOCK_NS) != 0) {
+    if (ring_wait(&r->space_bell, &r->writer_waiting, r, false, cli_now_ns() + SHM_BLOCK_NS) != 0) {
         fprintf(stderr, "ferry bench: shm-copy: the ring stayed full for 10 s\n");
         return -1;
     }

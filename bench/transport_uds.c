@@ -23,9 +23,9 @@
 typedef struct uds_state {
     bench_params p;
     int fd[2];
-    char *own;     /* the application's message payload (publisher) or its copy (subscriber) */
-    char *wire;    /* the serialized message (publisher) or the receive buffer (subscriber) */
-    size_t cap;    /* bytes of wire */
+    char *own;       /* the application's message payload (publisher) or its copy (subscriber) */
+    char *wire;      /* the serialized message (publisher) or the receive buffer (subscriber) */
+    size_t cap;      /* bytes of wire */
     size_t pos, end; /* subscriber: unread bytes are wire[pos, end) */
 } uds_state;
 
@@ -150,8 +150,8 @@ static int uds_fill(uds_state *s, size_t n, int64_t deadline)
         if (got < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (got <= 0) {
-            fprintf(stderr, "ferry bench: uds read: %s\n", got == 0 ? "end of stream"
-                                                                   : strerror(errno));
+            fprintf(stderr, "ferry bench: uds read: %s\n",
+                    got == 0 ? "end of stream" : strerror(errno));
             return -1;
         }
         s->end += (size_t)got;

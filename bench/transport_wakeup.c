@@ -18,11 +18,11 @@
 #include <sys/mman.h>
 
 typedef struct wake_shared {
-    _Atomic uint64_t gen;      /* odd while the fields below are being written */
+    _Atomic uint64_t gen; /* odd while the fields below are being written */
     _Atomic uint64_t seq;
     _Atomic int64_t send_ns;
     _Atomic uint32_t flags;
-    _Atomic uint32_t bell;     /* futex word, bumped after each store */
+    _Atomic uint32_t bell; /* futex word, bumped after each store */
     _Atomic uint32_t waiting;
 } wake_shared;
 

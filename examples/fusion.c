@@ -34,7 +34,8 @@ static int64_t frame_stamp(void *arg, uint32_t index, const ferry_sample *s)
     (void)arg;
     ferry_image_view iv;
     ferry_pointcloud_view pv;
-    if (index == 0) return ferry_image_view_get(s, &iv) == FERRY_OK ? to_ns(iv.header.stamp) : 0;
+    if (index == 0)
+        return ferry_image_view_get(s, &iv) == FERRY_OK ? to_ns(iv.header.stamp) : 0;
     return ferry_pointcloud_view_get(s, &pv) == FERRY_OK ? to_ns(pv.header.stamp) : 0;
 }
 
@@ -73,8 +74,10 @@ int main(int argc, char **argv)
         ferry_sample set[2]; /* set[0] from subs[0], set[1] from subs[1] */
         while (matched < pairs && ferry_sync_take(sync, set) == FERRY_OK) {
             int64_t skew = frame_stamp(NULL, 0, &set[0]) - frame_stamp(NULL, 1, &set[1]);
-            if (skew < 0) skew = -skew;
-            if (skew > worst) worst = skew;
+            if (skew < 0)
+                skew = -skew;
+            if (skew > worst)
+                worst = skew;
             printf("pair %lu: image %llu + cloud %llu, skew %.3f ms\n", ++matched,
                    (unsigned long long)set[0].sequence, (unsigned long long)set[1].sequence,
                    (double)skew / 1e6);

@@ -23,7 +23,8 @@
 
 static void cuda_check(cudaError_t err, const char *what)
 {
-    if (err == cudaSuccess) return;
+    if (err == cudaSuccess)
+        return;
     fprintf(stderr, "gpu_consumer: %s: %s\n", what, cudaGetErrorString(err));
     exit(1);
 }
@@ -83,7 +84,8 @@ int main(int argc, char **argv)
                v.header.width, v.header.height, v.header.encoding, gpu,
                gpu == cpu ? "matches the CPU" : "MISMATCH");
         CHECK(ferry_release(sub, &s));
-        if (gpu != cpu) return 1;
+        if (gpu != cpu)
+            return 1;
     }
 
     ferry_gpu_cache_stats cs;

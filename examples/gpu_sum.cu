@@ -10,7 +10,8 @@ __global__ static void sum_bytes(const unsigned char *p, size_t n, unsigned long
         sum += p[i];
     for (int off = 16; off > 0; off >>= 1)
         sum += __shfl_down_sync(0xffffffffu, sum, off);
-    if ((threadIdx.x & 31) == 0) atomicAdd(out, sum);
+    if ((threadIdx.x & 31) == 0)
+        atomicAdd(out, sum);
 }
 
 // Enqueues *out = the sum of p[0..n) on stream; returns the launch's error.

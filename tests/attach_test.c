@@ -63,8 +63,7 @@ static int subscriber(void *arg)
         munmap(shared, 4096);
         /* A key nobody attached is not there, and says so; one attached while we were
          * connected came before the samples that followed it. */
-        TU_ERR(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 1, fds, &nfds),
-               FERRY_EAGAIN);
+        TU_ERR(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 1, fds, &nfds), FERRY_EAGAIN);
         if (want == 42 || want == 43)
             TU_OK(ferry__subscriber_attachment(sub, w.slot, w.gen, KEY + 2, fds, &nfds));
         if (want == 44) /* withdrawn before this sample was published */

@@ -39,7 +39,8 @@ static ferry_err publish_compressed(ferry_publisher *pub)
     size_t i;
 
     err = ferry_compressed_image_loan(pub, "jpeg", COMPRESSED_CAPACITY, &ci);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     for (i = 0; i < COMPRESSED_BYTES; i++)
         ((unsigned char *)ci.data)[i] = (unsigned char)(7 * i);
     ci.header->data_size = COMPRESSED_BYTES;
@@ -47,7 +48,8 @@ static ferry_err publish_compressed(ferry_publisher *pub)
     ci.header->stamp.nanosec = 123456789;
     snprintf(ci.header->frame_id, sizeof ci.header->frame_id, "cam_optical");
     err = ferry_compressed_image_publish(pub, &ci);
-    if (err != FERRY_OK) ferry_compressed_image_loan_release(pub, &ci);
+    if (err != FERRY_OK)
+        ferry_compressed_image_loan_release(pub, &ci);
     return err;
 }
 
@@ -59,7 +61,8 @@ static ferry_err publish_imu(ferry_publisher *pub)
     int i;
 
     err = ferry_imu_loan(pub, &imu);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     h = imu.header;
     h->stamp.sec = 1700000001;
     h->stamp.nanosec = 5;
@@ -80,7 +83,8 @@ static ferry_err publish_imu(ferry_publisher *pub)
     /* JSON has no NaN: echo writes null. */
     h->linear_acceleration_covariance[1] = NAN;
     err = ferry_imu_publish(pub, &imu);
-    if (err != FERRY_OK) ferry_imu_loan_release(pub, &imu);
+    if (err != FERRY_OK)
+        ferry_imu_loan_release(pub, &imu);
     return err;
 }
 
@@ -90,10 +94,12 @@ static ferry_err publish_bad(ferry_publisher *pub)
     void *p;
     ferry_err err = ferry_loan(pub, 128, &p);
 
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     memset(p, 0xab, 128);
     err = ferry_publish(pub, p, 0);
-    if (err != FERRY_OK) ferry_loan_release(pub, p);
+    if (err != FERRY_OK)
+        ferry_loan_release(pub, p);
     return err;
 }
 
@@ -106,18 +112,19 @@ static int run(ferry_node *node, const char *kind, const char *topic, unsigned l
     ferry_err err;
     int64_t until;
 
-    err = ferry_publisher_create(&pub, node, topic,
-                                 imu ? FERRY_IMU_TYPE_NAME : FERRY_COMPRESSED_IMAGE_TYPE_NAME,
-                                 imu ? FERRY_IMU_TYPE_HASH : FERRY_COMPRESSED_IMAGE_TYPE_HASH,
-                                 NULL);
-    if (err != FERRY_OK) return fail("ferry_publisher_create", err);
+    err = ferry_publisher_create(
+        &pub, node, topic, imu ? FERRY_IMU_TYPE_NAME : FERRY_COMPRESSED_IMAGE_TYPE_NAME,
+        imu ? FERRY_IMU_TYPE_HASH : FERRY_COMPRESSED_IMAGE_TYPE_HASH, NULL);
+    if (err != FERRY_OK)
+        return fail("ferry_publisher_create", err);
     err = ferry_publisher_wait_subscribers(pub, 1, WAIT_NS);
     if (err != FERRY_OK) {
         ferry_publisher_destroy(pub);
         return fail("ferry_publisher_wait_subscribers", err);
     }
     for (n = 0; n < count; n++) {
-        if (n != 0) ferry_publisher_poll(pub, GAP_NS);
+        if (n != 0)
+            ferry_publisher_poll(pub, GAP_NS);
         err = bad ? publish_bad(pub) : imu ? publish_imu(pub) : publish_compressed(pub);
         if (err != FERRY_OK) {
             ferry_publisher_destroy(pub);
@@ -159,7 +166,8 @@ int main(int argc, char **argv)
     o.dir = argv[1];
     o.domain = (uint32_t)strtoul(argv[2], NULL, 10);
     err = ferry_node_create(&node, &o);
-    if (err != FERRY_OK) return fail("ferry_node_create", err);
+    if (err != FERRY_OK)
+        return fail("ferry_node_create", err);
     status = run(node, argv[3], argv[4], count);
     ferry_node_destroy(node);
     return status;

@@ -76,9 +76,9 @@ static void test_topic_names(void)
         TU_CHECK_MSG(ferry_topic_validate(good[i]) == FERRY_OK, "\"%s\" refused: %s", good[i],
                      ferry_strerror(ferry_topic_validate(good[i])));
 
-    const char *bad[] = {"",      "/",      "//",    "a//b",     "a/",      "/a/",   "a b",
-                         " a",    "a ",     "a\tb",  "a-b",      "a.b",     "..",    "a/../b",
-                         "caf\xc3\xa9", "\xff", "a\\b", "a*", too_long};
+    const char *bad[] = {"",     "/",    "//",    "a//b", "a/", "/a/",    "a b",         " a",
+                         "a ",   "a\tb", "a-b",   "a.b",  "..", "a/../b", "caf\xc3\xa9", "\xff",
+                         "a\\b", "a*",   too_long};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         TU_CHECK_MSG(ferry_topic_validate(bad[i]) == FERRY_ENAME,
                      "topic \"%s\" (#%zu): got %s, expected FERRY_ENAME", bad[i], i,
@@ -95,8 +95,7 @@ static void test_topic_names(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         TU_ERR(ferry_publisher_create(&pub, node, bad[i], TYPE, type_hash(), NULL), FERRY_ENAME);
         TU_ERR(ferry_subscriber_create(&sub, node, bad[i], TYPE, type_hash(), NULL), FERRY_ENAME);
-        TU_ERR(ferry_inspect(tu_dir(), tu_domain(), bad[i], count_cb, NULL),
-               FERRY_ENAME);
+        TU_ERR(ferry_inspect(tu_dir(), tu_domain(), bad[i], count_cb, NULL), FERRY_ENAME);
     }
     TU_CHECK(pub == NULL);
     TU_CHECK(sub == NULL);
@@ -146,8 +145,7 @@ static void test_node_arguments(void)
     TU_CHECK(ferry_node_dir(NULL) == NULL);
 
     TU_ERR(ferry_inspect(tu_dir(), tu_domain(), NULL, NULL, NULL), FERRY_EINVAL);
-    TU_ERR(ferry_inspect(tu_dir(), FERRY_DOMAIN_MAX + 1, NULL, count_cb, NULL),
-           FERRY_EINVAL);
+    TU_ERR(ferry_inspect(tu_dir(), FERRY_DOMAIN_MAX + 1, NULL, count_cb, NULL), FERRY_EINVAL);
     TU_ERR(ferry_clean(tu_dir(), FERRY_DOMAIN_MAX + 1, NULL), FERRY_EINVAL);
     uint32_t removed = 99;
     TU_OK(ferry_clean(tu_dir(), tu_domain(), &removed));

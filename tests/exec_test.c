@@ -22,7 +22,7 @@
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define EXEC_NO_MALLOC_HOOK 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                     \
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
     __has_feature(memory_sanitizer)
 #define EXEC_NO_MALLOC_HOOK 1
 #endif
@@ -110,8 +110,8 @@ typedef struct rig {
     ferry_subscriber *subs[MAX_TOPICS];
 } rig;
 
-static void rig_start(rig *r, uint32_t ntopics, uint32_t prefill, uint32_t count,
-                      int64_t period_ns, bool block)
+static void rig_start(rig *r, uint32_t ntopics, uint32_t prefill, uint32_t count, int64_t period_ns,
+                      bool block)
 {
     memset(r, 0, sizeof *r);
     r->plan.ntopics = ntopics;
@@ -129,8 +129,8 @@ static void rig_start(rig *r, uint32_t ntopics, uint32_t prefill, uint32_t count
     so.max_held = 16;
     so.overflow = block ? FERRY_OVERFLOW_BLOCK : FERRY_OVERFLOW_DROP_OLDEST;
     for (uint32_t i = 0; i < ntopics; i++)
-        TU_OK(ferry_subscriber_create(&r->subs[i], r->node, topics[i], TYPE, ferry_hash(TYPE),
-                                      &so));
+        TU_OK(
+            ferry_subscriber_create(&r->subs[i], r->node, topics[i], TYPE, ferry_hash(TYPE), &so));
     for (uint32_t i = 0; i < ntopics; i++)
         TU_OK(ferry_subscriber_wait_publishers(r->subs[i], 1, TU_WAIT_NS));
     TU_EQ_U64(tu_recv(&r->plan.ready, TU_WAIT_MS), prefill);
@@ -184,11 +184,11 @@ static void gauge_leave(gauge *g)
 
 typedef struct track {
     uint32_t topic;
-    bool ordered;            /* sequences must come 1, 2, 3, ... (no drop) */
-    bool increasing;         /* sequences must increase (drops allowed) */
+    bool ordered;    /* sequences must come 1, 2, 3, ... (no drop) */
+    bool increasing; /* sequences must increase (drops allowed) */
     int64_t sleep_ns;
-    gauge *group;            /* concurrency of the callback's group */
-    gauge self;              /* concurrency of this subscriber's callbacks */
+    gauge *group; /* concurrency of the callback's group */
+    gauge self;   /* concurrency of this subscriber's callbacks */
     ferry_executor *ex;
     _Atomic uint64_t *total; /* shared count of every track */
     uint64_t stop_at;        /* stop ex when *total reaches it (0: never) */
@@ -690,8 +690,7 @@ static void test_remove(void)
     for (uint32_t i = 0; i < 3; i++) {
         track_init(&t[i], i, ex, NULL, 0);
         t[i].sleep_ns = i == 0 ? 3 * MS : 0;
-        TU_OK(ferry_executor_add_subscriber(ex, r.subs[i], i == 0 ? gr : NULL, on_sample,
-                                            &t[i]));
+        TU_OK(ferry_executor_add_subscriber(ex, r.subs[i], i == 0 ? gr : NULL, on_sample, &t[i]));
     }
     rig_go(&r);
     remover rm = {.ex = ex, .sub = r.subs[0], .t = &t[0]};
@@ -981,8 +980,8 @@ static void test_no_alloc(void)
             TU_CMP_U64(atomic_load(&k.calls), >, ticks);
             clean = seen[w] == 0;
         }
-        TU_CHECK_MSG(clean, "%u threads: allocations in every window: %lu %lu %lu %lu",
-                     threads, seen[0], seen[1], seen[2], seen[3]);
+        TU_CHECK_MSG(clean, "%u threads: allocations in every window: %lu %lu %lu %lu", threads,
+                     seen[0], seen[1], seen[2], seen[3]);
         check_drained(ex, 0);
         TU_OK(ferry_executor_destroy(ex));
     }

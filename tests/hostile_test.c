@@ -163,7 +163,8 @@ static void publisher_sock(const char *topic, char *out, size_t cap)
     bool found = false;
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, "pub.", 4) == 0 && n > 5 && strcmp(e->d_name + n - 5, ".sock") == 0) {
+        if (strncmp(e->d_name, "pub.", 4) == 0 && n > 5 &&
+            strcmp(e->d_name + n - 5, ".sock") == 0) {
             TU_CHECK(!found);
             sock_path(topic, e->d_name, out, cap);
             found = true;
@@ -354,9 +355,9 @@ static void child_teardown(void)
 typedef struct take_stats {
     uint64_t trusted_id; /* frames of this publisher must be intact */
     uint64_t trusted;
-    uint64_t other_id;   /* the last other publisher seen, and its frames since */
+    uint64_t other_id; /* the last other publisher seen, and its frames since */
     uint64_t other, other_after;
-    bool scribbled;      /* other publishers have started scribbling */
+    bool scribbled; /* other publishers have started scribbling */
 } take_stats;
 
 /* The sample lies inside one of the read-only data segments mapped here; every byte is read. */
@@ -367,8 +368,8 @@ static void check_inside(const ferry_sample *s)
     const uint8_t *d = s->data;
     bool inside = false;
     for (int i = 0; i < n && i < 8; i++)
-        inside |= d >= ro[i].start && s->size <= ro[i].len &&
-                  d <= ro[i].start + ro[i].len - s->size;
+        inside |=
+            d >= ro[i].start && s->size <= ro[i].len && d <= ro[i].start + ro[i].len - s->size;
     TU_CHECK_MSG(inside, "sample of %zu bytes at %p lies outside every data segment", s->size,
                  s->data);
     uint8_t x = 0;
@@ -440,9 +441,15 @@ enum {
     A_COUNT
 };
 static const char *const a_names[A_COUNT] = {
-    "return head huge", "return of a chunk not held", "return index out of range",
-    "return twice",     "return head backwards",      "delivery tail past head",
-    "delivery tail backwards", "delivery slots garbage", "random segment",
+    "return head huge",
+    "return of a chunk not held",
+    "return index out of range",
+    "return twice",
+    "return head backwards",
+    "delivery tail past head",
+    "delivery tail backwards",
+    "delivery slots garbage",
+    "random segment",
     "harmless fields",
 };
 
@@ -704,10 +711,10 @@ enum {
     B_COUNT
 };
 static const char *const b_names[B_COUNT] = {
-    "delivery head jump",  "index out of range",  "index huge",          "tail garbage",
-    "table offset beyond", "table unaligned",     "table offset low",    "table capacity",
-    "table random",        "header index",        "header generation",   "header size 0",
-    "header size big",     "header random",       "duplicate delivery",  "connection random",
+    "delivery head jump",  "index out of range", "index huge",         "tail garbage",
+    "table offset beyond", "table unaligned",    "table offset low",   "table capacity",
+    "table random",        "header index",       "header generation",  "header size 0",
+    "header size big",     "header random",      "duplicate delivery", "connection random",
 };
 
 static int honest_pub_main(void *arg)
@@ -879,8 +886,7 @@ static void test_pub_scribbles(void)
             TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS,
                          "%s: the two honest frames did not come (%" PRIu64 " came; %u "
                          "publishers)\n%s",
-                         b_names[v], ts.other_id == bad_id ? ts.other : 0, st.publishers,
-                         log_text);
+                         b_names[v], ts.other_id == bad_id ? ts.other : 0, st.publishers, log_text);
         }
         TU_OK(ferry_subscriber_stats_get(sub, &st));
         uint64_t errors = st.protocol_errors;
@@ -1206,9 +1212,8 @@ static void test_socket_garbage(void)
         do {
             TU_OK(ferry_publisher_poll(pub, TU_MS));
             TU_OK(ferry_publisher_stats_get(pub, &st));
-            TU_CHECK_MSG(tu_since(t0) < 5 * TU_SEC,
-                         "%s: %d descriptors, %d before; %u subscribers", c_cases[c].name,
-                         tu_fd_count(), fds_before, st.subscribers);
+            TU_CHECK_MSG(tu_since(t0) < 5 * TU_SEC, "%s: %d descriptors, %d before; %u subscribers",
+                         c_cases[c].name, tu_fd_count(), fds_before, st.subscribers);
         } while (tu_fd_count() != fds_before || st.subscribers != 1);
         TU_CMP_U64(st.protocol_errors - errors, >=, c_cases[c].errors);
         TU_CMP_U64(st.rejected - rejected, >=, c_cases[c].rejected);
@@ -1239,7 +1244,8 @@ static void test_socket_garbage(void)
     TU_OK(ferry_node_destroy(node));
 }
 
-/* ---- (c) a fake publisher ---------------------------------------------------------------------- */
+/* ---- (c) a fake publisher ----------------------------------------------------------------------
+ */
 
 enum {
     W_HANGUP,
@@ -1791,8 +1797,8 @@ static void test_sparse_frame(void)
     table[0].offset = 4 * FERRY__PAGE;
     table[0].capacity = SPARSE_HOLE - 64;
     munmap(d, FERRY__PAGE * 2);
-    uint8_t *c0 = mmap(NULL, FERRY__PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, segs.data_fd,
-                       4 * FERRY__PAGE);
+    uint8_t *c0 =
+        mmap(NULL, FERRY__PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, segs.data_fd, 4 * FERRY__PAGE);
     TU_CHECK(c0 != MAP_FAILED);
     ferry__chunk_header *ch = (ferry__chunk_header *)c0;
     ch->index = 0;
@@ -1801,8 +1807,8 @@ static void test_sparse_frame(void)
     ch->sequence = 1;
     ch->publisher_id = FAKE_ID;
     munmap(c0, FERRY__PAGE);
-    TU_CHECK(fcntl(segs.data_fd, F_ADD_SEALS,
-                   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE) == 0);
+    TU_CHECK(fcntl(segs.data_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE) ==
+             0);
     segs.w.data_size = data_size;
     int fds[2] = {segs.data_fd, segs.conn_fd};
     long rss0 = rss_kb();
@@ -2047,8 +2053,7 @@ static void wait_fd_count(int want)
 {
     ferry_time t0 = ferry_now();
     while (tu_fd_count() != want) {
-        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "%d descriptors, expected %d", tu_fd_count(),
-                     want);
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "%d descriptors, expected %d", tu_fd_count(), want);
         usleep(1000);
     }
 }
@@ -2105,7 +2110,8 @@ static void test_linger_fds(void)
         TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "the hello was not refused");
     } while (ps.protocol_errors == 0);
     printf("    publisher: hello with a lingering socket refused, slowest poll %.1f ms (the "
-           "close would wait %d s)\n", (double)slowest / 1e6, LINGER_S);
+           "close would wait %d s)\n",
+           (double)slowest / 1e6, LINGER_S);
     TU_CMP_I64(slowest, <, 5 * TU_SEC);
     TU_CMP_U64(disposed_later(), >, deferred0);
     tu_publish_pattern(pub, 64, 1);
@@ -2147,7 +2153,8 @@ static void test_linger_fds(void)
         TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "the subscriber kept the connection");
     }
     printf("    subscriber: connection with a lingering socket queued dropped, slowest call "
-           "%.1f ms\n", (double)slowest / 1e6);
+           "%.1f ms\n",
+           (double)slowest / 1e6);
     TU_CMP_I64(slowest, <, 5 * TU_SEC);
     TU_CMP_U64(disposed_later(), >, deferred0);
     close(sock);
@@ -2343,8 +2350,7 @@ static void test_stall_wakeups(void)
     TU_CHILD_OK(bad_pid);
     peer_close(&bad);
     /* It was woken (so the publisher did try), and the pile never slowed the publisher. */
-    printf("    %" PRIu64 " wake-ups were queued for the subscriber that never read them\n",
-           wakes);
+    printf("    %" PRIu64 " wake-ups were queued for the subscriber that never read them\n", wakes);
     TU_CMP_U64(wakes, >=, 1);
     TU_CMP_U64(wakes, <, 3 * RATE_FRAMES);
     TU_CHECK_MSG(log_has("a flood of wake-ups"), "no flood in the log:\n%s", log_text);
@@ -2500,7 +2506,8 @@ static void test_silent_lockout(void)
     /* The publisher logged at a bounded rate, however many it dropped. */
     int lines = log_lines - lines_before;
     printf("    %" PRIu64 " connections made again after a drop, %" PRIu64
-           " dropped in all, %d log lines\n", redone, st.pending_dropped, lines);
+           " dropped in all, %d log lines\n",
+           redone, st.pending_dropped, lines);
     TU_CMP_I64(lines, <=, FERRY__PEER_LOG_BURST + 40);
     honest_finish(&pub, &h, seq, RATE_FRAMES / 4);
     TU_OK(ferry_publisher_destroy(pub));
@@ -2585,8 +2592,8 @@ static void hoarder_run(int connections)
     ferry_publisher_stats st;
     TU_OK(ferry_publisher_stats_get(pub, &st));
     printf("    the hoarder holds %" PRIu64 " of %u chunks through %d connection%s; %" PRIu64
-           " deliveries to it skipped\n", held, st.chunks_total, connections,
-           connections == 1 ? "" : "s", st.limited);
+           " deliveries to it skipped\n",
+           held, st.chunks_total, connections, connections == 1 ? "" : "s", st.limited);
     TU_EQ_U64(held, 224); /* seven eighths of max_chunks, the default limit */
     TU_CMP_U64(st.limited, >, 0);
     TU_CHECK(log_has("the limit: it receives nothing more"));
@@ -2705,8 +2712,9 @@ static int camera_main(void *arg)
     ferry_publisher_stats st;
     TU_OK(ferry_publisher_stats_get(pub, &st));
     printf("    camera: %" PRIu64 " frames in %.1f s (%.1f Hz), %" PRIu64 " silent connections "
-           "dropped, %" PRIu64 " subscribers\n", seq, tu_since(start) / 1e9,
-           seq / (tu_since(start) / 1e9), st.pending_dropped, (uint64_t)st.subscribers);
+           "dropped, %" PRIu64 " subscribers\n",
+           seq, tu_since(start) / 1e9, seq / (tu_since(start) / 1e9), st.pending_dropped,
+           (uint64_t)st.subscribers);
     tu_send(&p->up, st.pending_dropped);
     TU_OK(ferry_publisher_destroy(pub));
     TU_OK(ferry_node_destroy(node));
@@ -2790,7 +2798,8 @@ static int flood_main(void *arg)
         if (socks[i] >= 0)
             close(socks[i]);
     printf("    attacker: %d connections at most, %" PRIu64 " made, %" PRIu64
-           " refused by a full backlog\n", cap, made, full);
+           " refused by a full backlog\n",
+           cap, made, full);
     tu_send(&p->up, made);
     child_teardown();
     return 0;
@@ -2867,7 +2876,8 @@ static void test_backlog_flood(void)
             printf("    honest subscriber %d: first frame after %.0f ms\n", i, took[i] / 1e6);
     }
     printf("    %d of %d honest subscribers admitted (%d within 3 s, the slowest after %.0f ms); "
-           "%d logged why they waited\n", admitted, FLOOD_HONEST, in_3s, worst / 1e6, told);
+           "%d logged why they waited\n",
+           admitted, FLOOD_HONEST, in_3s, worst / 1e6, told);
     tu_send(&bad.down, MSG_QUIT);
     uint64_t made = tu_recv(&bad.up, TU_WAIT_MS);
     TU_CHILD_OK(bad_pid);

@@ -281,9 +281,9 @@ static int test_options(void)
 int main(void)
 {
     int results[] = {
-        TU_RUN_ISOLATED(test_options), TU_RUN_ISOLATED(test_off),
+        TU_RUN_ISOLATED(test_options),  TU_RUN_ISOLATED(test_off),
         TU_RUN_ISOLATED(test_fallback), TU_RUN_ISOLATED(test_thp),
-        TU_RUN_ISOLATED(test_hugetlb), TU_RUN_ISOLATED(test_auto),
+        TU_RUN_ISOLATED(test_hugetlb),  TU_RUN_ISOLATED(test_auto),
     };
     /* test_options and test_off test nothing of the machine's huge pages: they do not count. */
     return tu_results(results, (int)(sizeof results / sizeof results[0]), 2);

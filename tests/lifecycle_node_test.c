@@ -42,7 +42,8 @@ static ferry_err on_configure(void *arg, ferry_lifecycle *lc)
     if (c->create_in_configure) {
         ferry_err err = ferry_lifecycle_publisher(lc, "/lcn/transient", TYPE, ferry_hash(TYPE),
                                                   NULL, 0, 0, &c->transient);
-        if (err) return err;
+        if (err)
+            return err;
     }
     return c->fail_configure;
 }
@@ -91,13 +92,16 @@ static ferry_lifecycle *make_lc(ferry_node *node, calls *c)
 static void invalid_from(ferry_lifecycle *lc)
 {
     ferry_lifecycle_state s = ferry_lifecycle_state_get(lc);
-    if (s != FERRY_LIFECYCLE_UNCONFIGURED) TU_ERR(ferry_lifecycle_configure(lc), FERRY_ESTATE);
+    if (s != FERRY_LIFECYCLE_UNCONFIGURED)
+        TU_ERR(ferry_lifecycle_configure(lc), FERRY_ESTATE);
     if (s != FERRY_LIFECYCLE_INACTIVE) {
         TU_ERR(ferry_lifecycle_activate(lc), FERRY_ESTATE);
         TU_ERR(ferry_lifecycle_cleanup(lc), FERRY_ESTATE);
     }
-    if (s != FERRY_LIFECYCLE_ACTIVE) TU_ERR(ferry_lifecycle_deactivate(lc), FERRY_ESTATE);
-    if (s == FERRY_LIFECYCLE_FINALIZED) TU_ERR(ferry_lifecycle_shutdown(lc), FERRY_ESTATE);
+    if (s != FERRY_LIFECYCLE_ACTIVE)
+        TU_ERR(ferry_lifecycle_deactivate(lc), FERRY_ESTATE);
+    if (s == FERRY_LIFECYCLE_FINALIZED)
+        TU_ERR(ferry_lifecycle_shutdown(lc), FERRY_ESTATE);
     TU_EQ_U64(ferry_lifecycle_state_get(lc), s);
 }
 
@@ -358,9 +362,11 @@ static int publisher_main(void *arg)
     for (;;) {
         tu_publish_pattern(pub, SIZE, ++seq);
         TU_OK(ferry_publisher_poll(pub, 10 * TU_MS));
-        if (!tu_readable(&p->to_pub)) continue;
+        if (!tu_readable(&p->to_pub))
+            continue;
         uint64_t m = tu_recv(&p->to_pub, TU_WAIT_MS);
-        if (m == MSG_STOP) break;
+        if (m == MSG_STOP)
+            break;
         ferry_publisher_stats ps;
         TU_OK(ferry_publisher_stats_get(pub, &ps));
         tu_send(&p->from_pub, ps.published);

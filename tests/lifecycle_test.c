@@ -87,8 +87,8 @@ static void wait_publisher_lost(ferry_subscriber *sub)
         if (st.publishers == 0 && st.publishers_lost >= 1)
             break;
         TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS,
-                     "publisher still counted after 10 s: publishers %u, lost %llu",
-                     st.publishers, (unsigned long long)st.publishers_lost);
+                     "publisher still counted after 10 s: publishers %u, lost %llu", st.publishers,
+                     (unsigned long long)st.publishers_lost);
     }
     TU_EQ_U64(st.publishers_lost, 1);
 }
@@ -189,9 +189,8 @@ static void test_subscriber_killed(void)
         TU_OK(ferry_publisher_stats_get(pub, &st));
         if (st.subscribers == 0 && st.chunks_in_use == 0)
             break;
-        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS,
-                     "after 10 s: %u subscribers, %u chunks in use", st.subscribers,
-                     st.chunks_in_use);
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "after 10 s: %u subscribers, %u chunks in use",
+                     st.subscribers, st.chunks_in_use);
     }
     TU_EQ_U64(st.subscribers_lost, 1);
     TU_CMP_U64(st.chunks_reclaimed, >=, 2);

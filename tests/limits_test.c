@@ -144,7 +144,7 @@ static void check_footprint(const char *file, int line, footprint before)
                 before.endpoints, now.endpoints);
 }
 
-#define CHECK_FAILED(err, saved_errno, exp_err, exp_errno)                                     \
+#define CHECK_FAILED(err, saved_errno, exp_err, exp_errno)                                         \
     check_failed(__FILE__, __LINE__, (err), (saved_errno), (exp_err), (exp_errno))
 /* err must be exp_err, with errno exp_errno when that is not 0, and a printable message. */
 static void check_failed(const char *file, int line, ferry_err err, int saved_errno,
@@ -153,8 +153,8 @@ static void check_failed(const char *file, int line, ferry_err err, int saved_er
     const char *msg = ferry_strerror(err);
     if (err != exp_err || (exp_errno != 0 && saved_errno != exp_errno))
         tu_fail(file, line, "got %s (%s), errno %d (%s); expected %s, errno %d (%s)",
-                ferry_errname(err), msg, saved_errno, strerror(saved_errno),
-                ferry_errname(exp_err), exp_errno, strerror(exp_errno));
+                ferry_errname(err), msg, saved_errno, strerror(saved_errno), ferry_errname(exp_err),
+                exp_errno, strerror(exp_errno));
     if (msg == NULL || msg[0] == '\0')
         tu_fail(file, line, "ferry_strerror(%s) is empty", ferry_errname(err));
 }
@@ -361,7 +361,8 @@ static int fd_limit_subscriber_main(void *arg)
             set_limit(RLIMIT_NOFILE, old);
             TU_OK(ferry_subscriber_destroy(sub));
             printf("    subscriber: creation needs %d spare descriptors (%d failed cleanly), "
-                   "connecting %d\n", created_at, failures, spare);
+                   "connecting %d\n",
+                   created_at, failures, spare);
             break;
         }
         unconnected++;
@@ -391,8 +392,10 @@ static int fd_limit_subscriber_main(void *arg)
     tu_check_child_teardown();
     /* A subscriber that cannot connect for want of descriptors says so (it cannot return an
      * error: the handshake runs inside later calls). */
-    TU_CHECK_MSG(logs.count >= 1, "the subscriber stayed unconnected at the descriptor limit "
-                 "%d times and logged nothing", unconnected);
+    TU_CHECK_MSG(logs.count >= 1,
+                 "the subscriber stayed unconnected at the descriptor limit "
+                 "%d times and logged nothing",
+                 unconnected);
     printf("    last diagnostic: %s\n", logs.last);
     return 0;
 }
@@ -446,8 +449,10 @@ static int limited_publisher_main(void *arg)
     unfill_fd_holes(&fill);
     /* Limit raised: the subscriber that was turned away gets in. */
     ferry_err err = ferry_publisher_wait_subscribers(pub, 1, 5 * TU_SEC);
-    TU_CHECK_MSG(err == FERRY_OK, "the subscriber did not connect within 5 s of the limit being "
-                 "raised (%" PRIu64 " refusals before): %s", ps.rejected, ferry_errname(err));
+    TU_CHECK_MSG(err == FERRY_OK,
+                 "the subscriber did not connect within 5 s of the limit being "
+                 "raised (%" PRIu64 " refusals before): %s",
+                 ps.rejected, ferry_errname(err));
     tu_publish_pattern(pub, SIZE, 1);
     TU_EQ_U64(tu_serve_until(&pub, 1, &pl->to_main, TU_WAIT_MS), MSG_DONE);
     TU_OK(ferry_publisher_destroy(pub));
@@ -521,9 +526,9 @@ static bool refuse_call(long nr, int err)
 #endif
 
 typedef struct memfd_case {
-    int err;             /* what memfd_create says */
-    ferry_err expect;    /* what publisher creation gives */
-    int expect_errno;    /* and errno, for FERRY_ESYS */
+    int err;          /* what memfd_create says */
+    ferry_err expect; /* what publisher creation gives */
+    int expect_errno; /* and errno, for FERRY_ESYS */
 } memfd_case;
 
 static int memfd_refused_main(void *arg)
@@ -568,8 +573,9 @@ static int memfd_refused_main(void *arg)
         TU_CHECK_MSG(w == FERRY_ETIMEDOUT, "the late subscriber connected: %s", ferry_errname(w));
         TU_OK(ferry_publisher_stats_get(pub, &ps));
         TU_OK(ferry_subscriber_stats_get(late, &ss));
-        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "no refusal: publisher rejected %" PRIu64
-                     ", subscriber rejected %" PRIu64, ps.rejected, ss.rejected);
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS,
+                     "no refusal: publisher rejected %" PRIu64 ", subscriber rejected %" PRIu64,
+                     ps.rejected, ss.rejected);
     } while (ps.rejected == 0 || ss.rejected == 0);
     TU_EQ_U64(ps.subscribers, 1);
     TU_EQ_U64(ss.publishers, 0);
@@ -661,8 +667,8 @@ static int test_inotify_refused(void)
         printf("    seccomp unavailable: inotify failure not simulated\n");
         return 0;
     }
-    TU_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inotify refused: case failed (status 0x%x)",
-                 (unsigned)st);
+    TU_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                 "inotify refused: case failed (status 0x%x)", (unsigned)st);
     return 0;
 }
 

@@ -87,10 +87,10 @@ static int topic_entries(const char *root)
     return tu_dir_entries(path);
 }
 
-#define CHECK_ENOMEM(err, saved_errno, want_errno)                                             \
-    TU_CHECK_MSG((err) == FERRY_ENOMEM && (saved_errno) == (want_errno),                       \
-                 "got %s, errno %d (%s); expected FERRY_ENOMEM, errno %d (%s)",               \
-                 ferry_errname(err), (saved_errno), strerror(saved_errno), (want_errno),       \
+#define CHECK_ENOMEM(err, saved_errno, want_errno)                                                 \
+    TU_CHECK_MSG((err) == FERRY_ENOMEM && (saved_errno) == (want_errno),                           \
+                 "got %s, errno %d (%s); expected FERRY_ENOMEM, errno %d (%s)",                    \
+                 ferry_errname(err), (saved_errno), strerror(saved_errno), (want_errno),           \
                  strerror(want_errno))
 
 /* Children end by SIGALRM after 20 s: waiting longer always sees how they ended. */
@@ -99,8 +99,8 @@ static int topic_entries(const char *root)
 /* How a child ended (its wait status): 0 success, TU_SKIP skipped; a signal fails the test. */
 static int child_result(int st, const char *what)
 {
-    TU_CHECK_MSG(!WIFSIGNALED(st), "%s: the child was killed by signal %d (%s)", what,
-                 WTERMSIG(st), strsignal(WTERMSIG(st)));
+    TU_CHECK_MSG(!WIFSIGNALED(st), "%s: the child was killed by signal %d (%s)", what, WTERMSIG(st),
+                 strsignal(WTERMSIG(st)));
     TU_CHECK_MSG(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == TU_SKIP),
                  "%s: the child failed (status 0x%x)", what, (unsigned)st);
     return WEXITSTATUS(st);
@@ -270,9 +270,8 @@ static bool cgroup_mount(bool v2, char *out, size_t cap)
         if (sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
             continue;
         bool match = v2 ? strcmp(fstype, "cgroup2") == 0
-                        : strcmp(fstype, "cgroup") == 0 &&
-                              (strstr(super, ",memory") != NULL ||
-                               strncmp(super, "memory", 6) == 0);
+                        : strcmp(fstype, "cgroup") == 0 && (strstr(super, ",memory") != NULL ||
+                                                            strncmp(super, "memory", 6) == 0);
         if (match && strcmp(root, "/") == 0 && strlen(point) < cap) {
             snprintf(out, cap, "%s", point);
             found = true;
@@ -484,8 +483,7 @@ static int grower_main(void *arg)
         uint64_t go = tu_recv(&g->go, CHILD_WAIT_MS);
         TU_EQ_U64(go, 1);
         ferry_err err = ferry_publisher_reserve(pub, 32 * MIB, 1);
-        TU_CHECK_MSG(err == FERRY_OK || err == FERRY_ENOMEM, "reserve: %s",
-                     ferry_errname(err));
+        TU_CHECK_MSG(err == FERRY_OK || err == FERRY_ENOMEM, "reserve: %s", ferry_errname(err));
         TU_OK(ferry_publisher_destroy(pub));
         tu_send(&g->done, err == FERRY_OK ? 1 : 2);
     }
@@ -524,8 +522,8 @@ static int test_cgroup_concurrent_growth(void)
     long kills = cgroup_oom_kills(&cg);
     cgroup_remove(&cg);
     printf("    %d processes x %d rounds of 32 MiB at once in %zu MiB (%s): %" PRIu64
-           " granted, %" PRIu64 " refused, %ld OOM kills\n", GROWERS, GROW_ROUNDS,
-           CGROUP_LIMIT / MIB, cg.v2 ? "v2" : "v1", granted, refused, kills);
+           " granted, %" PRIu64 " refused, %ld OOM kills\n",
+           GROWERS, GROW_ROUNDS, CGROUP_LIMIT / MIB, cg.v2 ? "v2" : "v1", granted, refused, kills);
     for (int i = 0; i < GROWERS; i++) {
         TU_CHECK_MSG(!WIFSIGNALED(st[i]), "grower %d was killed by signal %d (%s)", i,
                      WTERMSIG(st[i]), strsignal(WTERMSIG(st[i])));

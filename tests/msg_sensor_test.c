@@ -96,19 +96,71 @@ static void fill_camera_info(ferry_camera_info_header *h)
 }
 
 typedef void (*ci_corruption)(ferry_camera_info_header *h, size_t *size);
-static void cic_magic(ferry_camera_info_header *h, size_t *s) { (void)s; h->magic = FERRY_IMU_MAGIC; }
-static void cic_version(ferry_camera_info_header *h, size_t *s) { (void)s; h->version = 1; }
-static void cic_header_size(ferry_camera_info_header *h, size_t *s) { (void)s; h->header_size -= 8; }
-static void cic_size_plus(ferry_camera_info_header *h, size_t *s) { (void)h; *s += 64; }
-static void cic_size_minus(ferry_camera_info_header *h, size_t *s) { (void)h; *s -= 1; }
-static void cic_size_zero(ferry_camera_info_header *h, size_t *s) { (void)h; *s = 0; }
-static void cic_frame(ferry_camera_info_header *h, size_t *s) { (void)s; memset(h->frame_id, 'x', sizeof h->frame_id); }
-static void cic_model(ferry_camera_info_header *h, size_t *s) { (void)s; memset(h->distortion_model, 'm', sizeof h->distortion_model); }
-static void cic_d_count(ferry_camera_info_header *h, size_t *s) { (void)s; h->d_count = FERRY_CAMERA_INFO_D_MAX + 1; }
-static void cic_d_count_huge(ferry_camera_info_header *h, size_t *s) { (void)s; h->d_count = UINT32_MAX; }
-static void cic_d_tail(ferry_camera_info_header *h, size_t *s) { (void)s; h->d[FERRY_CAMERA_INFO_D_MAX - 1] = 1.0; }
-static void cic_rectify(ferry_camera_info_header *h, size_t *s) { (void)s; h->roi.do_rectify = 2; }
-static void cic_reserved(ferry_camera_info_header *h, size_t *s) { (void)s; h->roi.reserved_[1] = 1; }
+static void cic_magic(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->magic = FERRY_IMU_MAGIC;
+}
+static void cic_version(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->version = 1;
+}
+static void cic_header_size(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->header_size -= 8;
+}
+static void cic_size_plus(ferry_camera_info_header *h, size_t *s)
+{
+    (void)h;
+    *s += 64;
+}
+static void cic_size_minus(ferry_camera_info_header *h, size_t *s)
+{
+    (void)h;
+    *s -= 1;
+}
+static void cic_size_zero(ferry_camera_info_header *h, size_t *s)
+{
+    (void)h;
+    *s = 0;
+}
+static void cic_frame(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    memset(h->frame_id, 'x', sizeof h->frame_id);
+}
+static void cic_model(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    memset(h->distortion_model, 'm', sizeof h->distortion_model);
+}
+static void cic_d_count(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->d_count = FERRY_CAMERA_INFO_D_MAX + 1;
+}
+static void cic_d_count_huge(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->d_count = UINT32_MAX;
+}
+static void cic_d_tail(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->d[FERRY_CAMERA_INFO_D_MAX - 1] = 1.0;
+}
+static void cic_rectify(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->roi.do_rectify = 2;
+}
+static void cic_reserved(ferry_camera_info_header *h, size_t *s)
+{
+    (void)s;
+    h->roi.reserved_[1] = 1;
+}
 
 static void test_camera_info(void)
 {
@@ -147,9 +199,9 @@ static void test_camera_info(void)
     TU_EQ_U64(v.header.roi.do_rectify, 1);
 
     static const ci_corruption list[] = {
-        cic_magic, cic_version, cic_header_size, cic_size_plus, cic_size_minus, cic_size_zero,
-        cic_frame, cic_model,   cic_d_count,     cic_d_count_huge, cic_d_tail, cic_rectify,
-        cic_reserved,
+        cic_magic,     cic_version, cic_header_size, cic_size_plus, cic_size_minus,
+        cic_size_zero, cic_frame,   cic_model,       cic_d_count,   cic_d_count_huge,
+        cic_d_tail,    cic_rectify, cic_reserved,
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         unsigned char *buf = copy_of(&s, s.size + 64);
@@ -184,25 +236,82 @@ static void test_camera_info(void)
 /* --- compressed images -------------------------------------------------------------------- */
 
 typedef void (*cmp_corruption)(ferry_compressed_image_header *h, size_t *size);
-static void cmc_magic(ferry_compressed_image_header *h, size_t *s) { (void)s; h->magic = FERRY_IMAGE_MAGIC; }
-static void cmc_version(ferry_compressed_image_header *h, size_t *s) { (void)s; h->version = 3; }
-static void cmc_header_size(ferry_compressed_image_header *h, size_t *s) { (void)s; h->header_size = 144; }
-static void cmc_frame(ferry_compressed_image_header *h, size_t *s) { (void)s; memset(h->frame_id, 'x', sizeof h->frame_id); }
-static void cmc_format(ferry_compressed_image_header *h, size_t *s) { (void)s; memset(h->format, 'j', sizeof h->format); }
-static void cmc_size_plus(ferry_compressed_image_header *h, size_t *s) { (void)s; h->data_size += 1; }
-static void cmc_size_minus(ferry_compressed_image_header *h, size_t *s) { (void)s; h->data_size -= 1; }
-static void cmc_size_max(ferry_compressed_image_header *h, size_t *s) { (void)s; h->data_size = UINT64_MAX; }
-static void cmc_trailing(ferry_compressed_image_header *h, size_t *s) { (void)h; *s += 1; }
-static void cmc_truncated(ferry_compressed_image_header *h, size_t *s) { (void)h; *s -= 1; }
-static void cmc_header_only(ferry_compressed_image_header *h, size_t *s) { (void)h; *s = sizeof *h - 1; }
-static void cmc_offset_in_header(ferry_compressed_image_header *h, size_t *s) { (void)s; h->data_offset = 320; h->data_size += 64; }
-static void cmc_offset_unaligned(ferry_compressed_image_header *h, size_t *s) { (void)s; h->data_offset += 1; h->data_size -= 1; }
-static void cmc_offset_max(ferry_compressed_image_header *h, size_t *s) { (void)s; h->data_offset = UINT64_MAX - 63; }
+static void cmc_magic(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->magic = FERRY_IMAGE_MAGIC;
+}
+static void cmc_version(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->version = 3;
+}
+static void cmc_header_size(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->header_size = 144;
+}
+static void cmc_frame(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    memset(h->frame_id, 'x', sizeof h->frame_id);
+}
+static void cmc_format(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    memset(h->format, 'j', sizeof h->format);
+}
+static void cmc_size_plus(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->data_size += 1;
+}
+static void cmc_size_minus(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->data_size -= 1;
+}
+static void cmc_size_max(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->data_size = UINT64_MAX;
+}
+static void cmc_trailing(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)h;
+    *s += 1;
+}
+static void cmc_truncated(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)h;
+    *s -= 1;
+}
+static void cmc_header_only(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)h;
+    *s = sizeof *h - 1;
+}
+static void cmc_offset_in_header(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->data_offset = 320;
+    h->data_size += 64;
+}
+static void cmc_offset_unaligned(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->data_offset += 1;
+    h->data_size -= 1;
+}
+static void cmc_offset_max(ferry_compressed_image_header *h, size_t *s)
+{
+    (void)s;
+    h->data_offset = UINT64_MAX - 63;
+}
 
 static void test_compressed_image(void)
 {
-    endpoints e = open_endpoints("/camera/image_raw/compressed",
-                                 FERRY_COMPRESSED_IMAGE_TYPE_NAME,
+    endpoints e = open_endpoints("/camera/image_raw/compressed", FERRY_COMPRESSED_IMAGE_TYPE_NAME,
                                  FERRY_COMPRESSED_IMAGE_TYPE_HASH);
     ferry_compressed_image ci;
     char longfmt[FERRY_COMPRESSED_FORMAT_MAX + 2];
@@ -245,8 +354,8 @@ static void test_compressed_image(void)
     TU_EQ_U64(tu_verify(v.data, v.data_size, 5), SIZE_MAX);
 
     static const cmp_corruption list[] = {
-        cmc_magic,     cmc_version,   cmc_header_size, cmc_frame,         cmc_format,
-        cmc_size_plus, cmc_size_minus, cmc_size_max,   cmc_trailing,      cmc_truncated,
+        cmc_magic,       cmc_version,          cmc_header_size,      cmc_frame,      cmc_format,
+        cmc_size_plus,   cmc_size_minus,       cmc_size_max,         cmc_trailing,   cmc_truncated,
         cmc_header_only, cmc_offset_in_header, cmc_offset_unaligned, cmc_offset_max,
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
@@ -286,13 +395,41 @@ static void test_compressed_image(void)
 /* --- IMU samples -------------------------------------------------------------------------- */
 
 typedef void (*imu_corruption)(ferry_imu_header *h, size_t *size);
-static void imc_magic(ferry_imu_header *h, size_t *s) { (void)s; h->magic = FERRY_CAMERA_INFO_MAGIC; }
-static void imc_version(ferry_imu_header *h, size_t *s) { (void)s; h->version = 0; }
-static void imc_header_size(ferry_imu_header *h, size_t *s) { (void)s; h->header_size = 0xffff; }
-static void imc_frame(ferry_imu_header *h, size_t *s) { (void)s; memset(h->frame_id, 'x', sizeof h->frame_id); }
-static void imc_size_plus(ferry_imu_header *h, size_t *s) { (void)h; *s += 8; }
-static void imc_size_minus(ferry_imu_header *h, size_t *s) { (void)h; *s -= 8; }
-static void imc_size_zero(ferry_imu_header *h, size_t *s) { (void)h; *s = 0; }
+static void imc_magic(ferry_imu_header *h, size_t *s)
+{
+    (void)s;
+    h->magic = FERRY_CAMERA_INFO_MAGIC;
+}
+static void imc_version(ferry_imu_header *h, size_t *s)
+{
+    (void)s;
+    h->version = 0;
+}
+static void imc_header_size(ferry_imu_header *h, size_t *s)
+{
+    (void)s;
+    h->header_size = 0xffff;
+}
+static void imc_frame(ferry_imu_header *h, size_t *s)
+{
+    (void)s;
+    memset(h->frame_id, 'x', sizeof h->frame_id);
+}
+static void imc_size_plus(ferry_imu_header *h, size_t *s)
+{
+    (void)h;
+    *s += 8;
+}
+static void imc_size_minus(ferry_imu_header *h, size_t *s)
+{
+    (void)h;
+    *s -= 8;
+}
+static void imc_size_zero(ferry_imu_header *h, size_t *s)
+{
+    (void)h;
+    *s = 0;
+}
 
 static void test_imu(void)
 {
@@ -330,8 +467,8 @@ static void test_imu(void)
     TU_CHECK(memcmp(&v.header, &sent, sizeof sent) == 0);
     TU_CHECK(v.header.linear_acceleration.z == 9.81 && v.header.orientation.w == -0.5);
     static const imu_corruption list[] = {
-        imc_magic, imc_version, imc_header_size, imc_frame, imc_size_plus, imc_size_minus,
-        imc_size_zero,
+        imc_magic,     imc_version,    imc_header_size, imc_frame,
+        imc_size_plus, imc_size_minus, imc_size_zero,
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         unsigned char *buf = copy_of(&s, s.size + 64);

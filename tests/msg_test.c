@@ -143,8 +143,8 @@ static void test_layouts(void)
     static const struct {
         const char *enc;
         uint32_t bpp;
-    } generic[] = {{"8UC5", 5}, {"16SC3", 6}, {"32FC5", 20}, {"64FC10", 80}, {"8SC512", 512},
-                   {"32SC7", 28}, {"16UC100", 200}, {"64FC512", 4096}};
+    } generic[] = {{"8UC5", 5},     {"16SC3", 6},  {"32FC5", 20},    {"64FC10", 80},
+                   {"8SC512", 512}, {"32SC7", 28}, {"16UC100", 200}, {"64FC512", 4096}};
     for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
         TU_OK(ferry_image_layout_get(generic[i].enc, 7, 3, 0, &l));
         TU_EQ_U64(l.bytes_per_pixel, generic[i].bpp);
@@ -152,9 +152,9 @@ static void test_layouts(void)
     }
     /* Names close to known ones are not known: no channel count, 0, above 512, a leading zero,
      * trailing characters, depths ROS does not have. */
-    static const char *const near[] = {"8UC0",  "8UC513", "8UC05", "8UC5x",  "8UC-1",
-                                       "32UC1", "16FC1",  "64FC",  "64SC1",  "8UC",
-                                       "bayer_rggb", "nv", "NV12", "mono32", "8uc1"};
+    static const char *const near[] = {"8UC0",       "8UC513", "8UC05", "8UC5x",  "8UC-1",
+                                       "32UC1",      "16FC1",  "64FC",  "64SC1",  "8UC",
+                                       "bayer_rggb", "nv",     "NV12",  "mono32", "8uc1"};
     for (size_t i = 0; i < sizeof near / sizeof near[0]; i++)
         TU_ERR(ferry_image_layout_get(near[i], 640, 480, 0, &l), FERRY_EINVAL);
     TU_ERR(ferry_image_layout_get("yuv422", 641, 480, 0, &l), FERRY_EINVAL);
@@ -240,17 +240,17 @@ static void test_image_round_trip(void)
     image_round_trip(&e, 641, 3, "mono8", 704, 4);
     /* Every encoding there is, through a loan, a publish and a view. */
     static const char *const all[] = {
-        "rgb8",         "bgr8",         "rgba8",        "bgra8",        "rgb16",
-        "bgr16",        "rgba16",       "bgra16",       "mono8",        "mono16",
-        "8UC1",         "8UC2",         "8UC3",         "8UC4",         "8SC1",
-        "8SC2",         "8SC3",         "8SC4",         "16UC1",        "16UC2",
-        "16UC3",        "16UC4",        "16SC1",        "16SC2",        "16SC3",
-        "16SC4",        "32SC1",        "32SC2",        "32SC3",        "32SC4",
-        "32FC1",        "32FC2",        "32FC3",        "32FC4",        "64FC1",
-        "64FC2",        "64FC3",        "64FC4",        "bayer_rggb8",  "bayer_bggr8",
-        "bayer_gbrg8",  "bayer_grbg8",  "bayer_rggb16", "bayer_bggr16", "bayer_gbrg16",
-        "bayer_grbg16", "yuv422",       "yuv422_yuy2",  "yuyv",         "uyvy",
-        "nv12",         "nv21",         "nv24",         "8UC5",         "32FC9",
+        "rgb8",         "bgr8",        "rgba8",        "bgra8",        "rgb16",
+        "bgr16",        "rgba16",      "bgra16",       "mono8",        "mono16",
+        "8UC1",         "8UC2",        "8UC3",         "8UC4",         "8SC1",
+        "8SC2",         "8SC3",        "8SC4",         "16UC1",        "16UC2",
+        "16UC3",        "16UC4",       "16SC1",        "16SC2",        "16SC3",
+        "16SC4",        "32SC1",       "32SC2",        "32SC3",        "32SC4",
+        "32FC1",        "32FC2",       "32FC3",        "32FC4",        "64FC1",
+        "64FC2",        "64FC3",       "64FC4",        "bayer_rggb8",  "bayer_bggr8",
+        "bayer_gbrg8",  "bayer_grbg8", "bayer_rggb16", "bayer_bggr16", "bayer_gbrg16",
+        "bayer_grbg16", "yuv422",      "yuv422_yuy2",  "yuyv",         "uyvy",
+        "nv12",         "nv21",        "nv24",         "8UC5",         "32FC9",
         "16SC3",        "64FC12",
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -276,8 +276,8 @@ static void expect_image_loan_refused(endpoints *e, ferry_publisher *pub, uint32
 
 static void test_image_invalid_arguments(void)
 {
-    endpoints e = open_endpoints(TOPIC_IMAGE, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH,
-                                 (size_t)4 << 20);
+    endpoints e =
+        open_endpoints(TOPIC_IMAGE, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH, (size_t)4 << 20);
     expect_image_loan_refused(&e, NULL, 640, 480, "rgb8", 0, true, FERRY_EINVAL);
     expect_image_loan_refused(&e, e.pub, 640, 480, NULL, 0, true, FERRY_EINVAL);
     expect_image_loan_refused(&e, e.pub, 640, 480, "rgb8", 0, false, FERRY_EINVAL);
@@ -290,8 +290,7 @@ static void test_image_invalid_arguments(void)
     expect_image_loan_refused(&e, e.pub, 640, 479, "nv12", 0, true, FERRY_EINVAL);
     expect_image_loan_refused(&e, e.pub, 641, 480, "yuv422", 0, true, FERRY_EINVAL);
     expect_image_loan_refused(&e, e.pub, UINT32_MAX, 1, "rgba8", 0, true, FERRY_EINVAL);
-    expect_image_loan_refused(&e, e.pub, 0xfffffffeu, 0xfffffffeu, "nv12", 0, true,
-                              FERRY_EINVAL);
+    expect_image_loan_refused(&e, e.pub, 0xfffffffeu, 0xfffffffeu, "nv12", 0, true, FERRY_EINVAL);
     /* Valid geometry beyond max_sample_size: the loan's own error. */
     expect_image_loan_refused(&e, e.pub, 1920, 1080, "rgb8", 0, true, FERRY_ETOOBIG);
     expect_image_loan_refused(&e, e.pub, 65536, 65536, "mono8", 0, true, FERRY_ETOOBIG);
@@ -341,14 +340,46 @@ static void test_image_invalid_arguments(void)
 
 typedef void (*image_corruption)(ferry_image_header *h, size_t *size);
 
-static void ci_magic(ferry_image_header *h, size_t *size) { (void)size; h->magic ^= 1; }
-static void ci_version(ferry_image_header *h, size_t *size) { (void)size; h->version = 3; }
-static void ci_version1(ferry_image_header *h, size_t *size) { (void)size; h->version = 1; }
-static void ci_version0(ferry_image_header *h, size_t *size) { (void)size; h->version = 0; }
-static void ci_header_size(ferry_image_header *h, size_t *size) { (void)size; h->header_size = 128; }
-static void ci_header_big(ferry_image_header *h, size_t *size) { (void)size; h->header_size = 0xffff; }
-static void ci_width0(ferry_image_header *h, size_t *size) { (void)size; h->width = 0; }
-static void ci_height0(ferry_image_header *h, size_t *size) { (void)size; h->height = 0; }
+static void ci_magic(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->magic ^= 1;
+}
+static void ci_version(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->version = 3;
+}
+static void ci_version1(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->version = 1;
+}
+static void ci_version0(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->version = 0;
+}
+static void ci_header_size(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->header_size = 128;
+}
+static void ci_header_big(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->header_size = 0xffff;
+}
+static void ci_width0(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->width = 0;
+}
+static void ci_height0(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->height = 0;
+}
 static void ci_width_overflow(ferry_image_header *h, size_t *size)
 {
     (void)size;
@@ -360,24 +391,74 @@ static void ci_step_overflow(ferry_image_header *h, size_t *size)
     h->step = UINT32_MAX;
     h->height = UINT32_MAX; /* step * height is huge, the data is not */
 }
-static void ci_height_big(ferry_image_header *h, size_t *size) { (void)size; h->height++; }
-static void ci_step_small(ferry_image_header *h, size_t *size) { (void)size; h->step = h->width * 3 - 1; }
-static void ci_step_zero(ferry_image_header *h, size_t *size) { (void)size; h->step = 0; }
-static void ci_step_bigger(ferry_image_header *h, size_t *size) { (void)size; h->step += 1; }
-static void ci_data_size_plus(ferry_image_header *h, size_t *size) { (void)size; h->data_size++; }
-static void ci_data_size_minus(ferry_image_header *h, size_t *size) { (void)size; h->data_size--; }
-static void ci_data_size_max(ferry_image_header *h, size_t *size) { (void)size; h->data_size = UINT64_MAX; }
-static void ci_offset_beyond(ferry_image_header *h, size_t *size) { h->data_offset = *size + 64; }
-static void ci_offset_end(ferry_image_header *h, size_t *size) { h->data_offset = (*size + 63) / 64 * 64; }
+static void ci_height_big(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->height++;
+}
+static void ci_step_small(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->step = h->width * 3 - 1;
+}
+static void ci_step_zero(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->step = 0;
+}
+static void ci_step_bigger(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->step += 1;
+}
+static void ci_data_size_plus(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->data_size++;
+}
+static void ci_data_size_minus(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->data_size--;
+}
+static void ci_data_size_max(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->data_size = UINT64_MAX;
+}
+static void ci_offset_beyond(ferry_image_header *h, size_t *size)
+{
+    h->data_offset = *size + 64;
+}
+static void ci_offset_end(ferry_image_header *h, size_t *size)
+{
+    h->data_offset = (*size + 63) / 64 * 64;
+}
 static void ci_offset_max(ferry_image_header *h, size_t *size)
 {
     (void)size;
     h->data_offset = UINT64_MAX - 63; /* offset + size wraps */
 }
-static void ci_offset_in_header(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 64; }
-static void ci_offset_zero(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 0; }
-static void ci_offset_unaligned(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 385; }
-static void ci_offset_shifted(ferry_image_header *h, size_t *size) { (void)size; h->data_offset = 448; }
+static void ci_offset_in_header(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->data_offset = 64;
+}
+static void ci_offset_zero(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->data_offset = 0;
+}
+static void ci_offset_unaligned(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->data_offset = 385;
+}
+static void ci_offset_shifted(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->data_offset = 448;
+}
 static void ci_encoding_unterminated(ferry_image_header *h, size_t *size)
 {
     (void)size;
@@ -388,18 +469,46 @@ static void ci_encoding_rgb8_unterminated(ferry_image_header *h, size_t *size)
     (void)size;
     memset(h->encoding + 4, ' ', sizeof h->encoding - 4); /* "rgb8   ..." without a NUL */
 }
-static void ci_encoding_unknown(ferry_image_header *h, size_t *size) { (void)size; memcpy(h->encoding, "rgb9", 5); }
-static void ci_encoding_empty(ferry_image_header *h, size_t *size) { (void)size; h->encoding[0] = '\0'; }
-static void ci_encoding_other(ferry_image_header *h, size_t *size) { (void)size; memcpy(h->encoding, "rgba8", 6); }
+static void ci_encoding_unknown(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    memcpy(h->encoding, "rgb9", 5);
+}
+static void ci_encoding_empty(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->encoding[0] = '\0';
+}
+static void ci_encoding_other(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    memcpy(h->encoding, "rgba8", 6);
+}
 static void ci_frame_unterminated(ferry_image_header *h, size_t *size)
 {
     (void)size;
     memset(h->frame_id, 'f', sizeof h->frame_id);
 }
-static void ci_bigendian(ferry_image_header *h, size_t *size) { (void)size; h->is_bigendian = 2; }
-static void ci_truncated(ferry_image_header *h, size_t *size) { (void)h; *size -= 1; }
-static void ci_truncated_header(ferry_image_header *h, size_t *size) { (void)h; *size = sizeof *h - 1; }
-static void ci_empty(ferry_image_header *h, size_t *size) { (void)h; *size = 0; }
+static void ci_bigendian(ferry_image_header *h, size_t *size)
+{
+    (void)size;
+    h->is_bigendian = 2;
+}
+static void ci_truncated(ferry_image_header *h, size_t *size)
+{
+    (void)h;
+    *size -= 1;
+}
+static void ci_truncated_header(ferry_image_header *h, size_t *size)
+{
+    (void)h;
+    *size = sizeof *h - 1;
+}
+static void ci_empty(ferry_image_header *h, size_t *size)
+{
+    (void)h;
+    *size = 0;
+}
 
 /* Applies each corruption to a fresh copy of a valid sample; every view must fail. */
 static void image_corruptions(const ferry_sample *valid, const image_corruption *list, size_t n)
@@ -415,8 +524,8 @@ static void image_corruptions(const ferry_sample *valid, const image_corruption 
         fake.size = size;
         memset(&v, 0x5a, sizeof v);
         ferry_err err = ferry_image_view_get(&fake, &v);
-        TU_CHECK_MSG(err == FERRY_EPROTO, "image corruption %zu: got %s, expected FERRY_EPROTO",
-                     i, ferry_errname(err));
+        TU_CHECK_MSG(err == FERRY_EPROTO, "image corruption %zu: got %s, expected FERRY_EPROTO", i,
+                     ferry_errname(err));
         const unsigned char *p = (const unsigned char *)&v;
         for (size_t k = 0; k < sizeof v; k++)
             TU_CHECK_MSG(p[k] == 0x5a, "image corruption %zu: view written at byte %zu", i, k);
@@ -428,15 +537,40 @@ static void test_image_hostile(void)
 {
     endpoints e = open_endpoints(TOPIC_IMAGE, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH, 0);
     static const image_corruption rgb[] = {
-        ci_magic,          ci_version,         ci_version0,        ci_version1,        ci_header_size,
-        ci_header_big,     ci_width0,          ci_height0,         ci_width_overflow,
-        ci_step_overflow,  ci_height_big,      ci_step_small,      ci_step_zero,
-        ci_step_bigger,    ci_data_size_plus,  ci_data_size_minus, ci_data_size_max,
-        ci_offset_beyond,  ci_offset_end,      ci_offset_max,      ci_offset_in_header,
-        ci_offset_zero,    ci_offset_unaligned, ci_offset_shifted, ci_encoding_unterminated,
-        ci_encoding_rgb8_unterminated, ci_encoding_unknown, ci_encoding_empty,
-        ci_encoding_other, ci_frame_unterminated, ci_bigendian, ci_truncated,
-        ci_truncated_header, ci_empty,
+        ci_magic,
+        ci_version,
+        ci_version0,
+        ci_version1,
+        ci_header_size,
+        ci_header_big,
+        ci_width0,
+        ci_height0,
+        ci_width_overflow,
+        ci_step_overflow,
+        ci_height_big,
+        ci_step_small,
+        ci_step_zero,
+        ci_step_bigger,
+        ci_data_size_plus,
+        ci_data_size_minus,
+        ci_data_size_max,
+        ci_offset_beyond,
+        ci_offset_end,
+        ci_offset_max,
+        ci_offset_in_header,
+        ci_offset_zero,
+        ci_offset_unaligned,
+        ci_offset_shifted,
+        ci_encoding_unterminated,
+        ci_encoding_rgb8_unterminated,
+        ci_encoding_unknown,
+        ci_encoding_empty,
+        ci_encoding_other,
+        ci_frame_unterminated,
+        ci_bigendian,
+        ci_truncated,
+        ci_truncated_header,
+        ci_empty,
     };
     ferry_image img;
     TU_OK(ferry_image_loan(e.pub, 64, 48, "rgb8", 0, &img));
@@ -475,8 +609,7 @@ static void test_image_hostile(void)
 
 /* --- point clouds ------------------------------------------------------------------------- */
 
-static ferry_point_field field(const char *name, uint32_t offset, uint8_t datatype,
-                               uint32_t count)
+static ferry_point_field field(const char *name, uint32_t offset, uint8_t datatype, uint32_t count)
 {
     ferry_point_field f;
     memset(&f, 0, sizeof f);
@@ -546,11 +679,11 @@ static void cloud_round_trip(endpoints *e, uint32_t width, uint32_t height, uint
 
 static void test_cloud_round_trip(void)
 {
-    endpoints e = open_endpoints(TOPIC_CLOUD, FERRY_POINTCLOUD_TYPE_NAME,
-                                 FERRY_POINTCLOUD_TYPE_HASH, 0);
-    cloud_round_trip(&e, 100000, 1, 0, 18, 1);  /* packed */
-    cloud_round_trip(&e, 1024, 64, 32, 32, 2);  /* organised, padded */
-    cloud_round_trip(&e, 0, 1, 0, 18, 3);       /* empty */
+    endpoints e =
+        open_endpoints(TOPIC_CLOUD, FERRY_POINTCLOUD_TYPE_NAME, FERRY_POINTCLOUD_TYPE_HASH, 0);
+    cloud_round_trip(&e, 100000, 1, 0, 18, 1); /* packed */
+    cloud_round_trip(&e, 1024, 64, 32, 32, 2); /* organised, padded */
+    cloud_round_trip(&e, 0, 1, 0, 18, 3);      /* empty */
     /* Fields that overlap and an array field. */
     ferry_point_field f[3] = {field("rgb", 0, FERRY_POINT_FLOAT32, 1),
                               field("rgba", 0, FERRY_POINT_UINT32, 1),
@@ -577,8 +710,8 @@ static void expect_cloud_loan_refused(endpoints *e, ferry_publisher *pub, uint32
     memset(&pc, 0xab, sizeof pc);
     TU_ERR(ferry_pointcloud_loan(pub, w, h, f, n, step, pass_out ? &pc : NULL), expected);
     if (pass_out)
-        TU_CHECK(pc.payload == NULL && pc.header == NULL && pc.data == NULL &&
-                 pc.data_size == 0 && pc.payload_size == 0);
+        TU_CHECK(pc.payload == NULL && pc.header == NULL && pc.data == NULL && pc.data_size == 0 &&
+                 pc.payload_size == 0);
     check_nothing_loaned(e->pub);
 }
 
@@ -635,8 +768,7 @@ static void test_cloud_invalid_arguments(void)
     bad[1] = field("y", 4, FERRY_POINT_FLOAT32, 1);
     /* row_step must fit 32 bits; then the size must fit max_sample_size. */
     expect_cloud_loan_refused(&e, e.pub, 0x20000000u, 1, bad, 2, 8, true, FERRY_EINVAL);
-    expect_cloud_loan_refused(&e, e.pub, 0x1fffffffu, UINT32_MAX, bad, 2, 8, true,
-                              FERRY_ETOOBIG);
+    expect_cloud_loan_refused(&e, e.pub, 0x1fffffffu, UINT32_MAX, bad, 2, 8, true, FERRY_ETOOBIG);
     TU_OK(ferry_pointcloud_loan(e.pub, 10, 1, bad, 2, 8, &pc));
     TU_OK(ferry_pointcloud_loan_release(e.pub, &pc));
 
@@ -669,32 +801,98 @@ static void test_cloud_invalid_arguments(void)
 
 typedef void (*cloud_corruption)(ferry_pointcloud_header *h, size_t *size);
 
-static void cc_magic(ferry_pointcloud_header *h, size_t *size) { (void)size; h->magic = FERRY_IMAGE_MAGIC; }
-static void cc_version(ferry_pointcloud_header *h, size_t *size) { (void)size; h->version = 7; }
-static void cc_header_size(ferry_pointcloud_header *h, size_t *size) { (void)size; h->header_size = 144; }
-static void cc_nfields0(ferry_pointcloud_header *h, size_t *size) { (void)size; h->nfields = 0; }
-static void cc_nfields_over(ferry_pointcloud_header *h, size_t *size) { (void)size; h->nfields = FERRY_POINTCLOUD_FIELDS_MAX + 1; }
-static void cc_nfields_huge(ferry_pointcloud_header *h, size_t *size) { (void)size; h->nfields = UINT32_MAX; }
+static void cc_magic(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->magic = FERRY_IMAGE_MAGIC;
+}
+static void cc_version(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->version = 7;
+}
+static void cc_header_size(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->header_size = 144;
+}
+static void cc_nfields0(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->nfields = 0;
+}
+static void cc_nfields_over(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->nfields = FERRY_POINTCLOUD_FIELDS_MAX + 1;
+}
+static void cc_nfields_huge(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->nfields = UINT32_MAX;
+}
 static void cc_nfields_more(ferry_pointcloud_header *h, size_t *size)
 {
     (void)size;
     h->nfields = 6; /* the sixth entry is zeroed: empty name */
 }
-static void cc_field_beyond(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[4].offset = h->point_step - 1; }
-static void cc_field_offset_huge(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[0].offset = UINT32_MAX; }
-static void cc_field_count_huge(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[2].count = UINT32_MAX; }
-static void cc_field_count0(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[2].count = 0; }
-static void cc_field_type0(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[1].datatype = 0; }
-static void cc_field_type9(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[1].datatype = 9; }
-static void cc_field_type255(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[1].datatype = 255; }
+static void cc_field_beyond(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[4].offset = h->point_step - 1;
+}
+static void cc_field_offset_huge(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[0].offset = UINT32_MAX;
+}
+static void cc_field_count_huge(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[2].count = UINT32_MAX;
+}
+static void cc_field_count0(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[2].count = 0;
+}
+static void cc_field_type0(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[1].datatype = 0;
+}
+static void cc_field_type9(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[1].datatype = 9;
+}
+static void cc_field_type255(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[1].datatype = 255;
+}
 static void cc_field_name_unterminated(ferry_pointcloud_header *h, size_t *size)
 {
     (void)size;
     memset(h->fields[3].name, 'i', sizeof h->fields[3].name);
 }
-static void cc_field_name_empty(ferry_pointcloud_header *h, size_t *size) { (void)size; h->fields[0].name[0] = '\0'; }
-static void cc_field_name_dup(ferry_pointcloud_header *h, size_t *size) { (void)size; memcpy(h->fields[1].name, "x", 2); }
-static void cc_point_step0(ferry_pointcloud_header *h, size_t *size) { (void)size; h->point_step = 0; h->row_step = 0; h->data_size = 0; }
+static void cc_field_name_empty(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->fields[0].name[0] = '\0';
+}
+static void cc_field_name_dup(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    memcpy(h->fields[1].name, "x", 2);
+}
+static void cc_point_step0(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->point_step = 0;
+    h->row_step = 0;
+    h->data_size = 0;
+}
 static void cc_point_step_small(ferry_pointcloud_header *h, size_t *size)
 {
     (void)size;
@@ -702,7 +900,11 @@ static void cc_point_step_small(ferry_pointcloud_header *h, size_t *size)
     h->row_step = h->width * 17;
     h->data_size = (uint64_t)h->row_step * h->height;
 }
-static void cc_row_step(ferry_pointcloud_header *h, size_t *size) { (void)size; h->row_step += 1; }
+static void cc_row_step(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->row_step += 1;
+}
 static void cc_row_overflow(ferry_pointcloud_header *h, size_t *size)
 {
     (void)size;
@@ -717,39 +919,104 @@ static void cc_width_big(ferry_pointcloud_header *h, size_t *size)
     h->row_step = h->width * 18u;
     h->data_size = (uint64_t)h->row_step * h->height;
 }
-static void cc_height_big(ferry_pointcloud_header *h, size_t *size) { (void)size; h->height = UINT32_MAX; }
-static void cc_data_size(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_size += 1; }
-static void cc_data_size_max(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_size = UINT64_MAX; }
-static void cc_offset_beyond(ferry_pointcloud_header *h, size_t *size) { h->data_offset = (*size + 63) / 64 * 64 + 64; }
-static void cc_offset_max(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = UINT64_MAX - 63; }
-static void cc_offset_in_header(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = 3072; }
-static void cc_offset_unaligned(ferry_pointcloud_header *h, size_t *size) { (void)size; h->data_offset = 3201; }
+static void cc_height_big(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->height = UINT32_MAX;
+}
+static void cc_data_size(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->data_size += 1;
+}
+static void cc_data_size_max(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->data_size = UINT64_MAX;
+}
+static void cc_offset_beyond(ferry_pointcloud_header *h, size_t *size)
+{
+    h->data_offset = (*size + 63) / 64 * 64 + 64;
+}
+static void cc_offset_max(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->data_offset = UINT64_MAX - 63;
+}
+static void cc_offset_in_header(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->data_offset = 3072;
+}
+static void cc_offset_unaligned(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->data_offset = 3201;
+}
 static void cc_frame_unterminated(ferry_pointcloud_header *h, size_t *size)
 {
     (void)size;
     memset(h->frame_id, 'f', sizeof h->frame_id);
 }
-static void cc_bigendian(ferry_pointcloud_header *h, size_t *size) { (void)size; h->is_bigendian = 255; }
-static void cc_dense(ferry_pointcloud_header *h, size_t *size) { (void)size; h->is_dense = 2; }
-static void cc_truncated(ferry_pointcloud_header *h, size_t *size) { (void)h; *size -= 1; }
-static void cc_truncated_header(ferry_pointcloud_header *h, size_t *size) { (void)h; *size = sizeof *h - 1; }
+static void cc_bigendian(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->is_bigendian = 255;
+}
+static void cc_dense(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)size;
+    h->is_dense = 2;
+}
+static void cc_truncated(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)h;
+    *size -= 1;
+}
+static void cc_truncated_header(ferry_pointcloud_header *h, size_t *size)
+{
+    (void)h;
+    *size = sizeof *h - 1;
+}
 
 static void test_cloud_hostile(void)
 {
-    endpoints e = open_endpoints(TOPIC_CLOUD, FERRY_POINTCLOUD_TYPE_NAME,
-                                 FERRY_POINTCLOUD_TYPE_HASH, 0);
+    endpoints e =
+        open_endpoints(TOPIC_CLOUD, FERRY_POINTCLOUD_TYPE_NAME, FERRY_POINTCLOUD_TYPE_HASH, 0);
     static const cloud_corruption list[] = {
-        cc_magic,           cc_version,          cc_header_size,
-        cc_nfields0,        cc_nfields_over,       cc_nfields_huge,
-        cc_nfields_more,    cc_field_beyond,     cc_field_offset_huge,
-        cc_field_count_huge, cc_field_count0,    cc_field_type0,
-        cc_field_type9,     cc_field_type255,    cc_field_name_unterminated,
-        cc_field_name_empty, cc_field_name_dup,  cc_point_step0,
-        cc_point_step_small, cc_row_step,        cc_row_overflow,
-        cc_width_big,       cc_height_big,       cc_data_size,
-        cc_data_size_max,   cc_offset_beyond,    cc_offset_max,
-        cc_offset_in_header, cc_offset_unaligned, cc_frame_unterminated,
-        cc_bigendian,       cc_dense,            cc_truncated,
+        cc_magic,
+        cc_version,
+        cc_header_size,
+        cc_nfields0,
+        cc_nfields_over,
+        cc_nfields_huge,
+        cc_nfields_more,
+        cc_field_beyond,
+        cc_field_offset_huge,
+        cc_field_count_huge,
+        cc_field_count0,
+        cc_field_type0,
+        cc_field_type9,
+        cc_field_type255,
+        cc_field_name_unterminated,
+        cc_field_name_empty,
+        cc_field_name_dup,
+        cc_point_step0,
+        cc_point_step_small,
+        cc_row_step,
+        cc_row_overflow,
+        cc_width_big,
+        cc_height_big,
+        cc_data_size,
+        cc_data_size_max,
+        cc_offset_beyond,
+        cc_offset_max,
+        cc_offset_in_header,
+        cc_offset_unaligned,
+        cc_frame_unterminated,
+        cc_bigendian,
+        cc_dense,
+        cc_truncated,
         cc_truncated_header,
     };
     ferry_point_field f[5];
@@ -771,8 +1038,8 @@ static void test_cloud_hostile(void)
         fake.size = size;
         memset(&v, 0x5a, sizeof v);
         ferry_err err = ferry_pointcloud_view_get(&fake, &v);
-        TU_CHECK_MSG(err == FERRY_EPROTO, "cloud corruption %zu: got %s, expected FERRY_EPROTO",
-                     i, ferry_errname(err));
+        TU_CHECK_MSG(err == FERRY_EPROTO, "cloud corruption %zu: got %s, expected FERRY_EPROTO", i,
+                     ferry_errname(err));
         const unsigned char *p = (const unsigned char *)&v;
         for (size_t k = 0; k < sizeof v; k++)
             TU_CHECK_MSG(p[k] == 0x5a, "cloud corruption %zu: view written at byte %zu", i, k);

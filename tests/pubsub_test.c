@@ -17,17 +17,17 @@
 /* What one forked publisher or subscriber does; the same description serves every test. */
 typedef struct role {
     const char *topic;
-    int index;                  /* this publisher's index into to_pub */
-    int npubs, nsubs;           /* the peers to wait for */
-    uint64_t count;             /* samples per publisher */
-    const size_t *sizes;        /* sample seq uses sizes[(seq - 1) / (count / nsizes)] */
+    int index;           /* this publisher's index into to_pub */
+    int npubs, nsubs;    /* the peers to wait for */
+    uint64_t count;      /* samples per publisher */
+    const size_t *sizes; /* sample seq uses sizes[(seq - 1) / (count / nsizes)] */
     int nsizes;
     uint32_t depth;
     ferry_overflow overflow;
     uint32_t pub_history;
-    tu_pipe to_pub[MAX_PEERS];  /* messages for publisher i: "ready", "done" */
-    tu_pipe created;            /* a child that was created tells the parent */
-    bool check_classes;         /* publisher: size_classes must grow with each new size */
+    tu_pipe to_pub[MAX_PEERS]; /* messages for publisher i: "ready", "done" */
+    tu_pipe created;           /* a child that was created tells the parent */
+    bool check_classes;        /* publisher: size_classes must grow with each new size */
 } role;
 
 enum { MSG_CREATED = 1, MSG_READY = 2, MSG_DONE = 3, MSG_PUBLISHED = 4 };

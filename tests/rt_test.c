@@ -95,10 +95,12 @@ void *aligned_alloc(size_t align, size_t size)
 
 int posix_memalign(void **out, size_t align, size_t size)
 {
-    if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
+    if (align < sizeof(void *) || (align & (align - 1)) != 0)
+        return EINVAL;
     allocs += counting;
     void *p = __libc_memalign(align, size);
-    if (p == NULL) return ENOMEM;
+    if (p == NULL)
+        return ENOMEM;
     *out = p;
     return 0;
 }
@@ -294,7 +296,8 @@ static int privileged_main(void *arg)
     char line[256];
     unsigned long locked_kb = 0;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmLck: %lu", &locked_kb) == 1) break;
+        if (sscanf(line, "VmLck: %lu", &locked_kb) == 1)
+            break;
     fclose(f);
 #ifndef RT_TEST_SANITIZER
     TU_CMP_U64(locked_kb, >=, 4096 + 256);
@@ -440,7 +443,8 @@ enum { MSG_READY = 1, MSG_DONE };
 
 static void apply_rt(const stream *s)
 {
-    if (!s->rt) return;
+    if (!s->rt)
+        return;
     ferry_rt_options o;
     ferry_rt_options_init(&o);
     o.lock_memory = true;
@@ -505,7 +509,8 @@ static int publisher_main(void *arg)
         sleep_until(next);
         void *p = NULL;
         ferry_err e1 = ferry_loan(pub, FRAME, &p);
-        if (e1 == FERRY_OK) tu_fill(p, FRAME, ++seq);
+        if (e1 == FERRY_OK)
+            tu_fill(p, FRAME, ++seq);
         ferry_err e2 = e1 ? e1 : ferry_publish(pub, p, 0);
         if (e2) {
             counting = 0;
@@ -535,10 +540,12 @@ static ferry_err take_frame(ferry_subscriber *sub, uint64_t seq)
     ferry_sample s;
     ferry_err e = ferry_take(sub, &s);
     while (e == FERRY_EAGAIN) {
-        if ((e = ferry_wait(sub, TU_WAIT_NS))) return e;
+        if ((e = ferry_wait(sub, TU_WAIT_NS)))
+            return e;
         e = ferry_take(sub, &s);
     }
-    if (e) return e;
+    if (e)
+        return e;
     if (s.sequence != seq || s.size != FRAME || tu_verify(s.data, s.size, s.sequence) != SIZE_MAX)
         e = FERRY_EPROTO;
     ferry_err r = ferry_release(sub, &s);

@@ -62,10 +62,10 @@ static uid_t free_uid(uid_t from)
     TU_FAIL("no unused uid from %u", (unsigned)from);
 }
 
-static gid_t free_gid(gid_t from, gid_t not)
+static gid_t free_gid(gid_t from, gid_t not )
 {
     for (gid_t g = from; g < from + 1000; g++)
-        if (g != not && getgrgid(g) == NULL)
+        if (g != not &&getgrgid(g) == NULL)
             return g;
     TU_FAIL("no unused gid from %u", (unsigned)from);
 }
@@ -81,7 +81,8 @@ static void become(uid_t uid, gid_t gid, const gid_t *groups, size_t ngroups)
 }
 
 /* Asserts the permission bits (with setgid/sticky), owner and group of path. */
-#define CHECK_MODE(path, mode, uid, gid) check_mode(__FILE__, __LINE__, (path), (mode), (uid), (gid))
+#define CHECK_MODE(path, mode, uid, gid)                                                           \
+    check_mode(__FILE__, __LINE__, (path), (mode), (uid), (gid))
 static void check_mode(const char *file, int line, const char *path, unsigned mode, uid_t uid,
                        gid_t gid)
 {
@@ -115,9 +116,9 @@ static bool find_entry(const char *dir, const char *prefix, const char *suffix, 
     return found;
 }
 
-#define MUST_FIND(dir, prefix, suffix, out)                                                    \
-    TU_CHECK_MSG(find_entry((dir), (prefix), (suffix), (out), sizeof(out)),                    \
-                 "no %s*%s in %s", (prefix), (suffix), (dir))
+#define MUST_FIND(dir, prefix, suffix, out)                                                        \
+    TU_CHECK_MSG(find_entry((dir), (prefix), (suffix), (out), sizeof(out)), "no %s*%s in %s",      \
+                 (prefix), (suffix), (dir))
 
 static void domain_path(char *out, size_t cap)
 {
@@ -182,8 +183,10 @@ static void pub_wait_all_back(ferry_publisher *pub)
         TU_OK(ferry_publisher_stats_get(pub, &ps));
         if (ps.subscribers == 0 && ps.chunks_in_use == 0 && ps.chunks_loaned == 0)
             return;
-        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "publisher still has %u subscribers, %u chunks "
-                     "in use, %u loaned", ps.subscribers, ps.chunks_in_use, ps.chunks_loaned);
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS,
+                     "publisher still has %u subscribers, %u chunks "
+                     "in use, %u loaned",
+                     ps.subscribers, ps.chunks_in_use, ps.chunks_loaned);
     }
 }
 
@@ -678,8 +681,11 @@ static void test_root_created_alone(void)
 /* What is in the way of the root, and the fix the message must name. */
 enum { SQUAT_DIR, SQUAT_OPEN_DIR, SQUAT_LINK, SQUAT_FILE, SQUAT_FIFO, SQUAT_COUNT };
 static const char *const squat_names[SQUAT_COUNT] = {
-    "a directory of another uid", "a directory open to others", "a symbolic link",
-    "a regular file", "a FIFO",
+    "a directory of another uid",
+    "a directory open to others",
+    "a symbolic link",
+    "a regular file",
+    "a FIFO",
 };
 
 typedef struct squat {

@@ -175,7 +175,7 @@ typedef struct flood {
     uint64_t count;
     int64_t spin_ns;
     bool busy_poll;
-    int64_t pause_ns; /* the subscriber's work after each take */
+    int64_t pause_ns;  /* the subscriber's work after each take */
     int64_t period_ns; /* the publisher's pace; 0: as fast as it can */
     tu_pipe ready;
 } flood;

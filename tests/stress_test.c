@@ -66,7 +66,7 @@ typedef struct role_cfg {
     uint32_t history;
     size_t pool_bytes;
     uint32_t max_chunks;
-    int keep_loans;            /* hold this many loans at all times, publish the oldest */
+    int keep_loans; /* hold this many loans at all times, publish the oldest */
     /* subscribers */
     uint32_t depth, max_held, sub_history;
     int hold_min_ms, hold_max_ms; /* > 0: holds samples that long before releasing them */
@@ -80,39 +80,116 @@ static const char *const topic_type[NTOPICS] = {"stress/Frame", "stress/Imu", "s
 static const role_cfg roles[NROLES] = {
     /* video: 720p RGB and NV12 frames at 30 Hz, paced by sleeping (housekeeping only inside
      * loan and publish, the case of the 100 ms reclaim bound) */
-    {.name = "vid_pub0", .kind = PUB, .topic = 0, .hz = 30, .min_size = 2764800,
-     .max_size = 2764800, .sleep_pacing = true, .pool_bytes = 96 * MIB, .max_chunks = 64},
-    {.name = "vid_pub1", .kind = PUB, .topic = 0, .hz = 30, .min_size = 1382400,
-     .max_size = 1382400, .sleep_pacing = true, .history = 2, .pool_bytes = 48 * MIB,
+    {.name = "vid_pub0",
+     .kind = PUB,
+     .topic = 0,
+     .hz = 30,
+     .min_size = 2764800,
+     .max_size = 2764800,
+     .sleep_pacing = true,
+     .pool_bytes = 96 * MIB,
+     .max_chunks = 64},
+    {.name = "vid_pub1",
+     .kind = PUB,
+     .topic = 0,
+     .hz = 30,
+     .min_size = 1382400,
+     .max_size = 1382400,
+     .sleep_pacing = true,
+     .history = 2,
+     .pool_bytes = 48 * MIB,
      .max_chunks = 64},
     {.name = "vid_sub0", .kind = SUB, .topic = 0, .depth = 2, .max_held = 4, .wait = W_WAIT},
-    {.name = "vid_hold", .kind = SUB, .topic = 0, .depth = 4, .max_held = 6, .hold_min_ms = 100,
-     .hold_max_ms = 400, .wait = W_FD},
-    {.name = "vid_slow", .kind = SUB, .topic = 0, .depth = 1, .max_held = 4, .sub_history = 2,
-     .slow_ms = 40, .wait = W_WAITSET},
+    {.name = "vid_hold",
+     .kind = SUB,
+     .topic = 0,
+     .depth = 4,
+     .max_held = 6,
+     .hold_min_ms = 100,
+     .hold_max_ms = 400,
+     .wait = W_FD},
+    {.name = "vid_slow",
+     .kind = SUB,
+     .topic = 0,
+     .depth = 1,
+     .max_held = 4,
+     .sub_history = 2,
+     .slow_ms = 40,
+     .wait = W_WAITSET},
     /* imu: small samples at 500 and 200 Hz. Both pools are tight: the holder alone can hold
      * all 12 chunks of the 200 Hz one, which then runs dry until the holder lets go or, killed,
      * its chunks come back. */
-    {.name = "imu_pub0", .kind = PUB, .topic = 1, .hz = 500, .min_size = 64, .max_size = 256,
-     .history = 8, .pool_bytes = 4 * MIB, .max_chunks = 32},
-    {.name = "imu_pub1", .kind = PUB, .topic = 1, .hz = 200, .min_size = 64, .max_size = 64,
-     .pool_bytes = 4 * MIB, .max_chunks = 12},
+    {.name = "imu_pub0",
+     .kind = PUB,
+     .topic = 1,
+     .hz = 500,
+     .min_size = 64,
+     .max_size = 256,
+     .history = 8,
+     .pool_bytes = 4 * MIB,
+     .max_chunks = 32},
+    {.name = "imu_pub1",
+     .kind = PUB,
+     .topic = 1,
+     .hz = 200,
+     .min_size = 64,
+     .max_size = 64,
+     .pool_bytes = 4 * MIB,
+     .max_chunks = 12},
     {.name = "imu_sub0", .kind = SUB, .topic = 1, .depth = 16, .max_held = 4, .wait = W_WAIT},
-    {.name = "imu_hold", .kind = SUB, .topic = 1, .depth = 8, .max_held = 16, .hold_min_ms = 50,
-     .hold_max_ms = 300, .wait = W_WAIT},
-    {.name = "imu_slow", .kind = SUB, .topic = 1, .depth = 1, .max_held = 4, .sub_history = 8,
-     .slow_ms = 20, .wait = W_FD},
+    {.name = "imu_hold",
+     .kind = SUB,
+     .topic = 1,
+     .depth = 8,
+     .max_held = 16,
+     .hold_min_ms = 50,
+     .hold_max_ms = 300,
+     .wait = W_WAIT},
+    {.name = "imu_slow",
+     .kind = SUB,
+     .topic = 1,
+     .depth = 1,
+     .max_held = 4,
+     .sub_history = 8,
+     .slow_ms = 20,
+     .wait = W_FD},
     /* blob: variable sizes up to 1 MiB, published shorter than loaned at times; a publisher
      * that always holds three loans and gives some back unpublished */
-    {.name = "blob_pub0", .kind = PUB, .topic = 2, .hz = 100, .min_size = 64, .max_size = MIB,
-     .shrink = true, .pool_bytes = 64 * MIB, .max_chunks = 128},
-    {.name = "blob_loan", .kind = PUB, .topic = 2, .hz = 50, .min_size = 4 * KIB,
-     .max_size = 256 * KIB, .history = 4, .pool_bytes = 32 * MIB, .max_chunks = 64,
+    {.name = "blob_pub0",
+     .kind = PUB,
+     .topic = 2,
+     .hz = 100,
+     .min_size = 64,
+     .max_size = MIB,
+     .shrink = true,
+     .pool_bytes = 64 * MIB,
+     .max_chunks = 128},
+    {.name = "blob_loan",
+     .kind = PUB,
+     .topic = 2,
+     .hz = 50,
+     .min_size = 4 * KIB,
+     .max_size = 256 * KIB,
+     .history = 4,
+     .pool_bytes = 32 * MIB,
+     .max_chunks = 64,
      .keep_loans = 3},
     {.name = "blob_sub0", .kind = SUB, .topic = 2, .depth = 4, .max_held = 4, .wait = W_WAITSET},
-    {.name = "blob_hold", .kind = SUB, .topic = 2, .depth = 2, .max_held = 8, .sub_history = 4,
-     .hold_min_ms = 100, .hold_max_ms = 400, .wait = W_WAIT},
-    {.name = "blob_sub1", .kind = SUB, .topic = 2, .depth = 8, .max_held = 4, .sub_history = 4,
+    {.name = "blob_hold",
+     .kind = SUB,
+     .topic = 2,
+     .depth = 2,
+     .max_held = 8,
+     .sub_history = 4,
+     .hold_min_ms = 100,
+     .hold_max_ms = 400,
+     .wait = W_WAIT},
+    {.name = "blob_sub1",
+     .kind = SUB,
+     .topic = 2,
+     .depth = 8,
+     .max_held = 4,
+     .sub_history = 4,
      .wait = W_FD},
 };
 
@@ -129,7 +206,7 @@ enum {
     ST_RELEASING,  /* subscriber: inside ferry_release */
     ST_COUNT
 };
-static const char *const state_name[ST_COUNT] = {"starting", "idle",   "loaned",   "publishing",
+static const char *const state_name[ST_COUNT] = {"starting", "idle",    "loaned",   "publishing",
                                                  "taking",   "holding", "releasing"};
 
 typedef _Atomic uint64_t au64;
@@ -446,10 +523,12 @@ static void check_links(slot *s, kind_t peer, uint32_t have, int64_t *short_sinc
         *short_since = now;
     } else if (*short_since > 0 && now - *short_since > sh->liveness_ns / 4) {
         add(&s->unlinked, 1);
-        fprintf(stderr, "stress: [%8.3f] %s (%d): %u %s connected for %" PRId64 " ms, while %u "
-                "have been up for over %" PRId64 " ms:%s\n", (double)(now - sh->t0) / 1e9,
-                c->name, (int)getpid(), have, peer == SUB ? "subscribers" : "publishers",
-                sh->liveness_ns / 4 / TU_MS, want, sh->liveness_ns / TU_MS, names);
+        fprintf(stderr,
+                "stress: [%8.3f] %s (%d): %u %s connected for %" PRId64 " ms, while %u "
+                "have been up for over %" PRId64 " ms:%s\n",
+                (double)(now - sh->t0) / 1e9, c->name, (int)getpid(), have,
+                peer == SUB ? "subscribers" : "publishers", sh->liveness_ns / 4 / TU_MS, want,
+                sh->liveness_ns / TU_MS, names);
         *short_since = -1;
     }
 }
@@ -595,16 +674,19 @@ static void pub_drain(pub_ctx *x)
         beat(x->s);
         if (st.subscribers == 0)
             break;
-        TU_CHECK_MSG(tu_since(t0) < HUNG_NS, "%s: %u subscribers still connected 5 s after all "
-                     "of them exited", x->c->name, st.subscribers);
+        TU_CHECK_MSG(tu_since(t0) < HUNG_NS,
+                     "%s: %u subscribers still connected 5 s after all "
+                     "of them exited",
+                     x->c->name, st.subscribers);
     }
     /* The smallest size: any free chunk fits it, so no history entry is given up for it. */
     for (uint32_t i = 0; i < x->c->history; i++) {
         loan l;
         TU_CHECK_MSG(pub_loan(x, &l, x->c->min_size),
                      "%s: FERRY_EPOOL with no subscriber and no loan "
-                     "(chunks total %u, free %u, loaned %u, in use %u)", x->c->name,
-                     st.chunks_total, st.chunks_free, st.chunks_loaned, st.chunks_in_use);
+                     "(chunks total %u, free %u, loaned %u, in use %u)",
+                     x->c->name, st.chunks_total, st.chunks_free, st.chunks_loaned,
+                     st.chunks_in_use);
         pub_publish(x, &l);
     }
     TU_OK(ferry_publisher_poll(x->pub, 0));
@@ -655,8 +737,8 @@ static int publisher_main(void *arg)
             if (x.c->sleep_pacing)
                 tu_sleep_ns(next - now < 10 * TU_MS ? next - now : 10 * TU_MS);
             else
-                TU_OK(ferry_publisher_poll(x.pub, next - now < 10 * TU_MS ? next - now
-                                                                          : 10 * TU_MS));
+                TU_OK(
+                    ferry_publisher_poll(x.pub, next - now < 10 * TU_MS ? next - now : 10 * TU_MS));
             pub_check_stats(&x);
             continue;
         }
@@ -874,7 +956,8 @@ static int subscriber_main(void *arg)
             }
             if (holder && x.nheld == 1)
                 x.hold_until = now + (int64_t)rnd_range((uint64_t)x.c->hold_min_ms,
-                                                        (uint64_t)x.c->hold_max_ms) * TU_MS;
+                                                        (uint64_t)x.c->hold_max_ms) *
+                                         TU_MS;
         } else {
             TU_CHECK_MSG(e == FERRY_EAGAIN, "%s: ferry_take: %s", x.c->name, ferry_strerror(e));
             int64_t t = 50 * TU_MS;
@@ -903,8 +986,8 @@ static int subscriber_main(void *arg)
     int maps = tu_maps_count("memfd:ferry-data");
     if (maps > (int)st.publishers) {
         add(&x.s->stale_mappings, (uint64_t)(maps - (int)st.publishers));
-        fprintf(stderr, "stress: %s: %d data segments mapped, %u publishers connected\n",
-                x.c->name, maps, st.publishers);
+        fprintf(stderr, "stress: %s: %d data segments mapped, %u publishers connected\n", x.c->name,
+                maps, st.publishers);
     }
     add(&x.s->protocol_errors, st.protocol_errors);
     add(&x.s->rejected, st.rejected);
@@ -948,8 +1031,8 @@ static void start_role(int r)
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     sigprocmask(SIG_BLOCK, &term, &old);
-    pid_t pid = tu_fork(roles[r].kind == PUB ? publisher_main : subscriber_main,
-                        (void *)&roles[r], alarm_s);
+    pid_t pid = tu_fork(roles[r].kind == PUB ? publisher_main : subscriber_main, (void *)&roles[r],
+                        alarm_s);
     sigprocmask(SIG_SETMASK, &old, NULL);
     atomic_store(&s->pid, pid);
 }
@@ -995,7 +1078,8 @@ static void report_hung(int r, const char *when)
             snprintf(wchan, sizeof wchan, "?");
         fclose(f);
     }
-    fprintf(stderr, "stress: HUNG: %s (pid %d) %s: state %s, last sign of life %" PRId64
+    fprintf(stderr,
+            "stress: HUNG: %s (pid %d) %s: state %s, last sign of life %" PRId64
             " ms ago, kernel wait channel %s\n",
             roles[r].name, (int)pid, when, state_name[atomic_load(&s->state) % ST_COUNT],
             (ferry_now().ns - atomic_load(&s->beat_ns)) / TU_MS, wchan);
@@ -1274,7 +1358,7 @@ int main(int argc, char **argv)
     uint64_t seed = 0;
     bool seeded = false;
     const char *cli = NULL;
-    long liveness_ms = 2000; /* what a busy 2-CPU machine holds to (its slowest: 0.85 s) */
+    long liveness_ms = 2000;   /* what a busy 2-CPU machine holds to (its slowest: 0.85 s) */
     long reclaim_bound_ms = 0; /* 0: not asserted, counted against 100 ms */
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
@@ -1291,8 +1375,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--verbose") == 0)
             verbose = true;
         else {
-            fprintf(stderr, "usage: %s [--seconds N] [--seed S] [--cli PATH_TO_FERRY] "
-                            "[--liveness-ms MS] [--reclaim-bound-ms MS] [--verbose]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--seconds N] [--seed S] [--cli PATH_TO_FERRY] "
+                    "[--liveness-ms MS] [--reclaim-bound-ms MS] [--verbose]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -1414,8 +1500,9 @@ int main(int argc, char **argv)
             uint32_t expect = roles[r].history;
             uint32_t leaked = loaned + (in_use > expect ? in_use - expect : 0);
             if (leaked != 0 || in_use < expect) {
-                fprintf(stderr, "stress: %s: chunks total %u, free %u, loaned %u, in use %u, "
-                                "expected in use %u (its history)\n",
+                fprintf(stderr,
+                        "stress: %s: chunks total %u, free %u, loaned %u, in use %u, "
+                        "expected in use %u (its history)\n",
                         roles[r].name, atomic_load(&s->final_total), atomic_load(&s->final_free),
                         loaned, in_use, expect);
                 tot.leaked += leaked ? leaked : 1;
@@ -1541,8 +1628,8 @@ int main(int argc, char **argv)
     printf("stress: dead subscribers noticed by their publishers %" PRIu64 " times: max %.1f ms "
            "(30 Hz publishers: %" PRIu64 " times, max %.1f ms, over %.0f ms: %" PRIu64
            "), chunks reclaimed %" PRIu64 "\n",
-           rec_n, ms(rec_max), rec30_n, ms(rec30_max), ms((uint64_t)sh->reclaim_bound_ns),
-           rec_over, reclaimed);
+           rec_n, ms(rec_max), rec30_n, ms(rec30_max), ms((uint64_t)sh->reclaim_bound_ns), rec_over,
+           reclaimed);
     printf("stress: dead publishers noticed by their subscribers %" PRIu64 " times: max %.1f ms; "
            "restarted publishers reached subscribers %" PRIu64 " times: max %.0f ms\n",
            gone_n, ms(gone_max), rejoin_n, ms(rejoin_max));
@@ -1557,20 +1644,21 @@ int main(int argc, char **argv)
            ", peers not connected in time %" PRIu64 ", protocol errors %" PRIu64
            ", rejected %" PRIu64 ", files removed by ferry_clean %u, ferry info --json %s\n",
            sublost, publost, unlinked, proto, rejected, removed,
-           !cli ? "not checked (no --cli)" : tot.cli_checked && tot.cli_bad == 0 ? "agrees"
-                                                                                : "DISAGREES");
+           !cli                                  ? "not checked (no --cli)"
+           : tot.cli_checked && tot.cli_bad == 0 ? "agrees"
+                                                 : "DISAGREES");
     printf("stress: %ld s, seed %" PRIu64 ": kills %" PRIu64 " (pub %" PRIu64 ", sub %" PRIu64
            "), restarts %" PRIu64 ", frames published %" PRIu64 ", verified %" PRIu64
            ", corrupt %" PRIu64 ", leaked chunks %" PRIu64 ", hung %" PRIu64 "\n",
-           seconds, seed, tot.kills_pub + tot.kills_sub, tot.kills_pub, tot.kills_sub,
-           tot.restarts, published, verified, corrupt + order, tot.leaked, tot.hung);
+           seconds, seed, tot.kills_pub + tot.kills_sub, tot.kills_pub, tot.kills_sub, tot.restarts,
+           published, verified, corrupt + order, tot.leaked, tot.hung);
 
     char why[512] = "";
     size_t w = 0;
-#define WHY(cond, ...)                                                                         \
-    do {                                                                                       \
-        if ((cond) && w < sizeof why)                                                          \
-            w += (size_t)snprintf(why + w, sizeof why - w, __VA_ARGS__);                       \
+#define WHY(cond, ...)                                                                             \
+    do {                                                                                           \
+        if ((cond) && w < sizeof why)                                                              \
+            w += (size_t)snprintf(why + w, sizeof why - w, __VA_ARGS__);                           \
     } while (0)
     WHY(corrupt + order, " corrupt=%" PRIu64, corrupt + order);
     WHY(tot.leaked, " leaked=%" PRIu64, tot.leaked);

@@ -222,8 +222,8 @@ static int churn_main(void *arg)
     for (int i = 0; i < 300; i++) {
         if (i % 2) {
             ferry_subscriber *sub;
-            TU_OK(ferry_subscriber_create(&sub, node, "/sweep/churn", TYPE, ferry_hash(TYPE),
-                                          NULL));
+            TU_OK(
+                ferry_subscriber_create(&sub, node, "/sweep/churn", TYPE, ferry_hash(TYPE), NULL));
             TU_OK(ferry_subscriber_destroy(sub));
         } else {
             ferry_publisher *pub;

@@ -299,7 +299,7 @@ static void test_core_9_topics(void)
 
 #define TYPE "sync_test/Stamped"
 #define PERIOD_A ((int64_t)33333333) /* 30 Hz */
-#define PERIOD_B (3 * PERIOD_A)     /* 10 Hz: every third 30 Hz tick */
+#define PERIOD_B (3 * PERIOD_A)      /* 10 Hz: every third 30 Hz tick */
 #define JITTER (3 * MS)
 #define MAX_INTERVAL (8 * MS)
 #define RUN_NS (2 * TU_SEC)
@@ -501,8 +501,8 @@ static void test_sync_two_publishers(void)
     TU_CMP_U64(st.discarded[0], >=, got);
 
     printf("    %" PRIu64 " sets; received %" PRIu64 " + %" PRIu64 ", discarded %" PRIu64
-           " + %" PRIu64 "\n", got, st.received[0], st.received[1], st.discarded[0],
-           st.discarded[1]);
+           " + %" PRIu64 "\n",
+           got, st.received[0], st.received[1], st.discarded[0], st.discarded[1]);
     TU_OK(ferry_sync_destroy(sync));
     for (int i = 0; i < 2; i++) {
         ferry_subscriber_stats ss;

@@ -22,9 +22,8 @@
 #endif
 
 #ifdef HAVE_DLPACK_H
-#define SAME_LAYOUT(ours, theirs)                                                              \
-    _Static_assert(sizeof(ours) == sizeof(theirs), #ours " size")
-#define SAME_FIELD(ours, theirs, fo, ft)                                                       \
+#define SAME_LAYOUT(ours, theirs) _Static_assert(sizeof(ours) == sizeof(theirs), #ours " size")
+#define SAME_FIELD(ours, theirs, fo, ft)                                                           \
     _Static_assert(offsetof(ours, fo) == offsetof(theirs, ft), #ours "." #fo " offset")
 SAME_LAYOUT(ferry_dl_device, DLDevice);
 SAME_FIELD(ferry_dl_device, DLDevice, device_type, device_type);
@@ -74,8 +73,8 @@ _Static_assert(kDLBool == FERRY_DL_BOOL, "bool code");
 static void test_constants(void)
 {
     TU_EQ_U64(FERRY_TENSOR_TYPE_HASH, ferry_hash(FERRY_TENSOR_TYPE_NAME));
-    TU_EQ_U64(FERRY_TENSOR_MAGIC, (uint32_t)'F' | (uint32_t)'T' << 8 | (uint32_t)'N' << 16 |
-                                      (uint32_t)'S' << 24);
+    TU_EQ_U64(FERRY_TENSOR_MAGIC,
+              (uint32_t)'F' | (uint32_t)'T' << 8 | (uint32_t)'N' << 16 | (uint32_t)'S' << 24);
     TU_EQ_U64(sizeof(ferry_tensor_header), 248);
     TU_EQ_U64(sizeof(ferry_dlpack_tensor), 64);
     TU_EQ_U64(sizeof(ferry_dlpack_tensor_versioned), 80);
@@ -85,12 +84,12 @@ static void test_constants(void)
         const char *name;
         uint8_t code, bits;
     } want[] = {
-        {FERRY_DTYPE_INT8, 1, "int8", 0, 8},         {FERRY_DTYPE_UINT8, 1, "uint8", 1, 8},
-        {FERRY_DTYPE_INT16, 2, "int16", 0, 16},      {FERRY_DTYPE_UINT16, 2, "uint16", 1, 16},
-        {FERRY_DTYPE_INT32, 4, "int32", 0, 32},      {FERRY_DTYPE_UINT32, 4, "uint32", 1, 32},
-        {FERRY_DTYPE_INT64, 8, "int64", 0, 64},      {FERRY_DTYPE_UINT64, 8, "uint64", 1, 64},
-        {FERRY_DTYPE_FLOAT16, 2, "float16", 2, 16},  {FERRY_DTYPE_BFLOAT16, 2, "bfloat16", 4, 16},
-        {FERRY_DTYPE_FLOAT32, 4, "float32", 2, 32},  {FERRY_DTYPE_FLOAT64, 8, "float64", 2, 64},
+        {FERRY_DTYPE_INT8, 1, "int8", 0, 8},        {FERRY_DTYPE_UINT8, 1, "uint8", 1, 8},
+        {FERRY_DTYPE_INT16, 2, "int16", 0, 16},     {FERRY_DTYPE_UINT16, 2, "uint16", 1, 16},
+        {FERRY_DTYPE_INT32, 4, "int32", 0, 32},     {FERRY_DTYPE_UINT32, 4, "uint32", 1, 32},
+        {FERRY_DTYPE_INT64, 8, "int64", 0, 64},     {FERRY_DTYPE_UINT64, 8, "uint64", 1, 64},
+        {FERRY_DTYPE_FLOAT16, 2, "float16", 2, 16}, {FERRY_DTYPE_BFLOAT16, 2, "bfloat16", 4, 16},
+        {FERRY_DTYPE_FLOAT32, 4, "float32", 2, 32}, {FERRY_DTYPE_FLOAT64, 8, "float64", 2, 64},
         {FERRY_DTYPE_BOOL, 1, "bool", 6, 8},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -117,7 +116,8 @@ static void test_constants(void)
     TU_ERR(ferry_dtype_to_dl((ferry_dtype)0, &dl), FERRY_EINVAL);
     TU_ERR(ferry_dtype_to_dl(FERRY_DTYPE_INT8, NULL), FERRY_EINVAL);
 #ifdef HAVE_DLPACK_H
-    printf("  DLPack ABI checked against <dlpack/dlpack.h> (DLPACK_VERSION %d)\n", (int)DLPACK_VERSION);
+    printf("  DLPack ABI checked against <dlpack/dlpack.h> (DLPACK_VERSION %d)\n",
+           (int)DLPACK_VERSION);
 #else
     printf("  <dlpack/dlpack.h> not installed: ABI checked against written offsets only\n");
 #endif
@@ -163,7 +163,8 @@ static void test_header_init(void)
 
     /* Refusals. */
     const int64_t neg[] = {3, -1}, negstride[] = {1, -1};
-    const int64_t huge[] = {INT64_MAX, 2}, max1[] = {INT64_MAX}, eight[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    const int64_t huge[] = {INT64_MAX, 2}, max1[] = {INT64_MAX},
+                  eight[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     const int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     TU_ERR(ferry_tensor_header_init(NULL, FERRY_DTYPE_UINT8, 1, shape3, NULL), FERRY_EINVAL);
     TU_ERR(ferry_tensor_header_init(&h, (ferry_dtype)0, 1, shape3, NULL), FERRY_EINVAL);
@@ -495,11 +496,11 @@ static void test_hostile(void)
     memcpy(b.mem, &good, sizeof good);
 
     /* Every field corrupted in turn. */
-#define BAD(what, stmt)                                                                        \
-    do {                                                                                       \
-        h = good;                                                                              \
-        stmt;                                                                                  \
-        expect_refused(what, &h, b.size);                                                      \
+#define BAD(what, stmt)                                                                            \
+    do {                                                                                           \
+        h = good;                                                                                  \
+        stmt;                                                                                      \
+        expect_refused(what, &h, b.size);                                                          \
     } while (0)
     BAD("magic", h.magic ^= 1);
     BAD("version 0", h.version = 0);
@@ -616,8 +617,8 @@ static int xp_publisher(void *arg)
     po.on_pool_exhausted = FERRY_POOL_BLOCK;
     po.block_timeout_ns = TU_WAIT_NS;
     ferry_publisher *pub;
-    TU_OK(ferry_publisher_create(&pub, node, TOPIC, FERRY_TENSOR_TYPE_NAME,
-                                 FERRY_TENSOR_TYPE_HASH, &po));
+    TU_OK(ferry_publisher_create(&pub, node, TOPIC, FERRY_TENSOR_TYPE_NAME, FERRY_TENSOR_TYPE_HASH,
+                                 &po));
     TU_OK(ferry_publisher_wait_subscribers(pub, 1, TU_WAIT_NS));
     TU_EQ_U64(tu_serve_until(&pub, 1, &x->to_pub, TU_WAIT_MS), MSG_READY);
     for (uint64_t k = 0; k < XP_COUNT; k++)
@@ -689,8 +690,8 @@ static void test_across_processes(void)
     so.depth = 64;
     so.max_held = 8;
     ferry_subscriber *sub;
-    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, FERRY_TENSOR_TYPE_NAME,
-                                  FERRY_TENSOR_TYPE_HASH, &so));
+    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, FERRY_TENSOR_TYPE_NAME, FERRY_TENSOR_TYPE_HASH,
+                                  &so));
     xp x;
     x.to_pub = tu_pipe_make();
     pid_t pid = tu_fork(xp_publisher, &x, 60);

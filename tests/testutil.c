@@ -479,8 +479,7 @@ tu_pipe tu_pipe_make(void)
 void tu_pipe_close(tu_pipe *p)
 {
     for (int i = 0; i < TU_MAX_PIPES; i++) {
-        if (&tu_pipes_[i] != p && tu_pipes_[i].r == p->r && tu_pipes_[i].w == p->w &&
-            p->r >= 0) {
+        if (&tu_pipes_[i] != p && tu_pipes_[i].r == p->r && tu_pipes_[i].w == p->w && p->r >= 0) {
             tu_pipes_[i].r = tu_pipes_[i].w = -1;
         }
     }
@@ -645,9 +644,8 @@ void tu_sleep_ns(int64_t ns)
     }
 }
 
-ferry_err tu_try_publisher(ferry_node *node, const char *topic, const char *type,
-                           size_t pool_bytes, size_t max_sample, ferry_publisher **out,
-                           int *saved_errno)
+ferry_err tu_try_publisher(ferry_node *node, const char *topic, const char *type, size_t pool_bytes,
+                           size_t max_sample, ferry_publisher **out, int *saved_errno)
 {
     ferry_publisher_options po;
     ferry_publisher_options_init(&po);

@@ -56,68 +56,68 @@ void tu_log_keep(const char *message);
 
 #define TU_FAIL(...) tu_fail(__FILE__, __LINE__, __VA_ARGS__)
 
-#define TU_CHECK(cond)                                                                         \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            tu_fail(__FILE__, __LINE__, "check failed: %s", #cond);                            \
+#define TU_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            tu_fail(__FILE__, __LINE__, "check failed: %s", #cond);                                \
     } while (0)
 
-#define TU_CHECK_MSG(cond, ...)                                                                \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            tu_fail(__FILE__, __LINE__, __VA_ARGS__);                                          \
+#define TU_CHECK_MSG(cond, ...)                                                                    \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            tu_fail(__FILE__, __LINE__, __VA_ARGS__);                                              \
     } while (0)
 
 /* expr must return `expected` (ferry_err values, printed by name and message). */
-#define TU_ERR(expr, expected)                                                                 \
-    do {                                                                                       \
-        ferry_err tu_got_ = (expr);                                                            \
-        ferry_err tu_exp_ = (expected);                                                        \
-        if (tu_got_ != tu_exp_)                                                                \
-            tu_fail(__FILE__, __LINE__, "%s\n    got      %s (%s)\n    expected %s (%s)",      \
-                    #expr, ferry_errname(tu_got_), ferry_strerror(tu_got_),                    \
-                    ferry_errname(tu_exp_), ferry_strerror(tu_exp_));                          \
+#define TU_ERR(expr, expected)                                                                     \
+    do {                                                                                           \
+        ferry_err tu_got_ = (expr);                                                                \
+        ferry_err tu_exp_ = (expected);                                                            \
+        if (tu_got_ != tu_exp_)                                                                    \
+            tu_fail(__FILE__, __LINE__, "%s\n    got      %s (%s)\n    expected %s (%s)", #expr,   \
+                    ferry_errname(tu_got_), ferry_strerror(tu_got_), ferry_errname(tu_exp_),       \
+                    ferry_strerror(tu_exp_));                                                      \
     } while (0)
 
 #define TU_OK(expr) TU_ERR((expr), FERRY_OK)
 
 /* Comparisons of integers: both sides are printed. */
-#define TU_CMP_U64(a, op, b)                                                                   \
-    do {                                                                                       \
-        uint64_t tu_a_ = (uint64_t)(a);                                                        \
-        uint64_t tu_b_ = (uint64_t)(b);                                                        \
-        if (!(tu_a_ op tu_b_))                                                                 \
+#define TU_CMP_U64(a, op, b)                                                                       \
+    do {                                                                                           \
+        uint64_t tu_a_ = (uint64_t)(a);                                                            \
+        uint64_t tu_b_ = (uint64_t)(b);                                                            \
+        if (!(tu_a_ op tu_b_))                                                                     \
             tu_fail(__FILE__, __LINE__, "%s %s %s\n    left  = %" PRIu64 "\n    right = %" PRIu64, \
-                    #a, #op, #b, tu_a_, tu_b_);                                                \
+                    #a, #op, #b, tu_a_, tu_b_);                                                    \
     } while (0)
 
-#define TU_CMP_I64(a, op, b)                                                                   \
-    do {                                                                                       \
-        int64_t tu_a_ = (int64_t)(a);                                                          \
-        int64_t tu_b_ = (int64_t)(b);                                                          \
-        if (!(tu_a_ op tu_b_))                                                                 \
+#define TU_CMP_I64(a, op, b)                                                                       \
+    do {                                                                                           \
+        int64_t tu_a_ = (int64_t)(a);                                                              \
+        int64_t tu_b_ = (int64_t)(b);                                                              \
+        if (!(tu_a_ op tu_b_))                                                                     \
             tu_fail(__FILE__, __LINE__, "%s %s %s\n    left  = %" PRId64 "\n    right = %" PRId64, \
-                    #a, #op, #b, tu_a_, tu_b_);                                                \
+                    #a, #op, #b, tu_a_, tu_b_);                                                    \
     } while (0)
 
 #define TU_EQ_U64(a, b) TU_CMP_U64(a, ==, b)
 
-#define TU_EQ_PTR(a, b)                                                                        \
-    do {                                                                                       \
-        const void *tu_a_ = (const void *)(a);                                                 \
-        const void *tu_b_ = (const void *)(b);                                                 \
-        if (tu_a_ != tu_b_)                                                                    \
-            tu_fail(__FILE__, __LINE__, "%s == %s\n    left  = %p\n    right = %p", #a, #b,   \
-                    tu_a_, tu_b_);                                                             \
+#define TU_EQ_PTR(a, b)                                                                            \
+    do {                                                                                           \
+        const void *tu_a_ = (const void *)(a);                                                     \
+        const void *tu_b_ = (const void *)(b);                                                     \
+        if (tu_a_ != tu_b_)                                                                        \
+            tu_fail(__FILE__, __LINE__, "%s == %s\n    left  = %p\n    right = %p", #a, #b, tu_a_, \
+                    tu_b_);                                                                        \
     } while (0)
 
-#define TU_EQ_STR(a, b)                                                                        \
-    do {                                                                                       \
-        const char *tu_a_ = (a);                                                               \
-        const char *tu_b_ = (b);                                                               \
-        if (tu_a_ == NULL || tu_b_ == NULL || strcmp(tu_a_, tu_b_) != 0)                       \
-            tu_fail(__FILE__, __LINE__, "%s == %s\n    left  = \"%s\"\n    right = \"%s\"",   \
-                    #a, #b, tu_a_ ? tu_a_ : "(null)", tu_b_ ? tu_b_ : "(null)");               \
+#define TU_EQ_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *tu_a_ = (a);                                                                   \
+        const char *tu_b_ = (b);                                                                   \
+        if (tu_a_ == NULL || tu_b_ == NULL || strcmp(tu_a_, tu_b_) != 0)                           \
+            tu_fail(__FILE__, __LINE__, "%s == %s\n    left  = \"%s\"\n    right = \"%s\"", #a,    \
+                    #b, tu_a_ ? tu_a_ : "(null)", tu_b_ ? tu_b_ : "(null)");                       \
     } while (0)
 
 /* --- one test: private domain directory, teardown checks ------------------------------------ */
@@ -222,7 +222,8 @@ void tu_fill(void *p, size_t n, uint64_t seq);
 /* Returns the offset of the first byte that differs from tu_fill's pattern, or SIZE_MAX. */
 size_t tu_verify(const void *p, size_t n, uint64_t seq);
 /* Asserts a sample holds the pattern of its own sequence number and the expected size. */
-#define TU_SAMPLE_INTACT(s, expected_size) tu_sample_intact(__FILE__, __LINE__, (s), (expected_size))
+#define TU_SAMPLE_INTACT(s, expected_size)                                                         \
+    tu_sample_intact(__FILE__, __LINE__, (s), (expected_size))
 void tu_sample_intact(const char *file, int line, const ferry_sample *s, size_t expected_size);
 
 /* Loans size bytes, fills the pattern of the publisher's next sequence (seq) and publishes. */
@@ -230,9 +231,8 @@ void tu_publish_pattern(ferry_publisher *pub, size_t size, uint64_t seq);
 
 /* ferry_publisher_create with pool_bytes and max_sample_size set, and ferry_subscriber_create
  * with the defaults: *saved_errno gets errno as the call left it, for tests of refusals. */
-ferry_err tu_try_publisher(ferry_node *node, const char *topic, const char *type,
-                           size_t pool_bytes, size_t max_sample, ferry_publisher **out,
-                           int *saved_errno);
+ferry_err tu_try_publisher(ferry_node *node, const char *topic, const char *type, size_t pool_bytes,
+                           size_t max_sample, ferry_publisher **out, int *saved_errno);
 ferry_err tu_try_subscriber(ferry_node *node, const char *topic, const char *type,
                             ferry_subscriber **out, int *saved_errno);
 

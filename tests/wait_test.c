@@ -64,7 +64,8 @@ static int publisher_main(void *arg)
     return 0;
 }
 
-/* Forks publisher_main over the first ntopics topics, delay_ns between a request and its publish. */
+/* Forks publisher_main over the first ntopics topics, delay_ns between a request and its publish.
+ */
 static pid_t start_publisher(pubctl *l, int ntopics, int64_t delay_ns)
 {
     l->to_pub = tu_pipe_make();
@@ -305,8 +306,7 @@ static void test_doorbells(void)
         int ep = epoll_create1(EPOLL_CLOEXEC);
         TU_CHECK(ep >= 0);
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 7};
-        TU_CHECK_MSG(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll_ctl: %s",
-                     strerror(errno));
+        TU_CHECK_MSG(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll_ctl: %s", strerror(errno));
         tu_send(&l.to_pub, 0);
         ferry_err e = FERRY_EAGAIN;
         ferry_time t0 = ferry_now();

@@ -53,10 +53,10 @@
 #define DDS_DOMAIN_BRIDGE 0u
 #define DDS_DOMAIN_PLAIN 1u
 #define TOPIC_PREFIX "/fbbench/"
-#define DEPTH 16u          /* every queue and DDS history on both paths */
-#define WINDOW_SMALL 16u   /* flat rows: messages in flight at 64 B */
-#define WINDOW_LARGE 4u    /* and for frames (4 x 6.2 MB stays below the writers' WhcHigh) */
-#define WARMUP_FRAMES 5u   /* warm-up frames the subscriber must see before the measured part */
+#define DEPTH 16u        /* every queue and DDS history on both paths */
+#define WINDOW_SMALL 16u /* flat rows: messages in flight at 64 B */
+#define WINDOW_LARGE 4u  /* and for frames (4 x 6.2 MB stays below the writers' WhcHigh) */
+#define WARMUP_FRAMES 5u /* warm-up frames the subscriber must see before the measured part */
 #define WARMUP_GAP_NS (50 * NS_PER_MS)
 #define STALL_NS (300 * NS_PER_MS) /* flat: no progress for this long counts one message lost */
 #define SUB_IDLE_END_NS (2 * NS_PER_S)
@@ -70,7 +70,7 @@ typedef struct size_spec {
     size_t bytes; /* pixel bytes: the DDS data_ length and the ferry image's data_size */
     uint32_t width, height;
     const char *encoding;
-    uint32_t hz;  /* paced rate */
+    uint32_t hz; /* paced rate */
 } size_spec;
 
 static const size_spec sizes[] = {
@@ -92,15 +92,15 @@ typedef struct row_ctl {
     _Atomic uint32_t warm_seen;
     _Atomic uint32_t pub_done;
     _Atomic uint32_t sub_done;
-    uint64_t sent;                /* measured messages the publisher sent */
-    uint64_t write_failed;        /* of them, dds_write / loan / publish that gave up */
+    uint64_t sent;         /* measured messages the publisher sent */
+    uint64_t write_failed; /* of them, dds_write / loan / publish that gave up */
     int64_t first_send_ns;
     uint64_t sub_received, sub_disorder;
     int64_t p50_ns, p99_ns, max_ns, last_recv_ns;
 } row_ctl;
 
 typedef struct bridge_ctl {
-    _Atomic uint32_t ready;  /* 1 created, 2 failed */
+    _Atomic uint32_t ready; /* 1 created, 2 failed */
     _Atomic uint32_t stop;
     ferry_bridge_stats st;
 } bridge_ctl;
@@ -501,8 +501,8 @@ static int plain_open(endpoint *e, int side)
         return dds_fail("dds_create_participant", e->participant);
     char name[80];
     snprintf(name, sizeof name, "rt%s", e->a->topic);
-    e->topic = dds_create_topic(e->participant, &sensor_msgs_msg_dds__Image__desc, name, NULL,
-                                NULL);
+    e->topic =
+        dds_create_topic(e->participant, &sensor_msgs_msg_dds__Image__desc, name, NULL, NULL);
     if (e->topic < 0)
         return dds_fail("dds_create_topic", e->topic);
     return 0;
@@ -609,8 +609,7 @@ static int pub_send(endpoint *e, uint64_t seq, uint32_t flags, int64_t *send_ns)
         return rc < 0 ? dds_fail("dds_write", rc) : 0;
     }
     ferry_image img;
-    ferry_err err = ferry_image_loan(e->pub, a->sz->width, a->sz->height, a->sz->encoding, 0,
-                                     &img);
+    ferry_err err = ferry_image_loan(e->pub, a->sz->width, a->sz->height, a->sz->encoding, 0, &img);
     int64_t until = cli_now_ns() + 200 * NS_PER_MS;
     while (err == FERRY_EPOOL && cli_now_ns() < until) {
         ferry_publisher_poll(e->pub, 100000);
@@ -994,8 +993,7 @@ static void run_row(const size_spec *sz, int path, int mode, const plan *p, int 
         reap(sub, 0);
         return;
     }
-    int64_t measured = mode == MODE_PACED ? (int64_t)a.paced_count * NS_PER_S / sz->hz
-                                          : p->flat_ns;
+    int64_t measured = mode == MODE_PACED ? (int64_t)a.paced_count * NS_PER_S / sz->hz : p->flat_ns;
     int64_t deadline = cli_now_ns() + 120 * NS_PER_S + measured;
     int prc = reap(pub, deadline);
     int src = reap(sub, prc == 0 ? deadline : cli_now_ns() + 5 * NS_PER_S);
@@ -1107,8 +1105,8 @@ static void print_ratios(const row *rows, size_t n)
         const row *pf = find(rows, n, sizes[i].bytes, PATH_PLAIN, MODE_FLAT);
         printf("  %9zu B: ", sizes[i].bytes);
         if (bp && pp && pp->p50_us > 0)
-            printf("p50 %.2fx (%.1f vs %.1f us), p99 %.2fx", bp->p50_us / pp->p50_us,
-                   bp->p50_us, pp->p50_us, pp->p99_us > 0 ? bp->p99_us / pp->p99_us : 0.0);
+            printf("p50 %.2fx (%.1f vs %.1f us), p99 %.2fx", bp->p50_us / pp->p50_us, bp->p50_us,
+                   pp->p50_us, pp->p99_us > 0 ? bp->p99_us / pp->p99_us : 0.0);
         else
             printf("p50 n/a");
         if (bf && pf && pf->msgs_per_s > 0)
@@ -1182,13 +1180,15 @@ int bench_bridge_cmd(int argc, char **argv)
     if (cli_getopt(&op, argc, argv) != CLI_OPTS_END)
         return op.status;
     if (optind < argc)
-        return cli_fail("bench bridge", 2, "unexpected argument '%s' (try 'ferry bench bridge "
-                        "--help')", argv[optind]);
+        return cli_fail("bench bridge", 2,
+                        "unexpected argument '%s' (try 'ferry bench bridge "
+                        "--help')",
+                        argv[optind]);
     if (geteuid() != 0)
         return cli_fail("bench", 1, "bridge: needs root (it makes network namespaces)");
 
     plan p = o.quick ? (plan){.paced_small = 200, .paced_large = 60, .flat_ns = NS_PER_S}
-                   : (plan){.paced_small = 1000, .paced_large = 300, .flat_ns = 3 * NS_PER_S};
+                     : (plan){.paced_small = 1000, .paced_large = 300, .flat_ns = 3 * NS_PER_S};
     cli_catch_signal(SIGINT, on_signal);
     cli_catch_signal(SIGTERM, on_signal);
     cli_catch_signal(SIGHUP, on_signal);

@@ -342,8 +342,8 @@ static uint64_t verify(adapter *g)
 {
     if (g->nframes == 0)
         return 0;
-    cudaError_t e = cudaMemcpy(g->h_slots, g->d_slots, g->nframes * sizeof *g->h_slots,
-                               cudaMemcpyDeviceToHost);
+    cudaError_t e =
+        cudaMemcpy(g->h_slots, g->d_slots, g->nframes * sizeof *g->h_slots, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) {
         fail_cuda("reading the checksums", e);
         return g->nframes;
@@ -479,8 +479,8 @@ static int setup(adapter *g)
             return fail_cuda("cudaMalloc", e);
     }
     for (int i = 0; i < RING; i++)
-        if ((e = cudaEventCreateWithFlags(&g->ring_ev[i], cudaEventDisableTiming |
-                                                              cudaEventBlockingSync)) != cudaSuccess)
+        if ((e = cudaEventCreateWithFlags(
+                 &g->ring_ev[i], cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess)
             return fail_cuda("cudaEventCreate", e);
     if ((e = cudaMalloc((void **)&g->d_slots, SLOTS * sizeof *g->d_slots)) != cudaSuccess)
         return fail_cuda("cudaMalloc", e);
@@ -529,16 +529,17 @@ static void cleanup(adapter *g)
 
 static void print_row(const adapter *g, const row_result *r)
 {
-    printf("  %-20s %-16s %7" PRIu64 " %8.1f %7" PRIu64 " %9.1f %8.1f %8.1f %8.1f %7.1f %8.3f %6" PRIu64
-           " %4" PRIu64 "\n",
+    printf("  %-20s %-16s %7" PRIu64 " %8.1f %7" PRIu64
+           " %9.1f %8.1f %8.1f %8.1f %7.1f %8.3f %6" PRIu64 " %4" PRIu64 "\n",
            g->st->name, g->md->name, r->frames, r->fps, r->device_allocs,
            (double)r->retained / (1024.0 * 1024.0), r->p50, r->p99, r->max, r->cpu_per_frame,
            r->alloc_p50, r->dropped, r->errors);
     fflush(stdout);
     if (g->a->csv) {
-        fprintf(g->a->csv, "%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.2f,%.2f,%.2f,%.2f,%" PRIu64 "\n",
-                g->st->name, g->md->name, r->frames, r->device_allocs, r->retained, r->p50,
-                r->p99, r->max, r->cpu_per_frame, r->dropped);
+        fprintf(g->a->csv,
+                "%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.2f,%.2f,%.2f,%.2f,%" PRIu64 "\n",
+                g->st->name, g->md->name, r->frames, r->device_allocs, r->retained, r->p50, r->p99,
+                r->max, r->cpu_per_frame, r->dropped);
         fflush(g->a->csv);
     }
 }
@@ -564,7 +565,8 @@ static void targets(adapter *g)
     double same_p50 = -1, same_p99 = -1;
     same_stream_hit(g->a->device, &same_p50, &same_p99);
     printf("ferry-cache hit on the buffer's own stream (one camera per stream, 10000 calls): "
-           "p50 %.3f us, p99 %.3f us\n", same_p50, same_p99);
+           "p50 %.3f us, p99 %.3f us\n",
+           same_p50, same_p99);
     printf("alloc call p50 per strategy (all its rows; three cameras on three streams share one "
            "cache, so most reuses cross streams and query an event):\n");
     for (size_t i = 0; i < NSTRATEGIES; i++)
@@ -582,7 +584,8 @@ static void targets(adapter *g)
         if (!c->ran)
             continue;
         char what[96];
-        snprintf(what, sizeof what, "ferry-cache %s: 0 device allocs in steady state", modes[m].name);
+        snprintf(what, sizeof what, "ferry-cache %s: 0 device allocs in steady state",
+                 modes[m].name);
         total++;
         missed += check(what, c->device_allocs == 0, "%" PRIu64 " in %" PRIu64 " frames",
                         c->device_allocs, c->frames);

@@ -53,7 +53,6 @@ typedef struct adapter_ctl {
     _Atomic uint32_t failed;
 } adapter_ctl;
 
-
 static inline uint32_t fixed_word(size_t i)
 {
     return (uint32_t)(i * 2654435761u) ^ 0xa5a5a5a5u;

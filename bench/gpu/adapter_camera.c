@@ -45,7 +45,8 @@ uint64_t bench_adapter_expected(uint64_t fixed_sum, uint64_t seq, uint32_t cam)
 
 static bool pattern_there(const uint32_t *w)
 {
-    return w[SEQ_WORDS] == fixed_word(SEQ_WORDS) && w[BODY_WORDS / 2] == fixed_word(BODY_WORDS / 2) &&
+    return w[SEQ_WORDS] == fixed_word(SEQ_WORDS) &&
+           w[BODY_WORDS / 2] == fixed_word(BODY_WORDS / 2) &&
            w[BODY_WORDS - 1] == fixed_word(BODY_WORDS - 1);
 }
 
@@ -121,8 +122,8 @@ int bench_adapter_camera(const char *dir, int cam, bool paced, adapter_ctl *ctl)
         seq++;
         for (size_t i = 0; i < SEQ_WORDS; i++)
             w[i] = seq_word(seq, (uint32_t)cam, i);
-        frame_header h = {.magic = FRAME_MAGIC, .seq = seq, .send_ns = cli_now_ns(),
-                          .camera = (uint32_t)cam};
+        frame_header h = {
+            .magic = FRAME_MAGIC, .seq = seq, .send_ns = cli_now_ns(), .camera = (uint32_t)cam};
         memcpy(p, &h, sizeof h);
         do {
             err = ferry_publish(pub, p, 0);
@@ -141,7 +142,6 @@ out:
         atomic_store(&ctl->failed, 1);
     return rc;
 }
-
 
 int bench_adapter_spawn_camera(const char *dir, int cam, bool paced, adapter_ctl *ctl)
 {

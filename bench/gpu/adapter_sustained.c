@@ -6,8 +6,8 @@
  * their stream, and release the buffer; the sample goes back once that work is done. Sustained
  * (20 s measured by default, --seconds), every variant in the same run:
  *   cudaMalloc            a cudaMalloc per frame and a cudaFree at its release
- *   async-threshold-0     cudaMallocAsync on a pool of its own, release threshold 0 (CUDA's default)
- *   async-threshold-max   the same pool configured to keep its memory (threshold UINT64_MAX)
+ *   async-threshold-0     cudaMallocAsync on a pool of its own, release threshold 0 (CUDA's
+ * default) async-threshold-max   the same pool configured to keep its memory (threshold UINT64_MAX)
  *   ferry-cache           ferry's device buffer cache
  * and, for the two allocators that keep memory, two more readers per frame on other streams
  * (four reader streams in turn, as consumers with their own streams would): fast (2 ms on the
@@ -79,8 +79,8 @@ typedef struct shared {
     _Atomic uint32_t contexts; /* adapters with their context, streams and kernels loaded */
     _Atomic uint32_t based;    /* the device-wide base is taken: allocators may start */
     _Atomic uint32_t ready;    /* adapters connected, warmed up */
-    _Atomic uint32_t measure; /* the driver's: measuring from now */
-    _Atomic uint32_t stop;    /* the driver's: finish */
+    _Atomic uint32_t measure;  /* the driver's: measuring from now */
+    _Atomic uint32_t stop;     /* the driver's: finish */
     proc_result r[CAMERAS];
 } shared;
 
@@ -283,7 +283,8 @@ static int adapter_run(proc *p)
     so.overflow = FERRY_OVERFLOW_DROP_OLDEST; /* a camera never waits for its consumer */
     ferry_subscriber *sub = NULL;
     int rc = 0;
-    if ((err = ferry_subscriber_create(&sub, node, topic, FRAME_TYPE, ferry_hash(FRAME_TYPE), &so)) ||
+    if ((err =
+             ferry_subscriber_create(&sub, node, topic, FRAME_TYPE, ferry_hash(FRAME_TYPE), &so)) ||
         (err = ferry_subscriber_wait_publishers(sub, 1, CONNECT_NS))) {
         rc = fail_ferry("subscriber", err);
         goto out;
@@ -415,8 +416,8 @@ static int run_variant(const bench_gpu_args *a, shared *sh, int shm_fd, const va
         snprintf(svar, sizeof svar, "%d", (int)(v - variants));
         snprintf(scam, sizeof scam, "%d", i);
         snprintf(sfd, sizeof sfd, "%d", shm_fd);
-        char *argv[] = {"ferry", "bench", "gpu",  "--adapter-proc", (char *)a->dir,
-                        sdev,    svar,    scam,   sfd,              NULL};
+        char *argv[] = {"ferry", "bench", "gpu", "--adapter-proc", (char *)a->dir, sdev, svar,
+                        scam,    sfd,     NULL};
         fflush(NULL);
         pid_t pid = fork();
         if (pid < 0) {
@@ -493,9 +494,8 @@ static int run_variant(const bench_gpu_args *a, shared *sh, int shm_fd, const va
     double secs = (double)(t_end - t_meas) / 1e9;
     out->fps = secs > 0 ? (double)out->frames / CAMERAS / secs : 0;
     out->kept_mib = (double)kept / (1024.0 * 1024.0);
-    out->device_mib = used > sh->r[0].device_base
-                          ? (double)(used - sh->r[0].device_base) / (1024.0 * 1024.0)
-                          : 0;
+    out->device_mib =
+        used > sh->r[0].device_base ? (double)(used - sh->r[0].device_base) / (1024.0 * 1024.0) : 0;
     out->p50 = (double)pct(lat, nlat, 50) / 1e3;
     out->p99 = (double)pct(lat, nlat, 99) / 1e3;
     out->max = (double)pct(lat, nlat, 100) / 1e3;
@@ -548,9 +548,8 @@ int bench_gpu_adapter_sustained(const bench_gpu_args *a)
         errors += r.errors;
         printf("  %-25s %6" PRIu64 " %6.1f %7" PRIu64 " %6" PRIu64 " %8.1f %8.1f %8.1f %8.1f "
                "%8.1f %7" PRIu64 " %7.1f %8.3f %4" PRIu64 "\n",
-               variants[i].name, r.frames, r.fps, r.dallocs, r.gpu_waits, r.kept_mib,
-               r.device_mib, r.p50, r.p99, r.max, r.dropped, r.cpu_us, r.alloc_p50,
-               r.errors);
+               variants[i].name, r.frames, r.fps, r.dallocs, r.gpu_waits, r.kept_mib, r.device_mib,
+               r.p50, r.p99, r.max, r.dropped, r.cpu_us, r.alloc_p50, r.errors);
         fflush(stdout);
         if (a->csv) {
             fprintf(a->csv,

@@ -10,11 +10,11 @@
 #include <stdio.h>
 
 typedef struct bench_gpu_args {
-    bool quick;       /* finish each part in seconds, for a smoke run */
-    int device;       /* CUDA device ordinal */
-    FILE *csv;        /* rows of the part's own CSV layout, or NULL */
-    const char *dir;  /* a private domain directory for the part's processes */
-    int seconds;      /* measured seconds per row where a part takes it; 0: its default */
+    bool quick;      /* finish each part in seconds, for a smoke run */
+    int device;      /* CUDA device ordinal */
+    FILE *csv;       /* rows of the part's own CSV layout, or NULL */
+    const char *dir; /* a private domain directory for the part's processes */
+    int seconds;     /* measured seconds per row where a part takes it; 0: its default */
 } bench_gpu_args;
 
 /* 1. The users' comparison, sustained, as separate processes (adapter_sustained.c): three
@@ -25,9 +25,9 @@ int bench_gpu_adapter_sustained(const bench_gpu_args *a);
 /* Its adapter process: `ferry bench gpu --adapter-proc ...`, exec'd by it. */
 int bench_gpu_adapter_proc(int argc, char **argv);
 
-/* 1b. The first report's adapter experiment in one process (--part adapter-matrix): taken ferry frame -> device buffer -> consumer
- *    kernel -> release, per allocation strategy, synced per frame and pipelined.
- *    CSV: strategy,mode,frames,device_allocs,retained_bytes,p50_us,p99_us,max_us,
+/* 1b. The first report's adapter experiment in one process (--part adapter-matrix): taken ferry
+ * frame -> device buffer -> consumer kernel -> release, per allocation strategy, synced per frame
+ * and pipelined. CSV: strategy,mode,frames,device_allocs,retained_bytes,p50_us,p99_us,max_us,
  *         cpu_us_per_frame,dropped */
 int bench_gpu_adapter(const bench_gpu_args *a);
 

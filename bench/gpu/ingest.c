@@ -53,12 +53,12 @@ typedef struct ingest {
     ferry_node *node;
     ferry_subscriber *sub;
     cudaStream_t stream;
-    void *dbuf;                /* MAX_FRAME bytes of device memory */
-    unsigned long long *dsum;  /* the kernel's result */
-    void *pinned;              /* MAX_FRAME bytes of cudaMallocHost memory */
+    void *dbuf;               /* MAX_FRAME bytes of device memory */
+    unsigned long long *dsum; /* the kernel's result */
+    void *pinned;             /* MAX_FRAME bytes of cudaMallocHost memory */
     int blocks;
     cli_lat lat;
-    cli_lat reg_lat[NSIZES];   /* first sight of a chunk, per frame size */
+    cli_lat reg_lat[NSIZES]; /* first sight of a chunk, per frame size */
     double gbps[M_COUNT][NSIZES];
 } ingest;
 
@@ -137,8 +137,7 @@ static int publisher_proc(const char *dir, int cmd_fd, int reply_fd)
             cli_write_full(reply_fd, &reply, sizeof reply);
             break;
         } else if (c.op == OP_WAIT_SUBS) {
-            reply = (uint64_t)ferry_publisher_wait_subscribers(pub, (uint32_t)c.arg,
-                                                               10000000000LL);
+            reply = (uint64_t)ferry_publisher_wait_subscribers(pub, (uint32_t)c.arg, 10000000000LL);
         } else if (c.op == OP_PUBLISH) {
             void *frame;
             err = ferry_loan(pub, (size_t)c.arg, &frame);

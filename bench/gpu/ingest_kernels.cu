@@ -36,7 +36,7 @@ __global__ void ingest_sum_kernel(const unsigned char *p, unsigned long long n,
 extern "C" int bench_ingest_sum(const void *p, size_t n, unsigned long long *sum, int blocks,
                                 cudaStream_t stream)
 {
-    ingest_sum_kernel<<<blocks, 256, 0, stream>>>((const unsigned char *)p,
-                                                  (unsigned long long)n, sum);
+    ingest_sum_kernel<<<blocks, 256, 0, stream>>>((const unsigned char *)p, (unsigned long long)n,
+                                                  sum);
     return (int)cudaGetLastError();
 }

@@ -64,7 +64,9 @@ static bool is_device(int path)
 
 static const char *path_type(int path)
 {
-    return is_device(path) ? XPROC_TYPE_DEV : path == PATH_FLOOR ? XPROC_TYPE_FLOOR : XPROC_TYPE_COPY;
+    return is_device(path)      ? XPROC_TYPE_DEV
+           : path == PATH_FLOOR ? XPROC_TYPE_FLOOR
+                                : XPROC_TYPE_COPY;
 }
 
 static bool polls(int path)
@@ -113,11 +115,11 @@ static double pct_us(const int64_t *sorted, uint32_t n, double p)
 
 /* ---- the reader (an exec'd process) --------------------------------------------------------- */
 
-#define XFAIL(...)                                                                             \
-    do {                                                                                       \
-        fprintf(stderr, "ferry bench gpu xproc reader: " __VA_ARGS__);                         \
-        fputc('\n', stderr);                                                                   \
-        goto out;                                                                              \
+#define XFAIL(...)                                                                                 \
+    do {                                                                                           \
+        fprintf(stderr, "ferry bench gpu xproc reader: " __VA_ARGS__);                             \
+        fputc('\n', stderr);                                                                       \
+        goto out;                                                                                  \
     } while (0)
 
 /* argv: NAME PATH DIR DOMAIN FRAMES WARMUP DEVICE UP_FD */
@@ -182,8 +184,7 @@ static int xproc_reader(char **argv)
                     hlat[i] = ferry_now().ns - f.publish_time.ns;
                     int pe = bench_xproc_probe(f.device_ptr, dlat + i, stream);
                     if (pe != 0)
-                        XFAIL("probe launch at frame %u: %s", i,
-                              cudaGetErrorName((cudaError_t)pe));
+                        XFAIL("probe launch at frame %u: %s", i, cudaGetErrorName((cudaError_t)pe));
                     if ((err = ferry_gpu_frame_release(gs, &f, stream)))
                         XFAIL("release: %s", ferry_strerror(err));
                     break;
@@ -199,8 +200,7 @@ static int xproc_reader(char **argv)
                     ferry_release(sub, &s);
                     int pe = bench_xproc_probe_at(stamp, dlat + i, stream);
                     if (pe != 0)
-                        XFAIL("probe launch at frame %u: %s", i,
-                              cudaGetErrorName((cudaError_t)pe));
+                        XFAIL("probe launch at frame %u: %s", i, cudaGetErrorName((cudaError_t)pe));
                     break;
                 }
             } else {
@@ -213,8 +213,7 @@ static int xproc_reader(char **argv)
                         XFAIL("sample copy: %s", ferry_strerror(err));
                     int pe = bench_xproc_probe(dcopy, dlat + i, stream);
                     if (pe != 0)
-                        XFAIL("probe launch at frame %u: %s", i,
-                              cudaGetErrorName((cudaError_t)pe));
+                        XFAIL("probe launch at frame %u: %s", i, cudaGetErrorName((cudaError_t)pe));
                     /* The copy read the sample's pages: they stay held until it completed. */
                     if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
                         XFAIL("copy: %s", cudaGetErrorString(ce));
@@ -316,8 +315,9 @@ static pid_t spawn_reader(const bench_gpu_args *a, int path, uint32_t frames, ui
     snprintf(swarm, sizeof swarm, "%u", warm);
     snprintf(sdev, sizeof sdev, "%d", a->device);
     snprintf(sfd, sizeof sfd, "%d", up[1]);
-    char *argv[] = {"ferry",   "bench", "gpu",   "--xproc-reader", spath, (char *)a->dir, sdom,
-                    sframes, swarm,   sdev,    sfd,   NULL};
+    char *argv[] = {"ferry", "bench",        "gpu", "--xproc-reader",
+                    spath,   (char *)a->dir, sdom,  sframes,
+                    swarm,   sdev,           sfd,   NULL};
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
@@ -506,7 +506,8 @@ int bench_gpu_xproc(const bench_gpu_args *a)
     bool mps = false;
     ferry_gpu_mps_enabled(a->device, &mps);
     double ratio = r[PATH_DEVICE].p50_us > 0 ? r[PATH_COPY].p50_us / r[PATH_DEVICE].p50_us : 0;
-    double vs_polled = r[PATH_POLLED].p50_us > 0 ? r[PATH_DEVICE].p50_us / r[PATH_POLLED].p50_us : 0;
+    double vs_polled =
+        r[PATH_POLLED].p50_us > 0 ? r[PATH_DEVICE].p50_us / r[PATH_POLLED].p50_us : 0;
     printf("MPS %s; the sleeping reader (device_frame) is %.1fx the polling one, %.1fx faster than "
            "the copy path; woken by the publication instead of the loan: %.1f us\n",
            mps ? "on" : "off", vs_polled, ratio, r[PATH_LATE].p50_us);

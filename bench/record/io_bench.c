@@ -39,8 +39,8 @@ static void report(const char *name, uint64_t bytes, int64_t t0, int64_t worst)
 {
     double s = (double)(now_ns() - t0) / 1e9;
 
-    printf("%-11s %7.0f MB/s  slowest write %7.2f ms  (%.0f MB in %.2f s, fsync included)\n",
-           name, (double)bytes / 1e6 / s, (double)worst / 1e6, (double)bytes / 1e6, s);
+    printf("%-11s %7.0f MB/s  slowest write %7.2f ms  (%.0f MB in %.2f s, fsync included)\n", name,
+           (double)bytes / 1e6 / s, (double)worst / 1e6, (double)bytes / 1e6, s);
     fflush(stdout);
 }
 
@@ -53,8 +53,10 @@ int main(int argc, char **argv)
     char path[4096];
 
     memset(head, 5, sizeof head);
-    for (size_t i = 0; i < FRAME; i++) frame[i] = (uint8_t)(i * 31);
-    if (posix_memalign((void **)&aligned, 4096, FRAME + HEAD + 8192) != 0) return 1;
+    for (size_t i = 0; i < FRAME; i++)
+        frame[i] = (uint8_t)(i * 31);
+    if (posix_memalign((void **)&aligned, 4096, FRAME + HEAD + 8192) != 0)
+        return 1;
 
     for (int method = 0; method < 4; method++) {
         static const char *names[] = {"writev", "writev+sfr", "odirect", "uring"};
@@ -100,7 +102,8 @@ int main(int argc, char **argv)
                 io_uring_submit(&ring);
                 inflight++;
                 off += HEAD + FRAME;
-                if (now_ns() - w0 > worst) worst = now_ns() - w0;
+                if (now_ns() - w0 > worst)
+                    worst = now_ns() - w0;
             }
             while (inflight-- > 0) {
                 struct io_uring_cqe *cqe;
@@ -139,7 +142,8 @@ int main(int argc, char **argv)
                         posix_fadvise(fd, 0, (off_t)(synced - SFR_STEP), POSIX_FADV_DONTNEED);
                     synced = off;
                 }
-                if (now_ns() - w0 > worst) worst = now_ns() - w0;
+                if (now_ns() - w0 > worst)
+                    worst = now_ns() - w0;
             }
         }
         fsync(fd);

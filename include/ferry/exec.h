@@ -119,8 +119,8 @@ FERRY_API ferry_err ferry_callback_group_create(ferry_executor *ex, ferry_group_
  * @retval FERRY_ESYS     sub's descriptor could not be added to the executor's poller
  */
 FERRY_API ferry_err ferry_executor_add_subscriber(ferry_executor *ex, ferry_subscriber *sub,
-                                                  ferry_callback_group *g,
-                                                  ferry_sample_fn fn, void *arg);
+                                                  ferry_callback_group *g, ferry_sample_fn fn,
+                                                  void *arg);
 
 /**
  * Removes sub. Samples taken from it whose callbacks have not started are released without a
@@ -154,8 +154,8 @@ FERRY_API ferry_err ferry_executor_remove_subscriber(ferry_executor *ex, ferry_s
  * @retval FERRY_ENOMEM   out of memory
  */
 FERRY_API ferry_err ferry_executor_add_timer(ferry_executor *ex, int64_t period_ns,
-                                             ferry_callback_group *g, ferry_timer_fn fn,
-                                             void *arg, uint32_t *timer_id);
+                                             ferry_callback_group *g, ferry_timer_fn fn, void *arg,
+                                             uint32_t *timer_id);
 
 /**
  * Removes a timer; like ferry_executor_remove_subscriber, it waits for the timer's running call

@@ -190,7 +190,8 @@ FERRY_API const char *ferry_node_dir(const ferry_node *node);
 
 /**
  * Checks a topic name: 1..FERRY_TOPIC_MAX bytes of segments of [A-Za-z0-9_], separated by single
- * '/', optionally with a leading '/' (which is implied when absent: "a/b" and "/a/b" are one topic).
+ * '/', optionally with a leading '/' (which is implied when absent: "a/b" and "/a/b" are one
+ * topic).
  * @retval FERRY_OK     the name is valid
  * @retval FERRY_ENAME  it is not
  */
@@ -211,7 +212,8 @@ FERRY_API ferry_err ferry_topic_validate(const char *topic);
 #define FERRY_SPIN_DEFAULT_NS 20000
 
 /** How an endpoint's waits pass the time before they sleep, as decided now (spin_ns 0 decides by
- *  where the endpoint and its peers may run, looked at again every 100 ms; see ferry_spin_stats). */
+ *  where the endpoint and its peers may run, looked at again every 100 ms; see ferry_spin_stats).
+ */
 typedef enum ferry_spin_mode {
     FERRY_SPIN_MODE_SPIN = 0,  /**< poll up to budget_ns (adaptive) before sleeping */
     FERRY_SPIN_MODE_YIELD = 1, /**< one sched_yield: it and its peers share its one CPU */
@@ -225,13 +227,13 @@ typedef enum ferry_spin_mode {
  *  adaptive budget bounds what that costs (a spin that finds nothing halves the budget: one full
  *  budget per 32 waits once it ran down). */
 typedef struct ferry_spin_stats {
-    uint32_t mode;       /**< ferry_spin_mode */
-    int32_t cpu;         /**< the one CPU the endpoint's thread may run on; -1: more than one */
-    int64_t budget_ns;   /**< a full spin's length (FERRY_SPIN_MODE_SPIN); 0 otherwise */
+    uint32_t mode;     /**< ferry_spin_mode */
+    int32_t cpu;       /**< the one CPU the endpoint's thread may run on; -1: more than one */
+    int64_t budget_ns; /**< a full spin's length (FERRY_SPIN_MODE_SPIN); 0 otherwise */
     uint32_t peers_elsewhere; /**< peers that may run on another CPU than cpu (cpu >= 0) */
     uint32_t peers_same_cpu;  /**< peers that may run only on cpu */
-    uint64_t spins;      /**< waits that spun (or yielded) before sleeping */
-    uint64_t spins_found; /**< of those, the ones that found what they waited for */
+    uint64_t spins;           /**< waits that spun (or yielded) before sleeping */
+    uint64_t spins_found;     /**< of those, the ones that found what they waited for */
     /** A subscriber's anticipations of a steady stream's next sample: ferry_wait sleeps until a
      *  little before it is due and spins across its arrival (mode SPIN only; bounded to 1/32 of
      *  the wall time). 0 for a publisher. */
@@ -283,7 +285,8 @@ typedef struct ferry_publisher_options {
     uint32_t max_chunks;
     /** Most subscribers connected at once. Default 32, at most 1024. */
     uint32_t max_subscribers;
-    /** Samples kept for late joiners (who ask for them with their own history option). Default 0. */
+    /** Samples kept for late joiners (who ask for them with their own history option). Default 0.
+     */
     uint32_t history;
     /** Alignment of payloads: a power of two from 64 to 4096. Default 64. */
     size_t payload_align;
@@ -464,33 +467,33 @@ FERRY_API ferry_err ferry_publisher_fd(ferry_publisher *pub, int *fd);
 
 /** A publisher's counters. All are since creation. */
 typedef struct ferry_publisher_stats {
-    uint64_t id;               /**< this publisher's id, as in ferry_sample.publisher_id */
-    uint64_t published;        /**< samples published */
-    uint64_t deliveries;       /**< references handed to subscribers */
-    uint64_t dropped;          /**< references taken back from full subscriber queues */
-    uint64_t bytes_copied;     /**< payload bytes ferry copied (ferry_publish_copy only) */
-    uint64_t pool_bytes;       /**< bytes carved into chunks so far (in a huge-page pool with the
-                                    padding that puts 2 MiB chunks on 2 MiB boundaries) */
-    uint64_t pool_bytes_cap;   /**< the byte cap */
-    uint32_t chunks_total;     /**< chunks carved */
-    uint32_t chunks_free;      /**< chunks ready to loan */
-    uint32_t chunks_loaned;    /**< chunks on loan to the application */
-    uint32_t chunks_in_use;    /**< chunks published and still referenced (queues, holders, history) */
-    uint32_t subscribers;      /**< subscribers connected now */
-    uint32_t size_classes;     /**< size classes created */
-    uint64_t subscribers_lost; /**< subscribers that hung up or died while connected */
-    uint64_t chunks_reclaimed; /**< chunk references taken back from subscribers that went away */
-    uint64_t rejected;         /**< connections refused (type, credentials, protocol) */
-    uint64_t protocol_errors;  /**< subscribers disconnected for breaking the protocol */
-    uint64_t limited;          /**< deliveries skipped for a subscriber at its per-subscriber
-                                    limit (max_chunks/bytes_per_subscriber); also in dropped */
-    uint64_t pending_dropped;  /**< connections dropped before their hello (deadline or budget) */
+    uint64_t id;             /**< this publisher's id, as in ferry_sample.publisher_id */
+    uint64_t published;      /**< samples published */
+    uint64_t deliveries;     /**< references handed to subscribers */
+    uint64_t dropped;        /**< references taken back from full subscriber queues */
+    uint64_t bytes_copied;   /**< payload bytes ferry copied (ferry_publish_copy only) */
+    uint64_t pool_bytes;     /**< bytes carved into chunks so far (in a huge-page pool with the
+                                  padding that puts 2 MiB chunks on 2 MiB boundaries) */
+    uint64_t pool_bytes_cap; /**< the byte cap */
+    uint32_t chunks_total;   /**< chunks carved */
+    uint32_t chunks_free;    /**< chunks ready to loan */
+    uint32_t chunks_loaned;  /**< chunks on loan to the application */
+    uint32_t chunks_in_use; /**< chunks published and still referenced (queues, holders, history) */
+    uint32_t subscribers;   /**< subscribers connected now */
+    uint32_t size_classes;  /**< size classes created */
+    uint64_t subscribers_lost;   /**< subscribers that hung up or died while connected */
+    uint64_t chunks_reclaimed;   /**< chunk references taken back from subscribers that went away */
+    uint64_t rejected;           /**< connections refused (type, credentials, protocol) */
+    uint64_t protocol_errors;    /**< subscribers disconnected for breaking the protocol */
+    uint64_t limited;            /**< deliveries skipped for a subscriber at its per-subscriber
+                                      limit (max_chunks/bytes_per_subscriber); also in dropped */
+    uint64_t pending_dropped;    /**< connections dropped before their hello (deadline or budget) */
     ferry_huge_pages huge_pages; /**< the pages the data segment uses: OFF, THP or HUGETLB */
-    uint64_t huge_bytes;       /**< bytes of the segment this process maps with 2 MiB pages
-                                    (ShmemPmdMapped or Hugetlb of its entry in /proc/self/smaps),
-                                    as of the last carve or ferry_publisher_stats_get; 0 with
-                                    4 KiB pages */
-    ferry_spin_stats spin;     /**< how its blocking waits spin (loans, blocking subscribers) */
+    uint64_t huge_bytes;         /**< bytes of the segment this process maps with 2 MiB pages
+                                      (ShmemPmdMapped or Hugetlb of its entry in /proc/self/smaps),
+                                      as of the last carve or ferry_publisher_stats_get; 0 with
+                                      4 KiB pages */
+    ferry_spin_stats spin;       /**< how its blocking waits spin (loans, blocking subscribers) */
 } ferry_publisher_stats;
 
 /**
@@ -594,12 +597,12 @@ FERRY_API ferry_err ferry_subscriber_destroy(ferry_subscriber *sub);
 
 /** A taken sample: a read-only view of the publisher's own memory. */
 typedef struct ferry_sample {
-    const void *data;         /**< the payload, read-only (writing to it faults) */
-    size_t size;              /**< payload bytes */
-    uint64_t sequence;        /**< the publisher's count: 1 for its first sample */
-    ferry_time publish_time;  /**< when ferry_publish was called */
-    uint64_t publisher_id;    /**< the publisher (ferry_publisher_stats.id) */
-    uint64_t private_[3];     /**< ferry's; do not touch */
+    const void *data;        /**< the payload, read-only (writing to it faults) */
+    size_t size;             /**< payload bytes */
+    uint64_t sequence;       /**< the publisher's count: 1 for its first sample */
+    ferry_time publish_time; /**< when ferry_publish was called */
+    uint64_t publisher_id;   /**< the publisher (ferry_publisher_stats.id) */
+    uint64_t private_[3];    /**< ferry's; do not touch */
 } ferry_sample;
 
 /**
@@ -728,18 +731,18 @@ typedef enum ferry_endpoint_kind {
 
 /** One publisher or subscriber as its status file shows it. */
 typedef struct ferry_endpoint_info {
-    ferry_endpoint_kind kind;                  /**< publisher or subscriber */
-    bool alive;                                /**< its process still holds it */
-    int32_t pid;                               /**< the process that created it */
-    uint64_t id;                               /**< random; a publisher's equals pub.id */
-    char topic[FERRY_TOPIC_MAX + 2];           /**< with its leading '/', NUL-terminated */
-    char type_name[FERRY_TYPE_NAME_MAX + 1];   /**< NUL-terminated */
-    uint64_t type_hash;                        /**< the type hash given at creation */
-    char node_name[FERRY_NODE_NAME_MAX + 1];   /**< its node's name, NUL-terminated */
-    ferry_publisher_stats pub;                 /**< kind == FERRY_ENDPOINT_PUBLISHER */
-    ferry_subscriber_stats sub;                /**< kind == FERRY_ENDPOINT_SUBSCRIBER */
-    uint32_t depth;                            /**< subscriber's queue depth; a publisher's
-                                                    history (samples kept for late joiners) */
+    ferry_endpoint_kind kind;                /**< publisher or subscriber */
+    bool alive;                              /**< its process still holds it */
+    int32_t pid;                             /**< the process that created it */
+    uint64_t id;                             /**< random; a publisher's equals pub.id */
+    char topic[FERRY_TOPIC_MAX + 2];         /**< with its leading '/', NUL-terminated */
+    char type_name[FERRY_TYPE_NAME_MAX + 1]; /**< NUL-terminated */
+    uint64_t type_hash;                      /**< the type hash given at creation */
+    char node_name[FERRY_NODE_NAME_MAX + 1]; /**< its node's name, NUL-terminated */
+    ferry_publisher_stats pub;               /**< kind == FERRY_ENDPOINT_PUBLISHER */
+    ferry_subscriber_stats sub;              /**< kind == FERRY_ENDPOINT_SUBSCRIBER */
+    uint32_t depth;                          /**< subscriber's queue depth; a publisher's
+                                                  history (samples kept for late joiners) */
     /** How its data travel where a module says so (the GPU module: device-frame path and MPS),
      *  NUL-terminated; empty otherwise. */
     char note[FERRY_ENDPOINT_NOTE_MAX + 1];

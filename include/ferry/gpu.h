@@ -304,8 +304,8 @@ FERRY_API ferry_err ferry_gpu_publisher_ipc(ferry_gpu_publisher *gpub, ferry_gpu
  * the GPU. Publish with the stream that did (or waited for) the filling work.
  * Errors as ferry_loan, plus FERRY_ENOMEM when the device has no memory for a new chunk.
  */
-FERRY_API ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size,
-                                   ferry_gpu_stream stream, void **device_ptr);
+FERRY_API ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size, ferry_gpu_stream stream,
+                                   void **device_ptr);
 
 /**
  * Publishes a loaned device frame. Readers see it once the work enqueued on stream before this
@@ -352,16 +352,16 @@ FERRY_API ferry_err ferry_gpu_publisher_stats_get(ferry_gpu_publisher *gpub,
 
 /** A taken device frame: read-only device memory of another process. */
 typedef struct ferry_gpu_frame {
-    const void *device_ptr;   /**< valid on the subscriber's device until released */
-    size_t size;              /**< bytes, as loaned with ferry_gpu_loan */
-    uint64_t sequence;        /**< the host sample's sequence */
-    ferry_time publish_time;  /**< the host sample's publish time */
-    uint64_t publisher_id;    /**< the host publisher (ferry_publisher_stats.id) */
-    ferry_sample host;        /**< the carrying host sample; ferry's */
-    const void *meta;         /**< the publisher's metadata inside host (NULL when none),
-                                   meta_size bytes; written by another process: validate it */
-    size_t meta_size;         /**< 0..FERRY_GPU_META_MAX */
-    int device;               /**< the subscriber's device ordinal: device_ptr is valid there */
+    const void *device_ptr;  /**< valid on the subscriber's device until released */
+    size_t size;             /**< bytes, as loaned with ferry_gpu_loan */
+    uint64_t sequence;       /**< the host sample's sequence */
+    ferry_time publish_time; /**< the host sample's publish time */
+    uint64_t publisher_id;   /**< the host publisher (ferry_publisher_stats.id) */
+    ferry_sample host;       /**< the carrying host sample; ferry's */
+    const void *meta;        /**< the publisher's metadata inside host (NULL when none),
+                                  meta_size bytes; written by another process: validate it */
+    size_t meta_size;        /**< 0..FERRY_GPU_META_MAX */
+    int device;              /**< the subscriber's device ordinal: device_ptr is valid there */
 } ferry_gpu_frame;
 
 /** Options of ferry_gpu_subscriber_create; ferry_gpu_subscriber_options_init gives the
@@ -378,8 +378,7 @@ FERRY_API void ferry_gpu_subscriber_options_init(ferry_gpu_subscriber_options *o
  * @param options  NULL for the defaults
  * @retval FERRY_ENODEV  no such device
  */
-FERRY_API ferry_err ferry_gpu_subscriber_create(ferry_gpu_subscriber **out,
-                                                ferry_subscriber *sub,
+FERRY_API ferry_err ferry_gpu_subscriber_create(ferry_gpu_subscriber **out, ferry_subscriber *sub,
                                                 const ferry_gpu_subscriber_options *options);
 /** Waits for the work enqueued on frames released but not yet completed, then frees
  *  everything. Refused (FERRY_EBUSY) while frames are taken and not released. */

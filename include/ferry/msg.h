@@ -30,16 +30,16 @@ extern "C" {
 
 /** Type names for ferry_publisher_create / ferry_subscriber_create, and their type hashes:
  *  ferry_hash() of the name, written out so that they can be used in constant expressions. */
-#define FERRY_IMAGE_TYPE_NAME "sensor_msgs/Image"               /**< type name of images */
-#define FERRY_IMAGE_TYPE_HASH UINT64_C(0x3cce13fb76b0c32c)      /**< type hash of images */
-#define FERRY_POINTCLOUD_TYPE_NAME "sensor_msgs/PointCloud2"    /**< type name of point clouds */
-#define FERRY_POINTCLOUD_TYPE_HASH UINT64_C(0x73690ff41b1b8aba) /**< type hash of point clouds */
-#define FERRY_CAMERA_INFO_TYPE_NAME "sensor_msgs/CameraInfo"    /**< type name of calibrations */
+#define FERRY_IMAGE_TYPE_NAME "sensor_msgs/Image"                /**< type name of images */
+#define FERRY_IMAGE_TYPE_HASH UINT64_C(0x3cce13fb76b0c32c)       /**< type hash of images */
+#define FERRY_POINTCLOUD_TYPE_NAME "sensor_msgs/PointCloud2"     /**< type name of point clouds */
+#define FERRY_POINTCLOUD_TYPE_HASH UINT64_C(0x73690ff41b1b8aba)  /**< type hash of point clouds */
+#define FERRY_CAMERA_INFO_TYPE_NAME "sensor_msgs/CameraInfo"     /**< type name of calibrations */
 #define FERRY_CAMERA_INFO_TYPE_HASH UINT64_C(0x9c7672bb573d83c4) /**< type hash of calibrations */
 #define FERRY_COMPRESSED_IMAGE_TYPE_NAME "sensor_msgs/CompressedImage" /**< compressed images */
-#define FERRY_COMPRESSED_IMAGE_TYPE_HASH UINT64_C(0x4cce1d7c5b62f817) /**< compressed images */
-#define FERRY_IMU_TYPE_NAME "sensor_msgs/Imu"                   /**< type name of IMU samples */
-#define FERRY_IMU_TYPE_HASH UINT64_C(0xd4539f50b3cee860)        /**< type hash of IMU samples */
+#define FERRY_COMPRESSED_IMAGE_TYPE_HASH UINT64_C(0x4cce1d7c5b62f817)  /**< compressed images */
+#define FERRY_IMU_TYPE_NAME "sensor_msgs/Imu"            /**< type name of IMU samples */
+#define FERRY_IMU_TYPE_HASH UINT64_C(0xd4539f50b3cee860) /**< type hash of IMU samples */
 
 /** Version of the sensor_msgs header layouts; a view refuses any other. Version 2 raised the
  *  frame id to 255 bytes and the fields of a point cloud to 64, and added the camera info,
@@ -96,19 +96,19 @@ typedef struct ferry_vector3 {
 
 /** The image header, at offset 0 of the payload (336 bytes, host byte order). */
 typedef struct ferry_image_header {
-    uint32_t magic;          /**< FERRY_IMAGE_MAGIC */
-    uint16_t version;        /**< FERRY_MSG_VERSION */
-    uint16_t header_size;    /**< sizeof(ferry_image_header) */
-    uint32_t width;          /**< pixels per row */
-    uint32_t height;         /**< rows */
-    uint32_t step;           /**< bytes per row (of the luma plane for nv12, nv21, nv24) */
-    uint8_t is_bigendian;    /**< byte order of multi-byte pixels: 0 little, 1 big */
-    uint8_t reserved_[3];    /**< zero */
-    ferry_stamp stamp;       /**< acquisition time; the publisher sets it */
-    char encoding[FERRY_ENCODING_MAX + 1]; /**< "rgb8", ..., NUL-terminated */
+    uint32_t magic;       /**< FERRY_IMAGE_MAGIC */
+    uint16_t version;     /**< FERRY_MSG_VERSION */
+    uint16_t header_size; /**< sizeof(ferry_image_header) */
+    uint32_t width;       /**< pixels per row */
+    uint32_t height;      /**< rows */
+    uint32_t step;        /**< bytes per row (of the luma plane for nv12, nv21, nv24) */
+    uint8_t is_bigendian; /**< byte order of multi-byte pixels: 0 little, 1 big */
+    uint8_t reserved_[3]; /**< zero */
+    ferry_stamp stamp;    /**< acquisition time; the publisher sets it */
+    char encoding[FERRY_ENCODING_MAX + 1];     /**< "rgb8", ..., NUL-terminated */
     char frame_id[FERRY_MSG_FRAME_ID_MAX + 1]; /**< NUL-terminated; the publisher may set it */
-    uint64_t data_offset;    /**< pixels, from the start of the payload; a multiple of 64 */
-    uint64_t data_size;      /**< pixel bytes: exactly what the encoding and geometry need */
+    uint64_t data_offset; /**< pixels, from the start of the payload; a multiple of 64 */
+    uint64_t data_size;   /**< pixel bytes: exactly what the encoding and geometry need */
 } ferry_image_header;
 
 /** Size arithmetic of an encoding for one geometry (see ferry_image_layout_get). */
@@ -240,22 +240,22 @@ typedef struct ferry_point_field {
 
 /** The point cloud header, at offset 0 of the payload (3128 bytes, host byte order). */
 typedef struct ferry_pointcloud_header {
-    uint32_t magic;          /**< FERRY_POINTCLOUD_MAGIC */
-    uint16_t version;        /**< FERRY_MSG_VERSION */
-    uint16_t header_size;    /**< sizeof(ferry_pointcloud_header) */
-    uint32_t height;         /**< rows (1 for an unorganised cloud) */
-    uint32_t width;          /**< points per row */
-    uint32_t point_step;     /**< bytes per point */
-    uint32_t row_step;       /**< width * point_step */
-    uint32_t nfields;        /**< used entries of fields, 1..FERRY_POINTCLOUD_FIELDS_MAX */
-    uint8_t is_bigendian;    /**< 0 little, 1 big */
-    uint8_t is_dense;        /**< 1 when no point is invalid; the publisher sets it */
-    uint8_t reserved_[2];    /**< zero */
-    ferry_stamp stamp;       /**< acquisition time; the publisher sets it */
+    uint32_t magic;       /**< FERRY_POINTCLOUD_MAGIC */
+    uint16_t version;     /**< FERRY_MSG_VERSION */
+    uint16_t header_size; /**< sizeof(ferry_pointcloud_header) */
+    uint32_t height;      /**< rows (1 for an unorganised cloud) */
+    uint32_t width;       /**< points per row */
+    uint32_t point_step;  /**< bytes per point */
+    uint32_t row_step;    /**< width * point_step */
+    uint32_t nfields;     /**< used entries of fields, 1..FERRY_POINTCLOUD_FIELDS_MAX */
+    uint8_t is_bigendian; /**< 0 little, 1 big */
+    uint8_t is_dense;     /**< 1 when no point is invalid; the publisher sets it */
+    uint8_t reserved_[2]; /**< zero */
+    ferry_stamp stamp;    /**< acquisition time; the publisher sets it */
     char frame_id[FERRY_MSG_FRAME_ID_MAX + 1]; /**< NUL-terminated; the publisher may set it */
     ferry_point_field fields[FERRY_POINTCLOUD_FIELDS_MAX]; /**< the first nfields are used */
-    uint64_t data_offset;    /**< points, from the start of the payload; a multiple of 64 */
-    uint64_t data_size;      /**< row_step * height */
+    uint64_t data_offset; /**< points, from the start of the payload; a multiple of 64 */
+    uint64_t data_size;   /**< row_step * height */
 } ferry_pointcloud_header;
 
 /** A loaned point cloud: filled by ferry_pointcloud_loan, given to ferry_pointcloud_publish. */
@@ -344,12 +344,12 @@ typedef struct ferry_camera_info_header {
     ferry_roi roi;        /**< the region of the image that was captured */
     uint32_t d_count;     /**< used entries of d, 0..FERRY_CAMERA_INFO_D_MAX */
     ferry_stamp stamp;    /**< acquisition time of the image it calibrates */
-    char frame_id[FERRY_MSG_FRAME_ID_MAX + 1];                 /**< NUL-terminated; the camera's */
+    char frame_id[FERRY_MSG_FRAME_ID_MAX + 1];             /**< NUL-terminated; the camera's */
     char distortion_model[FERRY_DISTORTION_MODEL_MAX + 1]; /**< "plumb_bob", ..., terminated */
     double d[FERRY_CAMERA_INFO_D_MAX]; /**< distortion coefficients; those past d_count zero */
-    double k[9];          /**< intrinsic matrix, row-major 3x3 */
-    double r[9];          /**< rectification matrix, row-major 3x3 */
-    double p[12];         /**< projection matrix, row-major 3x4 */
+    double k[9];                       /**< intrinsic matrix, row-major 3x3 */
+    double r[9];                       /**< rectification matrix, row-major 3x3 */
+    double p[12];                      /**< projection matrix, row-major 3x4 */
 } ferry_camera_info_header;
 
 /** A loaned camera info: filled by ferry_camera_info_loan, given to ferry_camera_info_publish. */
@@ -409,10 +409,10 @@ FERRY_API ferry_err ferry_camera_info_view_get(const ferry_sample *s, ferry_came
 
 /** The compressed image header, at offset 0 of the payload (352 bytes, host byte order). */
 typedef struct ferry_compressed_image_header {
-    uint32_t magic;       /**< FERRY_COMPRESSED_IMAGE_MAGIC */
-    uint16_t version;     /**< FERRY_MSG_VERSION */
-    uint16_t header_size; /**< sizeof(ferry_compressed_image_header) */
-    ferry_stamp stamp;    /**< acquisition time; the publisher sets it */
+    uint32_t magic;                               /**< FERRY_COMPRESSED_IMAGE_MAGIC */
+    uint16_t version;                             /**< FERRY_MSG_VERSION */
+    uint16_t header_size;                         /**< sizeof(ferry_compressed_image_header) */
+    ferry_stamp stamp;                            /**< acquisition time; the publisher sets it */
     char frame_id[FERRY_MSG_FRAME_ID_MAX + 1];    /**< NUL-terminated; the publisher may set it */
     char format[FERRY_COMPRESSED_FORMAT_MAX + 1]; /**< "jpeg", "png", ..., NUL-terminated */
     uint64_t data_offset; /**< the compressed bytes, from the payload's start; a multiple of 64 */
@@ -422,10 +422,10 @@ typedef struct ferry_compressed_image_header {
 /** A loaned compressed image: filled by ferry_compressed_image_loan. */
 typedef struct ferry_compressed_image {
     ferry_compressed_image_header *header; /**< writable: stamp, frame_id, data_size only */
-    void *data;          /**< writable, capacity bytes */
-    size_t capacity;     /**< the most compressed bytes the loan holds */
-    void *payload;       /**< the loan (== header) */
-    size_t payload_size; /**< header plus padding plus capacity */
+    void *data;                            /**< writable, capacity bytes */
+    size_t capacity;                       /**< the most compressed bytes the loan holds */
+    void *payload;                         /**< the loan (== header) */
+    size_t payload_size;                   /**< header plus padding plus capacity */
 } ferry_compressed_image;
 
 /**
@@ -494,13 +494,13 @@ typedef struct ferry_imu_header {
     uint16_t version;     /**< FERRY_MSG_VERSION */
     uint16_t header_size; /**< sizeof(ferry_imu_header), also the sample's size */
     ferry_stamp stamp;    /**< measurement time */
-    char frame_id[FERRY_MSG_FRAME_ID_MAX + 1];    /**< NUL-terminated; the sensor's */
-    ferry_quaternion orientation;             /**< orientation */
-    double orientation_covariance[9];         /**< its covariance */
-    ferry_vector3 angular_velocity;           /**< rad/s */
-    double angular_velocity_covariance[9];    /**< its covariance */
-    ferry_vector3 linear_acceleration;        /**< m/s^2 */
-    double linear_acceleration_covariance[9]; /**< its covariance */
+    char frame_id[FERRY_MSG_FRAME_ID_MAX + 1]; /**< NUL-terminated; the sensor's */
+    ferry_quaternion orientation;              /**< orientation */
+    double orientation_covariance[9];          /**< its covariance */
+    ferry_vector3 angular_velocity;            /**< rad/s */
+    double angular_velocity_covariance[9];     /**< its covariance */
+    ferry_vector3 linear_acceleration;         /**< m/s^2 */
+    double linear_acceleration_covariance[9];  /**< its covariance */
 } ferry_imu_header;
 
 /** A loaned IMU sample: filled by ferry_imu_loan, given to ferry_imu_publish. */

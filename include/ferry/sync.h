@@ -112,12 +112,12 @@ FERRY_API ferry_err ferry_sync_wait(ferry_sync *sync, int64_t timeout_ns);
 
 /** A synchroniser's counters, since creation. */
 typedef struct ferry_sync_stats {
-    uint32_t topics;                                /**< n */
-    uint64_t sets;                                  /**< matched sets emitted by the policy */
-    uint64_t taken;                                 /**< sets handed out by ferry_sync_take */
-    uint64_t received[FERRY_SYNC_MAX_TOPICS];       /**< samples taken per topic */
-    uint64_t discarded[FERRY_SYNC_MAX_TOPICS];      /**< samples dropped (and released) per topic */
-    uint32_t held[FERRY_SYNC_MAX_TOPICS];           /**< samples held now per topic */
+    uint32_t topics;                           /**< n */
+    uint64_t sets;                             /**< matched sets emitted by the policy */
+    uint64_t taken;                            /**< sets handed out by ferry_sync_take */
+    uint64_t received[FERRY_SYNC_MAX_TOPICS];  /**< samples taken per topic */
+    uint64_t discarded[FERRY_SYNC_MAX_TOPICS]; /**< samples dropped (and released) per topic */
+    uint32_t held[FERRY_SYNC_MAX_TOPICS];      /**< samples held now per topic */
 } ferry_sync_stats;
 
 /** Copies the counters. @retval FERRY_EINVAL sync or out is NULL. */

@@ -43,7 +43,7 @@ extern "C" {
 
 /** Type name for ferry_publisher_create / ferry_subscriber_create, and its type hash
  *  (ferry_hash() of the name, written out for constant expressions). */
-#define FERRY_TENSOR_TYPE_NAME "ferry/Tensor"                /**< type name of tensors */
+#define FERRY_TENSOR_TYPE_NAME "ferry/Tensor"               /**< type name of tensors */
 #define FERRY_TENSOR_TYPE_HASH UINT64_C(0xf3f1a6ca9ba09495) /**< type hash of tensors */
 
 /** Element types. 0 is no type. */
@@ -118,8 +118,8 @@ typedef struct ferry_dl_tensor {
 
 /** DLManagedTensor: the unversioned export. */
 typedef struct ferry_dlpack_tensor {
-    ferry_dl_tensor dl_tensor;                        /**< the tensor */
-    void *manager_ctx;                                /**< ferry's */
+    ferry_dl_tensor dl_tensor;                         /**< the tensor */
+    void *manager_ctx;                                 /**< ferry's */
     void (*deleter)(struct ferry_dlpack_tensor *self); /**< gives the sample back; call once */
 } ferry_dlpack_tensor;
 
@@ -131,11 +131,11 @@ typedef struct ferry_dl_version {
 
 /** DLManagedTensorVersioned (DLPack 1.0): the versioned export. */
 typedef struct ferry_dlpack_tensor_versioned {
-    ferry_dl_version version;                                   /**< 1.0 */
-    void *manager_ctx;                                          /**< ferry's */
+    ferry_dl_version version;                                    /**< 1.0 */
+    void *manager_ctx;                                           /**< ferry's */
     void (*deleter)(struct ferry_dlpack_tensor_versioned *self); /**< gives the sample back */
-    uint64_t flags;                                             /**< FERRY_DLPACK_FLAG_READ_ONLY */
-    ferry_dl_tensor dl_tensor;                                  /**< the tensor */
+    uint64_t flags;                                              /**< FERRY_DLPACK_FLAG_READ_ONLY */
+    ferry_dl_tensor dl_tensor;                                   /**< the tensor */
 } ferry_dlpack_tensor_versioned;
 
 /** Fills *out with dtype's DLPack data type (lanes 1).
@@ -164,21 +164,21 @@ FERRY_API ferry_err ferry_dtype_from_dl(ferry_dl_data_type dl, ferry_dtype *out)
 /** The tensor header (248 bytes, host byte order): at offset 0 of a host tensor's payload, or
  *  the metadata of a device tensor's frame. */
 typedef struct ferry_tensor_header {
-    uint32_t magic;          /**< FERRY_TENSOR_MAGIC */
-    uint16_t version;        /**< FERRY_TENSOR_VERSION */
-    uint16_t header_size;    /**< sizeof(ferry_tensor_header) */
+    uint32_t magic;           /**< FERRY_TENSOR_MAGIC */
+    uint16_t version;         /**< FERRY_TENSOR_VERSION */
+    uint16_t header_size;     /**< sizeof(ferry_tensor_header) */
     ferry_dl_data_type dtype; /**< as DLPack: one of the ferry dtypes, lanes 1 */
-    uint32_t ndim;           /**< 0..FERRY_TENSOR_DIMS_MAX (0: a scalar, one element) */
-    ferry_dl_device device;  /**< FERRY_DL_CPU (id 0) for host tensors; FERRY_DL_CUDA and the
-                                  publisher's device ordinal for device tensors */
-    ferry_stamp stamp;       /**< acquisition time; the publisher sets it */
+    uint32_t ndim;            /**< 0..FERRY_TENSOR_DIMS_MAX (0: a scalar, one element) */
+    ferry_dl_device device;   /**< FERRY_DL_CPU (id 0) for host tensors; FERRY_DL_CUDA and the
+                                   publisher's device ordinal for device tensors */
+    ferry_stamp stamp;        /**< acquisition time; the publisher sets it */
     int64_t shape[FERRY_TENSOR_DIMS_MAX];   /**< ndim entries >= 0, the rest 0 */
     int64_t strides[FERRY_TENSOR_DIMS_MAX]; /**< in elements, ndim entries >= 0, the rest 0 */
     char frame_id[FERRY_FRAME_ID_MAX + 1];  /**< NUL-terminated; the publisher may set it */
-    uint64_t data_offset;    /**< host: elements from the start of the payload, a multiple of
-                                  64 at or after the header; device: from the frame's start */
-    uint64_t data_size;      /**< element bytes: at least the extent of shape and strides */
-    uint64_t reserved_;      /**< zero */
+    uint64_t data_offset; /**< host: elements from the start of the payload, a multiple of
+                               64 at or after the header; device: from the frame's start */
+    uint64_t data_size;   /**< element bytes: at least the extent of shape and strides */
+    uint64_t reserved_;   /**< zero */
 } ferry_tensor_header;
 
 /** A loaned host tensor: filled by ferry_tensor_loan, given to ferry_tensor_publish. */

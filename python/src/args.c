@@ -25,15 +25,16 @@ int pyf_stamp_set(ferry_stamp *s, PyObject *value)
     if (PyLong_Check(value)) {
         long long ns = PyLong_AsLongLong(value);
 
-        if (ns == -1 && PyErr_Occurred()) return -1;
+        if (ns == -1 && PyErr_Occurred())
+            return -1;
         sec = ns / 1000000000LL;
         nsec = ns % 1000000000LL;
         if (nsec < 0) {
             nsec += 1000000000LL;
             sec -= 1;
         }
-    } else if (!PyArg_ParseTuple(value, "LL;stamp is (sec, nanosec) or an int of nanoseconds",
-                                 &sec, &nsec)) {
+    } else if (!PyArg_ParseTuple(value, "LL;stamp is (sec, nanosec) or an int of nanoseconds", &sec,
+                                 &nsec)) {
         return -1;
     }
     if (sec < INT32_MIN || sec > INT32_MAX || nsec < 0 || nsec > 999999999LL) {
@@ -55,7 +56,8 @@ bool pyf_timeout_ns(PyObject *timeout, int64_t *out)
         return true;
     }
     t = PyFloat_AsDouble(timeout);
-    if (t == -1.0 && PyErr_Occurred()) return false;
+    if (t == -1.0 && PyErr_Occurred())
+        return false;
     if (!(t >= 0.0)) {
         PyErr_SetString(PyExc_ValueError, "timeout must be None or a number of seconds >= 0");
         return false;
@@ -71,7 +73,8 @@ bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const 
     if (domain_arg != NULL && domain_arg != Py_None) {
         long long d = PyLong_AsLongLong(domain_arg);
 
-        if (d == -1 && PyErr_Occurred()) return false;
+        if (d == -1 && PyErr_Occurred())
+            return false;
         if (d < 0 || d > FERRY_DOMAIN_MAX) {
             pyf_raise(FERRY_EINVAL, "domain %lld is outside 0..%u", d, FERRY_DOMAIN_MAX);
             return false;
@@ -94,7 +97,8 @@ bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const 
     }
     if (dir_arg != NULL && dir_arg != Py_None) {
         *dir = PyUnicode_AsUTF8AndSize(dir_arg, NULL);
-        if (*dir == NULL) return false;
+        if (*dir == NULL)
+            return false;
         if ((*dir)[0] == '\0') {
             pyf_raise(FERRY_EINVAL, "dir is empty: give a directory, or None for the default");
             return false;
@@ -114,9 +118,12 @@ bool pyf_where(PyObject *domain_arg, PyObject *dir_arg, uint32_t *domain, const 
 
 const char *pyf_type_name(const char *type)
 {
-    if (strcmp(type, "image") == 0) return FERRY_IMAGE_TYPE_NAME;
-    if (strcmp(type, "pointcloud") == 0) return FERRY_POINTCLOUD_TYPE_NAME;
-    if (strcmp(type, "tensor") == 0) return FERRY_TENSOR_TYPE_NAME;
+    if (strcmp(type, "image") == 0)
+        return FERRY_IMAGE_TYPE_NAME;
+    if (strcmp(type, "pointcloud") == 0)
+        return FERRY_POINTCLOUD_TYPE_NAME;
+    if (strcmp(type, "tensor") == 0)
+        return FERRY_TENSOR_TYPE_NAME;
     return type;
 }
 
@@ -124,7 +131,8 @@ bool pyf_opt_u64(PyObject *v, const char *name, unsigned long long max, unsigned
 {
     unsigned long long x;
 
-    if (v == NULL || v == Py_None) return true;
+    if (v == NULL || v == Py_None)
+        return true;
     if (PyBool_Check(v) || !PyLong_Check(v)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int", name);
         return false;
@@ -147,13 +155,15 @@ bool pyf_opt_i64(PyObject *v, const char *name, int64_t *out)
 {
     long long x;
 
-    if (v == NULL || v == Py_None) return true;
+    if (v == NULL || v == Py_None)
+        return true;
     if (PyBool_Check(v) || !PyLong_Check(v)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int", name);
         return false;
     }
     x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred()) return false;
+    if (x == -1 && PyErr_Occurred())
+        return false;
     *out = (int64_t)x;
     return true;
 }
@@ -162,9 +172,11 @@ bool pyf_opt_bool(PyObject *v, bool *out)
 {
     int t;
 
-    if (v == NULL || v == Py_None) return true;
+    if (v == NULL || v == Py_None)
+        return true;
     t = PyObject_IsTrue(v);
-    if (t < 0) return false;
+    if (t < 0)
+        return false;
     *out = t != 0;
     return true;
 }
@@ -174,9 +186,11 @@ bool pyf_opt_choice(PyObject *v, const char *name, const char *const *names, int
     const char *s;
     int i;
 
-    if (v == NULL || v == Py_None) return true;
+    if (v == NULL || v == Py_None)
+        return true;
     s = PyUnicode_AsUTF8AndSize(v, NULL);
-    if (s == NULL) return false;
+    if (s == NULL)
+        return false;
     for (i = 0; i < n; i++) {
         if (strcmp(s, names[i]) == 0) {
             *out = i;
@@ -189,8 +203,8 @@ bool pyf_opt_choice(PyObject *v, const char *name, const char *const *names, int
 
 static bool point_datatype(PyObject *v, uint8_t *out)
 {
-    static const char *const names[] = {"",       "int8",   "uint8",   "int16", "uint16",
-                                        "int32",  "uint32", "float32", "float64"};
+    static const char *const names[] = {"",      "int8",   "uint8",   "int16",  "uint16",
+                                        "int32", "uint32", "float32", "float64"};
     int i;
 
     if (PyLong_Check(v)) {
@@ -207,7 +221,8 @@ static bool point_datatype(PyObject *v, uint8_t *out)
         PyObject *name = PyObject_GetAttrString(v, "name"); /* a numpy dtype */
         bool ok;
 
-        if (name == NULL) return false;
+        if (name == NULL)
+            return false;
         ok = point_datatype(name, out);
         Py_DECREF(name);
         return ok;
@@ -231,7 +246,8 @@ bool pyf_point_fields(PyObject *seq, ferry_point_field *fields, uint32_t *n)
     Py_ssize_t count, i;
     uint32_t at = 0;
 
-    if (fast == NULL) return false;
+    if (fast == NULL)
+        return false;
     count = PySequence_Size(fast);
     if (count < 1 || count > FERRY_POINTCLOUD_FIELDS_MAX) {
         Py_DECREF(fast);
@@ -247,12 +263,14 @@ bool pyf_point_fields(PyObject *seq, ferry_point_field *fields, uint32_t *n)
         const char *s;
         bool ok;
 
-        if (t == NULL) break;
+        if (t == NULL)
+            break;
         if (PyTuple_Check(t) && PyTuple_Size(t) == 4)
             ok = PyArg_ParseTuple(t, "UIOI", &name, &offset, &dt, &cnt);
         else
-            ok = PyArg_ParseTuple(t, "UO|I;a field is (name, datatype[, count]) or (name, "
-                                     "offset, datatype, count)",
+            ok = PyArg_ParseTuple(t,
+                                  "UO|I;a field is (name, datatype[, count]) or (name, "
+                                  "offset, datatype, count)",
                                   &name, &dt, &cnt);
         if (ok) {
             s = PyUnicode_AsUTF8AndSize(name, NULL);
@@ -270,10 +288,12 @@ bool pyf_point_fields(PyObject *seq, ferry_point_field *fields, uint32_t *n)
             }
         }
         Py_DECREF(t);
-        if (!ok) break;
+        if (!ok)
+            break;
     }
     Py_DECREF(fast);
-    if (i < count) return false;
+    if (i < count)
+        return false;
     *n = (uint32_t)count;
     return true;
 }
@@ -299,7 +319,8 @@ bool pyf_tensor_dtype(PyObject *v, ferry_dtype *out)
             PyErr_Clear();
             Py_XDECREF(name);
             name = PyObject_Str(v);
-            if (name == NULL) return false;
+            if (name == NULL)
+                return false;
         }
     }
     s = PyUnicode_AsUTF8AndSize(name, NULL);
@@ -307,7 +328,8 @@ bool pyf_tensor_dtype(PyObject *v, ferry_dtype *out)
         Py_DECREF(name);
         return false;
     }
-    if (strncmp(s, "torch.", 6) == 0) s += 6;
+    if (strncmp(s, "torch.", 6) == 0)
+        s += 6;
     for (d = FERRY_DTYPE_INT8; d <= FERRY_DTYPE_BOOL; d++) {
         if (strcmp(s, ferry_dtype_name((ferry_dtype)d)) == 0 ||
             (d == FERRY_DTYPE_BOOL && strcmp(s, "bool_") == 0)) {
@@ -326,7 +348,8 @@ bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n)
     PyObject *fast = PySequence_Fast(seq, "shape and strides are sequences of ints");
     Py_ssize_t count, i;
 
-    if (fast == NULL) return false;
+    if (fast == NULL)
+        return false;
     count = PySequence_Size(fast);
     if (count > FERRY_TENSOR_DIMS_MAX) {
         Py_DECREF(fast);
@@ -338,14 +361,17 @@ bool pyf_int64_list(PyObject *seq, const char *what, int64_t *out, uint32_t *n)
         PyObject *item = PySequence_GetItem(fast, i);
         long long x;
 
-        if (item == NULL) break;
+        if (item == NULL)
+            break;
         x = PyLong_AsLongLong(item);
         Py_DECREF(item);
-        if (x == -1 && PyErr_Occurred()) break;
+        if (x == -1 && PyErr_Occurred())
+            break;
         out[i] = (int64_t)x;
     }
     Py_DECREF(fast);
-    if (i < count) return false;
+    if (i < count)
+        return false;
     *n = (uint32_t)count;
     return true;
 }

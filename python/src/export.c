@@ -117,15 +117,24 @@ bool pyf_geom_image(pyf_geom *g, void *buf, const ferry_image_header *h,
 static char point_format_char(uint8_t datatype)
 {
     switch (datatype) {
-    case FERRY_POINT_INT8: return 'b';
-    case FERRY_POINT_UINT8: return 'B';
-    case FERRY_POINT_INT16: return 'h';
-    case FERRY_POINT_UINT16: return 'H';
-    case FERRY_POINT_INT32: return 'i';
-    case FERRY_POINT_UINT32: return 'I';
-    case FERRY_POINT_FLOAT32: return 'f';
-    case FERRY_POINT_FLOAT64: return 'd';
-    default: return 0;
+    case FERRY_POINT_INT8:
+        return 'b';
+    case FERRY_POINT_UINT8:
+        return 'B';
+    case FERRY_POINT_INT16:
+        return 'h';
+    case FERRY_POINT_UINT16:
+        return 'H';
+    case FERRY_POINT_INT32:
+        return 'i';
+    case FERRY_POINT_UINT32:
+        return 'I';
+    case FERRY_POINT_FLOAT32:
+        return 'f';
+    case FERRY_POINT_FLOAT64:
+        return 'd';
+    default:
+        return 0;
     }
 }
 
@@ -145,7 +154,8 @@ bool pyf_geom_cloud(pyf_geom *g, void *buf, const ferry_pointcloud_header *h)
     g->buf = buf;
     g->len = (Py_ssize_t)h->data_size;
     g->big_endian = h->is_bigendian != 0;
-    for (i = 0; i < h->nfields; i++) order[i] = i;
+    for (i = 0; i < h->nfields; i++)
+        order[i] = i;
     for (i = 1; i < h->nfields; i++) /* insertion sort by offset: at most 16 fields */
         for (j = i; j > 0 && h->fields[order[j - 1]].offset > h->fields[order[j]].offset; j--) {
             uint32_t t = order[j];
@@ -166,15 +176,18 @@ bool pyf_geom_cloud(pyf_geom *g, void *buf, const ferry_pointcloud_header *h)
             structured = false;
             break;
         }
-        if (f->offset > at) n += (size_t)snprintf(fmt + n, cap - n, "%ux", f->offset - at);
-        if (f->count > 1) n += (size_t)snprintf(fmt + n, cap - n, "(%u)", f->count);
+        if (f->offset > at)
+            n += (size_t)snprintf(fmt + n, cap - n, "%ux", f->offset - at);
+        if (f->count > 1)
+            n += (size_t)snprintf(fmt + n, cap - n, "(%u)", f->count);
         n += (size_t)snprintf(fmt + n, cap - n, "%c%c:%s:", g->big_endian ? '>' : '<',
                               point_format_char(f->datatype), f->name);
         at = f->offset + size;
     }
     if (structured && at < h->point_step)
         n += (size_t)snprintf(fmt + n, cap - n, "%ux", h->point_step - at);
-    if (structured) snprintf(fmt + n, cap - n, "}");
+    if (structured)
+        snprintf(fmt + n, cap - n, "}");
     g->format = fmt;
     if (structured) {
         g->itemsize = (Py_ssize_t)h->point_step;
@@ -222,18 +235,42 @@ bool pyf_geom_tensor(pyf_geom *g, void *buf, const ferry_tensor_header *h)
     g->dl_code = h->dtype.code;
     g->dl_bits = h->dtype.bits;
     switch (dt) {
-    case FERRY_DTYPE_INT8: fmt[1] = 'b'; break;
-    case FERRY_DTYPE_UINT8: fmt[1] = 'B'; break;
-    case FERRY_DTYPE_INT16: fmt[1] = 'h'; break;
-    case FERRY_DTYPE_UINT16: fmt[1] = 'H'; break;
-    case FERRY_DTYPE_INT32: fmt[1] = 'i'; break;
-    case FERRY_DTYPE_UINT32: fmt[1] = 'I'; break;
-    case FERRY_DTYPE_INT64: fmt[1] = 'q'; break;
-    case FERRY_DTYPE_UINT64: fmt[1] = 'Q'; break;
-    case FERRY_DTYPE_FLOAT16: fmt[1] = 'e'; break;
-    case FERRY_DTYPE_FLOAT32: fmt[1] = 'f'; break;
-    case FERRY_DTYPE_FLOAT64: fmt[1] = 'd'; break;
-    case FERRY_DTYPE_BOOL: fmt[1] = '?'; break;
+    case FERRY_DTYPE_INT8:
+        fmt[1] = 'b';
+        break;
+    case FERRY_DTYPE_UINT8:
+        fmt[1] = 'B';
+        break;
+    case FERRY_DTYPE_INT16:
+        fmt[1] = 'h';
+        break;
+    case FERRY_DTYPE_UINT16:
+        fmt[1] = 'H';
+        break;
+    case FERRY_DTYPE_INT32:
+        fmt[1] = 'i';
+        break;
+    case FERRY_DTYPE_UINT32:
+        fmt[1] = 'I';
+        break;
+    case FERRY_DTYPE_INT64:
+        fmt[1] = 'q';
+        break;
+    case FERRY_DTYPE_UINT64:
+        fmt[1] = 'Q';
+        break;
+    case FERRY_DTYPE_FLOAT16:
+        fmt[1] = 'e';
+        break;
+    case FERRY_DTYPE_FLOAT32:
+        fmt[1] = 'f';
+        break;
+    case FERRY_DTYPE_FLOAT64:
+        fmt[1] = 'd';
+        break;
+    case FERRY_DTYPE_BOOL:
+        fmt[1] = '?';
+        break;
     case FERRY_DTYPE_BFLOAT16:
         g->no_buffer = "bfloat16 has no buffer-protocol format: use torch.from_dlpack()";
         fmt[1] = 'H';
@@ -248,8 +285,10 @@ static bool geom_c_contiguous(const pyf_geom *g)
     int i;
 
     for (i = g->ndim - 1; i >= 0; i--) {
-        if (g->shape[i] == 0) return true;
-        if (g->shape[i] != 1 && g->strides[i] != want) return false;
+        if (g->shape[i] == 0)
+            return true;
+        if (g->shape[i] != 1 && g->strides[i] != want)
+            return false;
         want *= g->shape[i];
     }
     return true;
@@ -284,7 +323,8 @@ int pyf_geom_export(const pyf_geom *g, PyObject *owner, Py_buffer *view, int fla
     /* len is what the elements would take if copied contiguously (PEP 3118), which differs
      * from the memory spanned when rows are padded. */
     view->len = g->itemsize;
-    for (int i = 0; i < g->ndim; i++) view->len *= g->shape[i];
+    for (int i = 0; i < g->ndim; i++)
+        view->len *= g->shape[i];
     view->readonly = readonly ? 1 : 0;
     view->itemsize = g->itemsize;
     view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? g->format : NULL;
@@ -307,7 +347,8 @@ PyObject *pyf_fields_get(const ferry_point_field *fields, uint32_t n)
     PyObject *list = PyList_New((Py_ssize_t)n);
     uint32_t i;
 
-    if (list == NULL) return NULL;
+    if (list == NULL)
+        return NULL;
     for (i = 0; i < n; i++) {
         PyObject *t = Py_BuildValue("(sIII)", fields[i].name, (unsigned)fields[i].offset,
                                     (unsigned)fields[i].datatype, (unsigned)fields[i].count);
@@ -418,7 +459,8 @@ bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, P
     if (dl_device != Py_None) {
         int dt = -1, id = -1;
 
-        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &id)) return false;
+        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &id))
+            return false;
         if (dt != device.device_type || id != device.device_id) {
             PyErr_Format(PyExc_BufferError, "the data exports to its own device only, (%d, %d)",
                          (int)device.device_type, (int)device.device_id);
@@ -428,7 +470,8 @@ bool pyf_dlpack_args(PyObject *args, PyObject *kwargs, ferry_dl_device device, P
     if (max_version != Py_None) {
         int major = 0, minor = 0;
 
-        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return false;
+        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor))
+            return false;
         *versioned = major >= 1;
     }
     return true;
@@ -447,7 +490,8 @@ PyObject *pyf_dlpack_capsule(PyObject *owner, void (*unexport)(PyObject *owner),
         return NULL;
     }
     e = calloc(1, sizeof *e);
-    if (e == NULL) return PyErr_NoMemory();
+    if (e == NULL)
+        return PyErr_NoMemory();
     t = versioned ? &e->m.v1.dl_tensor : &e->m.v0.dl_tensor;
     *t = *desc;
     for (i = 0; i < desc->ndim; i++) {

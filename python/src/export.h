@@ -16,7 +16,7 @@ typedef struct pyf_geom {
     int ndim;
     Py_ssize_t shape[FERRY_TENSOR_DIMS_MAX];
     Py_ssize_t strides[FERRY_TENSOR_DIMS_MAX];
-    char *format;         /* heap copy, freed with the geometry */
+    char *format;          /* heap copy, freed with the geometry */
     const char *no_buffer; /* why the buffer protocol is refused (bfloat16), or NULL */
     uint8_t dl_code, dl_bits;
     bool big_endian;
@@ -35,8 +35,10 @@ typedef struct pyf_hold {
  * when the last does) or it was let go already. */
 static inline bool pyf_hold_let_go(pyf_hold *h)
 {
-    if (h->state != PYF_HELD) return false;
-    if (h->exports == 0) return true;
+    if (h->state != PYF_HELD)
+        return false;
+    if (h->exports == 0)
+        return true;
     h->state = PYF_PENDING;
     return false;
 }

@@ -20,16 +20,34 @@ typedef struct counter {
     size_t offset, size;
 } counter;
 
+/* A brace initialiser that clang-format 14 would split around the '#'. */
+/* clang-format off */
 #define COUNTER(type, f) {#f, offsetof(type, f), sizeof(((type *)0)->f)}
+/* clang-format on */
 #define PUB(f) COUNTER(ferry_publisher_stats, f)
 #define SUB(f) COUNTER(ferry_subscriber_stats, f)
 
 static const counter pub_counters[] = {
-    PUB(id),           PUB(published),       PUB(deliveries),       PUB(dropped),
-    PUB(bytes_copied), PUB(pool_bytes),      PUB(pool_bytes_cap),   PUB(chunks_total),
-    PUB(chunks_free),  PUB(chunks_loaned),   PUB(chunks_in_use),    PUB(subscribers),
-    PUB(size_classes), PUB(subscribers_lost), PUB(chunks_reclaimed), PUB(rejected),
-    PUB(protocol_errors), PUB(limited),      PUB(pending_dropped),  PUB(huge_bytes),
+    PUB(id),
+    PUB(published),
+    PUB(deliveries),
+    PUB(dropped),
+    PUB(bytes_copied),
+    PUB(pool_bytes),
+    PUB(pool_bytes_cap),
+    PUB(chunks_total),
+    PUB(chunks_free),
+    PUB(chunks_loaned),
+    PUB(chunks_in_use),
+    PUB(subscribers),
+    PUB(size_classes),
+    PUB(subscribers_lost),
+    PUB(chunks_reclaimed),
+    PUB(rejected),
+    PUB(protocol_errors),
+    PUB(limited),
+    PUB(pending_dropped),
+    PUB(huge_bytes),
 };
 
 static const counter sub_counters[] = {
@@ -74,17 +92,16 @@ static PyObject *with_spin(PyObject *d, const ferry_spin_stats *sp)
 {
     static const char *modes[] = {"spin", "yield", "off", "poll"};
 
-    if (d != NULL &&
-        !set_item(d, "spin",
-                  Py_BuildValue("{s:s,s:i,s:L,s:I,s:I,s:K,s:K,s:K,s:K}", "mode",
-                                sp->mode < 4 ? modes[sp->mode] : "?", "cpu", (int)sp->cpu,
-                                "budget_ns", (long long)sp->budget_ns, "peers_elsewhere",
-                                (unsigned)sp->peers_elsewhere, "peers_same_cpu",
-                                (unsigned)sp->peers_same_cpu, "spins",
-                                (unsigned long long)sp->spins, "spins_found",
-                                (unsigned long long)sp->spins_found, "paced_spins",
-                                (unsigned long long)sp->paced_spins, "paced_found",
-                                (unsigned long long)sp->paced_found)))
+    if (d != NULL && !set_item(d, "spin",
+                               Py_BuildValue("{s:s,s:i,s:L,s:I,s:I,s:K,s:K,s:K,s:K}", "mode",
+                                             sp->mode < 4 ? modes[sp->mode] : "?", "cpu",
+                                             (int)sp->cpu, "budget_ns", (long long)sp->budget_ns,
+                                             "peers_elsewhere", (unsigned)sp->peers_elsewhere,
+                                             "peers_same_cpu", (unsigned)sp->peers_same_cpu,
+                                             "spins", (unsigned long long)sp->spins, "spins_found",
+                                             (unsigned long long)sp->spins_found, "paced_spins",
+                                             (unsigned long long)sp->paced_spins, "paced_found",
+                                             (unsigned long long)sp->paced_found)))
         Py_CLEAR(d);
     return d;
 }
@@ -124,7 +141,8 @@ static PyObject *mod_hash(PyObject *self, PyObject *arg)
 
     (void)self;
     text = PyUnicode_AsUTF8AndSize(arg, NULL);
-    if (text == NULL) return NULL;
+    if (text == NULL)
+        return NULL;
     return PyLong_FromUnsignedLongLong((unsigned long long)ferry_hash(text));
 }
 
@@ -133,7 +151,8 @@ static PyObject *mod_strerror(PyObject *self, PyObject *arg)
     long code = PyLong_AsLong(arg);
 
     (void)self;
-    if (code == -1 && PyErr_Occurred()) return NULL;
+    if (code == -1 && PyErr_Occurred())
+        return NULL;
     return PyUnicode_FromString(ferry_strerror((ferry_err)code));
 }
 
@@ -154,12 +173,11 @@ static bool inspect_one(void *arg, const ferry_endpoint_info *info)
         return false;
     }
     d = Py_BuildValue("{s:s,s:O,s:i,s:K,s:s,s:s,s:K,s:s,s:N,s:I}", "kind",
-                      info->kind == FERRY_ENDPOINT_PUBLISHER ? "publisher" : "subscriber",
-                      "alive", info->alive ? Py_True : Py_False, "pid", (int)info->pid, "id",
+                      info->kind == FERRY_ENDPOINT_PUBLISHER ? "publisher" : "subscriber", "alive",
+                      info->alive ? Py_True : Py_False, "pid", (int)info->pid, "id",
                       (unsigned long long)info->id, "topic", info->topic, "type_name",
                       info->type_name, "type_hash", (unsigned long long)info->type_hash,
-                      "node_name", info->node_name, "stats", stats, "depth",
-                      (unsigned)info->depth);
+                      "node_name", info->node_name, "stats", stats, "depth", (unsigned)info->depth);
     if (d == NULL || PyList_Append(acc->list, d) < 0) {
         Py_XDECREF(d);
         acc->failed = true;
@@ -182,9 +200,11 @@ static PyObject *mod_inspect(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOO:inspect", kwlist, &topic, &domain_arg,
                                      &dir_arg))
         return NULL;
-    if (!pyf_where(domain_arg, dir_arg, &domain, &dir)) return NULL;
+    if (!pyf_where(domain_arg, dir_arg, &domain, &dir))
+        return NULL;
     acc.list = PyList_New(0);
-    if (acc.list == NULL) return NULL;
+    if (acc.list == NULL)
+        return NULL;
     err = ferry_inspect(dir, domain, topic, inspect_one, &acc);
     if (acc.failed) {
         Py_DECREF(acc.list);
@@ -208,9 +228,11 @@ static PyObject *mod_clean(PyObject *self, PyObject *args, PyObject *kwargs)
     (void)self;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:clean", kwlist, &domain_arg, &dir_arg))
         return NULL;
-    if (!pyf_where(domain_arg, dir_arg, &domain, &dir)) return NULL;
+    if (!pyf_where(domain_arg, dir_arg, &domain, &dir))
+        return NULL;
     err = ferry_clean(dir, domain, &removed);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_clean(domain %u)", (unsigned)domain);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_clean(domain %u)", (unsigned)domain);
     return PyLong_FromUnsignedLong(removed);
 }
 

@@ -40,31 +40,32 @@ static PyObject *gpusub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     pyf_sub *sub;
     ferry_err err;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$i:GpuSubscriber", kwlist, &o_sub,
-                                     &device))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$i:GpuSubscriber", kwlist, &o_sub, &device))
         return NULL;
     if (!PyObject_TypeCheck(o_sub, pyf.sub_type)) {
         PyErr_SetString(PyExc_TypeError, "GpuSubscriber: not a ferry.Subscriber");
         return NULL;
     }
     sub = (pyf_sub *)o_sub;
-    if (!pyf_child_home(&sub->link, "GpuSubscriber")) return NULL;
+    if (!pyf_child_home(&sub->link, "GpuSubscriber"))
+        return NULL;
     if (sub->link.closed || sub->link.node == NULL || sub->link.node->closed)
         return pyf_raise_closed("GpuSubscriber");
-    if (!pyf_sub_own(sub, "GpuSubscriber")) return NULL;
-    if (device < 0) return pyf_raise(FERRY_EINVAL, "GpuSubscriber: device %d", device);
+    if (!pyf_sub_own(sub, "GpuSubscriber"))
+        return NULL;
+    if (device < 0)
+        return pyf_raise(FERRY_EINVAL, "GpuSubscriber: device %d", device);
     gs = (pyf_gpusub *)pyf_alloc(type);
-    if (gs == NULL) return NULL;
+    if (gs == NULL)
+        return NULL;
     gs->device = device;
     gs->sub = (pyf_sub *)Py_NewRef(o_sub);
     pyf_child_link(&gs->link, sub->link.node, &gpusub_ops, (PyObject *)gs);
     ferry_gpu_subscriber_options_init(&o);
     o.device = device;
     pyf_lock(sub->lock);
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_gpu_subscriber_create(&gs->gsub, sub->sub, &o);
-    Py_END_ALLOW_THREADS
-    PyThread_release_lock(sub->lock);
+    Py_BEGIN_ALLOW_THREADS err = ferry_gpu_subscriber_create(&gs->gsub, sub->sub, &o);
+    Py_END_ALLOW_THREADS PyThread_release_lock(sub->lock);
     if (err != FERRY_OK) {
         gs->gsub = NULL;
         Py_DECREF(gs);
@@ -82,21 +83,25 @@ static ferry_err gpusub_try_finish(pyf_gpusub *gs)
     bool home = pyf_home(gs->link.gen);
     ferry_err err = FERRY_OK;
 
-    if (!gs->link.closed || gs->gsub == NULL || gs->frames != NULL) return FERRY_OK;
+    if (!gs->link.closed || gs->gsub == NULL || gs->frames != NULL)
+        return FERRY_OK;
     /* A forked child only forgets it, without the lock. */
-    if (home && !PyThread_acquire_lock(gs->sub->lock, NOWAIT_LOCK)) return FERRY_OK;
+    if (home && !PyThread_acquire_lock(gs->sub->lock, NOWAIT_LOCK))
+        return FERRY_OK;
     Py_INCREF((PyObject *)gs);
     pyf_gpusub_drain(gs);
     if (home) {
         /* Waits for the work on frames released and not completed. */
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_gpu_subscriber_destroy(gs->gsub);
+        Py_BEGIN_ALLOW_THREADS err = ferry_gpu_subscriber_destroy(gs->gsub);
         Py_END_ALLOW_THREADS
     }
-    if (err == FERRY_OK) gs->gsub = NULL; /* else dealloc tries again */
-    if (home) PyThread_release_lock(gs->sub->lock);
+    if (err == FERRY_OK)
+        gs->gsub = NULL; /* else dealloc tries again */
+    if (home)
+        PyThread_release_lock(gs->sub->lock);
     if (err == FERRY_OK) {
-        if (gs->sub->owner == (PyObject *)gs) gs->sub->owner = NULL;
+        if (gs->sub->owner == (PyObject *)gs)
+            gs->sub->owner = NULL;
         pyf_child_unlink(&gs->link);
         pyf_child_finish(&gs->sub->link); /* closed meanwhile, it waited for this */
     }
@@ -114,8 +119,10 @@ static int gpusub_close(PyObject *self)
     pyf_gpusub *gs = (pyf_gpusub *)self;
     ferry_err err;
 
-    if (!pyf_child_home(&gs->link, "GpuSubscriber.close")) return -1;
-    if (gs->link.closed) return 0;
+    if (!pyf_child_home(&gs->link, "GpuSubscriber.close"))
+        return -1;
+    if (gs->link.closed)
+        return 0;
     Py_INCREF(self);
     /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
     gs->link.closed = true;
@@ -140,11 +147,13 @@ static void gpusub_dealloc(PyObject *self)
     /* Frames hold a reference: none is left, but some may be pending. */
     if (gs->gsub != NULL) {
         pyf_gpusub_drain(gs);
-        if (pyf_home(gs->link.gen)) ferry_gpu_subscriber_destroy(gs->gsub);
+        if (pyf_home(gs->link.gen))
+            ferry_gpu_subscriber_destroy(gs->gsub);
         gs->gsub = NULL;
     }
     if (gs->sub != NULL) {
-        if (gs->sub->owner == self) gs->sub->owner = NULL;
+        if (gs->sub->owner == self)
+            gs->sub->owner = NULL;
         pyf_child_finish(&gs->sub->link); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)gs->sub);
     }
@@ -155,8 +164,8 @@ static void gpusub_dealloc(PyObject *self)
 /* A wait on a GpuSubscriber, its subscriber's lock held. */
 typedef struct gpusub_waiting {
     pyf_gpusub *gs;
-    uintptr_t stream;   /* take(): the stream to make the frame ready for */
-    ferry_gpu_frame f;  /* what take() took */
+    uintptr_t stream;  /* take(): the stream to make the frame ready for */
+    ferry_gpu_frame f; /* what take() took */
     pyf_waited waited;
 } gpusub_waiting;
 
@@ -173,12 +182,11 @@ static ferry_err gpusub_take_step(void *arg)
     gpusub_waiting *w = arg;
     ferry_err err = gpusub_open_step(arg);
 
-    if (err != FERRY_EAGAIN) return err;
+    if (err != FERRY_EAGAIN)
+        return err;
     memset(&w->f, 0, sizeof w->f);
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_gpu_take(w->gs->gsub, (ferry_gpu_stream)w->stream, &w->f);
-    Py_END_ALLOW_THREADS
-    return pyf_wait_call(&w->waited, err, FERRY_EAGAIN, "ferry_gpu_take");
+    Py_BEGIN_ALLOW_THREADS err = ferry_gpu_take(w->gs->gsub, (ferry_gpu_stream)w->stream, &w->f);
+    Py_END_ALLOW_THREADS return pyf_wait_call(&w->waited, err, FERRY_EAGAIN, "ferry_gpu_take");
 }
 
 static ferry_err gpusub_queued_block(void *arg, int64_t slice_ns)
@@ -202,7 +210,8 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
     ferry_err err;
     PyObject *r;
 
-    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.take")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.take"))
+        return NULL;
     pyf_lock(gs->sub->lock);
     err = pyf_wait_sliced(&gpusub_take_slices, &w, deadline);
     if (err == FERRY_OK) {
@@ -213,7 +222,8 @@ static PyObject *gpusub_take_wait(pyf_gpusub *gs, int64_t timeout_ns, uintptr_t 
     pyf_sub_unlock(gs->sub);
     if (err != FERRY_ETIMEDOUT || w.waited.failed != NULL)
         return pyf_wait_raise(&w.waited, err, "GpuSubscriber.take", gs->sub->topic);
-    if (none_on_empty) Py_RETURN_NONE;
+    if (none_on_empty)
+        Py_RETURN_NONE;
     return pyf_raise(FERRY_ETIMEDOUT, "GpuSubscriber.take('%s', timeout %.3f s)", gs->sub->topic,
                      (double)timeout_ns / 1e9);
 }
@@ -227,7 +237,8 @@ static PyObject *gpusub_take(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:take", kwlist, &o_timeout, &o_stream))
         return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_gpu_stream_arg(o_stream, &stream))
+        return NULL;
     return gpusub_take_wait((pyf_gpusub *)self, ns, stream, false);
 }
 
@@ -239,7 +250,8 @@ static PyObject *gpusub_try_take(PyObject *self, PyObject *args, PyObject *kwarg
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:try_take", kwlist, &o_stream))
         return NULL;
-    if (!pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
+    if (!pyf_gpu_stream_arg(o_stream, &stream))
+        return NULL;
     return gpusub_take_wait((pyf_gpusub *)self, 0, stream, true);
 }
 
@@ -261,7 +273,8 @@ static PyObject *gpusub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     int64_t deadline, ns;
     ferry_err err;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout))
+        return NULL;
     if (!pyf_timeout_ns(o_timeout, &ns) ||
         !pyf_child_open(&w.gs->link, w.gs->gsub, "GpuSubscriber.wait"))
         return NULL;
@@ -269,7 +282,8 @@ static PyObject *gpusub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     pyf_lock(w.gs->sub->lock);
     err = pyf_wait_sliced(&gpusub_queued_slices, &w, deadline);
     pyf_sub_unlock(w.gs->sub);
-    if (err == FERRY_OK || err == FERRY_ETIMEDOUT) return PyBool_FromLong(err == FERRY_OK);
+    if (err == FERRY_OK || err == FERRY_ETIMEDOUT)
+        return PyBool_FromLong(err == FERRY_OK);
     return pyf_wait_raise(&w.waited, err, "GpuSubscriber.wait", w.gs->sub->topic);
 }
 
@@ -278,7 +292,8 @@ static PyObject *gpusub_poll(PyObject *self, PyObject *unused)
     pyf_gpusub *gs = (pyf_gpusub *)self;
 
     (void)unused;
-    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.poll")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.poll"))
+        return NULL;
     pyf_lock(gs->sub->lock);
     pyf_gpusub_drain(gs);
     pyf_sub_unlock(gs->sub);
@@ -292,9 +307,11 @@ static PyObject *gpusub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.fileno")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.fileno"))
+        return NULL;
     err = ferry_subscriber_fd(gs->sub->sub, &fd);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_fd('%s')", gs->sub->topic);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_subscriber_fd('%s')", gs->sub->topic);
     return PyLong_FromLong(fd);
 }
 
@@ -305,12 +322,14 @@ static PyObject *gpusub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.stats")) return NULL;
+    if (!pyf_child_open(&gs->link, gs->gsub, "GpuSubscriber.stats"))
+        return NULL;
     pyf_lock(gs->sub->lock);
     pyf_gpusub_drain(gs);
     err = !gs->link.closed ? ferry_gpu_subscriber_stats_get(gs->gsub, &st) : FERRY_ECLOSED;
     pyf_sub_unlock(gs->sub);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_gpu_subscriber_stats_get");
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_gpu_subscriber_stats_get");
     return Py_BuildValue("{s:K,s:K,s:K,s:I}", "imports", (unsigned long long)st.imports,
                          "unimports", (unsigned long long)st.unimports, "readonly_fallbacks",
                          (unsigned long long)st.readonly_fallbacks, "frames",
@@ -322,9 +341,12 @@ static PyObject *gpusub_get(PyObject *self, void *closure)
     pyf_gpusub *gs = (pyf_gpusub *)self;
 
     switch ((int)(intptr_t)closure) {
-    case 0: return Py_NewRef((PyObject *)gs->sub);
-    case 1: return PyLong_FromLong(gs->device);
-    default: return PyBool_FromLong(gs->link.closed);
+    case 0:
+        return Py_NewRef((PyObject *)gs->sub);
+    case 1:
+        return PyLong_FromLong(gs->device);
+    default:
+        return PyBool_FromLong(gs->link.closed);
     }
 }
 
@@ -367,9 +389,14 @@ static PyGetSetDef gpusub_getset[] = {
 };
 
 const pyf_type_def pyf_gpusub_def = {
-    .name = "ferry.GpuSubscriber", .size = sizeof(pyf_gpusub),
-    .new_ = gpusub_new, .dealloc = gpusub_dealloc, .methods = gpusub_methods,
-    .getset = gpusub_getset, .iter = gpusub_iter, .iternext = gpusub_iternext,
+    .name = "ferry.GpuSubscriber",
+    .size = sizeof(pyf_gpusub),
+    .new_ = gpusub_new,
+    .dealloc = gpusub_dealloc,
+    .methods = gpusub_methods,
+    .getset = gpusub_getset,
+    .iter = gpusub_iter,
+    .iternext = gpusub_iternext,
     .doc = "GpuSubscriber(subscriber, *, device=0)\n\n"
            "Device frames from a Subscriber (ferry_gpu_subscriber_create): take() gives\n"
            "GpuFrames, whose __dlpack__ hands the publisher's device memory to\n"

@@ -38,9 +38,8 @@ bool pyf_gpu_consumer(int device, uintptr_t own, uintptr_t *others, uint32_t *n,
 
 /* A GpuSubscriber: device frames through a Subscriber, under that subscriber's lock. */
 typedef struct pyf_gpusub {
-    PyObject_HEAD
-    pyf_child link;
-    pyf_sub *sub; /* a strong reference */
+    PyObject_HEAD pyf_child link;
+    pyf_sub *sub;               /* a strong reference */
     ferry_gpu_subscriber *gsub; /* NULL once destroyed (link.closed: closed) */
     int device;
     struct pyf_gpuframe *frames;     /* every frame taken and not given back */
@@ -73,9 +72,8 @@ typedef struct pyf_gpu_return {
 
 /* A GpuPublisher: device frames through a Publisher, under that publisher's lock. */
 typedef struct pyf_gpupub {
-    PyObject_HEAD
-    pyf_child link;
-    pyf_pub *pub; /* a strong reference */
+    PyObject_HEAD pyf_child link;
+    pyf_pub *pub;              /* a strong reference */
     ferry_gpu_publisher *gpub; /* NULL once destroyed (link.closed: closed) */
     int device;
     ferry_gpu_ipc ipc;
@@ -90,12 +88,11 @@ enum { PYF_GLOAN_HELD = 0, PYF_GLOAN_PUBLISHED = 1, PYF_GLOAN_RELEASED = 2 };
 
 /* A GpuLoan: device memory of the GpuPublisher's, exported writable with __dlpack__. */
 typedef struct pyf_gpuloan {
-    PyObject_HEAD
-    pyf_gpupub *gp; /* a strong reference */
+    PyObject_HEAD pyf_gpupub *gp; /* a strong reference */
     struct pyf_gpuloan *prev, *next;
     bool linked; /* in gp->loans */
     int state;   /* PYF_GLOAN_* */
-    bool out; /* the device memory is still loaned: held, or released under a tensor */
+    bool out;    /* the device memory is still loaned: held, or released under a tensor */
     Py_ssize_t exports;
     void *ptr;
     size_t size; /* bytes loaned */

@@ -19,14 +19,13 @@
 #include <string.h>
 
 typedef struct pyf_gpuframe {
-    PyObject_HEAD
-    pyf_gpusub *gs; /* a strong reference */
+    PyObject_HEAD pyf_gpusub *gs; /* a strong reference */
     struct pyf_gpuframe *prev, *next;
     pyf_hold hold;
     ferry_gpu_frame f;
-    bool tensor;           /* the metadata is a valid device tensor (tv) */
-    ferry_tensor_view tv;  /* validated copy, when tensor */
-    uintptr_t take_stream; /* the stream ferry_gpu_take made ready */
+    bool tensor;                            /* the metadata is a valid device tensor (tv) */
+    ferry_tensor_view tv;                   /* validated copy, when tensor */
+    uintptr_t take_stream;                  /* the stream ferry_gpu_take made ready */
     uintptr_t streams[PYF_GPU_STREAMS_MAX]; /* other streams it was exported to */
     uint32_t nstreams;
 } pyf_gpuframe;
@@ -51,7 +50,8 @@ static void frame_give_back(pyf_gpusub *gs, ferry_gpu_frame *f, uintptr_t releas
     uint32_t i;
 
     /* A forked child has no CUDA context of its parent's: it only forgets. */
-    if (gs->gsub == NULL || !pyf_home(gs->link.gen)) return;
+    if (gs->gsub == NULL || !pyf_home(gs->link.gen))
+        return;
     /* The release is recorded on one stream: make it wait for the others first. If that fails
      * the frame is given back after a wait for those streams on the CPU. */
     for (i = 0; i < nstreams; i++)
@@ -72,7 +72,8 @@ void pyf_gpusub_drain(pyf_gpusub *gs)
         PyMem_Free(p);
     }
     pyf_sub_drain(gs->sub);
-    if (gs->gsub != NULL && pyf_home(gs->link.gen)) ferry_gpu_subscriber_poll(gs->gsub);
+    if (gs->gsub != NULL && pyf_home(gs->link.gen))
+        ferry_gpu_subscriber_poll(gs->gsub);
 }
 
 static void frame_do_release(pyf_gpuframe *fr)
@@ -80,11 +81,13 @@ static void frame_do_release(pyf_gpuframe *fr)
     pyf_gpusub *gs = fr->gs;
     uintptr_t release_stream = fr->take_stream;
 
-    if (fr->hold.state == PYF_RELEASED) return;
+    if (fr->hold.state == PYF_RELEASED)
+        return;
     fr->hold.state = PYF_RELEASED;
     PYF_LIST_REMOVE(fr->gs->frames, fr);
     /* A forked child only forgets its parent's frame. */
-    if (gs->gsub == NULL || !pyf_home(gs->link.gen)) return;
+    if (gs->gsub == NULL || !pyf_home(gs->link.gen))
+        return;
     if (PyThread_acquire_lock(gs->sub->lock, NOWAIT_LOCK)) {
         frame_give_back(gs, &fr->f, release_stream, fr->streams, fr->nstreams);
         pyf_gpusub_drain(gs);
@@ -92,7 +95,8 @@ static void frame_do_release(pyf_gpuframe *fr)
     } else {
         struct pyf_gpu_pending *p = PyMem_Calloc(1, sizeof *p);
 
-        if (p == NULL) return; /* the frame stays taken until the GpuSubscriber is closed */
+        if (p == NULL)
+            return; /* the frame stays taken until the GpuSubscriber is closed */
         p->f = fr->f;
         p->release_stream = release_stream;
         memcpy(p->streams, fr->streams, sizeof p->streams);
@@ -104,12 +108,14 @@ static void frame_do_release(pyf_gpuframe *fr)
 
 static void frame_let_go(pyf_gpuframe *fr)
 {
-    if (pyf_hold_let_go(&fr->hold)) frame_do_release(fr);
+    if (pyf_hold_let_go(&fr->hold))
+        frame_do_release(fr);
 }
 
 static void frame_unexport(pyf_gpuframe *fr)
 {
-    if (pyf_hold_unexport(&fr->hold)) frame_do_release(fr);
+    if (pyf_hold_unexport(&fr->hold))
+        frame_do_release(fr);
 }
 
 void pyf_gpusub_release_frames(pyf_gpusub *gs)
@@ -119,7 +125,8 @@ void pyf_gpusub_release_frames(pyf_gpusub *gs)
     for (fr = gs->frames; fr != NULL; fr = next) {
         next = fr->next;
         /* One a tensor reads is given back (and gs destroyed) when the last is deleted. */
-        if (!pyf_hold_close(&fr->hold)) continue;
+        if (!pyf_hold_close(&fr->hold))
+            continue;
         PYF_LIST_REMOVE(gs->frames, fr);
         frame_give_back(gs, &fr->f, fr->take_stream, fr->streams, fr->nstreams);
     }
@@ -130,7 +137,8 @@ unsigned pyf_gpusub_frames_held(const pyf_gpusub *gs)
     const pyf_gpuframe *fr;
     unsigned held = 0;
 
-    for (fr = gs->frames; fr != NULL; fr = fr->next) held++;
+    for (fr = gs->frames; fr != NULL; fr = fr->next)
+        held++;
     return held;
 }
 
@@ -179,7 +187,8 @@ static bool frame_usable(pyf_gpuframe *fr, const char *what)
         pyf_raise_forked(name, "GpuFrame", fr->gs->link.pid);
         return false;
     }
-    if (fr->hold.state == PYF_HELD) return true;
+    if (fr->hold.state == PYF_HELD)
+        return true;
     pyf_raise(FERRY_ESTATE, "GpuFrame.%s: the frame was released", what);
     return false;
 }
@@ -194,7 +203,8 @@ static PyObject *frame_release(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:release", kwlist, &o_stream))
         return NULL;
-    if (!frame_usable(fr, "release") || !pyf_gpu_stream_arg(o_stream, &stream)) return NULL;
+    if (!frame_usable(fr, "release") || !pyf_gpu_stream_arg(o_stream, &stream))
+        return NULL;
     if (o_stream != Py_None && stream != fr->take_stream) {
         for (i = 0; i < fr->nstreams && fr->streams[i] != stream; i++) {
         }
@@ -240,17 +250,19 @@ static PyObject *frame_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     ferry_dl_tensor t;
     uintptr_t stream;
 
-    if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned)) return NULL;
+    if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned))
+        return NULL;
     if (!frame_usable(fr, "__dlpack__") || !pyf_gpu_dl_stream(o_stream, &stream, &sync))
         return NULL;
     /* The frame's release waits for the consumer stream's work. */
-    if (sync && !pyf_gpu_consumer(fr->f.device, fr->take_stream, fr->streams, &fr->nstreams,
-                                  stream, "frame"))
+    if (sync && !pyf_gpu_consumer(fr->f.device, fr->take_stream, fr->streams, &fr->nstreams, stream,
+                                  "frame"))
         return NULL;
     pyf_dl_describe(&t, fr->tensor ? (void *)fr->tv.data : (void *)fr->f.device_ptr, cuda,
                     fr->tensor ? &fr->tv.header : NULL, fr->f.size, shape, strides);
     cap = pyf_dlpack_capsule(self, frame_dl_unexport, versioned, false, &t);
-    if (cap != NULL) fr->hold.exports++;
+    if (cap != NULL)
+        fr->hold.exports++;
     return cap;
 }
 
@@ -263,30 +275,58 @@ static PyObject *frame_dlpack_device(PyObject *self, PyObject *unused)
     return Py_BuildValue("(ii)", FERRY_DL_CUDA, ((pyf_gpuframe *)self)->f.device);
 }
 
-enum { GF_DEVICE_PTR, GF_DATA_PTR, GF_SIZE, GF_SEQUENCE, GF_PUBLISH_TIME, GF_PUBLISHER_ID,
-       GF_DEVICE, GF_META, GF_KIND, GF_RELEASED, GF_SHAPE, GF_STRIDES, GF_DTYPE, GF_FRAME_ID,
-       GF_STAMP, GF_NBYTES, GF_TOPIC };
+enum {
+    GF_DEVICE_PTR,
+    GF_DATA_PTR,
+    GF_SIZE,
+    GF_SEQUENCE,
+    GF_PUBLISH_TIME,
+    GF_PUBLISHER_ID,
+    GF_DEVICE,
+    GF_META,
+    GF_KIND,
+    GF_RELEASED,
+    GF_SHAPE,
+    GF_STRIDES,
+    GF_DTYPE,
+    GF_FRAME_ID,
+    GF_STAMP,
+    GF_NBYTES,
+    GF_TOPIC
+};
 
 static PyObject *frame_get(PyObject *self, void *closure)
 {
     pyf_gpuframe *fr = (pyf_gpuframe *)self;
     int what = (int)(intptr_t)closure;
 
-    if (!pyf_home(fr->gs->link.gen) && !frame_usable(fr, "attribute")) return NULL;
-    if (what == GF_RELEASED) return PyBool_FromLong(fr->hold.state != PYF_HELD);
-    if (what == GF_KIND) return PyUnicode_FromString(fr->tensor ? "tensor" : "bytes");
-    if (what == GF_DEVICE) return PyLong_FromLong(fr->f.device);
-    if (!frame_usable(fr, "attribute")) return NULL;
+    if (!pyf_home(fr->gs->link.gen) && !frame_usable(fr, "attribute"))
+        return NULL;
+    if (what == GF_RELEASED)
+        return PyBool_FromLong(fr->hold.state != PYF_HELD);
+    if (what == GF_KIND)
+        return PyUnicode_FromString(fr->tensor ? "tensor" : "bytes");
+    if (what == GF_DEVICE)
+        return PyLong_FromLong(fr->f.device);
+    if (!frame_usable(fr, "attribute"))
+        return NULL;
     switch (what) {
-    case GF_DEVICE_PTR: return PyLong_FromVoidPtr((void *)fr->f.device_ptr);
+    case GF_DEVICE_PTR:
+        return PyLong_FromVoidPtr((void *)fr->f.device_ptr);
     case GF_DATA_PTR:
         return PyLong_FromVoidPtr((void *)(fr->tensor ? fr->tv.data : fr->f.device_ptr));
-    case GF_SIZE: return PyLong_FromSize_t(fr->f.size);
-    case GF_NBYTES: return PyLong_FromSize_t(fr->tensor ? fr->tv.data_size : fr->f.size);
-    case GF_SEQUENCE: return PyLong_FromUnsignedLongLong(fr->f.sequence);
-    case GF_PUBLISH_TIME: return PyLong_FromLongLong(fr->f.publish_time.ns);
-    case GF_PUBLISHER_ID: return PyLong_FromUnsignedLongLong(fr->f.publisher_id);
-    case GF_TOPIC: return PyUnicode_FromString(fr->gs->sub->topic);
+    case GF_SIZE:
+        return PyLong_FromSize_t(fr->f.size);
+    case GF_NBYTES:
+        return PyLong_FromSize_t(fr->tensor ? fr->tv.data_size : fr->f.size);
+    case GF_SEQUENCE:
+        return PyLong_FromUnsignedLongLong(fr->f.sequence);
+    case GF_PUBLISH_TIME:
+        return PyLong_FromLongLong(fr->f.publish_time.ns);
+    case GF_PUBLISHER_ID:
+        return PyLong_FromUnsignedLongLong(fr->f.publisher_id);
+    case GF_TOPIC:
+        return PyUnicode_FromString(fr->gs->sub->topic);
     case GF_META:
         /* A copy: the publisher may still write the sample it lies in. */
         return PyBytes_FromStringAndSize(fr->f.meta != NULL ? fr->f.meta : "",
@@ -296,11 +336,16 @@ static PyObject *frame_get(PyObject *self, void *closure)
         const ferry_tensor_header *h = &fr->tv.header;
 
         switch (what) {
-        case GF_SHAPE: return pyf_i64_tuple(h->shape, h->ndim);
-        case GF_STRIDES: return pyf_i64_tuple(h->strides, h->ndim);
-        case GF_DTYPE: return PyUnicode_FromString(ferry_dtype_name(fr->tv.dtype));
-        case GF_FRAME_ID: return PyUnicode_FromString(h->frame_id);
-        case GF_STAMP: return pyf_stamp_get(&h->stamp);
+        case GF_SHAPE:
+            return pyf_i64_tuple(h->shape, h->ndim);
+        case GF_STRIDES:
+            return pyf_i64_tuple(h->strides, h->ndim);
+        case GF_DTYPE:
+            return PyUnicode_FromString(ferry_dtype_name(fr->tv.dtype));
+        case GF_FRAME_ID:
+            return PyUnicode_FromString(h->frame_id);
+        case GF_STAMP:
+            return pyf_stamp_get(&h->stamp);
         }
     }
     PyErr_SetString(PyExc_AttributeError, "a device frame without a tensor header has no such "
@@ -314,7 +359,8 @@ static PyObject *frame_repr(PyObject *self)
 
     if (!pyf_home(fr->gs->link.gen))
         return PyUnicode_FromFormat("<ferry.GpuFrame of process %ld>", (long)fr->gs->link.pid);
-    if (fr->hold.state != PYF_HELD) return PyUnicode_FromString("<ferry.GpuFrame released>");
+    if (fr->hold.state != PYF_HELD)
+        return PyUnicode_FromString("<ferry.GpuFrame released>");
     return PyUnicode_FromFormat("<ferry.GpuFrame %s %zu bytes on cuda:%d seq=%llu>",
                                 fr->tensor ? "tensor" : "bytes", fr->f.size, fr->f.device,
                                 (unsigned long long)fr->f.sequence);
@@ -367,8 +413,12 @@ static PyGetSetDef frame_getset[] = {
 };
 
 const pyf_type_def pyf_gpuframe_def = {
-    .name = "ferry.GpuFrame", .size = sizeof(pyf_gpuframe),
-    .dealloc = frame_dealloc, .methods = frame_methods, .getset = frame_getset, .repr = frame_repr,
+    .name = "ferry.GpuFrame",
+    .size = sizeof(pyf_gpuframe),
+    .dealloc = frame_dealloc,
+    .methods = frame_methods,
+    .getset = frame_getset,
+    .repr = frame_repr,
     .doc = "A taken device frame (GpuSubscriber.take): read-only device memory of another\n"
            "process, exported with __dlpack__. Release it with release(), a with-block or\n"
            "by dropping it and every tensor made from it.",

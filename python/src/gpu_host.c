@@ -34,16 +34,15 @@
 #include <string.h>
 
 typedef struct pyf_hostview {
-    PyObject_HEAD
-    PyObject *sample;   /* a strong reference, counted as one export of it until done */
-    pyf_sub *sub;       /* the sample's subscriber (the sample holds it) */
+    PyObject_HEAD PyObject *sample; /* a strong reference, counted as one export of it until done */
+    pyf_sub *sub;                   /* the sample's subscriber (the sample holds it) */
     const ferry_sample *s;
     const pyf_geom *geom;
     int device;
     const void *dptr;
-    bool open;            /* not released by its user */
-    bool done;            /* the sample's export was given back */
-    Py_ssize_t exports;   /* DLPack capsules alive */
+    bool open;                               /* not released by its user */
+    bool done;                               /* the sample's export was given back */
+    Py_ssize_t exports;                      /* DLPack capsules alive */
     cudaEvent_t copies[PYF_GPU_STREAMS_MAX]; /* the last copy on each stream copied on */
     uintptr_t copy_streams[PYF_GPU_STREAMS_MAX];
     uint32_t ncopies;
@@ -56,32 +55,37 @@ static void view_wait_copies(pyf_hostview *v)
     bool entered;
     uint32_t i;
 
-    if (v->ncopies == 0) return;
+    if (v->ncopies == 0)
+        return;
     entered = pyf_gpu_device_enter(v->device, &prev);
-    Py_BEGIN_ALLOW_THREADS
-    for (i = 0; i < v->ncopies; i++) {
+    Py_BEGIN_ALLOW_THREADS for (i = 0; i < v->ncopies; i++)
+    {
         cudaEventSynchronize(v->copies[i]);
         cudaEventDestroy(v->copies[i]);
     }
-    Py_END_ALLOW_THREADS
-    (void)cudaGetLastError();
+    Py_END_ALLOW_THREADS(void) cudaGetLastError();
     v->ncopies = 0;
-    if (entered) pyf_gpu_device_leave(v->device, prev);
+    if (entered)
+        pyf_gpu_device_leave(v->device, prev);
 }
 
 /* Gives the sample's export back once the user let go and no tensor reads the view. */
 static void view_finish(pyf_hostview *v)
 {
-    if (v->done || v->open || v->exports > 0) return;
+    if (v->done || v->open || v->exports > 0)
+        return;
     v->done = true;
-    if (pyf_home(v->sub->link.gen)) view_wait_copies(v);
+    if (pyf_home(v->sub->link.gen))
+        view_wait_copies(v);
     pyf_sample_export_end(v->sample);
 }
 
 static bool view_usable(pyf_hostview *v, const char *what)
 {
-    if (!pyf_sample_home(v->sample, what, "HostGpuView")) return false;
-    if (v->open) return true;
+    if (!pyf_sample_home(v->sample, what, "HostGpuView"))
+        return false;
+    if (v->open)
+        return true;
     pyf_raise(FERRY_ESTATE, "HostGpuView.%s: the view was released", what);
     return false;
 }
@@ -97,18 +101,19 @@ static PyObject *sample_cuda(PyObject *sample, PyObject *args, PyObject *kwargs)
     pyf_sub *sub;
     ferry_err err;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$i:cuda", kw, &device)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$i:cuda", kw, &device))
+        return NULL;
     if (device < 0) {
         PyErr_SetString(PyExc_ValueError, "Sample.cuda: device must be >= 0");
         return NULL;
     }
-    if (!pyf_sample_export_begin(sample, "cuda", &sub, &s, &g)) return NULL;
+    if (!pyf_sample_export_begin(sample, "cuda", &sub, &s, &g))
+        return NULL;
     pyf_lock(sub->lock);
     if (sub->sub == NULL) {
         err = FERRY_ECLOSED;
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_gpu_sample_device_ptr(sub->sub, s, device, &dptr);
+        Py_BEGIN_ALLOW_THREADS err = ferry_gpu_sample_device_ptr(sub->sub, s, device, &dptr);
         Py_END_ALLOW_THREADS
     }
     pyf_sub_unlock(sub);
@@ -211,8 +216,10 @@ static PyObject *view_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     uint8_t code, bits;
     int ndim, i;
 
-    if (!pyf_dlpack_args(args, kwargs, cuda, &stream, &versioned)) return NULL;
-    if (!view_usable(v, "__dlpack__")) return NULL;
+    if (!pyf_dlpack_args(args, kwargs, cuda, &stream, &versioned))
+        return NULL;
+    if (!view_usable(v, "__dlpack__"))
+        return NULL;
     if (v->geom->big_endian) {
         PyErr_SetString(PyExc_BufferError, "DLPack has no big-endian elements");
         return NULL;
@@ -235,7 +242,8 @@ static PyObject *view_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     t.shape = shape;
     t.strides = strides;
     cap = pyf_dlpack_capsule(self, view_dl_unexport, versioned, false, &t);
-    if (cap != NULL) v->exports++;
+    if (cap != NULL)
+        v->exports++;
     return cap;
 }
 
@@ -244,7 +252,8 @@ static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
     pyf_hostview *v = (pyf_hostview *)self;
 
     (void)unused;
-    if (!pyf_sample_home(v->sample, "__dlpack_device__", "HostGpuView")) return NULL;
+    if (!pyf_sample_home(v->sample, "__dlpack_device__", "HostGpuView"))
+        return NULL;
     return Py_BuildValue("(ii)", FERRY_DL_CUDA, v->device);
 }
 
@@ -259,7 +268,8 @@ static PyObject *view_cai(PyObject *self, void *closure)
     int ndim;
 
     (void)closure;
-    if (!view_usable(v, "__cuda_array_interface__")) return NULL;
+    if (!view_usable(v, "__cuda_array_interface__"))
+        return NULL;
     view_shape(v, &ndim, shape, strides, &code, &bits);
     if (code != FERRY_DL_INT && code != FERRY_DL_UINT && code != FERRY_DL_FLOAT &&
         code != FERRY_DL_BOOL) {
@@ -267,9 +277,14 @@ static PyObject *view_cai(PyObject *self, void *closure)
                                               "__dlpack__ (torch.from_dlpack)");
         return NULL;
     }
-    snprintf(typestr, sizeof typestr, "%c%c%u", bits == 8 ? '|' : v->geom->big_endian ? '>' : '<',
-             code == FERRY_DL_INT ? 'i' : code == FERRY_DL_UINT ? 'u' : code == FERRY_DL_BOOL ? 'b'
-                                                                                              : 'f',
+    snprintf(typestr, sizeof typestr, "%c%c%u",
+             bits == 8             ? '|'
+             : v->geom->big_endian ? '>'
+                                   : '<',
+             code == FERRY_DL_INT    ? 'i'
+             : code == FERRY_DL_UINT ? 'u'
+             : code == FERRY_DL_BOOL ? 'b'
+                                     : 'f',
              (unsigned)(bits / 8));
     o_shape = pyf_i64_tuple(shape, (uint32_t)ndim);
     o_strides = pyf_i64_tuple(strides, (uint32_t)ndim);
@@ -341,7 +356,8 @@ static bool device_array(PyObject *dst, uintptr_t *ptr, size_t *nbytes)
     *ptr = (uintptr_t)p;
     *nbytes = total;
     ok = p != 0 || total == 0;
-    if (!ok) PyErr_SetString(PyExc_ValueError, "copy_to: dst has no device address");
+    if (!ok)
+        PyErr_SetString(PyExc_ValueError, "copy_to: dst has no device address");
 out:
     Py_DECREF(cai);
     return ok;
@@ -374,10 +390,8 @@ static PyObject *view_copy_to(PyObject *self, PyObject *args, PyObject *kwargs)
     if (i == v->ncopies) {
         if (v->ncopies == PYF_GPU_STREAMS_MAX) {
             /* The oldest stream's copy is waited for; its slot serves this stream. */
-            Py_BEGIN_ALLOW_THREADS
-            cudaEventSynchronize(v->copies[0]);
-            Py_END_ALLOW_THREADS
-            i = 0;
+            Py_BEGIN_ALLOW_THREADS cudaEventSynchronize(v->copies[0]);
+            Py_END_ALLOW_THREADS i = 0;
         } else if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
             (void)cudaGetLastError();
             pyf_gpu_device_leave(v->device, prev);
@@ -392,21 +406,18 @@ static PyObject *view_copy_to(PyObject *self, PyObject *args, PyObject *kwargs)
      * the view was made (and stay so while the sample is held), so the runtime finds them
      * pinned and the copy engine reads them directly, as ferry_gpu_sample_copy does for the
      * whole payload. */
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaMemcpyAsync((void *)ptr, v->geom->buf, (size_t)v->geom->len, cudaMemcpyHostToDevice,
-                          (cudaStream_t)stream) == cudaSuccess
-              ? FERRY_OK
-              : FERRY_ESYS;
-    Py_END_ALLOW_THREADS
-    if (err != FERRY_OK) (void)cudaGetLastError();
+    Py_BEGIN_ALLOW_THREADS err =
+        cudaMemcpyAsync((void *)ptr, v->geom->buf, (size_t)v->geom->len, cudaMemcpyHostToDevice,
+                        (cudaStream_t)stream) == cudaSuccess
+            ? FERRY_OK
+            : FERRY_ESYS;
+    Py_END_ALLOW_THREADS if (err != FERRY_OK)(void) cudaGetLastError();
     v->copy_streams[i] = stream;
     if (err == FERRY_OK && cudaEventRecord(v->copies[i], (cudaStream_t)stream) != cudaSuccess) {
         /* No event to wait for: the copy is waited for now. */
         (void)cudaGetLastError();
-        Py_BEGIN_ALLOW_THREADS
-        cudaStreamSynchronize((cudaStream_t)stream);
-        Py_END_ALLOW_THREADS
-        (void)cudaGetLastError();
+        Py_BEGIN_ALLOW_THREADS cudaStreamSynchronize((cudaStream_t)stream);
+        Py_END_ALLOW_THREADS(void) cudaGetLastError();
     }
     pyf_gpu_device_leave(v->device, prev);
     if (err != FERRY_OK)
@@ -422,9 +433,12 @@ static PyObject *view_get(PyObject *self, void *closure)
     pyf_hostview *v = (pyf_hostview *)self;
     int what = (int)(intptr_t)closure;
 
-    if (what == HV_RELEASED) return PyBool_FromLong(!v->open);
-    if (what == HV_SAMPLE) return Py_NewRef(v->sample);
-    if (!view_usable(v, "attribute")) return NULL;
+    if (what == HV_RELEASED)
+        return PyBool_FromLong(!v->open);
+    if (what == HV_SAMPLE)
+        return Py_NewRef(v->sample);
+    if (!view_usable(v, "attribute"))
+        return NULL;
     switch (what) {
     case HV_DEVICE:
         return PyLong_FromLong(v->device);
@@ -439,7 +453,8 @@ static PyObject *view_repr(PyObject *self)
 {
     pyf_hostview *v = (pyf_hostview *)self;
 
-    if (!v->open) return PyUnicode_FromString("<ferry.HostGpuView released>");
+    if (!v->open)
+        return PyUnicode_FromString("<ferry.HostGpuView released>");
     return PyUnicode_FromFormat("<ferry.HostGpuView '%s' device %d, %zu bytes>", v->sub->topic,
                                 v->device, (size_t)v->geom->len);
 }
@@ -449,8 +464,7 @@ static PyMethodDef view_methods[] = {
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> capsule\n\n"
      "The sample's pages as a tensor on the CUDA device (read in place over the bus, or in\n"
      "memory on an integrated GPU), read-only. The data is ready: stream is not waited on."},
-    {"__dlpack_device__", view_dlpack_device, METH_NOARGS,
-     "__dlpack_device__() -> (2, device)"},
+    {"__dlpack_device__", view_dlpack_device, METH_NOARGS, "__dlpack_device__() -> (2, device)"},
     {"copy_to", (PyCFunction)(void (*)(void))view_copy_to, METH_VARARGS | METH_KEYWORDS,
      "copy_to(dst, *, stream=None) -> None\n\n"
      "Copies the view's array (an image's pixels, nbytes) into device array dst (contiguous,\n"
@@ -489,7 +503,8 @@ static PyObject *mod_sample_cuda(PyObject *module, PyObject *args, PyObject *kwa
         return NULL;
     }
     rest = PyTuple_GetSlice(args, 1, PY_SSIZE_T_MAX);
-    if (rest == NULL) return NULL;
+    if (rest == NULL)
+        return NULL;
     r = sample_cuda(PyTuple_GetItem(args, 0), rest, kwargs);
     Py_DECREF(rest);
     return r;
@@ -502,8 +517,12 @@ PyMethodDef pyf_hostview_functions[] = {
 };
 
 const pyf_type_def pyf_hostview_def = {
-    .name = "ferry.HostGpuView", .size = sizeof(pyf_hostview),
-    .dealloc = view_dealloc, .methods = view_methods, .getset = view_getset, .repr = view_repr,
+    .name = "ferry.HostGpuView",
+    .size = sizeof(pyf_hostview),
+    .dealloc = view_dealloc,
+    .methods = view_methods,
+    .getset = view_getset,
+    .repr = view_repr,
     .doc = "A host sample on the GPU (Sample.cuda): the sample's registered pages read in\n"
            "place through __dlpack__ or __cuda_array_interface__, or copied with\n"
            "copy_to(). It keeps the sample held until it is released and no tensor over\n"

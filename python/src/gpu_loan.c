@@ -27,10 +27,13 @@ void pyf_gpupub_returns_drain(pyf_gpupub *gp)
     uint32_t i;
     int prev;
 
-    if (gp->nreturns == 0) return;
-    if (!pyf_gpu_device_enter(gp->device, &prev)) prev = -1;
+    if (gp->nreturns == 0)
+        return;
+    if (!pyf_gpu_device_enter(gp->device, &prev))
+        prev = -1;
     for (i = 0; i < gp->nreturns; i++) {
-        if (cudaEventSynchronize(gp->returns[i].done) != cudaSuccess) (void)cudaGetLastError();
+        if (cudaEventSynchronize(gp->returns[i].done) != cudaSuccess)
+            (void)cudaGetLastError();
         cudaEventDestroy(gp->returns[i].done);
     }
     gp->nreturns = 0;
@@ -45,14 +48,17 @@ ferry_err pyf_gpupub_returns_wait(pyf_gpupub *gp, void *ptr, uintptr_t stream)
 
     for (i = 0; i < gp->nreturns && gp->returns[i].ptr != ptr; i++) {
     }
-    if (i == gp->nreturns) return FERRY_OK;
-    if (!pyf_gpu_device_enter(gp->device, &prev)) return FERRY_ENODEV;
+    if (i == gp->nreturns)
+        return FERRY_OK;
+    if (!pyf_gpu_device_enter(gp->device, &prev))
+        return FERRY_ENODEV;
     e = cudaStreamWaitEvent((cudaStream_t)stream, gp->returns[i].done, 0);
     if (e != cudaSuccess) {
         /* Not ordered on the GPU: the CPU waits instead. */
         (void)cudaGetLastError();
         e = cudaEventSynchronize(gp->returns[i].done);
-        if (e != cudaSuccess) (void)cudaGetLastError();
+        if (e != cudaSuccess)
+            (void)cudaGetLastError();
     }
     /* Destroying an event a wait is enqueued on is allowed: the wait still happens. */
     cudaEventDestroy(gp->returns[i].done);
@@ -71,7 +77,8 @@ static void returns_add(pyf_gpupub *gp, pyf_gpuloan *l)
     uint32_t i;
     int prev;
 
-    if (!pyf_gpu_device_enter(gp->device, &prev)) return;
+    if (!pyf_gpu_device_enter(gp->device, &prev))
+        return;
     for (i = 0; i < l->nstreams; i++)
         if (pyf_gpu_stream_order(gp->device, l->loan_stream, l->streams[i]) != FERRY_OK &&
             cudaStreamSynchronize((cudaStream_t)l->streams[i]) != cudaSuccess)
@@ -94,7 +101,8 @@ static void returns_add(pyf_gpupub *gp, pyf_gpuloan *l)
     }
     if (gp->nreturns == PYF_GPU_RETURNS_MAX) {
         /* Memory loaned again rarely stays away this long (a chunk outgrown and replaced). */
-        if (cudaEventSynchronize(gp->returns[0].done) != cudaSuccess) (void)cudaGetLastError();
+        if (cudaEventSynchronize(gp->returns[0].done) != cudaSuccess)
+            (void)cudaGetLastError();
         cudaEventDestroy(gp->returns[0].done);
         memmove(&gp->returns[0], &gp->returns[1],
                 sizeof gp->returns[0] * (PYF_GPU_RETURNS_MAX - 1));
@@ -111,10 +119,12 @@ static void loan_give_back(pyf_gpuloan *l)
 {
     pyf_gpupub *gp = l->gp;
 
-    if (!l->out) return;
+    if (!l->out)
+        return;
     l->out = false;
     /* A forked child only forgets its parent's loan. */
-    if (gp->gpub == NULL || !pyf_home(gp->link.gen)) return;
+    if (gp->gpub == NULL || !pyf_home(gp->link.gen))
+        return;
     pyf_lock(gp->pub->lock);
     if (gp->gpub != NULL) { /* not destroyed while this thread waited for the lock */
         returns_add(gp, l);
@@ -126,16 +136,19 @@ static void loan_give_back(pyf_gpuloan *l)
 /* The user lets the loan go unpublished: given back now, or when its last tensor goes. */
 static void loan_let_go(pyf_gpuloan *l)
 {
-    if (l->state != PYF_GLOAN_HELD) return;
+    if (l->state != PYF_GLOAN_HELD)
+        return;
     l->state = PYF_GLOAN_RELEASED;
-    if (l->exports == 0) loan_give_back(l);
+    if (l->exports == 0)
+        loan_give_back(l);
 }
 
 static void loan_unlink(pyf_gpuloan *l)
 {
     pyf_gpupub *gp = l->gp;
 
-    if (!l->linked) return;
+    if (!l->linked)
+        return;
     PYF_LIST_REMOVE(gp->loans, l);
     l->linked = false;
 }
@@ -144,7 +157,8 @@ pyf_gpuloan *pyf_gpuloan_new(pyf_gpupub *gp)
 {
     pyf_gpuloan *l = (pyf_gpuloan *)pyf_alloc(pyf.gpuloan_type);
 
-    if (l == NULL) return NULL;
+    if (l == NULL)
+        return NULL;
     l->gp = (pyf_gpupub *)Py_NewRef((PyObject *)gp);
     l->state = PYF_GLOAN_RELEASED; /* nothing loaned yet */
     return l;
@@ -161,10 +175,12 @@ static void gpuloan_dealloc(PyObject *self)
 
     /* Exports hold a reference: none is left. */
     if (gp != NULL) {
-        if (l->state == PYF_GLOAN_HELD) l->state = PYF_GLOAN_RELEASED;
+        if (l->state == PYF_GLOAN_HELD)
+            l->state = PYF_GLOAN_RELEASED;
         loan_give_back(l);
         loan_unlink(l);
-        if (gp->link.closed) pyf_child_finish(&gp->link);
+        if (gp->link.closed)
+            pyf_child_finish(&gp->link);
         Py_DECREF((PyObject *)gp);
     }
     pyf_free(self);
@@ -174,7 +190,8 @@ static bool loan_home(pyf_gpuloan *l, const char *what)
 {
     char name[64];
 
-    if (pyf_home(l->gp->link.gen)) return true;
+    if (pyf_home(l->gp->link.gen))
+        return true;
     snprintf(name, sizeof name, "GpuLoan.%s", what);
     pyf_raise_forked(name, "GpuLoan", l->gp->link.pid);
     return false;
@@ -182,8 +199,10 @@ static bool loan_home(pyf_gpuloan *l, const char *what)
 
 static bool loan_usable(pyf_gpuloan *l, const char *what)
 {
-    if (!loan_home(l, what)) return false;
-    if (l->state == PYF_GLOAN_HELD) return true;
+    if (!loan_home(l, what))
+        return false;
+    if (l->state == PYF_GLOAN_HELD)
+        return true;
     pyf_raise(FERRY_ESTATE, "GpuLoan.%s: the loan was %s", what,
               l->state == PYF_GLOAN_PUBLISHED ? "published" : "released");
     return false;
@@ -195,7 +214,8 @@ static PyObject *gpuloan_release(PyObject *self, PyObject *exit_args)
 {
     pyf_gpuloan *l = (pyf_gpuloan *)self;
 
-    if (exit_args != NULL ? !loan_home(l, "__exit__") : !loan_usable(l, "release")) return NULL;
+    if (exit_args != NULL ? !loan_home(l, "__exit__") : !loan_usable(l, "release"))
+        return NULL;
     loan_let_go(l);
     Py_RETURN_NONE;
 }
@@ -211,11 +231,14 @@ static void loan_dl_unexport(PyObject *owner)
     pyf_gpuloan *l = (pyf_gpuloan *)owner;
 
     l->exports--;
-    if (l->exports > 0) return;
+    if (l->exports > 0)
+        return;
     /* Released under its tensors: given back now. */
-    if (l->state == PYF_GLOAN_RELEASED) loan_give_back(l);
+    if (l->state == PYF_GLOAN_RELEASED)
+        loan_give_back(l);
     /* The last tensor over a loan of a closed GPU publisher: it can go now. */
-    if (l->gp->link.closed) pyf_child_finish(&l->gp->link);
+    if (l->gp->link.closed)
+        pyf_child_finish(&l->gp->link);
 }
 
 static PyObject *gpuloan_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -228,28 +251,42 @@ static PyObject *gpuloan_dlpack(PyObject *self, PyObject *args, PyObject *kwargs
     ferry_dl_tensor t;
     uintptr_t stream;
 
-    if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned)) return NULL;
+    if (!pyf_dlpack_args(args, kwargs, cuda, &o_stream, &versioned))
+        return NULL;
     if (!loan_usable(l, "__dlpack__") || !pyf_gpu_dl_stream(o_stream, &stream, &sync))
         return NULL;
     /* The consumer may write on another stream: the publish waits for that stream's work. */
-    if (sync && !pyf_gpu_consumer(l->gp->device, l->loan_stream, l->streams, &l->nstreams,
-                                  stream, "loan"))
+    if (sync &&
+        !pyf_gpu_consumer(l->gp->device, l->loan_stream, l->streams, &l->nstreams, stream, "loan"))
         return NULL;
     pyf_dl_describe(&t, l->ptr, cuda, l->tensor ? &l->h : NULL, l->size, shape, strides);
     cap = pyf_dlpack_capsule(self, loan_dl_unexport, versioned, true, &t);
-    if (cap != NULL) l->exports++;
+    if (cap != NULL)
+        l->exports++;
     return cap;
 }
 
 static PyObject *gpuloan_dlpack_device(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!loan_home((pyf_gpuloan *)self, "__dlpack_device__")) return NULL;
+    if (!loan_home((pyf_gpuloan *)self, "__dlpack_device__"))
+        return NULL;
     return Py_BuildValue("(ii)", FERRY_DL_CUDA, ((pyf_gpuloan *)self)->gp->device);
 }
 
-enum { GL_DEVICE_PTR, GL_SIZE, GL_NBYTES, GL_SHAPE, GL_STRIDES, GL_DTYPE, GL_KIND, GL_STATE,
-       GL_DEVICE, GL_STAMP, GL_FRAME_ID };
+enum {
+    GL_DEVICE_PTR,
+    GL_SIZE,
+    GL_NBYTES,
+    GL_SHAPE,
+    GL_STRIDES,
+    GL_DTYPE,
+    GL_KIND,
+    GL_STATE,
+    GL_DEVICE,
+    GL_STAMP,
+    GL_FRAME_ID
+};
 
 static PyObject *gpuloan_get(PyObject *self, void *closure)
 {
@@ -259,29 +296,41 @@ static PyObject *gpuloan_get(PyObject *self, void *closure)
     int64_t n;
 
     switch (what) {
-    case GL_STATE: return PyUnicode_FromString(states[l->state]);
-    case GL_KIND: return PyUnicode_FromString(l->tensor ? "tensor" : "bytes");
-    case GL_DEVICE: return PyLong_FromLong(l->gp->device);
-    case GL_SIZE: return PyLong_FromSize_t(l->size);
-    case GL_NBYTES: return PyLong_FromSize_t(l->tensor ? (size_t)l->h.data_size : l->size);
-    case GL_DTYPE: return PyUnicode_FromString(ferry_dtype_name(l->dtype));
+    case GL_STATE:
+        return PyUnicode_FromString(states[l->state]);
+    case GL_KIND:
+        return PyUnicode_FromString(l->tensor ? "tensor" : "bytes");
+    case GL_DEVICE:
+        return PyLong_FromLong(l->gp->device);
+    case GL_SIZE:
+        return PyLong_FromSize_t(l->size);
+    case GL_NBYTES:
+        return PyLong_FromSize_t(l->tensor ? (size_t)l->h.data_size : l->size);
+    case GL_DTYPE:
+        return PyUnicode_FromString(ferry_dtype_name(l->dtype));
     case GL_SHAPE:
-        if (l->tensor) return pyf_i64_tuple(l->h.shape, l->h.ndim);
+        if (l->tensor)
+            return pyf_i64_tuple(l->h.shape, l->h.ndim);
         n = (int64_t)l->size;
         return pyf_i64_tuple(&n, 1);
     case GL_STRIDES:
-        if (l->tensor) return pyf_i64_tuple(l->h.strides, l->h.ndim);
+        if (l->tensor)
+            return pyf_i64_tuple(l->h.strides, l->h.ndim);
         n = 1;
         return pyf_i64_tuple(&n, 1);
     }
-    if (!loan_usable(l, "attribute")) return NULL;
+    if (!loan_usable(l, "attribute"))
+        return NULL;
     switch (what) {
-    case GL_DEVICE_PTR: return PyLong_FromVoidPtr(l->ptr);
+    case GL_DEVICE_PTR:
+        return PyLong_FromVoidPtr(l->ptr);
     case GL_STAMP:
-        if (l->tensor) return pyf_stamp_get(&l->h.stamp);
+        if (l->tensor)
+            return pyf_stamp_get(&l->h.stamp);
         break;
     case GL_FRAME_ID:
-        if (l->tensor) return PyUnicode_FromString(l->h.frame_id);
+        if (l->tensor)
+            return PyUnicode_FromString(l->h.frame_id);
         break;
     }
     PyErr_SetString(PyExc_AttributeError, "a byte loan has no stamp or frame_id (publish its "
@@ -295,7 +344,8 @@ static int gpuloan_set(PyObject *self, PyObject *value, void *closure)
     Py_ssize_t n;
     const char *s;
 
-    if (!loan_usable(l, "attribute")) return -1;
+    if (!loan_usable(l, "attribute"))
+        return -1;
     if (!l->tensor) {
         PyErr_SetString(PyExc_AttributeError, "a byte loan has no stamp or frame_id (publish "
                                               "its metadata with meta=)");
@@ -305,9 +355,11 @@ static int gpuloan_set(PyObject *self, PyObject *value, void *closure)
         PyErr_SetString(PyExc_AttributeError, "the attribute cannot be deleted");
         return -1;
     }
-    if ((int)(intptr_t)closure == GL_STAMP) return pyf_stamp_set(&l->h.stamp, value);
+    if ((int)(intptr_t)closure == GL_STAMP)
+        return pyf_stamp_set(&l->h.stamp, value);
     s = PyUnicode_AsUTF8AndSize(value, &n);
-    if (s == NULL) return -1;
+    if (s == NULL)
+        return -1;
     if (n > FERRY_FRAME_ID_MAX || (Py_ssize_t)strlen(s) != n) {
         pyf_raise(FERRY_EINVAL, "frame_id: at most %u bytes and no NUL", FERRY_FRAME_ID_MAX);
         return -1;
@@ -375,8 +427,11 @@ static PyGetSetDef gpuloan_getset[] = {
 };
 
 const pyf_type_def pyf_gpuloan_def = {
-    .name = "ferry.GpuLoan", .size = sizeof(pyf_gpuloan),
-    .dealloc = gpuloan_dealloc, .methods = gpuloan_methods, .getset = gpuloan_getset,
+    .name = "ferry.GpuLoan",
+    .size = sizeof(pyf_gpuloan),
+    .dealloc = gpuloan_dealloc,
+    .methods = gpuloan_methods,
+    .getset = gpuloan_getset,
     .repr = gpuloan_repr,
     .doc = "A loan of device memory (GpuPublisher.loan, loan_tensor), exported writable\n"
            "with __dlpack__. Publish it with GpuPublisher.publish(loan); one released or\n"

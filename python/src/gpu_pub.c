@@ -48,27 +48,32 @@ static PyObject *gpupub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     pyf_pub *pub;
     ferry_err err;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$isp:GpuPublisher", kwlist, &o_pub,
-                                     &device, &ipc, &early_wake))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$isp:GpuPublisher", kwlist, &o_pub, &device,
+                                     &ipc, &early_wake))
         return NULL;
     if (!PyObject_TypeCheck(o_pub, pyf.pub_type)) {
         PyErr_SetString(PyExc_TypeError, "GpuPublisher: not a ferry.Publisher");
         return NULL;
     }
     pub = (pyf_pub *)o_pub;
-    if (!pyf_child_home(&pub->link, "GpuPublisher")) return NULL;
+    if (!pyf_child_home(&pub->link, "GpuPublisher"))
+        return NULL;
     if (pub->link.closed || pub->pub == NULL || pub->link.node == NULL || pub->link.node->closed)
         return pyf_raise_closed("GpuPublisher");
-    if (!pyf_pub_own(pub, "GpuPublisher")) return NULL;
-    if (device < 0) return pyf_raise(FERRY_EINVAL, "GpuPublisher: device %d", device);
+    if (!pyf_pub_own(pub, "GpuPublisher"))
+        return NULL;
+    if (device < 0)
+        return pyf_raise(FERRY_EINVAL, "GpuPublisher: device %d", device);
     for (i = 0; i < 3 && strcmp(ipc, ipc_names[i]) != 0; i++) {
     }
     if (i == 3)
-        return pyf_raise(FERRY_EINVAL, "GpuPublisher: ipc='%s' is not \"auto\", \"vmm\" or "
-                                       "\"legacy\"",
+        return pyf_raise(FERRY_EINVAL,
+                         "GpuPublisher: ipc='%s' is not \"auto\", \"vmm\" or "
+                         "\"legacy\"",
                          ipc);
     gp = (pyf_gpupub *)pyf_alloc(type);
-    if (gp == NULL) return NULL;
+    if (gp == NULL)
+        return NULL;
     gp->device = device;
     gp->early_wake = early_wake != 0;
     gp->pub = (pyf_pub *)Py_NewRef(o_pub);
@@ -79,12 +84,10 @@ static PyObject *gpupub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     o.early_wake = gp->early_wake;
     gp->ipc = o.ipc;
     pyf_lock(pub->lock);
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_gpu_publisher_create(&gp->gpub, pub->pub, &o);
+    Py_BEGIN_ALLOW_THREADS err = ferry_gpu_publisher_create(&gp->gpub, pub->pub, &o);
     if (err == FERRY_OK && ferry_gpu_publisher_ipc(gp->gpub, &gp->ipc) != FERRY_OK)
         gp->ipc = o.ipc;
-    Py_END_ALLOW_THREADS
-    PyThread_release_lock(pub->lock);
+    Py_END_ALLOW_THREADS PyThread_release_lock(pub->lock);
     if (err != FERRY_OK) {
         gp->gpub = NULL;
         Py_DECREF(gp);
@@ -104,23 +107,28 @@ static ferry_err gpupub_try_finish(pyf_gpupub *gp)
     ferry_err err = FERRY_OK;
     pyf_gpuloan *l;
 
-    if (!gp->link.closed || gp->gpub == NULL) return FERRY_OK;
+    if (!gp->link.closed || gp->gpub == NULL)
+        return FERRY_OK;
     for (l = gp->loans; l != NULL; l = l->next)
-        if (l->exports > 0 || l->out) return FERRY_OK;
+        if (l->exports > 0 || l->out)
+            return FERRY_OK;
     /* A forked child only forgets it, without the lock. */
-    if (home && !PyThread_acquire_lock(gp->pub->lock, NOWAIT_LOCK)) return FERRY_OK;
+    if (home && !PyThread_acquire_lock(gp->pub->lock, NOWAIT_LOCK))
+        return FERRY_OK;
     Py_INCREF((PyObject *)gp);
     if (home) {
         pyf_gpupub_returns_drain(gp);
         /* Waits for the work of frames published with no reader, frees the device memory. */
-        Py_BEGIN_ALLOW_THREADS
-        err = ferry_gpu_publisher_destroy(gp->gpub);
+        Py_BEGIN_ALLOW_THREADS err = ferry_gpu_publisher_destroy(gp->gpub);
         Py_END_ALLOW_THREADS
     }
-    if (err == FERRY_OK) gp->gpub = NULL; /* else dealloc tries again */
-    if (home) PyThread_release_lock(gp->pub->lock);
+    if (err == FERRY_OK)
+        gp->gpub = NULL; /* else dealloc tries again */
+    if (home)
+        PyThread_release_lock(gp->pub->lock);
     if (err == FERRY_OK) {
-        if (gp->pub->owner == (PyObject *)gp) gp->pub->owner = NULL;
+        if (gp->pub->owner == (PyObject *)gp)
+            gp->pub->owner = NULL;
         pyf_child_unlink(&gp->link);
         pyf_child_finish(&gp->pub->link); /* closed meanwhile, it waited for this */
     }
@@ -140,17 +148,22 @@ static int gpupub_close(PyObject *self)
     pyf_gpuloan *l;
     ferry_err err;
 
-    if (!pyf_child_home(&gp->link, "GpuPublisher.close")) return -1;
-    if (gp->link.closed) return 0;
+    if (!pyf_child_home(&gp->link, "GpuPublisher.close"))
+        return -1;
+    if (gp->link.closed)
+        return 0;
     /* Under the lock: a loan() in another thread has its loan in the list or none. */
     pyf_lock(gp->pub->lock);
     for (l = gp->loans; l != NULL; l = l->next)
-        if (l->state == PYF_GLOAN_HELD) held++;
-    if (held == 0) gp->link.closed = true;
+        if (l->state == PYF_GLOAN_HELD)
+            held++;
+    if (held == 0)
+        gp->link.closed = true;
     PyThread_release_lock(gp->pub->lock);
     if (held > 0) {
-        pyf_raise(FERRY_EBUSY, "GpuPublisher.close('%s'): %u loan%s held: publish or release "
-                               "%s first",
+        pyf_raise(FERRY_EBUSY,
+                  "GpuPublisher.close('%s'): %u loan%s held: publish or release "
+                  "%s first",
                   gp->pub->topic, held, held == 1 ? " is" : "s are", held == 1 ? "it" : "them");
         return -1;
     }
@@ -177,7 +190,8 @@ static void gpupub_dealloc(PyObject *self)
         gp->gpub = NULL;
     }
     if (gp->pub != NULL) {
-        if (gp->pub->owner == self) gp->pub->owner = NULL;
+        if (gp->pub->owner == self)
+            gp->pub->owner = NULL;
         pyf_child_finish(&gp->pub->link); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)gp->pub);
     }
@@ -199,12 +213,11 @@ static PyObject *gpupub_loan_into(pyf_gpupub *gp, pyf_gpuloan *l, size_t size, u
         Py_DECREF((PyObject *)l);
         return pyf_raise_closed(what);
     }
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_gpu_loan(gp->gpub, size, (ferry_gpu_stream)stream, &ptr);
+    Py_BEGIN_ALLOW_THREADS err = ferry_gpu_loan(gp->gpub, size, (ferry_gpu_stream)stream, &ptr);
     if (err == FERRY_OK && (err = pyf_gpupub_returns_wait(gp, ptr, stream)) != FERRY_OK)
         ferry_gpu_loan_release(gp->gpub, ptr);
-    Py_END_ALLOW_THREADS
-    if (err == FERRY_OK) {
+    Py_END_ALLOW_THREADS if (err == FERRY_OK)
+    {
         l->ptr = ptr;
         l->size = size;
         l->loan_stream = stream;
@@ -235,9 +248,11 @@ static PyObject *gpupub_loan(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan") ||
         !pyf_gpu_stream_arg(o_stream, &stream))
         return NULL;
-    if (n <= 0) return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
+    if (n <= 0)
+        return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
     l = pyf_gpuloan_new(gp);
-    if (l == NULL) return NULL;
+    if (l == NULL)
+        return NULL;
     l->dtype = FERRY_DTYPE_UINT8;
     return gpupub_loan_into(gp, l, (size_t)n, stream, "GpuPublisher.loan");
 }
@@ -255,8 +270,8 @@ static PyObject *gpupub_loan_tensor(PyObject *self, PyObject *args, PyObject *kw
     ferry_err err;
     pyf_gpuloan *l;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$O:loan_tensor", kwlist, &o_shape,
-                                     &o_dtype, &o_stream, &o_strides))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$O:loan_tensor", kwlist, &o_shape, &o_dtype,
+                                     &o_stream, &o_strides))
         return NULL;
     if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.loan_tensor") ||
         !pyf_gpu_stream_arg(o_stream, &stream))
@@ -264,7 +279,8 @@ static PyObject *gpupub_loan_tensor(PyObject *self, PyObject *args, PyObject *kw
     if (!pyf_int64_list(o_shape, "shape", shape, &ndim) || !pyf_tensor_dtype(o_dtype, &dtype))
         return NULL;
     if (o_strides != Py_None) {
-        if (!pyf_int64_list(o_strides, "strides", strides, &nstrides)) return NULL;
+        if (!pyf_int64_list(o_strides, "strides", strides, &nstrides))
+            return NULL;
         if (nstrides != ndim)
             return pyf_raise(FERRY_EINVAL, "strides has %u entries, shape %u", nstrides, ndim);
     }
@@ -277,7 +293,8 @@ static PyObject *gpupub_loan_tensor(PyObject *self, PyObject *args, PyObject *kw
         return pyf_raise(FERRY_EINVAL, "loan_tensor('%s'): %llu bytes", gp->pub->topic,
                          (unsigned long long)h.data_size);
     l = pyf_gpuloan_new(gp);
-    if (l == NULL) return NULL;
+    if (l == NULL)
+        return NULL;
     l->tensor = true;
     l->h = h;
     l->dtype = dtype;
@@ -329,10 +346,12 @@ static PyObject *gpupub_publish(PyObject *self, PyObject *args, PyObject *kwargs
         return NULL;
     if (o_meta != Py_None) {
         if (l->tensor)
-            return pyf_raise(FERRY_EINVAL, "publish on '%s': a tensor loan's metadata is its "
-                                           "header (set stamp and frame_id on the loan)",
+            return pyf_raise(FERRY_EINVAL,
+                             "publish on '%s': a tensor loan's metadata is its "
+                             "header (set stamp and frame_id on the loan)",
                              gp->pub->topic);
-        if (PyObject_GetBuffer(o_meta, &meta, PyBUF_SIMPLE) < 0) return NULL;
+        if (PyObject_GetBuffer(o_meta, &meta, PyBUF_SIMPLE) < 0)
+            return NULL;
         if ((size_t)meta.len > FERRY_GPU_META_MAX) {
             PyBuffer_Release(&meta);
             return pyf_raise(FERRY_EINVAL, "publish on '%s': %zd bytes of meta, at most %u",
@@ -340,14 +359,17 @@ static PyObject *gpupub_publish(PyObject *self, PyObject *args, PyObject *kwargs
         }
     }
     /* The frame is ready on stream once the loan's own stream and every consumer's are. */
-    if (stream != l->loan_stream) err = pyf_gpu_stream_order(gp->device, stream, l->loan_stream);
+    if (stream != l->loan_stream)
+        err = pyf_gpu_stream_order(gp->device, stream, l->loan_stream);
     for (i = 0; err == FERRY_OK && i < l->nstreams; i++)
         if (l->streams[i] != stream)
             err = pyf_gpu_stream_order(gp->device, stream, l->streams[i]);
     if (err != FERRY_OK) {
-        if (meta.obj != NULL) PyBuffer_Release(&meta);
-        return pyf_raise(err, "publish on '%s': the stream could not be made to wait for the "
-                              "loan's work",
+        if (meta.obj != NULL)
+            PyBuffer_Release(&meta);
+        return pyf_raise(err,
+                         "publish on '%s': the stream could not be made to wait for the "
+                         "loan's work",
                          gp->pub->topic);
     }
     pyf_lock(gp->pub->lock);
@@ -357,24 +379,20 @@ static PyObject *gpupub_publish(PyObject *self, PyObject *args, PyObject *kwargs
         /* Published already for other threads: their release() or __dlpack__ meanwhile is
          * refused instead of racing with the publish. */
         l->state = PYF_GLOAN_PUBLISHED;
-        Py_BEGIN_ALLOW_THREADS
-        if (l->tensor)
-            err = ferry_tensor_gpu_publish(gp->gpub, l->ptr, (void *)stream, l->dtype,
-                                           l->h.ndim, l->h.shape, l->h.strides, &l->h.stamp,
-                                           l->h.frame_id);
-        else
-            err = ferry_gpu_publish_meta(gp->gpub, l->ptr, (ferry_gpu_stream)stream,
-                                         meta.obj != NULL ? meta.buf : NULL,
-                                         meta.obj != NULL ? (size_t)meta.len : 0);
-        Py_END_ALLOW_THREADS
-        if (err == FERRY_OK)
-            l->out = false;
-        else
-            l->state = PYF_GLOAN_HELD; /* still the caller's loan */
+        Py_BEGIN_ALLOW_THREADS if (l->tensor) err =
+            ferry_tensor_gpu_publish(gp->gpub, l->ptr, (void *)stream, l->dtype, l->h.ndim,
+                                     l->h.shape, l->h.strides, &l->h.stamp, l->h.frame_id);
+        else err = ferry_gpu_publish_meta(gp->gpub, l->ptr, (ferry_gpu_stream)stream,
+                                          meta.obj != NULL ? meta.buf : NULL,
+                                          meta.obj != NULL ? (size_t)meta.len : 0);
+        Py_END_ALLOW_THREADS if (err == FERRY_OK) l->out = false;
+        else l->state = PYF_GLOAN_HELD; /* still the caller's loan */
     }
     pyf_pub_unlock(gp->pub);
-    if (meta.obj != NULL) PyBuffer_Release(&meta);
-    if (err != FERRY_OK) return pyf_raise(err, "publish on '%s'", gp->pub->topic);
+    if (meta.obj != NULL)
+        PyBuffer_Release(&meta);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "publish on '%s'", gp->pub->topic);
     Py_RETURN_NONE;
 }
 
@@ -387,15 +405,18 @@ static PyObject *gpupub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.stats")) return NULL;
+    if (!pyf_child_open(&gp->link, gp->gpub, "GpuPublisher.stats"))
+        return NULL;
     pyf_lock(gp->pub->lock);
     err = !gp->link.closed ? ferry_gpu_publisher_stats_get(gp->gpub, &st) : FERRY_ECLOSED;
     pyf_pub_unlock(gp->pub);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_gpu_publisher_stats_get");
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_gpu_publisher_stats_get");
     for (l = gp->loans; l != NULL; l = l->next)
-        if (l->out) held++;
-    return Py_BuildValue("{s:K,s:K,s:I}", "exports", (unsigned long long)st.exports,
-                         "reuse_waits", (unsigned long long)st.reuse_waits, "loans", held);
+        if (l->out)
+            held++;
+    return Py_BuildValue("{s:K,s:K,s:I}", "exports", (unsigned long long)st.exports, "reuse_waits",
+                         (unsigned long long)st.reuse_waits, "loans", held);
 }
 
 static PyObject *gpupub_get(PyObject *self, void *closure)
@@ -403,12 +424,16 @@ static PyObject *gpupub_get(PyObject *self, void *closure)
     pyf_gpupub *gp = (pyf_gpupub *)self;
 
     switch ((int)(intptr_t)closure) {
-    case 0: return Py_NewRef((PyObject *)gp->pub);
-    case 1: return PyLong_FromLong(gp->device);
+    case 0:
+        return Py_NewRef((PyObject *)gp->pub);
+    case 1:
+        return PyLong_FromLong(gp->device);
     case 2:
         return PyUnicode_FromString((unsigned)gp->ipc < 3 ? ipc_names[gp->ipc] : "unknown");
-    case 3: return PyBool_FromLong(gp->early_wake);
-    default: return PyBool_FromLong(gp->link.closed);
+    case 3:
+        return PyBool_FromLong(gp->early_wake);
+    default:
+        return PyBool_FromLong(gp->link.closed);
     }
 }
 
@@ -420,8 +445,7 @@ static PyMethodDef gpupub_methods[] = {
      "cudaStream_t as an int (0 or None: the legacy default stream) or a stream object\n"
      "(__cuda_stream__, cuda_stream: torch.cuda.Stream, ptr: cupy.cuda.Stream).\n"
      "torch.from_dlpack(loan) is a writable uint8 (nbytes,) tensor over it."},
-    {"loan_tensor", (PyCFunction)(void (*)(void))gpupub_loan_tensor,
-     METH_VARARGS | METH_KEYWORDS,
+    {"loan_tensor", (PyCFunction)(void (*)(void))gpupub_loan_tensor, METH_VARARGS | METH_KEYWORDS,
      "loan_tensor(shape, dtype, stream=None, *, strides=None) -> GpuLoan\n\n"
      "Loans device memory for a tensor: dtype is a name (\"float32\", \"uint8\", \"float16\",\n"
      "\"bfloat16\", ...), a numpy dtype or a torch dtype; strides in elements, None for C\n"
@@ -461,8 +485,11 @@ static PyGetSetDef gpupub_getset[] = {
 };
 
 const pyf_type_def pyf_gpupub_def = {
-    .name = "ferry.GpuPublisher", .size = sizeof(pyf_gpupub),
-    .new_ = gpupub_new, .dealloc = gpupub_dealloc, .methods = gpupub_methods,
+    .name = "ferry.GpuPublisher",
+    .size = sizeof(pyf_gpupub),
+    .new_ = gpupub_new,
+    .dealloc = gpupub_dealloc,
+    .methods = gpupub_methods,
     .getset = gpupub_getset,
     .doc = "GpuPublisher(publisher, *, device=0, ipc=\"auto\", early_wake=True)\n\n"
            "Device frames through a Publisher (ferry_gpu_publisher_create): loan() and\n"

@@ -23,12 +23,14 @@ bool pyf_gpu_stream_arg(PyObject *o, uintptr_t *out)
     unsigned long long v;
 
     *out = 0;
-    if (o == NULL || o == Py_None) return true;
+    if (o == NULL || o == Py_None)
+        return true;
     if (!PyIndex_Check(o)) {
         if (PyObject_HasAttrString(o, "__cuda_stream__")) {
             PyObject *t = PyObject_CallMethod(o, "__cuda_stream__", NULL);
 
-            if (t == NULL) return false;
+            if (t == NULL)
+                return false;
             if (PyTuple_Check(t) && PyTuple_Size(t) == 2)
                 attr = Py_NewRef(PyTuple_GetItem(t, 1));
             else
@@ -51,7 +53,8 @@ bool pyf_gpu_stream_arg(PyObject *o, uintptr_t *out)
     }
     o = PyNumber_Index(o);
     Py_XDECREF(attr);
-    if (o == NULL) return false;
+    if (o == NULL)
+        return false;
     v = PyLong_AsUnsignedLongLong(o);
     Py_DECREF(o);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
@@ -65,15 +68,18 @@ bool pyf_gpu_stream_arg(PyObject *o, uintptr_t *out)
 
 bool pyf_gpu_device_enter(int device, int *prev)
 {
-    if (cudaGetDevice(prev) != cudaSuccess) *prev = -1;
-    if (*prev == device || cudaSetDevice(device) == cudaSuccess) return true;
+    if (cudaGetDevice(prev) != cudaSuccess)
+        *prev = -1;
+    if (*prev == device || cudaSetDevice(device) == cudaSuccess)
+        return true;
     (void)cudaGetLastError();
     return false;
 }
 
 void pyf_gpu_device_leave(int device, int prev)
 {
-    if (prev >= 0 && prev != device) cudaSetDevice(prev);
+    if (prev >= 0 && prev != device)
+        cudaSetDevice(prev);
 }
 
 /* Makes stream `waiter` wait (on the GPU) for the work enqueued on `done` so far. */
@@ -83,16 +89,20 @@ ferry_err pyf_gpu_stream_order(int device, uintptr_t waiter, uintptr_t done)
     cudaError_t e;
     int prev = -1;
 
-    if (waiter == done) return FERRY_OK;
-    if (!pyf_gpu_device_enter(device, &prev)) return FERRY_ENODEV;
+    if (waiter == done)
+        return FERRY_OK;
+    if (!pyf_gpu_device_enter(device, &prev))
+        return FERRY_ENODEV;
     e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e == cudaSuccess) {
         e = cudaEventRecord(ev, (cudaStream_t)done);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)waiter, ev, 0);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent((cudaStream_t)waiter, ev, 0);
         /* Destroying an event a wait is enqueued on is allowed: the wait still happens. */
         cudaEventDestroy(ev);
     }
-    if (e != cudaSuccess) (void)cudaGetLastError();
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
     pyf_gpu_device_leave(device, prev);
     return e == cudaSuccess ? FERRY_OK : FERRY_ESYS;
 }
@@ -105,7 +115,8 @@ bool pyf_gpu_dl_stream(PyObject *o, uintptr_t *out, bool *sync)
 
     *out = 0;
     *sync = true;
-    if (o == Py_None) return true;
+    if (o == Py_None)
+        return true;
     v = PyLong_AsLongLong(o);
     if (v == -1 && PyErr_Occurred()) {
         PyErr_Clear();
@@ -131,7 +142,8 @@ static PyObject *mod_gpu_device_count(PyObject *self, PyObject *unused)
 
     (void)self;
     (void)unused;
-    if (ferry_gpu_device_count(&count) != FERRY_OK) count = 0;
+    if (ferry_gpu_device_count(&count) != FERRY_OK)
+        count = 0;
     return PyLong_FromLong(count);
 }
 
@@ -147,7 +159,8 @@ bool pyf_gpu_consumer(int device, uintptr_t own, uintptr_t *others, uint32_t *n,
 {
     uint32_t i;
 
-    if (stream == own) return true;
+    if (stream == own)
+        return true;
     for (i = 0; i < *n && others[i] != stream; i++) {
     }
     if (i == *n && *n == PYF_GPU_STREAMS_MAX) {
@@ -160,7 +173,8 @@ bool pyf_gpu_consumer(int device, uintptr_t own, uintptr_t *others, uint32_t *n,
                      "__dlpack__: the consumer stream could not be made to wait for the %s", what);
         return false;
     }
-    if (i == *n) others[(*n)++] = stream;
+    if (i == *n)
+        others[(*n)++] = stream;
     return true;
 }
 

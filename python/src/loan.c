@@ -30,7 +30,8 @@ pyf_loan *pyf_loan_new(pyf_pub *p, pyf_kind kind, pyf_geom *g)
 /* ForkError unless in the process that made the loan. */
 static bool loan_home(pyf_loan *l, const char *what)
 {
-    if (pyf_home(l->pub->link.gen)) return true;
+    if (pyf_home(l->pub->link.gen))
+        return true;
     pyf_raise_forked(what, "Loan", l->pub->link.pid);
     return false;
 }
@@ -39,17 +40,27 @@ static void loan_give_back(pyf_loan *l)
 {
     pyf_pub *p = l->pub;
 
-    if (l->state != PYF_LOAN_HELD) return;
+    if (l->state != PYF_LOAN_HELD)
+        return;
     l->state = PYF_LOAN_RELEASED;
     /* A forked child only forgets its parent's loan. */
-    if (p->pub == NULL || !pyf_home(p->link.gen)) return;
+    if (p->pub == NULL || !pyf_home(p->link.gen))
+        return;
     pyf_lock(p->lock);
     if (p->pub != NULL) { /* not destroyed while this thread waited for the lock */
         switch (l->kind) {
-        case PYF_IMAGE: ferry_image_loan_release(p->pub, &l->u.img); break;
-        case PYF_CLOUD: ferry_pointcloud_loan_release(p->pub, &l->u.pc); break;
-        case PYF_TENSOR: ferry_tensor_loan_release(p->pub, &l->u.t); break;
-        default: ferry_loan_release(p->pub, l->payload); break;
+        case PYF_IMAGE:
+            ferry_image_loan_release(p->pub, &l->u.img);
+            break;
+        case PYF_CLOUD:
+            ferry_pointcloud_loan_release(p->pub, &l->u.pc);
+            break;
+        case PYF_TENSOR:
+            ferry_tensor_loan_release(p->pub, &l->u.t);
+            break;
+        default:
+            ferry_loan_release(p->pub, l->payload);
+            break;
         }
     }
     pyf_pub_unlock(p);
@@ -73,13 +84,15 @@ static int loan_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     pyf_loan *l = (pyf_loan *)self;
 
-    if (!loan_home(l, "Loan buffer")) return -1;
+    if (!loan_home(l, "Loan buffer"))
+        return -1;
     if (l->state != PYF_LOAN_HELD) {
         PyErr_SetString(PyExc_BufferError, "the loan was published or released: its memory is "
                                            "no longer yours to write");
         return -1;
     }
-    if (pyf_geom_export(&l->geom, self, view, flags, false) < 0) return -1;
+    if (pyf_geom_export(&l->geom, self, view, flags, false) < 0)
+        return -1;
     l->exports++;
     return 0;
 }
@@ -91,7 +104,8 @@ static void loan_releasebuffer(PyObject *self, Py_buffer *view)
     (void)view;
     l->exports--;
     /* The last array over a loan of a closed publisher: it can go now. */
-    if (l->exports == 0 && l->pub->link.closed) pyf_child_finish(&l->pub->link);
+    if (l->exports == 0 && l->pub->link.closed)
+        pyf_child_finish(&l->pub->link);
 }
 
 /* release(); also __exit__ (exit_args, its arguments), which gives back a loan not published in
@@ -100,7 +114,8 @@ static PyObject *loan_release(PyObject *self, PyObject *exit_args)
 {
     pyf_loan *l = (pyf_loan *)self;
 
-    if (!loan_home(l, exit_args != NULL ? "Loan.__exit__" : "Loan.release")) return NULL;
+    if (!loan_home(l, exit_args != NULL ? "Loan.__exit__" : "Loan.release"))
+        return NULL;
     if (exit_args == NULL && l->state != PYF_LOAN_HELD)
         return pyf_raise(FERRY_ESTATE, "Loan.release: the loan was %s already",
                          l->state == PYF_LOAN_PUBLISHED ? "published" : "released");
@@ -119,33 +134,53 @@ static PyObject *loan_enter(PyObject *self, PyObject *unused)
 static ferry_stamp *loan_stamp(pyf_loan *l)
 {
     switch (l->kind) {
-    case PYF_IMAGE: return &l->u.img.header->stamp;
-    case PYF_CLOUD: return &l->u.pc.header->stamp;
-    case PYF_TENSOR: return &l->u.t.header->stamp;
-    default: return NULL;
+    case PYF_IMAGE:
+        return &l->u.img.header->stamp;
+    case PYF_CLOUD:
+        return &l->u.pc.header->stamp;
+    case PYF_TENSOR:
+        return &l->u.t.header->stamp;
+    default:
+        return NULL;
     }
 }
 
 static char *loan_frame_id(pyf_loan *l)
 {
     switch (l->kind) {
-    case PYF_IMAGE: return l->u.img.header->frame_id;
-    case PYF_CLOUD: return l->u.pc.header->frame_id;
-    case PYF_TENSOR: return l->u.t.header->frame_id;
-    default: return NULL;
+    case PYF_IMAGE:
+        return l->u.img.header->frame_id;
+    case PYF_CLOUD:
+        return l->u.pc.header->frame_id;
+    case PYF_TENSOR:
+        return l->u.t.header->frame_id;
+    default:
+        return NULL;
     }
 }
 
 static bool loan_usable(pyf_loan *l, const char *what)
 {
-    if (l->state == PYF_LOAN_HELD) return true;
+    if (l->state == PYF_LOAN_HELD)
+        return true;
     pyf_raise(FERRY_ESTATE, "Loan.%s: the loan was %s", what,
               l->state == PYF_LOAN_PUBLISHED ? "published" : "released");
     return false;
 }
 
-enum { LG_SIZE, LG_STATE, LG_STAMP, LG_FRAME_ID, LG_WIDTH, LG_HEIGHT, LG_ENCODING, LG_STEP,
-       LG_KIND, LG_SHAPE, LG_DTYPE };
+enum {
+    LG_SIZE,
+    LG_STATE,
+    LG_STAMP,
+    LG_FRAME_ID,
+    LG_WIDTH,
+    LG_HEIGHT,
+    LG_ENCODING,
+    LG_STEP,
+    LG_KIND,
+    LG_SHAPE,
+    LG_DTYPE
+};
 
 static PyObject *loan_get(PyObject *self, void *closure)
 {
@@ -153,38 +188,52 @@ static PyObject *loan_get(PyObject *self, void *closure)
     pyf_loan *l = (pyf_loan *)self;
     int what = (int)(intptr_t)closure;
 
-    if (!loan_home(l, "Loan attribute")) return NULL;
-    if (what == LG_STATE) return PyUnicode_FromString(states[l->state]);
-    if (what == LG_KIND) return PyUnicode_FromString(pyf_kind_name(l->kind));
-    if (what == LG_SIZE) return PyLong_FromSize_t(l->size);
-    if (!loan_usable(l, "header")) return NULL;
+    if (!loan_home(l, "Loan attribute"))
+        return NULL;
+    if (what == LG_STATE)
+        return PyUnicode_FromString(states[l->state]);
+    if (what == LG_KIND)
+        return PyUnicode_FromString(pyf_kind_name(l->kind));
+    if (what == LG_SIZE)
+        return PyLong_FromSize_t(l->size);
+    if (!loan_usable(l, "header"))
+        return NULL;
     switch (what) {
     case LG_STAMP:
-        if (loan_stamp(l) != NULL) return pyf_stamp_get(loan_stamp(l));
+        if (loan_stamp(l) != NULL)
+            return pyf_stamp_get(loan_stamp(l));
         break;
     case LG_FRAME_ID:
-        if (loan_frame_id(l) != NULL) return PyUnicode_FromString(loan_frame_id(l));
+        if (loan_frame_id(l) != NULL)
+            return PyUnicode_FromString(loan_frame_id(l));
         break;
     case LG_WIDTH:
-        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->width);
-        if (l->kind == PYF_CLOUD) return PyLong_FromUnsignedLong(l->u.pc.header->width);
+        if (l->kind == PYF_IMAGE)
+            return PyLong_FromUnsignedLong(l->u.img.header->width);
+        if (l->kind == PYF_CLOUD)
+            return PyLong_FromUnsignedLong(l->u.pc.header->width);
         break;
     case LG_HEIGHT:
-        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->height);
-        if (l->kind == PYF_CLOUD) return PyLong_FromUnsignedLong(l->u.pc.header->height);
+        if (l->kind == PYF_IMAGE)
+            return PyLong_FromUnsignedLong(l->u.img.header->height);
+        if (l->kind == PYF_CLOUD)
+            return PyLong_FromUnsignedLong(l->u.pc.header->height);
         break;
     case LG_ENCODING:
-        if (l->kind == PYF_IMAGE) return PyUnicode_FromString(l->u.img.header->encoding);
+        if (l->kind == PYF_IMAGE)
+            return PyUnicode_FromString(l->u.img.header->encoding);
         break;
     case LG_STEP:
-        if (l->kind == PYF_IMAGE) return PyLong_FromUnsignedLong(l->u.img.header->step);
+        if (l->kind == PYF_IMAGE)
+            return PyLong_FromUnsignedLong(l->u.img.header->step);
         break;
     case LG_SHAPE:
         if (l->kind != PYF_BYTES) {
             PyObject *t = PyTuple_New(l->geom.ndim);
             int i;
 
-            if (t == NULL) return NULL;
+            if (t == NULL)
+                return NULL;
             for (i = 0; i < l->geom.ndim; i++)
                 PyTuple_SetItem(t, i, PyLong_FromSsize_t(l->geom.shape[i]));
             return t;
@@ -208,9 +257,12 @@ static int loan_set(PyObject *self, PyObject *value, void *closure)
     pyf_loan *l = (pyf_loan *)self;
     int what = (int)(intptr_t)closure;
 
-    if (!loan_home(l, "Loan attribute")) return -1;
-    if (!loan_usable(l, "header")) return -1;
-    if (what == LG_STAMP && loan_stamp(l) != NULL) return pyf_stamp_set(loan_stamp(l), value);
+    if (!loan_home(l, "Loan attribute"))
+        return -1;
+    if (!loan_usable(l, "header"))
+        return -1;
+    if (what == LG_STAMP && loan_stamp(l) != NULL)
+        return pyf_stamp_set(loan_stamp(l), value);
     if (what == LG_FRAME_ID && loan_frame_id(l) != NULL) {
         Py_ssize_t n;
         const char *s;
@@ -220,7 +272,8 @@ static int loan_set(PyObject *self, PyObject *value, void *closure)
             return -1;
         }
         s = PyUnicode_AsUTF8AndSize(value, &n);
-        if (s == NULL) return -1;
+        if (s == NULL)
+            return -1;
         if (n > FERRY_FRAME_ID_MAX || (Py_ssize_t)strlen(s) != n) {
             pyf_raise(FERRY_EINVAL, "frame_id: at most %u bytes and no NUL", FERRY_FRAME_ID_MAX);
             return -1;
@@ -263,9 +316,13 @@ static PyGetSetDef loan_getset[] = {
 };
 
 const pyf_type_def pyf_loan_def = {
-    .name = "ferry.Loan", .size = sizeof(pyf_loan),
-    .dealloc = loan_dealloc, .methods = loan_methods, .getset = loan_getset,
-    .getbuffer = loan_getbuffer, .releasebuffer = loan_releasebuffer,
+    .name = "ferry.Loan",
+    .size = sizeof(pyf_loan),
+    .dealloc = loan_dealloc,
+    .methods = loan_methods,
+    .getset = loan_getset,
+    .getbuffer = loan_getbuffer,
+    .releasebuffer = loan_releasebuffer,
     .doc = "A writable loan of a publisher's memory (Publisher.loan*): a buffer that\n"
            "np.asarray() turns into an array over the publisher's own pages. Publish it\n"
            "with Publisher.publish(loan); a loan dropped unpublished is given back.",

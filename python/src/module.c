@@ -66,19 +66,23 @@ static bool errors_create(PyObject *module)
         "Base of every ferry error. .code is the ferry_err number, .errname its enum name "
         "(\"FERRY_ETIMEDOUT\"); the message is the context and ferry_strerror().",
         NULL, NULL);
-    if (pyf.error == NULL || PyModule_AddObjectRef(module, "Error", pyf.error) < 0) return false;
+    if (pyf.error == NULL || PyModule_AddObjectRef(module, "Error", pyf.error) < 0)
+        return false;
     for (i = 0; i < sizeof error_specs / sizeof error_specs[0]; i++) {
         const pyf_error_spec *e = &error_specs[i];
-        PyObject *bases = e->base != NULL ? PyTuple_Pack(2, pyf.error, *e->base)
-                                          : PyTuple_Pack(1, pyf.error);
+        PyObject *bases =
+            e->base != NULL ? PyTuple_Pack(2, pyf.error, *e->base) : PyTuple_Pack(1, pyf.error);
         PyObject *cls;
 
-        if (bases == NULL) return false;
+        if (bases == NULL)
+            return false;
         cls = PyErr_NewExceptionWithDoc(e->name, e->doc, bases, NULL);
         Py_DECREF(bases);
-        if (cls == NULL) return false;
+        if (cls == NULL)
+            return false;
         pyf.errors[e->code] = cls;
-        if (PyModule_AddObjectRef(module, strchr(e->name, '.') + 1, cls) < 0) return false;
+        if (PyModule_AddObjectRef(module, strchr(e->name, '.') + 1, cls) < 0)
+            return false;
     }
     pyf.fork_error = PyErr_NewExceptionWithDoc(
         "ferry.ForkError",
@@ -140,21 +144,25 @@ PyMODINIT_FUNC PyInit__ferry(void)
     PyObject *m = PyModule_Create(&module_def);
     size_t i;
 
-    if (m == NULL) return NULL;
-    if (!pyf_fork_track() || !errors_create(m)) goto fail;
+    if (m == NULL)
+        return NULL;
+    if (!pyf_fork_track() || !errors_create(m))
+        goto fail;
     for (i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (!pyf_type_add(m, types[i].type, types[i].def)) goto fail;
+        if (!pyf_type_add(m, types[i].type, types[i].def))
+            goto fail;
     for (i = 0; i < sizeof functions / sizeof functions[0]; i++)
-        if (PyModule_AddFunctions(m, functions[i]) < 0) goto fail;
+        if (PyModule_AddFunctions(m, functions[i]) < 0)
+            goto fail;
     if (PyModule_AddObjectRef(m, "HAVE_GPU", HAVE_GPU) < 0 ||
         PyModule_AddIntConstant(m, "SPIN_OFF", FERRY_SPIN_OFF) < 0 ||
         PyModule_AddIntConstant(m, "PROTOCOL_VERSION", FERRY_PROTOCOL_VERSION) < 0 ||
         PyModule_AddStringConstant(m, "IMAGE_TYPE_NAME", FERRY_IMAGE_TYPE_NAME) < 0 ||
         PyModule_AddStringConstant(m, "POINTCLOUD_TYPE_NAME", FERRY_POINTCLOUD_TYPE_NAME) < 0 ||
         PyModule_AddStringConstant(m, "TENSOR_TYPE_NAME", FERRY_TENSOR_TYPE_NAME) < 0 ||
-        PyModule_AddObject(m, "__version__",
-                           PyUnicode_FromFormat("%d.%d", FERRY_VERSION_MAJOR,
-                                                FERRY_VERSION_MINOR)) < 0)
+        PyModule_AddObject(
+            m, "__version__",
+            PyUnicode_FromFormat("%d.%d", FERRY_VERSION_MAJOR, FERRY_VERSION_MINOR)) < 0)
         goto fail;
     return m;
 fail:

@@ -24,11 +24,13 @@ static PyObject *node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &name))
         return NULL;
     ferry_node_options_init(&o);
-    if (!pyf_where(domain_arg, dir_arg, &o.domain, &dir)) return NULL;
+    if (!pyf_where(domain_arg, dir_arg, &o.domain, &dir))
+        return NULL;
     o.dir = dir;
     o.name = name;
     n = (pyf_node *)pyf_alloc(type);
-    if (n == NULL) return NULL;
+    if (n == NULL)
+        return NULL;
     n->gen = pyf_fork_gen;
     n->pid = getpid();
     n->domain = o.domain;
@@ -64,14 +66,17 @@ static int node_close_children(pyf_node *n)
 
             /* The list may change under each close (a waitset lets go of its subscribers, a
              * child is unlinked): look from the head each time. */
-            while (c != NULL && (c->ops->rank != rank || c->closed)) c = c->next;
-            if (c == NULL) break;
+            while (c != NULL && (c->ops->rank != rank || c->closed))
+                c = c->next;
+            if (c == NULL)
+                break;
             self = c->self;
             /* Closing unlinks c, which may drop the last reference to n: hold it. */
             Py_INCREF(self);
             rc = c->ops->close(self);
             Py_DECREF(self);
-            if (rc < 0) return -1;
+            if (rc < 0)
+                return -1;
         }
     }
     return 0;
@@ -82,8 +87,10 @@ static PyObject *node_close(PyObject *self, PyObject *unused)
     pyf_node *n = (pyf_node *)self;
 
     (void)unused;
-    if (!pyf_home(n->gen)) return pyf_raise_forked("Node.close", "Node", n->pid);
-    if (n->closed || n->node == NULL) Py_RETURN_NONE;
+    if (!pyf_home(n->gen))
+        return pyf_raise_forked("Node.close", "Node", n->pid);
+    if (n->closed || n->node == NULL)
+        Py_RETURN_NONE;
     Py_INCREF(self);
     /* Closed first, so that a child finished during the closes destroys the node once it is
      * the last. */
@@ -112,7 +119,8 @@ static void node_dealloc(PyObject *self)
 
     /* Children hold references to the node, so none is left here. In another process it is
      * only forgotten. */
-    if (n->node != NULL && pyf_home(n->gen)) ferry_node_destroy(n->node);
+    if (n->node != NULL && pyf_home(n->gen))
+        ferry_node_destroy(n->node);
     PyMem_Free(n->dir);
     PyMem_Free(n->name);
     pyf_free(self);
@@ -139,7 +147,8 @@ static PyObject *node_get_dir(PyObject *self, void *closure)
     pyf_node *n = (pyf_node *)self;
 
     (void)closure;
-    if (!pyf_node_open(n, "Node.dir")) return NULL;
+    if (!pyf_node_open(n, "Node.dir"))
+        return NULL;
     return PyUnicode_FromString(ferry_node_dir(n->node));
 }
 
@@ -202,8 +211,12 @@ static PyGetSetDef node_getset[] = {
 };
 
 const pyf_type_def pyf_node_def = {
-    .name = "ferry.Node", .size = sizeof(pyf_node),
-    .new_ = node_new, .dealloc = node_dealloc, .methods = node_methods, .getset = node_getset,
+    .name = "ferry.Node",
+    .size = sizeof(pyf_node),
+    .new_ = node_new,
+    .dealloc = node_dealloc,
+    .methods = node_methods,
+    .getset = node_getset,
     .doc = "Node(domain=None, dir=None, name=None)\n\n"
            "A context for publishers and subscribers of one domain (ferry_node_create).\n"
            "domain and dir default to the environment variables FERRY_DOMAIN (else 0) and\n"

@@ -11,8 +11,7 @@
 struct pyf_loan;
 
 typedef struct pyf_pub {
-    PyObject_HEAD
-    pyf_child link;
+    PyObject_HEAD pyf_child link;
     ferry_publisher *pub; /* NULL once destroyed (link.closed: closed) */
     PyThread_type_lock lock;
     pyf_kind kind;
@@ -36,8 +35,7 @@ enum { PYF_LOAN_HELD = 0, PYF_LOAN_PUBLISHED = 1, PYF_LOAN_RELEASED = 2 };
 
 /* A Loan: a writable buffer over what a ferry loan call gave. */
 typedef struct pyf_loan {
-    PyObject_HEAD
-    pyf_pub *pub; /* a strong reference */
+    PyObject_HEAD pyf_pub *pub; /* a strong reference */
     struct pyf_loan *prev, *next;
     pyf_kind kind;
     int state; /* PYF_LOAN_* */

@@ -25,7 +25,8 @@ static bool type_hash_of(PyObject *v, const char *type_name, uint64_t *out)
 {
     unsigned long long h = ferry_hash(type_name);
 
-    if (!pyf_opt_u64(v, "type_hash", ~0ull, &h)) return false;
+    if (!pyf_opt_u64(v, "type_hash", ~0ull, &h))
+        return false;
     *out = (uint64_t)h;
     return true;
 }
@@ -46,14 +47,17 @@ static bool pub_own_open(pyf_pub *p, const char *what)
 
 bool pyf_pub_own(pyf_pub *p, const char *what)
 {
-    if (p->owner == NULL) return true;
+    if (p->owner == NULL)
+        return true;
     if (p->owner_link->closed)
-        pyf_raise(FERRY_EBUSY, "%s('%s'): the GpuPublisher that published through it is closed, "
-                               "but a tensor still reads one of its loans: delete that first",
+        pyf_raise(FERRY_EBUSY,
+                  "%s('%s'): the GpuPublisher that published through it is closed, "
+                  "but a tensor still reads one of its loans: delete that first",
                   what, p->topic);
     else
-        pyf_raise(FERRY_EBUSY, "%s('%s'): the publisher carries a GpuPublisher's device frames: "
-                               "publish through it, or close it first",
+        pyf_raise(FERRY_EBUSY,
+                  "%s('%s'): the publisher carries a GpuPublisher's device frames: "
+                  "publish through it, or close it first",
                   what, p->topic);
     return false;
 }
@@ -67,14 +71,19 @@ static void pub_finish(PyObject *self)
     bool home = pyf_home(p->link.gen);
     pyf_loan *l;
 
-    if (!p->link.closed || p->pub == NULL || p->owner != NULL) return;
+    if (!p->link.closed || p->pub == NULL || p->owner != NULL)
+        return;
     for (l = p->loans; l != NULL; l = l->next)
-        if (l->exports > 0) return;
-    if (home && !PyThread_acquire_lock(p->lock, NOWAIT_LOCK)) return;
+        if (l->exports > 0)
+            return;
+    if (home && !PyThread_acquire_lock(p->lock, NOWAIT_LOCK))
+        return;
     /* ferry_publisher_destroy gives outstanding loans up. */
-    if (home) ferry_publisher_destroy(p->pub);
+    if (home)
+        ferry_publisher_destroy(p->pub);
     p->pub = NULL;
-    if (home) PyThread_release_lock(p->lock);
+    if (home)
+        PyThread_release_lock(p->lock);
     pyf_child_unlink(&p->link);
 }
 
@@ -82,7 +91,8 @@ static void pub_finish(PyObject *self)
 static bool pub_lock(pyf_pub *p, const char *what)
 {
     pyf_lock(p->lock);
-    if (!p->link.closed) return true;
+    if (!p->link.closed)
+        return true;
     pyf_pub_unlock(p);
     pyf_raise_closed(what);
     return false;
@@ -92,11 +102,24 @@ static const pyf_child_ops pub_ops = {"Publisher", PYF_CLOSE_PUB, pub_close, pub
 
 PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"topic", "type", "type_hash", "max_sample_size", "pool_bytes",
-                             "max_chunks", "max_subscribers", "history", "payload_align",
-                             "on_pool_exhausted", "block_timeout_ns", "spin_ns", "admit_blocking",
-                             "max_chunks_per_subscriber", "max_bytes_per_subscriber",
-                             "max_pending", "huge_pages", NULL};
+    static char *kwlist[] = {"topic",
+                             "type",
+                             "type_hash",
+                             "max_sample_size",
+                             "pool_bytes",
+                             "max_chunks",
+                             "max_subscribers",
+                             "history",
+                             "payload_align",
+                             "on_pool_exhausted",
+                             "block_timeout_ns",
+                             "spin_ns",
+                             "admit_blocking",
+                             "max_chunks_per_subscriber",
+                             "max_bytes_per_subscriber",
+                             "max_pending",
+                             "huge_pages",
+                             NULL};
     static const char *const policies[] = {"error", "block"};
     static const char *const huge[] = {"off", "thp", "hugetlb", "auto"};
     PyObject *o_hash = NULL, *o_mss = NULL, *o_pool = NULL, *o_chunks = NULL, *o_subs = NULL,
@@ -110,20 +133,23 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     ferry_err err;
     pyf_pub *p;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|$OOOOOOOOOOOOOOO:publisher", kwlist,
-                                     &topic, &type, &o_hash, &o_mss, &o_pool, &o_chunks, &o_subs,
-                                     &o_hist, &o_align, &o_policy, &o_block, &o_spin, &o_admit,
-                                     &o_cps, &o_bps, &o_pending, &o_huge))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|$OOOOOOOOOOOOOOO:publisher", kwlist, &topic,
+                                     &type, &o_hash, &o_mss, &o_pool, &o_chunks, &o_subs, &o_hist,
+                                     &o_align, &o_policy, &o_block, &o_spin, &o_admit, &o_cps,
+                                     &o_bps, &o_pending, &o_huge))
         return NULL;
-    if (!pyf_node_open(node, "Node.publisher")) return NULL;
+    if (!pyf_node_open(node, "Node.publisher"))
+        return NULL;
     type_name = pyf_type_name(type);
-    if (!type_hash_of(o_hash, type_name, &hash)) return NULL;
+    if (!type_hash_of(o_hash, type_name, &hash))
+        return NULL;
     ferry_publisher_options_init(&o);
-#define OPT_U(obj, field, max)                                                                  \
-    do {                                                                                       \
-        v = (unsigned long long)o.field;                                                       \
-        if (!pyf_opt_u64(obj, #field, max, &v)) return NULL;                                       \
-        o.field = (__typeof__(o.field))v;                                                      \
+#define OPT_U(obj, field, max)                                                                     \
+    do {                                                                                           \
+        v = (unsigned long long)o.field;                                                           \
+        if (!pyf_opt_u64(obj, #field, max, &v))                                                    \
+            return NULL;                                                                           \
+        o.field = (__typeof__(o.field))v;                                                          \
     } while (0)
     OPT_U(o_mss, max_sample_size, SIZEMAX);
     OPT_U(o_pool, pool_bytes, SIZEMAX);
@@ -139,19 +165,23 @@ PyObject *pyf_pub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
         !pyf_opt_i64(o_spin, "spin_ns", &o.spin_ns) || !pyf_opt_bool(o_admit, &o.admit_blocking))
         return NULL;
     choice = (int)o.on_pool_exhausted;
-    if (!pyf_opt_choice(o_policy, "on_pool_exhausted", policies, 2, &choice)) return NULL;
+    if (!pyf_opt_choice(o_policy, "on_pool_exhausted", policies, 2, &choice))
+        return NULL;
     o.on_pool_exhausted = (ferry_pool_policy)choice;
     choice = (int)o.huge_pages;
-    if (!pyf_opt_choice(o_huge, "huge_pages", huge, 4, &choice)) return NULL;
+    if (!pyf_opt_choice(o_huge, "huge_pages", huge, 4, &choice))
+        return NULL;
     o.huge_pages = (ferry_huge_pages)choice;
 
     p = (pyf_pub *)pyf_alloc(pyf.pub_type);
-    if (p == NULL) return NULL;
+    if (p == NULL)
+        return NULL;
     p->kind = pyf_kind_of(type_name);
     p->lock = PyThread_allocate_lock();
     if (p->lock == NULL || (p->topic = pyf_strdup(topic)) == NULL ||
         (p->type_name = pyf_strdup(type_name)) == NULL) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         Py_DECREF(p);
         return NULL;
     }
@@ -170,8 +200,10 @@ static int pub_close(PyObject *self)
     pyf_pub *p = (pyf_pub *)self;
     pyf_loan *l;
 
-    if (!pyf_child_home(&p->link, "Publisher.close")) return -1;
-    if (p->link.closed) return 0;
+    if (!pyf_child_home(&p->link, "Publisher.close"))
+        return -1;
+    if (p->link.closed)
+        return 0;
     /* An open GpuPublisher still publishes through it: close that first. A closed one that waits
      * for its tensors keeps this publisher until it is destroyed. */
     if (p->owner != NULL && !p->owner_link->closed && !pyf_pub_own(p, "Publisher.close"))
@@ -180,7 +212,8 @@ static int pub_close(PyObject *self)
     /* Unpublished loans are given up with the publisher; an array over one may still write it
      * until it goes, which nothing reads. */
     for (l = p->loans; l != NULL; l = l->next)
-        if (l->state == PYF_LOAN_HELD) l->state = PYF_LOAN_RELEASED;
+        if (l->state == PYF_LOAN_HELD)
+            l->state = PYF_LOAN_RELEASED;
     pub_finish(self); /* now, unless an array still reads or writes a loan */
     return 0;
 }
@@ -190,9 +223,11 @@ static void pub_dealloc(PyObject *self)
     pyf_pub *p = (pyf_pub *)self;
 
     /* Loans hold a reference to their publisher: none is left. */
-    if (p->pub != NULL && pyf_home(p->link.gen)) ferry_publisher_destroy(p->pub);
+    if (p->pub != NULL && pyf_home(p->link.gen))
+        ferry_publisher_destroy(p->pub);
     pyf_child_unlink(&p->link);
-    if (p->lock != NULL) PyThread_free_lock(p->lock);
+    if (p->lock != NULL)
+        PyThread_free_lock(p->lock);
     PyMem_Free(p->topic);
     PyMem_Free(p->type_name);
     pyf_free(self);
@@ -201,7 +236,8 @@ static void pub_dealloc(PyObject *self)
 /* Gives back what a ferry loan call got when the Python side cannot be built. */
 static void loan_undo(pyf_pub *p, void *payload)
 {
-    if (payload != NULL) ferry_loan_release(p->pub, payload);
+    if (payload != NULL)
+        ferry_loan_release(p->pub, payload);
 }
 
 static PyObject *pub_loan(PyObject *self, PyObject *args)
@@ -213,19 +249,23 @@ static PyObject *pub_loan(PyObject *self, PyObject *args)
     pyf_geom g;
     pyf_loan *l;
 
-    if (!PyArg_ParseTuple(args, "n:loan", &n)) return NULL;
-    if (!pub_own_open(p, "Publisher.loan")) return NULL;
-    if (n <= 0) return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
-    if (!pub_lock(p, "Publisher.loan")) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_loan(p->pub, (size_t)n, &payload);
-    Py_END_ALLOW_THREADS
-    if (err == FERRY_OK && p->link.closed) { /* closed by another thread meanwhile */
+    if (!PyArg_ParseTuple(args, "n:loan", &n))
+        return NULL;
+    if (!pub_own_open(p, "Publisher.loan"))
+        return NULL;
+    if (n <= 0)
+        return pyf_raise(FERRY_EINVAL, "loan(%zd): the size must be at least 1", n);
+    if (!pub_lock(p, "Publisher.loan"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS err = ferry_loan(p->pub, (size_t)n, &payload);
+    Py_END_ALLOW_THREADS if (err == FERRY_OK && p->link.closed)
+    { /* closed by another thread meanwhile */
         ferry_loan_release(p->pub, payload);
         err = FERRY_ECLOSED;
     }
     pyf_pub_unlock(p);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_loan('%s', %zd bytes)", p->topic, n);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_loan('%s', %zd bytes)", p->topic, n);
     if (!pyf_geom_bytes(&g, payload, (size_t)n) || (l = pyf_loan_new(p, PYF_BYTES, &g)) == NULL) {
         loan_undo(p, payload);
         return NULL;
@@ -237,9 +277,9 @@ static PyObject *pub_loan(PyObject *self, PyObject *args)
 
 static bool pub_kind(pyf_pub *p, pyf_kind kind, const char *what)
 {
-    if (p->kind == kind) return true;
-    pyf_raise(FERRY_ETYPE, "%s on '%s': the publisher's type is %s", what, p->topic,
-              p->type_name);
+    if (p->kind == kind)
+        return true;
+    pyf_raise(FERRY_ETYPE, "%s on '%s': the publisher's type is %s", what, p->topic, p->type_name);
     return false;
 }
 
@@ -255,16 +295,15 @@ static PyObject *pub_loan_image(PyObject *self, PyObject *args, PyObject *kwargs
     pyf_geom g;
     pyf_loan *l;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "II|sI:loan_image", kwlist, &w, &h, &enc,
-                                     &step))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "II|sI:loan_image", kwlist, &w, &h, &enc, &step))
         return NULL;
     if (!pub_own_open(p, "Publisher.loan_image") || !pub_kind(p, PYF_IMAGE, "loan_image"))
         return NULL;
-    if (!pub_lock(p, "Publisher.loan_image")) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_image_loan(p->pub, w, h, enc, step, &img);
-    Py_END_ALLOW_THREADS
-    if (err == FERRY_OK && p->link.closed) {
+    if (!pub_lock(p, "Publisher.loan_image"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS err = ferry_image_loan(p->pub, w, h, enc, step, &img);
+    Py_END_ALLOW_THREADS if (err == FERRY_OK && p->link.closed)
+    {
         ferry_image_loan_release(p->pub, &img);
         err = FERRY_ECLOSED;
     }
@@ -296,17 +335,18 @@ static PyObject *pub_loan_pointcloud(PyObject *self, PyObject *args, PyObject *k
     pyf_geom g;
     pyf_loan *l;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IIO|I:loan_pointcloud", kwlist, &w, &h,
-                                     &fseq, &point_step))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IIO|I:loan_pointcloud", kwlist, &w, &h, &fseq,
+                                     &point_step))
         return NULL;
     if (!pub_own_open(p, "Publisher.loan_pointcloud") || !pub_kind(p, PYF_CLOUD, "loan_pointcloud"))
         return NULL;
-    if (!pyf_point_fields(fseq, fields, &n)) return NULL;
-    if (!pub_lock(p, "Publisher.loan_pointcloud")) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_pointcloud_loan(p->pub, w, h, fields, n, point_step, &pc);
-    Py_END_ALLOW_THREADS
-    if (err == FERRY_OK && p->link.closed) {
+    if (!pyf_point_fields(fseq, fields, &n))
+        return NULL;
+    if (!pub_lock(p, "Publisher.loan_pointcloud"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS err = ferry_pointcloud_loan(p->pub, w, h, fields, n, point_step, &pc);
+    Py_END_ALLOW_THREADS if (err == FERRY_OK && p->link.closed)
+    {
         ferry_pointcloud_loan_release(p->pub, &pc);
         err = FERRY_ECLOSED;
     }
@@ -336,24 +376,25 @@ static PyObject *pub_loan_tensor(PyObject *self, PyObject *args, PyObject *kwarg
     pyf_geom g;
     pyf_loan *l;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:loan_tensor", kwlist, &o_shape,
-                                     &o_dtype, &o_strides))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:loan_tensor", kwlist, &o_shape, &o_dtype,
+                                     &o_strides))
         return NULL;
     if (!pub_own_open(p, "Publisher.loan_tensor") || !pub_kind(p, PYF_TENSOR, "loan_tensor"))
         return NULL;
     if (!pyf_int64_list(o_shape, "shape", shape, &ndim) || !pyf_tensor_dtype(o_dtype, &dtype))
         return NULL;
     if (o_strides != Py_None) {
-        if (!pyf_int64_list(o_strides, "strides", strides, &nstrides)) return NULL;
+        if (!pyf_int64_list(o_strides, "strides", strides, &nstrides))
+            return NULL;
         if (nstrides != ndim)
             return pyf_raise(FERRY_EINVAL, "strides has %u entries, shape %u", nstrides, ndim);
     }
-    if (!pub_lock(p, "Publisher.loan_tensor")) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_tensor_loan(p->pub, dtype, ndim, shape, o_strides != Py_None ? strides : NULL,
-                            &t);
-    Py_END_ALLOW_THREADS
-    if (err == FERRY_OK && p->link.closed) {
+    if (!pub_lock(p, "Publisher.loan_tensor"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS err =
+        ferry_tensor_loan(p->pub, dtype, ndim, shape, o_strides != Py_None ? strides : NULL, &t);
+    Py_END_ALLOW_THREADS if (err == FERRY_OK && p->link.closed)
+    {
         ferry_tensor_loan_release(p->pub, &t);
         err = FERRY_ECLOSED;
     }
@@ -404,26 +445,37 @@ static PyObject *pub_publish(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:publish", kwlist, &obj, &o_size))
         return NULL;
-    if (!pub_own_open(p, "Publisher.publish") || !loan_check(obj, p, &l)) return NULL;
+    if (!pub_own_open(p, "Publisher.publish") || !loan_check(obj, p, &l))
+        return NULL;
     if (o_size != Py_None) {
         if (l->kind != PYF_BYTES)
             return pyf_raise(FERRY_EINVAL, "publish: size applies to byte loans only");
         size = PyLong_AsSsize_t(o_size);
-        if (size == -1 && PyErr_Occurred()) return NULL;
+        if (size == -1 && PyErr_Occurred())
+            return NULL;
         if (size <= 0 || (size_t)size > l->size)
             return pyf_raise(FERRY_EINVAL, "publish: size %zd is outside 1..%zu", size, l->size);
     }
-    if (!pub_lock(p, "Publisher.publish")) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    switch (l->kind) {
-    case PYF_IMAGE: err = ferry_image_publish(p->pub, &l->u.img); break;
-    case PYF_CLOUD: err = ferry_pointcloud_publish(p->pub, &l->u.pc); break;
-    case PYF_TENSOR: err = ferry_tensor_publish(p->pub, &l->u.t); break;
-    default: err = ferry_publish(p->pub, l->payload, (size_t)size); break;
+    if (!pub_lock(p, "Publisher.publish"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS switch (l->kind)
+    {
+    case PYF_IMAGE:
+        err = ferry_image_publish(p->pub, &l->u.img);
+        break;
+    case PYF_CLOUD:
+        err = ferry_pointcloud_publish(p->pub, &l->u.pc);
+        break;
+    case PYF_TENSOR:
+        err = ferry_tensor_publish(p->pub, &l->u.t);
+        break;
+    default:
+        err = ferry_publish(p->pub, l->payload, (size_t)size);
+        break;
     }
-    Py_END_ALLOW_THREADS
-    pyf_pub_unlock(p);
-    if (err != FERRY_OK) return pyf_raise(err, "publish on '%s'", p->topic);
+    Py_END_ALLOW_THREADS pyf_pub_unlock(p);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "publish on '%s'", p->topic);
     l->state = PYF_LOAN_PUBLISHED;
     Py_RETURN_NONE;
 }
@@ -434,8 +486,10 @@ static PyObject *pub_publish_copy(PyObject *self, PyObject *arg)
     ferry_err err;
     Py_buffer b;
 
-    if (!pub_own_open(p, "Publisher.publish_copy")) return NULL;
-    if (PyObject_GetBuffer(arg, &b, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (!pub_own_open(p, "Publisher.publish_copy"))
+        return NULL;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
     if (b.len == 0) {
         PyBuffer_Release(&b);
         return pyf_raise(FERRY_EINVAL, "publish_copy on '%s': no byte to publish", p->topic);
@@ -444,12 +498,11 @@ static PyObject *pub_publish_copy(PyObject *self, PyObject *arg)
         PyBuffer_Release(&b);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_publish_copy(p->pub, b.buf, (size_t)b.len);
-    Py_END_ALLOW_THREADS
-    pyf_pub_unlock(p);
+    Py_BEGIN_ALLOW_THREADS err = ferry_publish_copy(p->pub, b.buf, (size_t)b.len);
+    Py_END_ALLOW_THREADS pyf_pub_unlock(p);
     PyBuffer_Release(&b);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_publish_copy('%s')", p->topic);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_publish_copy('%s')", p->topic);
     Py_RETURN_NONE;
 }
 
@@ -460,15 +513,18 @@ static PyObject *pub_reserve(PyObject *self, PyObject *args)
     unsigned int count;
     ferry_err err;
 
-    if (!PyArg_ParseTuple(args, "nI:reserve", &size, &count)) return NULL;
-    if (!pyf_child_open(&p->link, p->pub, "Publisher.reserve")) return NULL;
-    if (size <= 0) return pyf_raise(FERRY_EINVAL, "reserve: size %zd", size);
-    if (!pub_lock(p, "Publisher.reserve")) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_publisher_reserve(p->pub, (size_t)size, count);
-    Py_END_ALLOW_THREADS
-    pyf_pub_unlock(p);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_reserve('%s')", p->topic);
+    if (!PyArg_ParseTuple(args, "nI:reserve", &size, &count))
+        return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.reserve"))
+        return NULL;
+    if (size <= 0)
+        return pyf_raise(FERRY_EINVAL, "reserve: size %zd", size);
+    if (!pub_lock(p, "Publisher.reserve"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS err = ferry_publisher_reserve(p->pub, (size_t)size, count);
+    Py_END_ALLOW_THREADS pyf_pub_unlock(p);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_publisher_reserve('%s')", p->topic);
     Py_RETURN_NONE;
 }
 
@@ -479,16 +535,20 @@ static PyObject *pub_poll(PyObject *self, PyObject *args)
     int64_t ns = 0;
     ferry_err err;
 
-    if (!PyArg_ParseTuple(args, "|O:poll", &o_timeout)) return NULL;
-    if (!pyf_child_open(&p->link, p->pub, "Publisher.poll")) return NULL;
-    if (o_timeout != NULL && !pyf_timeout_ns(o_timeout, &ns)) return NULL;
-    if (ns < 0 || ns > PYF_WAIT_SLICE_NS) ns = PYF_WAIT_SLICE_NS;
-    if (!pub_lock(p, "Publisher.poll")) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = ferry_publisher_poll(p->pub, ns);
-    Py_END_ALLOW_THREADS
-    pyf_pub_unlock(p);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_poll('%s')", p->topic);
+    if (!PyArg_ParseTuple(args, "|O:poll", &o_timeout))
+        return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.poll"))
+        return NULL;
+    if (o_timeout != NULL && !pyf_timeout_ns(o_timeout, &ns))
+        return NULL;
+    if (ns < 0 || ns > PYF_WAIT_SLICE_NS)
+        ns = PYF_WAIT_SLICE_NS;
+    if (!pub_lock(p, "Publisher.poll"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS err = ferry_publisher_poll(p->pub, ns);
+    Py_END_ALLOW_THREADS pyf_pub_unlock(p);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_publisher_poll('%s')", p->topic);
     Py_RETURN_NONE;
 }
 
@@ -501,7 +561,7 @@ typedef struct subs_waiting {
 static ferry_err subs_step(void *arg)
 {
     return pub_lock(((subs_waiting *)arg)->p, "Publisher.wait_subscribers") ? FERRY_EAGAIN
-                                                                         : PYF_ERAISED;
+                                                                            : PYF_ERAISED;
 }
 
 static ferry_err subs_block(void *arg, int64_t slice_ns)
@@ -533,7 +593,8 @@ static PyObject *pub_wait_subscribers(PyObject *self, PyObject *args, PyObject *
         !pyf_timeout_ns(o_timeout, &ns))
         return NULL;
     err = pyf_wait_sliced(&subs_slices, &w, pyf_deadline(ns));
-    if (err == PYF_ERAISED) return NULL;
+    if (err == PYF_ERAISED)
+        return NULL;
     if (err != FERRY_OK)
         return pyf_raise(err, "wait_subscribers('%s', %u)", w.p->topic, w.count);
     Py_RETURN_NONE;
@@ -546,9 +607,11 @@ static PyObject *pub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!pyf_child_open(&p->link, p->pub, "Publisher.fileno")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.fileno"))
+        return NULL;
     err = ferry_publisher_fd(p->pub, &fd);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_fd('%s')", p->topic);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_publisher_fd('%s')", p->topic);
     return PyLong_FromLong(fd);
 }
 
@@ -559,11 +622,14 @@ static PyObject *pub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!pyf_child_open(&p->link, p->pub, "Publisher.stats")) return NULL;
-    if (!pub_lock(p, "Publisher.stats")) return NULL;
+    if (!pyf_child_open(&p->link, p->pub, "Publisher.stats"))
+        return NULL;
+    if (!pub_lock(p, "Publisher.stats"))
+        return NULL;
     err = ferry_publisher_stats_get(p->pub, &st);
     pyf_pub_unlock(p);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_publisher_stats_get('%s')", p->topic);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_publisher_stats_get('%s')", p->topic);
     return pyf_publisher_stats(&st);
 }
 
@@ -572,10 +638,14 @@ static PyObject *pub_get(PyObject *self, void *closure)
     pyf_pub *p = (pyf_pub *)self;
 
     switch ((int)(intptr_t)closure) {
-    case 0: return PyUnicode_FromString(p->topic);
-    case 1: return PyUnicode_FromString(p->type_name);
-    case 2: return PyUnicode_FromString(pyf_kind_name(p->kind));
-    default: return PyBool_FromLong(p->link.closed);
+    case 0:
+        return PyUnicode_FromString(p->topic);
+    case 1:
+        return PyUnicode_FromString(p->type_name);
+    case 2:
+        return PyUnicode_FromString(pyf_kind_name(p->kind));
+    default:
+        return PyBool_FromLong(p->link.closed);
     }
 }
 
@@ -641,7 +711,10 @@ static PyGetSetDef pub_getset[] = {
 };
 
 const pyf_type_def pyf_pub_def = {
-    .name = "ferry.Publisher", .size = sizeof(pyf_pub),
-    .dealloc = pub_dealloc, .methods = pub_methods, .getset = pub_getset,
+    .name = "ferry.Publisher",
+    .size = sizeof(pyf_pub),
+    .dealloc = pub_dealloc,
+    .methods = pub_methods,
+    .getset = pub_getset,
     .doc = "A publisher on one topic (Node.publisher).",
 };

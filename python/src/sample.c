@@ -19,8 +19,7 @@
 #include <string.h>
 
 typedef struct pyf_sample {
-    PyObject_HEAD
-    pyf_sub *sub;
+    PyObject_HEAD pyf_sub *sub;
     struct pyf_sample *prev, *next;
     pyf_hold hold;
     struct pyf_syncset *set; /* the matched set it belongs to, or NULL */
@@ -47,7 +46,8 @@ void pyf_sub_drain(pyf_sub *s)
         pyf_pending *p = s->pending;
 
         s->pending = p->next;
-        if (s->sub != NULL && pyf_home(s->link.gen)) ferry_release(s->sub, &p->s);
+        if (s->sub != NULL && pyf_home(s->link.gen))
+            ferry_release(s->sub, &p->s);
         PyMem_Free(p);
     }
 }
@@ -58,7 +58,8 @@ static void sample_do_release(pyf_sample *sm)
 {
     pyf_sub *s = sm->sub;
 
-    if (sm->hold.state == PYF_RELEASED) return;
+    if (sm->hold.state == PYF_RELEASED)
+        return;
     sm->hold.state = PYF_RELEASED;
     if (sm->set != NULL) {
         struct pyf_syncset *set = sm->set;
@@ -69,7 +70,8 @@ static void sample_do_release(pyf_sample *sm)
     }
     PYF_LIST_REMOVE(sm->sub->samples, sm);
     /* A forked child only forgets its parent's sample: the parent still reads it. */
-    if (s->sub == NULL || !pyf_home(s->link.gen)) return;
+    if (s->sub == NULL || !pyf_home(s->link.gen))
+        return;
     if (PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
         ferry_release(s->sub, &sm->s);
         pyf_sub_drain(s);
@@ -77,7 +79,8 @@ static void sample_do_release(pyf_sample *sm)
     } else {
         pyf_pending *p = PyMem_Malloc(sizeof *p);
 
-        if (p == NULL) return; /* the sample stays held until the subscriber is destroyed */
+        if (p == NULL)
+            return; /* the sample stays held until the subscriber is destroyed */
         p->s = sm->s;
         p->next = s->pending;
         s->pending = p;
@@ -87,21 +90,24 @@ static void sample_do_release(pyf_sample *sm)
 /* The user is done with the sample: release it now, or when its last export goes. */
 static void sample_let_go(pyf_sample *sm)
 {
-    if (pyf_hold_let_go(&sm->hold)) sample_do_release(sm);
+    if (pyf_hold_let_go(&sm->hold))
+        sample_do_release(sm);
 }
 
 bool pyf_sample_let_go(PyObject *sample)
 {
     pyf_sample *sm = (pyf_sample *)sample;
 
-    if (sm->hold.state != PYF_HELD) return false;
+    if (sm->hold.state != PYF_HELD)
+        return false;
     sample_let_go(sm);
     return true;
 }
 
 static void sample_unexport(pyf_sample *sm)
 {
-    if (pyf_hold_unexport(&sm->hold)) sample_do_release(sm);
+    if (pyf_hold_unexport(&sm->hold))
+        sample_do_release(sm);
 }
 
 /* Closing s, its lock held: the samples no array reads go back now, the others when their last
@@ -113,9 +119,11 @@ void pyf_sub_release_samples(pyf_sub *s)
     for (sm = s->samples; sm != NULL; sm = next) {
         next = sm->next;
         /* One an array reads is released (and the subscriber destroyed) when the last goes. */
-        if (!pyf_hold_close(&sm->hold)) continue;
+        if (!pyf_hold_close(&sm->hold))
+            continue;
         PYF_LIST_REMOVE(s->samples, sm);
-        if (s->sub != NULL) ferry_release(s->sub, &sm->s);
+        if (s->sub != NULL)
+            ferry_release(s->sub, &sm->s);
     }
 }
 
@@ -127,7 +135,8 @@ static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syn
     bool ok = false;
 
     if (sm == NULL) {
-        if (set != NULL) set_done(set);
+        if (set != NULL)
+            set_done(set);
         return NULL;
     }
     sm->sub = (pyf_sub *)Py_NewRef((PyObject *)sub);
@@ -136,12 +145,13 @@ static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syn
     sm->hold.state = PYF_HELD;
     sm->set = set;
     sm->set_done = set_done;
-    if (set == NULL) PYF_LIST_PUSH(sub->samples, sm);
+    if (set == NULL)
+        PYF_LIST_PUSH(sub->samples, sm);
     switch (sm->kind) {
     case PYF_IMAGE:
         err = ferry_image_view_get(s, &sm->v.img);
-        ok = err == FERRY_OK && pyf_geom_image(&sm->geom, (void *)sm->v.img.data,
-                                               &sm->v.img.header, &sm->v.img.layout);
+        ok = err == FERRY_OK && pyf_geom_image(&sm->geom, (void *)sm->v.img.data, &sm->v.img.header,
+                                               &sm->v.img.layout);
         break;
     case PYF_CLOUD:
         err = ferry_pointcloud_view_get(s, &sm->v.pc);
@@ -151,7 +161,9 @@ static PyObject *sample_make(pyf_sub *sub, const ferry_sample *s, struct pyf_syn
         err = ferry_tensor_view_get(s, &sm->v.t);
         ok = err == FERRY_OK && pyf_geom_tensor(&sm->geom, (void *)sm->v.t.data, &sm->v.t.header);
         break;
-    default: ok = pyf_geom_bytes(&sm->geom, (void *)s->data, s->size); break;
+    default:
+        ok = pyf_geom_bytes(&sm->geom, (void *)s->data, s->size);
+        break;
     }
     if (!ok) {
         if (err != FERRY_OK)
@@ -176,7 +188,8 @@ PyObject *pyf_sample_wrap_member(pyf_sub *sub, const ferry_sample *s, struct pyf
 
 struct pyf_syncset *pyf_sample_set(PyObject *sample)
 {
-    if (!PyObject_TypeCheck(sample, pyf.sample_type)) return NULL;
+    if (!PyObject_TypeCheck(sample, pyf.sample_type))
+        return NULL;
     return ((pyf_sample *)sample)->set;
 }
 
@@ -184,7 +197,8 @@ bool pyf_sample_home(PyObject *sample, const char *what, const char *type)
 {
     pyf_sample *sm = (pyf_sample *)sample;
 
-    if (!PyObject_TypeCheck(sample, pyf.sample_type) || pyf_home(sm->sub->link.gen)) return true;
+    if (!PyObject_TypeCheck(sample, pyf.sample_type) || pyf_home(sm->sub->link.gen))
+        return true;
     pyf_raise_forked(what, type, sm->sub->link.pid);
     return false;
 }
@@ -228,7 +242,8 @@ static void sample_dealloc(PyObject *self)
 /* ForkError unless in the process that took the sample. */
 static bool sample_home(pyf_sample *sm, const char *what)
 {
-    if (pyf_home(sm->sub->link.gen)) return true;
+    if (pyf_home(sm->sub->link.gen))
+        return true;
     pyf_raise_forked(what, "Sample", sm->sub->link.pid);
     return false;
 }
@@ -241,7 +256,8 @@ static bool sample_usable(pyf_sample *sm, const char *what)
         snprintf(name, sizeof name, "Sample.%s", what);
         return sample_home(sm, name);
     }
-    if (sm->hold.state == PYF_HELD) return true;
+    if (sm->hold.state == PYF_HELD)
+        return true;
     pyf_raise(FERRY_ESTATE, "Sample.%s: the sample was released", what);
     return false;
 }
@@ -251,7 +267,8 @@ bool pyf_sample_export_begin(PyObject *sample, const char *what, pyf_sub **sub,
 {
     pyf_sample *sm = (pyf_sample *)sample;
 
-    if (!sample_usable(sm, what)) return false;
+    if (!sample_usable(sm, what))
+        return false;
     sm->hold.exports++;
     *sub = sm->sub;
     *s = &sm->s;
@@ -268,12 +285,14 @@ static int sample_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     pyf_sample *sm = (pyf_sample *)self;
 
-    if (!sample_home(sm, "Sample buffer")) return -1;
+    if (!sample_home(sm, "Sample buffer"))
+        return -1;
     if (sm->hold.state != PYF_HELD) {
         pyf_raise(FERRY_ESTATE, "Sample buffer: the sample was released");
         return -1;
     }
-    if (pyf_geom_export(&sm->geom, self, view, flags, true) < 0) return -1;
+    if (pyf_geom_export(&sm->geom, self, view, flags, true) < 0)
+        return -1;
     sm->hold.exports++;
     return 0;
 }
@@ -318,8 +337,10 @@ static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     bool versioned;
     int i;
 
-    if (!pyf_dlpack_args(args, kwargs, cpu, &stream, &versioned)) return NULL;
-    if (!sample_usable(sm, "__dlpack__")) return NULL;
+    if (!pyf_dlpack_args(args, kwargs, cpu, &stream, &versioned))
+        return NULL;
+    if (!sample_usable(sm, "__dlpack__"))
+        return NULL;
     if (g->dl_bits == 0) {
         PyErr_SetString(PyExc_BufferError, "a point cloud has no DLPack form (its elements are "
                                            "records): use np.asarray(sample)");
@@ -347,21 +368,44 @@ static PyObject *sample_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     t.shape = shape;
     t.strides = strides;
     cap = pyf_dlpack_capsule(self, sample_dl_unexport, versioned, false, &t);
-    if (cap != NULL) sm->hold.exports++;
+    if (cap != NULL)
+        sm->hold.exports++;
     return cap;
 }
 
 static PyObject *sample_dlpack_device(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!sample_home((pyf_sample *)self, "Sample.__dlpack_device__")) return NULL;
+    if (!sample_home((pyf_sample *)self, "Sample.__dlpack_device__"))
+        return NULL;
     return Py_BuildValue("(ii)", FERRY_DL_CPU, 0);
 }
 
-enum { SG_SEQUENCE, SG_PUBLISH_TIME, SG_PUBLISHER_ID, SG_SIZE, SG_KIND, SG_RELEASED, SG_WIDTH,
-       SG_HEIGHT, SG_STEP, SG_ENCODING, SG_IS_BIGENDIAN, SG_FRAME_ID, SG_STAMP, SG_POINT_STEP,
-       SG_ROW_STEP, SG_IS_DENSE, SG_FIELDS, SG_SHAPE, SG_STRIDES, SG_DTYPE, SG_DEVICE,
-       SG_TOPIC, SG_NBYTES };
+enum {
+    SG_SEQUENCE,
+    SG_PUBLISH_TIME,
+    SG_PUBLISHER_ID,
+    SG_SIZE,
+    SG_KIND,
+    SG_RELEASED,
+    SG_WIDTH,
+    SG_HEIGHT,
+    SG_STEP,
+    SG_ENCODING,
+    SG_IS_BIGENDIAN,
+    SG_FRAME_ID,
+    SG_STAMP,
+    SG_POINT_STEP,
+    SG_ROW_STEP,
+    SG_IS_DENSE,
+    SG_FIELDS,
+    SG_SHAPE,
+    SG_STRIDES,
+    SG_DTYPE,
+    SG_DEVICE,
+    SG_TOPIC,
+    SG_NBYTES
+};
 
 static PyObject *sample_get(PyObject *self, void *closure)
 {
@@ -371,50 +415,81 @@ static PyObject *sample_get(PyObject *self, void *closure)
     const ferry_pointcloud_header *ph = &sm->v.pc.header;
     const ferry_tensor_header *th = &sm->v.t.header;
 
-    if (!sample_home(sm, "Sample attribute")) return NULL;
-    if (what == SG_RELEASED) return PyBool_FromLong(sm->hold.state != PYF_HELD);
-    if (what == SG_KIND) return PyUnicode_FromString(pyf_kind_name(sm->kind));
-    if (!sample_usable(sm, "attribute")) return NULL;
+    if (!sample_home(sm, "Sample attribute"))
+        return NULL;
+    if (what == SG_RELEASED)
+        return PyBool_FromLong(sm->hold.state != PYF_HELD);
+    if (what == SG_KIND)
+        return PyUnicode_FromString(pyf_kind_name(sm->kind));
+    if (!sample_usable(sm, "attribute"))
+        return NULL;
     switch (what) {
-    case SG_SEQUENCE: return PyLong_FromUnsignedLongLong(sm->s.sequence);
-    case SG_PUBLISH_TIME: return PyLong_FromLongLong(sm->s.publish_time.ns);
-    case SG_PUBLISHER_ID: return PyLong_FromUnsignedLongLong(sm->s.publisher_id);
-    case SG_SIZE: return PyLong_FromSize_t(sm->s.size);
-    case SG_NBYTES: return PyLong_FromSsize_t(sm->geom.len);
-    case SG_TOPIC: return PyUnicode_FromString(sm->sub->topic);
+    case SG_SEQUENCE:
+        return PyLong_FromUnsignedLongLong(sm->s.sequence);
+    case SG_PUBLISH_TIME:
+        return PyLong_FromLongLong(sm->s.publish_time.ns);
+    case SG_PUBLISHER_ID:
+        return PyLong_FromUnsignedLongLong(sm->s.publisher_id);
+    case SG_SIZE:
+        return PyLong_FromSize_t(sm->s.size);
+    case SG_NBYTES:
+        return PyLong_FromSsize_t(sm->geom.len);
+    case SG_TOPIC:
+        return PyUnicode_FromString(sm->sub->topic);
     }
     if (sm->kind == PYF_IMAGE) {
         switch (what) {
-        case SG_WIDTH: return PyLong_FromUnsignedLong(ih->width);
-        case SG_HEIGHT: return PyLong_FromUnsignedLong(ih->height);
-        case SG_STEP: return PyLong_FromUnsignedLong(ih->step);
-        case SG_ENCODING: return PyUnicode_FromString(ih->encoding);
-        case SG_IS_BIGENDIAN: return PyBool_FromLong(ih->is_bigendian);
-        case SG_FRAME_ID: return PyUnicode_FromString(ih->frame_id);
-        case SG_STAMP: return pyf_stamp_get(&ih->stamp);
+        case SG_WIDTH:
+            return PyLong_FromUnsignedLong(ih->width);
+        case SG_HEIGHT:
+            return PyLong_FromUnsignedLong(ih->height);
+        case SG_STEP:
+            return PyLong_FromUnsignedLong(ih->step);
+        case SG_ENCODING:
+            return PyUnicode_FromString(ih->encoding);
+        case SG_IS_BIGENDIAN:
+            return PyBool_FromLong(ih->is_bigendian);
+        case SG_FRAME_ID:
+            return PyUnicode_FromString(ih->frame_id);
+        case SG_STAMP:
+            return pyf_stamp_get(&ih->stamp);
         }
     } else if (sm->kind == PYF_CLOUD) {
         switch (what) {
-        case SG_WIDTH: return PyLong_FromUnsignedLong(ph->width);
-        case SG_HEIGHT: return PyLong_FromUnsignedLong(ph->height);
-        case SG_POINT_STEP: return PyLong_FromUnsignedLong(ph->point_step);
-        case SG_ROW_STEP: return PyLong_FromUnsignedLong(ph->row_step);
-        case SG_IS_DENSE: return PyBool_FromLong(ph->is_dense);
-        case SG_IS_BIGENDIAN: return PyBool_FromLong(ph->is_bigendian);
-        case SG_FRAME_ID: return PyUnicode_FromString(ph->frame_id);
-        case SG_STAMP: return pyf_stamp_get(&ph->stamp);
-        case SG_FIELDS: return pyf_fields_get(ph->fields, ph->nfields);
+        case SG_WIDTH:
+            return PyLong_FromUnsignedLong(ph->width);
+        case SG_HEIGHT:
+            return PyLong_FromUnsignedLong(ph->height);
+        case SG_POINT_STEP:
+            return PyLong_FromUnsignedLong(ph->point_step);
+        case SG_ROW_STEP:
+            return PyLong_FromUnsignedLong(ph->row_step);
+        case SG_IS_DENSE:
+            return PyBool_FromLong(ph->is_dense);
+        case SG_IS_BIGENDIAN:
+            return PyBool_FromLong(ph->is_bigendian);
+        case SG_FRAME_ID:
+            return PyUnicode_FromString(ph->frame_id);
+        case SG_STAMP:
+            return pyf_stamp_get(&ph->stamp);
+        case SG_FIELDS:
+            return pyf_fields_get(ph->fields, ph->nfields);
         }
     } else if (sm->kind == PYF_TENSOR) {
         switch (what) {
-        case SG_SHAPE: return pyf_i64_tuple(th->shape, th->ndim);
-        case SG_STRIDES: return pyf_i64_tuple(th->strides, th->ndim);
-        case SG_DTYPE: return PyUnicode_FromString(ferry_dtype_name(sm->v.t.dtype));
+        case SG_SHAPE:
+            return pyf_i64_tuple(th->shape, th->ndim);
+        case SG_STRIDES:
+            return pyf_i64_tuple(th->strides, th->ndim);
+        case SG_DTYPE:
+            return PyUnicode_FromString(ferry_dtype_name(sm->v.t.dtype));
         case SG_DEVICE:
             return Py_BuildValue("(ii)", (int)sm->v.t.device.device_type,
                                  (int)sm->v.t.device.device_id);
-        case SG_FRAME_ID: return PyUnicode_FromString(th->frame_id);
-        case SG_STAMP: return pyf_stamp_get(&th->stamp);
+        case SG_FRAME_ID:
+            return PyUnicode_FromString(th->frame_id);
+        case SG_STAMP:
+            return pyf_stamp_get(&th->stamp);
         }
     }
     PyErr_Format(PyExc_AttributeError, "a %s sample has no such attribute",
@@ -428,7 +503,8 @@ static PyObject *sample_repr(PyObject *self)
 
     if (!pyf_home(sm->sub->link.gen))
         return PyUnicode_FromFormat("<ferry.Sample of process %ld>", (long)sm->sub->link.pid);
-    if (sm->hold.state != PYF_HELD) return PyUnicode_FromString("<ferry.Sample released>");
+    if (sm->hold.state != PYF_HELD)
+        return PyUnicode_FromString("<ferry.Sample released>");
     if (sm->kind == PYF_IMAGE)
         return PyUnicode_FromFormat("<ferry.Sample image %ux%u %s seq=%llu>",
                                     (unsigned)sm->v.img.header.width,
@@ -475,8 +551,7 @@ static PyGetSetDef sample_getset[] = {
     {"is_bigendian", sample_get, NULL, "Byte order of multi-byte elements.",
      (void *)SG_IS_BIGENDIAN},
     {"frame_id", sample_get, NULL, "The header's frame_id.", (void *)SG_FRAME_ID},
-    {"stamp", sample_get, NULL, "The header's acquisition time, (sec, nanosec).",
-     (void *)SG_STAMP},
+    {"stamp", sample_get, NULL, "The header's acquisition time, (sec, nanosec).", (void *)SG_STAMP},
     {"point_step", sample_get, NULL, "Point cloud bytes per point.", (void *)SG_POINT_STEP},
     {"row_step", sample_get, NULL, "Point cloud bytes per row.", (void *)SG_ROW_STEP},
     {"is_dense", sample_get, NULL, "Point cloud without invalid points.", (void *)SG_IS_DENSE},
@@ -490,9 +565,15 @@ static PyGetSetDef sample_getset[] = {
 };
 
 const pyf_type_def pyf_sample_def = {
-    .name = "ferry.Sample", .size = sizeof(pyf_sample), .flags = Py_TPFLAGS_BASETYPE,
-    .dealloc = sample_dealloc, .methods = sample_methods, .getset = sample_getset,
-    .repr = sample_repr, .getbuffer = sample_getbuffer, .releasebuffer = sample_releasebuffer,
+    .name = "ferry.Sample",
+    .size = sizeof(pyf_sample),
+    .flags = Py_TPFLAGS_BASETYPE,
+    .dealloc = sample_dealloc,
+    .methods = sample_methods,
+    .getset = sample_getset,
+    .repr = sample_repr,
+    .getbuffer = sample_getbuffer,
+    .releasebuffer = sample_releasebuffer,
     .doc = "A taken sample (Subscriber.take): a read-only buffer over the publisher's\n"
            "pages. np.asarray(sample) is (H, W, C) for images, a structured array for\n"
            "point clouds, the tensor for tensors and uint8 bytes otherwise. Release it\n"

@@ -16,8 +16,7 @@ typedef struct pyf_pending {
 } pyf_pending;
 
 typedef struct pyf_sub {
-    PyObject_HEAD
-    pyf_child link;
+    PyObject_HEAD pyf_child link;
     ferry_subscriber *sub; /* NULL once destroyed (link.closed: closed) */
     PyThread_type_lock lock;
     pyf_kind kind;
@@ -29,8 +28,8 @@ typedef struct pyf_sub {
     /* What that WaitSet does when the subscriber closes: lets go of it (0, or -1 with an
      * exception). */
     int (*waitset_forget)(PyObject *waitset, struct pyf_sub *sub);
-    PyObject *owner;   /* borrowed: the Sync or GpuSubscriber that takes from it, or NULL; set
-                        * until that one's ferry object is destroyed */
+    PyObject *owner;       /* borrowed: the Sync or GpuSubscriber that takes from it, or NULL; set
+                            * until that one's ferry object is destroyed */
     pyf_child *owner_link; /* the owner's link (its closed flag) */
 } pyf_sub;
 PYF_CHILD_OBJECT(pyf_sub);

@@ -24,15 +24,18 @@ bool pyf_sub_own(pyf_sub *s, const char *what)
 {
     const char *owner;
 
-    if (s->owner == NULL) return true;
+    if (s->owner == NULL)
+        return true;
     owner = s->owner_link->ops->name;
     if (s->owner_link->closed)
-        pyf_raise(FERRY_EBUSY, "%s('%s'): the %s the subscriber was read through is closed, but "
-                               "an array or tensor still reads what it took: delete that first",
+        pyf_raise(FERRY_EBUSY,
+                  "%s('%s'): the %s the subscriber was read through is closed, but "
+                  "an array or tensor still reads what it took: delete that first",
                   what, s->topic, owner);
     else
-        pyf_raise(FERRY_EBUSY, "%s('%s'): the subscriber is read through a %s: take from it, or "
-                               "close it first",
+        pyf_raise(FERRY_EBUSY,
+                  "%s('%s'): the subscriber is read through a %s: take from it, or "
+                  "close it first",
                   what, s->topic, owner);
     return false;
 }
@@ -45,15 +48,21 @@ static void sub_finish(PyObject *self)
     bool home = pyf_home(s->link.gen);
     ferry_err err = FERRY_OK;
 
-    if (!s->link.closed || s->sub == NULL || s->samples != NULL || s->owner != NULL) return;
+    if (!s->link.closed || s->sub == NULL || s->samples != NULL || s->owner != NULL)
+        return;
     /* Whoever holds the lock finishes it when letting the lock go (pyf_sub_unlock). A forked
      * child only forgets it, without the lock. */
-    if (home && !PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) return;
+    if (home && !PyThread_acquire_lock(s->lock, NOWAIT_LOCK))
+        return;
     pyf_sub_drain(s);
-    if (home) err = ferry_subscriber_destroy(s->sub);
-    if (err == FERRY_OK) s->sub = NULL; /* else (a sample still held) dealloc tries again */
-    if (home) PyThread_release_lock(s->lock);
-    if (err == FERRY_OK) pyf_child_unlink(&s->link);
+    if (home)
+        err = ferry_subscriber_destroy(s->sub);
+    if (err == FERRY_OK)
+        s->sub = NULL; /* else (a sample still held) dealloc tries again */
+    if (home)
+        PyThread_release_lock(s->lock);
+    if (err == FERRY_OK)
+        pyf_child_unlink(&s->link);
 }
 
 typedef struct found_type {
@@ -67,8 +76,10 @@ static bool note_type(void *arg, const ferry_endpoint_info *info)
 {
     found_type *t = arg;
 
-    if (!info->alive || (t->found && t->from_publisher)) return true;
-    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    if (!info->alive || (t->found && t->from_publisher))
+        return true;
+    if (t->found && info->kind != FERRY_ENDPOINT_PUBLISHER)
+        return true;
     snprintf(t->name, sizeof t->name, "%s", info->type_name);
     t->hash = info->type_hash;
     t->from_publisher = info->kind == FERRY_ENDPOINT_PUBLISHER;
@@ -93,7 +104,8 @@ static ferry_err type_step(void *arg)
     type_waiting *w = arg;
     ferry_err err;
 
-    if (!pyf_node_open(w->node, "Node.subscribe")) return PYF_ERAISED;
+    if (!pyf_node_open(w->node, "Node.subscribe"))
+        return PYF_ERAISED;
     memset(w->ft, 0, sizeof *w->ft);
     err = ferry_inspect(w->node->dir, w->node->domain, w->topic, note_type, w->ft);
     if (err != FERRY_OK) {
@@ -125,8 +137,9 @@ static bool topic_type(pyf_node *node, const char *topic, int64_t timeout_ns, fo
     }
     err = pyf_wait_sliced(&type_slices, &w, pyf_deadline(timeout_ns));
     if (err == FERRY_ETIMEDOUT)
-        pyf_raise(FERRY_ETIMEDOUT, "subscribe('%s', timeout %.3f s): no publisher of the topic "
-                                   "came to take the type from (type= subscribes at once)",
+        pyf_raise(FERRY_ETIMEDOUT,
+                  "subscribe('%s', timeout %.3f s): no publisher of the topic "
+                  "came to take the type from (type= subscribes at once)",
                   topic, (double)timeout_ns / 1e9);
     return err == FERRY_OK;
 }
@@ -135,7 +148,8 @@ static bool opt_u32(PyObject *v, const char *name, uint32_t *out)
 {
     unsigned long x;
 
-    if (v == NULL || v == Py_None) return true;
+    if (v == NULL || v == Py_None)
+        return true;
     x = PyLong_AsUnsignedLong(v);
     if (x == (unsigned long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
@@ -154,10 +168,9 @@ static const pyf_child_ops sub_ops = {"Subscriber", PYF_CLOSE_SUB, sub_close, su
 
 PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"topic",    "type",      "type_hash",      "depth",
-                             "overflow", "history",   "max_held",       "max_publishers",
-                             "prefault", "spin_ns",   "busy_poll",      "background",
-                             "timeout",  NULL};
+    static char *kwlist[] = {"topic",     "type",       "type_hash",      "depth",    "overflow",
+                             "history",   "max_held",   "max_publishers", "prefault", "spin_ns",
+                             "busy_poll", "background", "timeout",        NULL};
     PyObject *o_hash = Py_None, *o_depth = NULL, *o_hist = NULL, *o_held = NULL, *o_pubs = NULL,
              *o_spin = NULL, *o_timeout = Py_None;
     int64_t timeout_ns;
@@ -171,14 +184,17 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     pyf_sub *s;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z$OOsOOOpOppO:subscribe", kwlist, &topic,
-                                     &type, &o_hash, &o_depth, &overflow, &o_hist, &o_held,
-                                     &o_pubs, &prefault, &o_spin, &busy, &background, &o_timeout))
+                                     &type, &o_hash, &o_depth, &overflow, &o_hist, &o_held, &o_pubs,
+                                     &prefault, &o_spin, &busy, &background, &o_timeout))
         return NULL;
-    if (!pyf_timeout_ns(o_timeout, &timeout_ns)) return NULL;
-    if (!pyf_node_open(node, "Node.subscribe")) return NULL;
+    if (!pyf_timeout_ns(o_timeout, &timeout_ns))
+        return NULL;
+    if (!pyf_node_open(node, "Node.subscribe"))
+        return NULL;
     memset(&ft, 0, sizeof ft);
     if (type == NULL) {
-        if (!topic_type(node, topic, timeout_ns, &ft)) return NULL;
+        if (!topic_type(node, topic, timeout_ns, &ft))
+            return NULL;
         type_name = ft.name;
         hash = ft.hash;
     } else {
@@ -187,7 +203,8 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     }
     if (o_hash != Py_None) {
         hash = (uint64_t)PyLong_AsUnsignedLongLong(o_hash);
-        if (PyErr_Occurred()) return NULL;
+        if (PyErr_Occurred())
+            return NULL;
     }
     ferry_subscriber_options_init(&o);
     if (!opt_u32(o_depth, "depth", &o.depth) || !opt_u32(o_hist, "history", &o.history) ||
@@ -204,7 +221,8 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     if (o_spin != NULL && o_spin != Py_None) {
         long long v = PyLong_AsLongLong(o_spin);
 
-        if (v == -1 && PyErr_Occurred()) return NULL;
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
         o.spin_ns = (int64_t)v;
     }
     o.prefault = prefault != 0;
@@ -212,12 +230,14 @@ PyObject *pyf_sub_new(pyf_node *node, PyObject *args, PyObject *kwargs)
     o.background = background != 0;
 
     s = (pyf_sub *)pyf_alloc(pyf.sub_type);
-    if (s == NULL) return NULL;
+    if (s == NULL)
+        return NULL;
     s->kind = pyf_kind_of(type_name);
     s->lock = PyThread_allocate_lock();
     if (s->lock == NULL || (s->topic = pyf_strdup(topic)) == NULL ||
         (s->type_name = pyf_strdup(type_name)) == NULL) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         Py_DECREF(s);
         return NULL;
     }
@@ -235,13 +255,16 @@ static int sub_close(PyObject *self)
 {
     pyf_sub *s = (pyf_sub *)self;
 
-    if (!pyf_child_home(&s->link, "Subscriber.close")) return -1;
-    if (s->link.closed) return 0;
+    if (!pyf_child_home(&s->link, "Subscriber.close"))
+        return -1;
+    if (s->link.closed)
+        return 0;
     /* An open Sync or GpuSubscriber still takes from it: close that first. A closed one that
      * waits for its exports keeps this subscriber until it is destroyed. */
     if (s->owner != NULL && !s->owner_link->closed && !pyf_sub_own(s, "Subscriber.close"))
         return -1;
-    if (s->waitset != NULL && s->waitset_forget(s->waitset, s) < 0) return -1;
+    if (s->waitset != NULL && s->waitset_forget(s->waitset, s) < 0)
+        return -1;
     /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
     s->link.closed = true;
     pyf_lock(s->lock);
@@ -259,10 +282,12 @@ static void sub_dealloc(PyObject *self)
      * but released samples may still be pending. */
     if (s->sub != NULL) {
         pyf_sub_drain(s);
-        if (pyf_home(s->link.gen)) ferry_subscriber_destroy(s->sub);
+        if (pyf_home(s->link.gen))
+            ferry_subscriber_destroy(s->sub);
     }
     pyf_child_unlink(&s->link);
-    if (s->lock != NULL) PyThread_free_lock(s->lock);
+    if (s->lock != NULL)
+        PyThread_free_lock(s->lock);
     PyMem_Free(s->topic);
     PyMem_Free(s->type_name);
     pyf_free(self);
@@ -289,9 +314,9 @@ static ferry_err take_step(void *arg)
     sub_waiting *w = arg;
     ferry_err err = sub_open_step(arg);
 
-    if (err != FERRY_EAGAIN) return err;
-    return pyf_wait_call(&w->waited, ferry_take(w->s->sub, &w->sample), FERRY_EAGAIN,
-                         "ferry_take");
+    if (err != FERRY_EAGAIN)
+        return err;
+    return pyf_wait_call(&w->waited, ferry_take(w->s->sub, &w->sample), FERRY_EAGAIN, "ferry_take");
 }
 
 static ferry_err queued_block(void *arg, int64_t slice_ns)
@@ -318,17 +343,18 @@ static PyObject *sub_take_wait(pyf_sub *s, int64_t timeout_ns, bool none_on_empt
     sub_waiting w = {.s = s};
     ferry_err err;
 
-    if (!pyf_child_open(&s->link, s->sub, "Subscriber.take") ||
-        !pyf_sub_own(s, "Subscriber.take"))
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.take") || !pyf_sub_own(s, "Subscriber.take"))
         return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     err = pyf_wait_sliced(&take_slices, &w, deadline);
     pyf_sub_unlock(s);
-    if (err == FERRY_OK) return pyf_sample_wrap(s, &w.sample);
+    if (err == FERRY_OK)
+        return pyf_sample_wrap(s, &w.sample);
     if (err != FERRY_ETIMEDOUT || w.waited.failed != NULL)
         return pyf_wait_raise(&w.waited, err, "Subscriber.take", s->topic);
-    if (none_on_empty) Py_RETURN_NONE;
+    if (none_on_empty)
+        Py_RETURN_NONE;
     return pyf_raise(FERRY_ETIMEDOUT, "take('%s', timeout %.3f s)", s->topic,
                      (double)timeout_ns / 1e9);
 }
@@ -339,8 +365,10 @@ static PyObject *sub_take(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *o_timeout = Py_None;
     int64_t ns;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:take", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:take", kwlist, &o_timeout))
+        return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns))
+        return NULL;
     return sub_take_wait((pyf_sub *)self, ns, false);
 }
 
@@ -368,7 +396,8 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     int64_t deadline, ns;
     ferry_err err;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout))
+        return NULL;
     if (!pyf_timeout_ns(o_timeout, &ns) ||
         !pyf_child_open(&w.s->link, w.s->sub, "Subscriber.wait") ||
         !pyf_sub_own(w.s, "Subscriber.wait"))
@@ -377,7 +406,8 @@ static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     pyf_lock(w.s->lock);
     err = pyf_wait_sliced(&queued_slices, &w, deadline);
     pyf_sub_unlock(w.s);
-    if (err == FERRY_OK || err == FERRY_ETIMEDOUT) return PyBool_FromLong(err == FERRY_OK);
+    if (err == FERRY_OK || err == FERRY_ETIMEDOUT)
+        return PyBool_FromLong(err == FERRY_OK);
     return pyf_wait_raise(&w.waited, err, "Subscriber.wait", w.s->topic);
 }
 
@@ -387,7 +417,8 @@ static ferry_err pubs_step(void *arg)
     sub_waiting *w = arg;
 
     pyf_lock(w->s->lock);
-    if (sub_open_step(arg) == FERRY_EAGAIN) return FERRY_EAGAIN;
+    if (sub_open_step(arg) == FERRY_EAGAIN)
+        return FERRY_EAGAIN;
     pyf_sub_unlock(w->s);
     return FERRY_ECLOSED;
 }
@@ -424,7 +455,8 @@ static PyObject *sub_wait_publishers(PyObject *self, PyObject *args, PyObject *k
         !pyf_child_open(&w.s->link, w.s->sub, "Subscriber.wait_publishers"))
         return NULL;
     err = pyf_wait_sliced(&pubs_slices, &w, pyf_deadline(ns));
-    if (err == FERRY_OK) Py_RETURN_NONE;
+    if (err == FERRY_OK)
+        Py_RETURN_NONE;
     if (err == PYF_ERAISED || w.waited.closed)
         return pyf_wait_raise(&w.waited, err, "Subscriber.wait_publishers", NULL);
     return pyf_raise(err, "wait_publishers('%s', %u)", w.s->topic, w.count);
@@ -437,9 +469,11 @@ static PyObject *sub_fileno(PyObject *self, PyObject *unused)
     int fd = -1;
 
     (void)unused;
-    if (!pyf_child_open(&s->link, s->sub, "Subscriber.fileno")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.fileno"))
+        return NULL;
     err = ferry_subscriber_fd(s->sub, &fd);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_fd('%s')", s->topic);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_subscriber_fd('%s')", s->topic);
     return PyLong_FromLong(fd);
 }
 
@@ -450,12 +484,14 @@ static PyObject *sub_stats(PyObject *self, PyObject *unused)
     ferry_err err;
 
     (void)unused;
-    if (!pyf_child_open(&s->link, s->sub, "Subscriber.stats")) return NULL;
+    if (!pyf_child_open(&s->link, s->sub, "Subscriber.stats"))
+        return NULL;
     pyf_lock(s->lock);
     pyf_sub_drain(s);
     err = !s->link.closed ? ferry_subscriber_stats_get(s->sub, &st) : FERRY_ECLOSED;
     pyf_sub_unlock(s);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_subscriber_stats_get('%s')", s->topic);
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_subscriber_stats_get('%s')", s->topic);
     return pyf_subscriber_stats(&st);
 }
 
@@ -464,10 +500,14 @@ static PyObject *sub_get(PyObject *self, void *closure)
     pyf_sub *s = (pyf_sub *)self;
 
     switch ((int)(intptr_t)closure) {
-    case 0: return PyUnicode_FromString(s->topic);
-    case 1: return PyUnicode_FromString(s->type_name);
-    case 2: return PyUnicode_FromString(pyf_kind_name(s->kind));
-    default: return PyBool_FromLong(s->link.closed);
+    case 0:
+        return PyUnicode_FromString(s->topic);
+    case 1:
+        return PyUnicode_FromString(s->type_name);
+    case 2:
+        return PyUnicode_FromString(pyf_kind_name(s->kind));
+    default:
+        return PyBool_FromLong(s->link.closed);
     }
 }
 
@@ -511,8 +551,13 @@ static PyGetSetDef sub_getset[] = {
 };
 
 const pyf_type_def pyf_sub_def = {
-    .name = "ferry.Subscriber", .size = sizeof(pyf_sub), .flags = Py_TPFLAGS_BASETYPE,
-    .dealloc = sub_dealloc, .methods = sub_methods, .getset = sub_getset, .iter = sub_iter,
+    .name = "ferry.Subscriber",
+    .size = sizeof(pyf_sub),
+    .flags = Py_TPFLAGS_BASETYPE,
+    .dealloc = sub_dealloc,
+    .methods = sub_methods,
+    .getset = sub_getset,
+    .iter = sub_iter,
     .iternext = sub_iternext,
     .doc = "A subscriber of one topic (Node.subscribe). Iterating it takes samples for\n"
            "ever: `for sample in sub:` blocks in take() between them.",

@@ -32,20 +32,19 @@ struct pyf_syncset {
     pyf_sync *sync; /* a strong reference, until the set is given back or the Sync closed */
     struct pyf_syncset *prev, *next; /* the Sync's list of sets handed out */
     struct pyf_syncset *pending_next;
-    bool pending; /* done, waiting for the Sync's locks to be given back */
+    bool pending;  /* done, waiting for the Sync's locks to be given back */
     uint32_t live; /* members not done yet */
     ferry_sample set[FERRY_SYNC_MAX_TOPICS];
     PyObject *members[FERRY_SYNC_MAX_TOPICS]; /* borrowed; NULL once done */
 };
 
 struct pyf_sync {
-    PyObject_HEAD
-    pyf_child link;
+    PyObject_HEAD pyf_child link;
     ferry_sync *sync; /* NULL once destroyed (link.closed: closed) */
     uint32_t n;
     pyf_sub *subs[FERRY_SYNC_MAX_TOPICS]; /* strong references */
-    struct pyf_syncset *sets;    /* handed out, not given back */
-    struct pyf_syncset *pending; /* done while the locks were held elsewhere */
+    struct pyf_syncset *sets;             /* handed out, not given back */
+    struct pyf_syncset *pending;          /* done while the locks were held elsewhere */
 };
 PYF_CHILD_OBJECT(pyf_sync);
 
@@ -58,7 +57,8 @@ static void sync_finish(PyObject *self);
 
 static void locks_release(pyf_sync *y, uint32_t upto)
 {
-    while (upto > 0) PyThread_release_lock(y->subs[--upto]->lock);
+    while (upto > 0)
+        PyThread_release_lock(y->subs[--upto]->lock);
 }
 
 /* Takes every subscriber's lock, waiting (GIL released) when blocking. */
@@ -67,7 +67,8 @@ static bool locks_take(pyf_sync *y, bool blocking)
     uint32_t i;
 
     for (i = 0; i < y->n; i++) {
-        if (PyThread_acquire_lock(y->subs[i]->lock, NOWAIT_LOCK)) continue;
+        if (PyThread_acquire_lock(y->subs[i]->lock, NOWAIT_LOCK))
+            continue;
         if (!blocking) {
             locks_release(y, i);
             return false;
@@ -82,7 +83,8 @@ static void set_give_back(pyf_sync *y, struct pyf_syncset *set)
 {
     PYF_LIST_REMOVE(y->sets, set);
     /* A forked child only forgets its parent's set. */
-    if (y->sync != NULL && pyf_home(y->link.gen)) ferry_sync_release(y->sync, set->set);
+    if (y->sync != NULL && pyf_home(y->link.gen))
+        ferry_sync_release(y->sync, set->set);
     set->sync = NULL;
     PyMem_Free(set);
     Py_DECREF((PyObject *)y);
@@ -101,7 +103,8 @@ static void sync_drain(pyf_sync *y)
         y->pending = set->pending_next;
         set_give_back(y, set);
     }
-    for (i = 0; i < y->n; i++) pyf_sub_drain(y->subs[i]);
+    for (i = 0; i < y->n; i++)
+        pyf_sub_drain(y->subs[i]);
 }
 
 /* A member of set is done: the last gives the set back. */
@@ -110,7 +113,8 @@ static void syncset_done(struct pyf_syncset *set)
     pyf_sync *y = set->sync;
     uint32_t i;
 
-    if (set->live == 0) return;
+    if (set->live == 0)
+        return;
     if (--set->live > 0) {
         /* Which member went is of no interest once it is done: clear the first still there
          * that is no longer held (the caller marked it released already). */
@@ -166,22 +170,26 @@ static int64_t stamp_header(void *arg, uint32_t index, const ferry_sample *s)
     case PYF_IMAGE: {
         ferry_image_view v;
 
-        if (ferry_image_view_get(s, &v) == FERRY_OK) return stamp_ns(&v.header.stamp);
+        if (ferry_image_view_get(s, &v) == FERRY_OK)
+            return stamp_ns(&v.header.stamp);
         break;
     }
     case PYF_CLOUD: {
         ferry_pointcloud_view v;
 
-        if (ferry_pointcloud_view_get(s, &v) == FERRY_OK) return stamp_ns(&v.header.stamp);
+        if (ferry_pointcloud_view_get(s, &v) == FERRY_OK)
+            return stamp_ns(&v.header.stamp);
         break;
     }
     case PYF_TENSOR: {
         ferry_tensor_view v;
 
-        if (ferry_tensor_view_get(s, &v) == FERRY_OK) return stamp_ns(&v.header.stamp);
+        if (ferry_tensor_view_get(s, &v) == FERRY_OK)
+            return stamp_ns(&v.header.stamp);
         break;
     }
-    default: break;
+    default:
+        break;
     }
     return STAMP_INVALID;
 }
@@ -205,21 +213,23 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     ferry_err err;
     pyf_sync *y;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$IOs:Sync", kwlist, &o_subs, &queue,
-                                     &o_slop, &stamp))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$IOs:Sync", kwlist, &o_subs, &queue, &o_slop,
+                                     &stamp))
         return NULL;
     ferry_sync_options_init(&o);
     o.queue_size = queue;
     if (o_slop != Py_None) {
         double t = PyFloat_AsDouble(o_slop);
 
-        if (t == -1.0 && PyErr_Occurred()) return NULL;
+        if (t == -1.0 && PyErr_Occurred())
+            return NULL;
         if (!(t >= 0.0) || t > 9.2e9)
             return pyf_raise(FERRY_EINVAL, "Sync: slop must be None or seconds >= 0");
         o.max_interval_ns = (int64_t)(t * 1e9);
     }
     seq = PySequence_Tuple(o_subs);
-    if (seq == NULL) return NULL;
+    if (seq == NULL)
+        return NULL;
     n = PyTuple_Size(seq);
     if (n < (Py_ssize_t)FERRY_SYNC_MIN_TOPICS || n > (Py_ssize_t)FERRY_SYNC_MAX_TOPICS) {
         Py_DECREF(seq);
@@ -246,7 +256,8 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             Py_DECREF(seq);
             return NULL;
         }
-        if (node == NULL) node = s->link.node;
+        if (node == NULL)
+            node = s->link.node;
         if (s->link.node != node) {
             Py_DECREF(seq);
             return pyf_raise(FERRY_EINVAL, "Sync: the subscribers are on different nodes");
@@ -278,7 +289,8 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         o.stamp_arg = y;
     }
     o.node = node->node;
-    for (i = 0; i < n; i++) y->subs[i] = (pyf_sub *)Py_NewRef(PyTuple_GetItem(seq, i));
+    for (i = 0; i < n; i++)
+        y->subs[i] = (pyf_sub *)Py_NewRef(PyTuple_GetItem(seq, i));
     y->n = (uint32_t)n;
     Py_DECREF(seq);
     pyf_child_link(&y->link, node, &sync_ops, (PyObject *)y);
@@ -302,7 +314,8 @@ static bool set_exported(pyf_sync *y, const struct pyf_syncset *set)
     uint32_t i;
 
     for (i = 0; i < y->n; i++)
-        if (set->members[i] != NULL && pyf_sample_exported(set->members[i])) return true;
+        if (set->members[i] != NULL && pyf_sample_exported(set->members[i]))
+            return true;
     return false;
 }
 
@@ -312,8 +325,10 @@ static int sync_close(PyObject *self)
     struct pyf_syncset *set, *next;
     uint32_t i;
 
-    if (!pyf_child_home(&y->link, "Sync.close")) return -1;
-    if (y->link.closed) return 0;
+    if (!pyf_child_home(&y->link, "Sync.close"))
+        return -1;
+    if (y->link.closed)
+        return 0;
     Py_INCREF(self);
     /* Closed first: a take() or wait() blocked in another thread ends within a slice. */
     y->link.closed = true;
@@ -322,9 +337,11 @@ static int sync_close(PyObject *self)
     /* The sets no array reads go back now; their Samples only forget. */
     for (set = y->sets; set != NULL; set = next) {
         next = set->next;
-        if (set_exported(y, set)) continue;
+        if (set_exported(y, set))
+            continue;
         for (i = 0; i < y->n; i++)
-            if (set->members[i] != NULL) pyf_sample_forget(set->members[i]);
+            if (set->members[i] != NULL)
+                pyf_sample_forget(set->members[i]);
         set_give_back(y, set);
     }
     locks_release(y, y->n);
@@ -332,7 +349,8 @@ static int sync_close(PyObject *self)
      * (letting go cannot give a set back here, since one of its samples is still exported). */
     for (set = y->sets; set != NULL; set = set->next)
         for (i = 0; i < y->n; i++)
-            if (set->members[i] != NULL) pyf_sample_let_go(set->members[i]);
+            if (set->members[i] != NULL)
+                pyf_sample_let_go(set->members[i]);
     sync_finish(self); /* now, unless an array still reads a set */
     Py_DECREF(self);
     return 0;
@@ -344,26 +362,33 @@ static void sync_finish(PyObject *self)
     bool home = pyf_home(y->link.gen);
     uint32_t i;
 
-    if (!y->link.closed || y->sync == NULL) return;
+    if (!y->link.closed || y->sync == NULL)
+        return;
     /* Nothing to do while a set is out, unless sets done meanwhile wait to be given back. */
-    if (y->sets != NULL && y->pending == NULL) return;
+    if (y->sets != NULL && y->pending == NULL)
+        return;
     /* Whoever holds the locks finishes it when done (every Sync call ends with a finish, and
      * a Subscriber call on one of its subscribers too: pyf_sub_unlock). A forked child only
      * forgets, without the locks. */
-    if (home && !locks_take(y, false)) return;
+    if (home && !locks_take(y, false))
+        return;
     Py_INCREF(self);
     sync_drain(y);
     if (y->sets == NULL) {
-        if (home) ferry_sync_destroy(y->sync);
+        if (home)
+            ferry_sync_destroy(y->sync);
         y->sync = NULL;
     }
-    if (home) locks_release(y, y->n);
+    if (home)
+        locks_release(y, y->n);
     if (y->sync == NULL) {
         for (i = 0; i < y->n; i++)
-            if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
+            if (y->subs[i]->owner == self)
+                y->subs[i]->owner = NULL;
         pyf_child_unlink(&y->link);
         /* Subscribers closed meanwhile waited for this. */
-        for (i = 0; i < y->n; i++) pyf_child_finish(&y->subs[i]->link);
+        for (i = 0; i < y->n; i++)
+            pyf_child_finish(&y->subs[i]->link);
     }
     Py_DECREF(self);
 }
@@ -375,11 +400,13 @@ static void sync_dealloc(PyObject *self)
 
     /* Sets hold a reference to their Sync: none is handed out here, none is pending. */
     if (y->sync != NULL) {
-        if (pyf_home(y->link.gen)) ferry_sync_destroy(y->sync);
+        if (pyf_home(y->link.gen))
+            ferry_sync_destroy(y->sync);
         y->sync = NULL;
     }
     for (i = 0; i < y->n; i++) {
-        if (y->subs[i]->owner == self) y->subs[i]->owner = NULL;
+        if (y->subs[i]->owner == self)
+            y->subs[i]->owner = NULL;
         pyf_child_finish(&y->subs[i]->link); /* one closed meanwhile waited for this */
         Py_DECREF((PyObject *)y->subs[i]);
     }
@@ -410,18 +437,20 @@ static PyObject *set_wrap(pyf_sync *y, const ferry_sample *samples)
     PYF_LIST_PUSH(y->sets, set);
     items = PyTuple_New((Py_ssize_t)y->n);
     for (i = 0; i < y->n; i++) {
-        PyObject *m = items != NULL ? pyf_sample_wrap_member(y->subs[i], &set->set[i], set,
-                                                             syncset_done)
-                                    : NULL;
+        PyObject *m = items != NULL
+                          ? pyf_sample_wrap_member(y->subs[i], &set->set[i], set, syncset_done)
+                          : NULL;
 
         if (m == NULL) {
             /* The members made so far go with the tuple; the ones never made are done now. A
              * failed member counted itself done already. */
             uint32_t left = y->n - i - (items != NULL ? 1u : 0u);
 
-            if (items == NULL) PyErr_NoMemory();
+            if (items == NULL)
+                PyErr_NoMemory();
             Py_XDECREF(items);
-            while (left-- > 0) syncset_done(set);
+            while (left-- > 0)
+                syncset_done(set);
             return NULL;
         }
         set->members[i] = m;
@@ -490,7 +519,8 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
     sync_waiting w = {.y = y};
     ferry_err err;
 
-    if (!pyf_child_open(&y->link, y->sync, "Sync.take")) return NULL;
+    if (!pyf_child_open(&y->link, y->sync, "Sync.take"))
+        return NULL;
     Py_INCREF((PyObject *)y);
     locks_take(y, true);
     err = pyf_wait_sliced(&sync_take_slices, &w, deadline);
@@ -506,11 +536,14 @@ static PyObject *sync_take_wait(pyf_sync *y, int64_t timeout_ns, bool none_on_em
     locks_release(y, y->n);
     sync_finish((PyObject *)y); /* closed meanwhile by another thread */
     Py_DECREF((PyObject *)y);
-    if (err == PYF_ERAISED) return NULL;
-    if (err == FERRY_ETIMEDOUT && none_on_empty) Py_RETURN_NONE;
+    if (err == PYF_ERAISED)
+        return NULL;
+    if (err == FERRY_ETIMEDOUT && none_on_empty)
+        Py_RETURN_NONE;
     if (err == FERRY_ETIMEDOUT)
         return pyf_raise(err, "Sync.take(timeout %.3f s)", (double)timeout_ns / 1e9);
-    if (err == FERRY_ECLOSED) return pyf_raise_closed("Sync.take");
+    if (err == FERRY_ECLOSED)
+        return pyf_raise_closed("Sync.take");
     return pyf_raise(err, "ferry_sync_take");
 }
 
@@ -520,8 +553,10 @@ static PyObject *sync_take(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *o_timeout = Py_None;
     int64_t ns;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:take", kwlist, &o_timeout)) return NULL;
-    if (!pyf_timeout_ns(o_timeout, &ns)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:take", kwlist, &o_timeout))
+        return NULL;
+    if (!pyf_timeout_ns(o_timeout, &ns))
+        return NULL;
     return sync_take_wait((pyf_sync *)self, ns, false);
 }
 
@@ -549,7 +584,8 @@ static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     int64_t deadline, ns;
     ferry_err err;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", kwlist, &o_timeout))
+        return NULL;
     if (!pyf_timeout_ns(o_timeout, &ns) || !pyf_child_open(&w.y->link, w.y->sync, "Sync.wait"))
         return NULL;
     deadline = pyf_deadline(ns);
@@ -560,10 +596,14 @@ static PyObject *sync_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     locks_release(w.y, w.y->n);
     sync_finish(self);
     Py_DECREF(self);
-    if (err == PYF_ERAISED) return NULL;
-    if (err == FERRY_OK) Py_RETURN_TRUE;
-    if (err == FERRY_ETIMEDOUT) Py_RETURN_FALSE;
-    if (err == FERRY_ECLOSED) return pyf_raise_closed("Sync.wait");
+    if (err == PYF_ERAISED)
+        return NULL;
+    if (err == FERRY_OK)
+        Py_RETURN_TRUE;
+    if (err == FERRY_ETIMEDOUT)
+        Py_RETURN_FALSE;
+    if (err == FERRY_ECLOSED)
+        return pyf_raise_closed("Sync.wait");
     return pyf_raise(err, "ferry_sync_wait");
 }
 
@@ -591,13 +631,15 @@ static PyObject *set_release(PyObject *set, pyf_sync *y)
             pyf_sample_let_go(PyTuple_GetItem(set, i)))
             any = true;
     Py_DECREF(set);
-    if (!any) return pyf_raise(FERRY_ESTATE, "SyncSet.release: the set was released already");
+    if (!any)
+        return pyf_raise(FERRY_ESTATE, "SyncSet.release: the set was released already");
     Py_RETURN_NONE;
 }
 
 static PyObject *sync_release(PyObject *self, PyObject *set)
 {
-    if (!pyf_child_home(&((pyf_sync *)self)->link, "Sync.release")) return NULL;
+    if (!pyf_child_home(&((pyf_sync *)self)->link, "Sync.release"))
+        return NULL;
     return set_release(set, (pyf_sync *)self);
 }
 
@@ -606,8 +648,10 @@ static PyObject *list_u64(const uint64_t *v, uint32_t n)
     PyObject *l = PyList_New((Py_ssize_t)n);
     uint32_t i;
 
-    if (l == NULL) return NULL;
-    for (i = 0; i < n; i++) PyList_SetItem(l, (Py_ssize_t)i, PyLong_FromUnsignedLongLong(v[i]));
+    if (l == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        PyList_SetItem(l, (Py_ssize_t)i, PyLong_FromUnsignedLongLong(v[i]));
     return l;
 }
 
@@ -620,7 +664,8 @@ static PyObject *sync_stats(PyObject *self, PyObject *unused)
     uint32_t i;
 
     (void)unused;
-    if (!pyf_child_open(&y->link, y->sync, "Sync.stats")) return NULL;
+    if (!pyf_child_open(&y->link, y->sync, "Sync.stats"))
+        return NULL;
     Py_INCREF(self);
     locks_take(y, true);
     sync_drain(y);
@@ -628,8 +673,10 @@ static PyObject *sync_stats(PyObject *self, PyObject *unused)
     locks_release(y, y->n);
     sync_finish(self);
     Py_DECREF(self);
-    if (err != FERRY_OK) return pyf_raise(err, "ferry_sync_stats_get");
-    for (i = 0; i < st.topics && i < FERRY_SYNC_MAX_TOPICS; i++) held[i] = st.held[i];
+    if (err != FERRY_OK)
+        return pyf_raise(err, "ferry_sync_stats_get");
+    for (i = 0; i < st.topics && i < FERRY_SYNC_MAX_TOPICS; i++)
+        held[i] = st.held[i];
     return Py_BuildValue("{s:I,s:K,s:K,s:N,s:N,s:N}", "topics", (unsigned)st.topics, "sets",
                          (unsigned long long)st.sets, "taken", (unsigned long long)st.taken,
                          "received", list_u64(st.received, st.topics), "discarded",
@@ -642,10 +689,13 @@ static PyObject *sync_get(PyObject *self, void *closure)
     PyObject *t;
     uint32_t i;
 
-    if ((intptr_t)closure == 1) return PyBool_FromLong(y->link.closed);
+    if ((intptr_t)closure == 1)
+        return PyBool_FromLong(y->link.closed);
     t = PyTuple_New((Py_ssize_t)y->n);
-    if (t == NULL) return NULL;
-    for (i = 0; i < y->n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, Py_NewRef((PyObject *)y->subs[i]));
+    if (t == NULL)
+        return NULL;
+    for (i = 0; i < y->n; i++)
+        PyTuple_SetItem(t, (Py_ssize_t)i, Py_NewRef((PyObject *)y->subs[i]));
     return t;
 }
 
@@ -697,7 +747,8 @@ static bool syncset_home(PyObject *self, const char *what)
 static PyObject *syncset_release(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (!syncset_home(self, "SyncSet.release")) return NULL;
+    if (!syncset_home(self, "SyncSet.release"))
+        return NULL;
     return set_release(self, NULL);
 }
 
@@ -712,7 +763,8 @@ static PyObject *syncset_exit(PyObject *self, PyObject *args)
     Py_ssize_t i, n = PyTuple_Size(self);
 
     (void)args;
-    if (!syncset_home(self, "SyncSet.__exit__")) return NULL;
+    if (!syncset_home(self, "SyncSet.__exit__"))
+        return NULL;
     Py_INCREF(self);
     for (i = 0; i < n; i++)
         if (pyf_sample_set(PyTuple_GetItem(self, i)) != NULL)
@@ -726,7 +778,8 @@ static PyObject *syncset_get_released(PyObject *self, void *closure)
     Py_ssize_t i, n = PyTuple_Size(self);
 
     (void)closure;
-    if (!syncset_home(self, "SyncSet.released")) return NULL;
+    if (!syncset_home(self, "SyncSet.released"))
+        return NULL;
     for (i = 0; i < n; i++)
         if (pyf_sample_set(PyTuple_GetItem(self, i)) != NULL &&
             pyf_sample_held(PyTuple_GetItem(self, i)))
@@ -751,9 +804,14 @@ static PyGetSetDef syncset_getset[] = {
 };
 
 const pyf_type_def pyf_sync_def = {
-    .name = "ferry.Sync", .size = sizeof(pyf_sync),
-    .new_ = sync_new, .dealloc = sync_dealloc, .methods = sync_methods, .getset = sync_getset,
-    .iter = sync_iter, .iternext = sync_iternext,
+    .name = "ferry.Sync",
+    .size = sizeof(pyf_sync),
+    .new_ = sync_new,
+    .dealloc = sync_dealloc,
+    .methods = sync_methods,
+    .getset = sync_getset,
+    .iter = sync_iter,
+    .iternext = sync_iternext,
     .doc = "Sync(subscribers, *, queue=10, slop=None, stamp=\"publish_time\")\n\n"
            "An approximate-time synchroniser (ferry/sync.h) over 2 to 9 subscribers of one\n"
            "node: take() hands out matched sets, one Sample per subscriber in the order\n"
@@ -767,8 +825,10 @@ const pyf_type_def pyf_sync_def = {
 };
 
 const pyf_type_def pyf_syncset_def = {
-    .name = "ferry.SyncSet", .base = &PyTuple_Type,
-    .methods = syncset_methods, .getset = syncset_getset,
+    .name = "ferry.SyncSet",
+    .base = &PyTuple_Type,
+    .methods = syncset_methods,
+    .getset = syncset_getset,
     .doc = "A matched set from Sync.take(): a tuple of Samples, one per subscriber, that go\n"
            "back to their publishers together, when every one of them is released (its\n"
            "release(), with-block or garbage collection) or at SyncSet.release() /\n"

@@ -8,7 +8,7 @@
 
 #include "util.h"
 
-extern PyMethodDef pyf_functions[];      /* functions.c: now, hash, strerror, inspect, clean */
+extern PyMethodDef pyf_functions[];        /* functions.c: now, hash, strerror, inspect, clean */
 extern const pyf_type_def pyf_node_def;    /* node.c: Node */
 extern const pyf_type_def pyf_pub_def;     /* publisher.c: Publisher */
 extern const pyf_type_def pyf_loan_def;    /* loan.c: Loan */

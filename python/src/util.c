@@ -28,7 +28,8 @@ static PyObject *raise_as(PyObject *cls, ferry_err err, int saved_errno, const c
         exc = PyObject_CallFunction(cls, "is", saved_errno, msg);
     else
         exc = PyObject_CallFunction(cls, "s", msg);
-    if (exc == NULL) return NULL;
+    if (exc == NULL)
+        return NULL;
     v = PyLong_FromLong((long)err);
     if (v == NULL || PyObject_SetAttrString(exc, "code", v) < 0) {
         Py_XDECREF(v);
@@ -89,7 +90,8 @@ PyObject *pyf_raise_forked(const char *what, const char *type, pid_t pid)
 
 bool pyf_child_home_(const pyf_child *c, const char *what)
 {
-    if (pyf_home(c->gen)) return true;
+    if (pyf_home(c->gen))
+        return true;
     pyf_raise_forked(what, c->ops != NULL ? c->ops->name : "object", c->pid);
     return false;
 }
@@ -105,7 +107,8 @@ static void fork_child(void)
 bool pyf_fork_track(void)
 {
     /* Once per process image: a second import (another interpreter) must not count forks twice. */
-    if (atfork_registered) return true;
+    if (atfork_registered)
+        return true;
     if (pthread_atfork(NULL, NULL, fork_child) != 0) {
         PyErr_NoMemory();
         return false;
@@ -120,11 +123,10 @@ bool pyf_fork_track(void)
 
 bool pyf_lock(PyThread_type_lock lock)
 {
-    if (PyThread_acquire_lock(lock, NOWAIT_LOCK)) return true;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(lock, WAIT_LOCK);
-    Py_END_ALLOW_THREADS
-    return true;
+    if (PyThread_acquire_lock(lock, NOWAIT_LOCK))
+        return true;
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS return true;
 }
 
 char *pyf_strdup(const char *s)
@@ -132,7 +134,8 @@ char *pyf_strdup(const char *s)
     size_t n;
     char *d;
 
-    if (s == NULL) return NULL;
+    if (s == NULL)
+        return NULL;
     n = strlen(s) + 1;
     d = PyMem_Malloc(n);
     if (d == NULL) {
@@ -149,7 +152,8 @@ static void *fn_slot(void (*f)(void))
 {
     void *p = NULL;
 
-    if (f != NULL) memcpy(&p, &f, sizeof p);
+    if (f != NULL)
+        memcpy(&p, &f, sizeof p);
     return p;
 }
 #define FN(f) fn_slot((void (*)(void))(f))
@@ -157,10 +161,10 @@ static void *fn_slot(void (*f)(void))
 bool pyf_type_add(PyObject *module, PyTypeObject **type, const pyf_type_def *def)
 {
     const PyType_Slot all[] = {
-        {Py_tp_doc, (void *)def->doc},       {Py_tp_new, FN(def->new_)},
-        {Py_tp_dealloc, FN(def->dealloc)},   {Py_tp_methods, def->methods},
-        {Py_tp_getset, def->getset},         {Py_tp_repr, FN(def->repr)},
-        {Py_tp_iter, FN(def->iter)},         {Py_tp_iternext, FN(def->iternext)},
+        {Py_tp_doc, (void *)def->doc},         {Py_tp_new, FN(def->new_)},
+        {Py_tp_dealloc, FN(def->dealloc)},     {Py_tp_methods, def->methods},
+        {Py_tp_getset, def->getset},           {Py_tp_repr, FN(def->repr)},
+        {Py_tp_iter, FN(def->iter)},           {Py_tp_iternext, FN(def->iternext)},
         {Py_bf_getbuffer, FN(def->getbuffer)}, {Py_bf_releasebuffer, FN(def->releasebuffer)},
     };
     PyType_Slot slots[sizeof all / sizeof all[0] + 1];
@@ -169,7 +173,8 @@ bool pyf_type_add(PyObject *module, PyTypeObject **type, const pyf_type_def *def
     size_t i, n = 0;
 
     for (i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i].pfunc != NULL) slots[n++] = all[i];
+        if (all[i].pfunc != NULL)
+            slots[n++] = all[i];
     slots[n].slot = 0;
     slots[n].pfunc = NULL;
     if (def->base != NULL && (bases = PyTuple_Pack(1, (PyObject *)def->base)) == NULL)
@@ -202,19 +207,26 @@ void pyf_free(PyObject *self)
 
 pyf_kind pyf_kind_of(const char *type_name)
 {
-    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0) return PYF_IMAGE;
-    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0) return PYF_CLOUD;
-    if (strcmp(type_name, FERRY_TENSOR_TYPE_NAME) == 0) return PYF_TENSOR;
+    if (strcmp(type_name, FERRY_IMAGE_TYPE_NAME) == 0)
+        return PYF_IMAGE;
+    if (strcmp(type_name, FERRY_POINTCLOUD_TYPE_NAME) == 0)
+        return PYF_CLOUD;
+    if (strcmp(type_name, FERRY_TENSOR_TYPE_NAME) == 0)
+        return PYF_TENSOR;
     return PYF_BYTES;
 }
 
 const char *pyf_kind_name(pyf_kind kind)
 {
     switch (kind) {
-    case PYF_IMAGE: return "image";
-    case PYF_CLOUD: return "pointcloud";
-    case PYF_TENSOR: return "tensor";
-    default: return "bytes";
+    case PYF_IMAGE:
+        return "image";
+    case PYF_CLOUD:
+        return "pointcloud";
+    case PYF_TENSOR:
+        return "tensor";
+    default:
+        return "bytes";
     }
 }
 
@@ -223,8 +235,10 @@ PyObject *pyf_i64_tuple(const int64_t *v, uint32_t n)
     PyObject *t = PyTuple_New((Py_ssize_t)n);
     uint32_t i;
 
-    if (t == NULL) return NULL;
-    for (i = 0; i < n; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
+    if (t == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromLongLong(v[i]));
     return t;
 }
 
@@ -245,8 +259,10 @@ void pyf_child_link(pyf_child *c, pyf_node *node, const pyf_child_ops *ops, PyOb
 /* Destroys a closed node once its last child is gone. */
 static void node_finish(pyf_node *n)
 {
-    if (!n->closed || n->node == NULL || n->children != NULL) return;
-    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK) return; /* dealloc retries */
+    if (!n->closed || n->node == NULL || n->children != NULL)
+        return;
+    if (pyf_home(n->gen) && ferry_node_destroy(n->node) != FERRY_OK)
+        return; /* dealloc retries */
     n->node = NULL;
 }
 
@@ -254,7 +270,8 @@ void pyf_child_unlink(pyf_child *c)
 {
     pyf_node *node = c->node;
 
-    if (node == NULL) return;
+    if (node == NULL)
+        return;
     PYF_LIST_REMOVE(node->children, c);
     c->node = NULL;
     node_finish(node);
@@ -267,20 +284,24 @@ bool pyf_node_open(pyf_node *n, const char *what)
         pyf_raise_forked(what, "Node", n->pid);
         return false;
     }
-    if (!n->closed && n->node != NULL) return true;
+    if (!n->closed && n->node != NULL)
+        return true;
     pyf_raise_closed(what);
     return false;
 }
 
 void pyf_child_finish(pyf_child *c)
 {
-    if (c->ops != NULL && c->ops->finish != NULL) c->ops->finish(c->self);
+    if (c->ops != NULL && c->ops->finish != NULL)
+        c->ops->finish(c->self);
 }
 
 bool pyf_child_open(const pyf_child *c, const void *obj, const char *what)
 {
-    if (!pyf_child_home(c, what)) return false;
-    if (!c->closed && obj != NULL) return true;
+    if (!pyf_child_home(c, what))
+        return false;
+    if (!c->closed && obj != NULL)
+        return true;
     pyf_raise_closed(what);
     return false;
 }
@@ -294,13 +315,15 @@ void pyf_endpoint_unlock(PyThread_type_lock lock, pyf_child *link, PyObject *own
         owner_link->ops->finish(owner);
         Py_DECREF(owner);
     }
-    if (link->closed) link->ops->finish(link->self);
+    if (link->closed)
+        link->ops->finish(link->self);
 }
 
 PyObject *pyf_child_close_method(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (((pyf_child_object *)self)->link.ops->close(self) < 0) return NULL;
+    if (((pyf_child_object *)self)->link.ops->close(self) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -322,22 +345,28 @@ ferry_err pyf_wait_sliced(const pyf_wait *w, void *arg, int64_t deadline)
     for (;;) {
         int64_t slice = most;
 
-        if (w->step != NULL && (err = w->step(arg)) != FERRY_EAGAIN) return err;
+        if (w->step != NULL && (err = w->step(arg)) != FERRY_EAGAIN)
+            return err;
         if (deadline >= 0) {
             int64_t left = deadline - ferry_now().ns;
 
-            if (left <= 0 && w->take) return FERRY_ETIMEDOUT;
-            if (left < 0) left = 0;
-            if (left < slice) slice = left;
+            if (left <= 0 && w->take)
+                return FERRY_ETIMEDOUT;
+            if (left < 0)
+                left = 0;
+            if (left < slice)
+                slice = left;
         }
-        Py_BEGIN_ALLOW_THREADS
-        err = w->block(arg, slice);
-        Py_END_ALLOW_THREADS
-        if (w->after != NULL) w->after(arg);
-        if (w->take && err == FERRY_OK) err = FERRY_ETIMEDOUT; /* the next step takes it */
-        if (err != FERRY_ETIMEDOUT) return err;
-        if (!w->take && deadline >= 0 && ferry_now().ns >= deadline) return err;
-        if (PyErr_CheckSignals() < 0) return PYF_ERAISED;
+        Py_BEGIN_ALLOW_THREADS err = w->block(arg, slice);
+        Py_END_ALLOW_THREADS if (w->after != NULL) w->after(arg);
+        if (w->take && err == FERRY_OK)
+            err = FERRY_ETIMEDOUT; /* the next step takes it */
+        if (err != FERRY_ETIMEDOUT)
+            return err;
+        if (!w->take && deadline >= 0 && ferry_now().ns >= deadline)
+            return err;
+        if (PyErr_CheckSignals() < 0)
+            return PYF_ERAISED;
     }
 }
 
@@ -345,8 +374,11 @@ PyObject *pyf_wait_raise(const pyf_waited *w, ferry_err err, const char *what, c
 {
     const char *call = w->failed != NULL ? w->failed : what;
 
-    if (err == PYF_ERAISED) return NULL;
-    if (w->closed) return pyf_raise_closed(what);
-    if (topic == NULL) return pyf_raise(err, "%s", call);
+    if (err == PYF_ERAISED)
+        return NULL;
+    if (w->closed)
+        return pyf_raise_closed(what);
+    if (topic == NULL)
+        return pyf_raise(err, "%s", call);
     return pyf_raise(err, "%s('%s')", call, topic);
 }

@@ -71,9 +71,9 @@ typedef struct pyf_state {
     PyTypeObject *node_type, *pub_type, *sub_type, *loan_type, *sample_type, *waitset_type;
     PyTypeObject *sync_type, *syncset_type, *gpusub_type, *gpuframe_type, *gpupub_type,
         *gpuloan_type, *hostview_type;
-    PyObject *error;                     /* ferry.Error */
-    PyObject *fork_error;                /* ferry.ForkError, a ClosedError */
-    PyObject *errors[FERRY_ERR_COUNT_];  /* one subclass per ferry_err; [0] unused */
+    PyObject *error;                    /* ferry.Error */
+    PyObject *fork_error;               /* ferry.ForkError, a ClosedError */
+    PyObject *errors[FERRY_ERR_COUNT_]; /* one subclass per ferry_err; [0] unused */
 } pyf_state;
 
 extern pyf_state pyf;
@@ -109,31 +109,33 @@ char *pyf_strdup(const char *s);
 /* The lists of the extension (a node's children, a publisher's loans, a subscriber's samples,
  * ...) are doubly linked through their items' prev and next; head is the list's first item. */
 /* Puts x first in the list. */
-#define PYF_LIST_PUSH(head, x)                                                                 \
-    do {                                                                                       \
-        (x)->prev = NULL;                                                                      \
-        (x)->next = (head);                                                                    \
-        if ((head) != NULL) (head)->prev = (x);                                                \
-        (head) = (x);                                                                          \
+#define PYF_LIST_PUSH(head, x)                                                                     \
+    do {                                                                                           \
+        (x)->prev = NULL;                                                                          \
+        (x)->next = (head);                                                                        \
+        if ((head) != NULL)                                                                        \
+            (head)->prev = (x);                                                                    \
+        (head) = (x);                                                                              \
     } while (0)
 /* Takes x out of the list; nothing when it is in none (no prev, and not the head). */
-#define PYF_LIST_REMOVE(head, x)                                                               \
-    do {                                                                                       \
-        if ((x)->prev != NULL)                                                                 \
-            (x)->prev->next = (x)->next;                                                       \
-        else if ((head) == (x))                                                                \
-            (head) = (x)->next;                                                                \
-        if ((x)->next != NULL) (x)->next->prev = (x)->prev;                                    \
-        (x)->prev = (x)->next = NULL;                                                          \
+#define PYF_LIST_REMOVE(head, x)                                                                   \
+    do {                                                                                           \
+        if ((x)->prev != NULL)                                                                     \
+            (x)->prev->next = (x)->next;                                                           \
+        else if ((head) == (x))                                                                    \
+            (head) = (x)->next;                                                                    \
+        if ((x)->next != NULL)                                                                     \
+            (x)->next->prev = (x)->prev;                                                           \
+        (x)->prev = (x)->next = NULL;                                                              \
     } while (0)
 
 /* A type of the module: the slots it has, typed, so that the compiler checks each function
  * against its slot (PyType_Slot takes them as void *). NULL: the slot is not set. */
 typedef struct pyf_type_def {
-    const char *name;    /* "ferry.Loan" */
-    int size;            /* of its objects; 0: its base's */
-    unsigned int flags;  /* besides Py_TPFLAGS_DEFAULT */
-    PyTypeObject *base;  /* NULL: object */
+    const char *name;   /* "ferry.Loan" */
+    int size;           /* of its objects; 0: its base's */
+    unsigned int flags; /* besides Py_TPFLAGS_DEFAULT */
+    PyTypeObject *base; /* NULL: object */
     const char *doc;
     PyObject *(*new_)(PyTypeObject *type, PyObject *args, PyObject *kwargs);
     void (*dealloc)(PyObject *self);
@@ -176,16 +178,23 @@ typedef struct pyf_child_ops {
 /* The order Node.close() closes its children in: those that take from subscribers or publish
  * through publishers first, then waitsets (they refer to subscribers), then subscribers and
  * publishers. */
-enum { PYF_CLOSE_SYNC, PYF_CLOSE_GPUSUB, PYF_CLOSE_GPUPUB, PYF_CLOSE_WAITSET, PYF_CLOSE_SUB,
-       PYF_CLOSE_PUB, PYF_CLOSE_RANKS };
+enum {
+    PYF_CLOSE_SYNC,
+    PYF_CLOSE_GPUSUB,
+    PYF_CLOSE_GPUPUB,
+    PYF_CLOSE_WAITSET,
+    PYF_CLOSE_SUB,
+    PYF_CLOSE_PUB,
+    PYF_CLOSE_RANKS
+};
 
 /* A child's link into its node's list. */
 typedef struct pyf_child {
     struct pyf_node *node; /* a strong reference; NULL once unlinked */
     struct pyf_child *prev, *next;
     const pyf_child_ops *ops; /* NULL until linked */
-    unsigned gen;   /* pyf_fork_gen when created */
-    pid_t pid;      /* the process that created it */
+    unsigned gen;             /* pyf_fork_gen when created */
+    pid_t pid;                /* the process that created it */
     bool closed; /* close() ran; the ferry object may live on until its last export is gone */
     PyObject *self;
 } pyf_child;
@@ -193,18 +202,16 @@ typedef struct pyf_child {
 /* The start of every child object: its link follows the object's head (PYF_CHILD_OBJECT
  * checks), so that the methods below find it. */
 typedef struct pyf_child_object {
-    PyObject_HEAD
-    pyf_child link;
+    PyObject_HEAD pyf_child link;
 } pyf_child_object;
-#define PYF_CHILD_OBJECT(type)                                                                 \
-    _Static_assert(offsetof(type, link) == offsetof(pyf_child_object, link),                   \
+#define PYF_CHILD_OBJECT(type)                                                                     \
+    _Static_assert(offsetof(type, link) == offsetof(pyf_child_object, link),                       \
                    #type "'s link must follow its head")
 
 typedef struct pyf_node {
-    PyObject_HEAD
-    ferry_node *node; /* NULL once destroyed */
-    bool closed;      /* close() ran: destroyed when its last child is */
-    unsigned gen;     /* pyf_fork_gen when created */
+    PyObject_HEAD ferry_node *node; /* NULL once destroyed */
+    bool closed;                    /* close() ran: destroyed when its last child is */
+    unsigned gen;                   /* pyf_fork_gen when created */
     pid_t pid;
     uint32_t domain;
     char *dir; /* NULL: the default */
@@ -247,10 +254,12 @@ static inline PyObject *pyf_entered(PyObject *self, bool ok)
     return ok ? Py_NewRef(self) : NULL;
 }
 /* close(), __enter__ and __exit__ of a node's child, for its method table; what names it. */
-#define PYF_CHILD_CLOSE_METHODS(close_doc, what)                                               \
-    {"close", pyf_child_close_method, METH_NOARGS, close_doc},                                 \
-        {"__enter__", pyf_enter_method, METH_NOARGS, "Returns the " what "."},                 \
-        {"__exit__", pyf_child_close_method, METH_VARARGS, "Closes the " what "."}
+#define PYF_CHILD_CLOSE_METHODS(close_doc, what)                                                   \
+    {"close", pyf_child_close_method, METH_NOARGS, close_doc},                                     \
+        {"__enter__", pyf_enter_method, METH_NOARGS, "Returns the " what "."},                     \
+    {                                                                                              \
+        "__exit__", pyf_child_close_method, METH_VARARGS, "Closes the " what "."                   \
+    }
 
 /* ---------------------------------------------------------------------------------------------
  * Waits
@@ -298,7 +307,8 @@ static inline ferry_err pyf_wait_open(pyf_waited *w, bool closed)
 static inline ferry_err pyf_wait_call(pyf_waited *w, ferry_err err, ferry_err go_on,
                                       const char *call)
 {
-    if (err != FERRY_OK && err != go_on) w->failed = call;
+    if (err != FERRY_OK && err != go_on)
+        w->failed = call;
     return err;
 }
 

@@ -57,7 +57,8 @@ const char *ferry_bridge_dds_defaults(void)
 
 void ferry_bridge_options_init(ferry_bridge_options *o)
 {
-    if (o == NULL) return;
+    if (o == NULL)
+        return;
     memset(o, 0, sizeof *o);
     o->direction = FERRY_BRIDGE_BOTH;
     o->depth = DEFAULT_DEPTH;
@@ -106,7 +107,8 @@ static char *join_config(const char *extra)
     size_t a = strlen(dds_defaults), c = extra != NULL ? strlen(extra) : 0;
     char *s = malloc(a + c + 2);
 
-    if (s == NULL) return NULL;
+    if (s == NULL)
+        return NULL;
     memcpy(s, dds_defaults, a);
     if (c != 0) {
         s[a] = ',';
@@ -125,32 +127,41 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
     ferry_err err;
     size_t i;
 
-    if (out == NULL || options == NULL) return FERRY_EINVAL;
+    if (out == NULL || options == NULL)
+        return FERRY_EINVAL;
     if (options->npatterns > FERRY_BRIDGE_PATTERNS_MAX || options->dds_domain > 232 ||
         (options->npatterns != 0 && options->patterns == NULL) || options->direction > 3 ||
         options->depth > 4096 || options->reliability > FERRY_BRIDGE_BEST_EFFORT)
         return FERRY_EINVAL;
     b = calloc(1, sizeof *b);
-    if (b == NULL) return FERRY_ENOMEM;
+    if (b == NULL)
+        return FERRY_ENOMEM;
     b->o = *options;
     b->epfd = -1;
     b->evfd = -1;
-    if (b->o.direction == 0) b->o.direction = FERRY_BRIDGE_BOTH;
-    if (b->o.depth == 0) b->o.depth = DEFAULT_DEPTH;
-    if (b->o.scan_interval_ns <= 0) b->o.scan_interval_ns = DEFAULT_SCAN_NS;
-    if (b->o.log_level == 0) b->o.log_level = FERRY_LOG_INFO;
+    if (b->o.direction == 0)
+        b->o.direction = FERRY_BRIDGE_BOTH;
+    if (b->o.depth == 0)
+        b->o.depth = DEFAULT_DEPTH;
+    if (b->o.scan_interval_ns <= 0)
+        b->o.scan_interval_ns = DEFAULT_SCAN_NS;
+    if (b->o.log_level == 0)
+        b->o.log_level = FERRY_LOG_INFO;
     b->pid = getpid();
     err = FERRY_ENOMEM;
     for (i = 0; i < b->o.npatterns; i++) {
         /* Patterns are matched against names with their leading '/'. */
-        if (options->patterns[i] == NULL) goto fail_einval;
+        if (options->patterns[i] == NULL)
+            goto fail_einval;
         b->patterns[i] = malloc(strlen(options->patterns[i]) + 2);
-        if (b->patterns[i] == NULL) goto fail;
+        if (b->patterns[i] == NULL)
+            goto fail;
         sprintf(b->patterns[i], "%s%s", options->patterns[i][0] == '/' ? "" : "/",
                 options->patterns[i]);
     }
     b->dds_config = join_config(options->dds_config);
-    if (b->dds_config == NULL) goto fail;
+    if (b->dds_config == NULL)
+        goto fail;
 
     ferry_node_options_init(&no);
     no.dir = b->o.dir;
@@ -159,7 +170,8 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
     no.log = b->o.log;
     no.log_arg = b->o.log_arg;
     err = ferry_node_create(&b->node, &no);
-    if (err != FERRY_OK) goto fail;
+    if (err != FERRY_OK)
+        goto fail;
     if (realpath(ferry_node_dir(b->node), b->dir_real) == NULL)
         snprintf(b->dir_real, sizeof b->dir_real, "%s", ferry_node_dir(b->node));
     ferry__bridge_make_mark(b);
@@ -167,7 +179,8 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
     err = FERRY_ESYS;
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
     b->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (b->epfd < 0 || b->evfd < 0) goto fail;
+    if (b->epfd < 0 || b->evfd < 0)
+        goto fail;
     ferry__bridge_watch_fd(b, b->evfd);
 
     err = FERRY_EINVAL;
@@ -184,13 +197,15 @@ ferry_err ferry_bridge_create(ferry_bridge **out, const ferry_bridge_options *op
                           dds_strretcode(b->participant));
         goto fail;
     }
-    if (dds_get_guid(b->participant, &b->participant_guid) != DDS_RETCODE_OK) goto fail;
+    if (dds_get_guid(b->participant, &b->participant_guid) != DDS_RETCODE_OK)
+        goto fail;
     b->listener = dds_create_listener(b);
-    if (b->listener == NULL) goto fail;
+    if (b->listener == NULL)
+        goto fail;
     dds_lset_data_available(b->listener, on_data_available);
     if (b->o.direction & FERRY_BRIDGE_IN) {
-        b->pubreader = dds_create_reader(b->participant, DDS_BUILTIN_TOPIC_DCPSPUBLICATION, NULL,
-                                         NULL);
+        b->pubreader =
+            dds_create_reader(b->participant, DDS_BUILTIN_TOPIC_DCPSPUBLICATION, NULL, NULL);
         if (b->pubreader < 0) {
             ferry__bridge_log(b, FERRY_LOG_ERROR, "cannot read DCPSPublication: %s",
                               dds_strretcode(b->pubreader));
@@ -213,11 +228,13 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
     size_t i;
     int n, ms;
 
-    if (b == NULL) return FERRY_EINVAL;
+    if (b == NULL)
+        return FERRY_EINVAL;
     now = ferry_now().ns;
     if (now >= b->next_scan_ns) {
         ferry__bridge_scan_out(b);
-        if (b->o.direction & FERRY_BRIDGE_IN) ferry__bridge_scan_in(b);
+        if (b->o.direction & FERRY_BRIDGE_IN)
+            ferry__bridge_scan_in(b);
         b->next_scan_ns = now + b->o.scan_interval_ns;
     }
     for (i = 0; i < b->nouts; i++)
@@ -226,15 +243,18 @@ ferry_err ferry_bridge_run(ferry_bridge *b, int64_t timeout_ns)
         ferry__bridge_in_pump(b, b->ins[i]);
 
     wait_ns = b->next_scan_ns - ferry_now().ns;
-    if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
+    if (timeout_ns >= 0 && timeout_ns < wait_ns)
+        wait_ns = timeout_ns;
     /* A new route, and a sample whose write timed out, give no event of their own. */
     for (i = 0; i < b->nouts; i++)
         if ((!b->outs[i]->active || b->outs[i]->pending_sub != NULL) && wait_ns > NEW_ROUTE_POLL_NS)
             wait_ns = NEW_ROUTE_POLL_NS;
-    if (wait_ns < 0) wait_ns = 0;
+    if (wait_ns < 0)
+        wait_ns = 0;
     ms = (int)((wait_ns + NS_PER_MS - 1) / NS_PER_MS);
     n = epoll_wait(b->epfd, ev, (int)(sizeof ev / sizeof ev[0]), ms);
-    if (n < 0) return errno == EINTR ? FERRY_OK : FERRY_ESYS;
+    if (n < 0)
+        return errno == EINTR ? FERRY_OK : FERRY_ESYS;
     for (i = 0; i < (size_t)n; i++)
         if (ev[i].data.fd == b->evfd) {
             uint64_t count;
@@ -255,7 +275,8 @@ ferry_err ferry_bridge_stats_get(const ferry_bridge *b, ferry_bridge_stats *out)
 {
     size_t i;
 
-    if (b == NULL || out == NULL) return FERRY_EINVAL;
+    if (b == NULL || out == NULL)
+        return FERRY_EINVAL;
     *out = b->st;
     out->routes_out = (uint32_t)b->nouts;
     out->routes_in = (uint32_t)b->nins;
@@ -263,7 +284,8 @@ ferry_err ferry_bridge_stats_get(const ferry_bridge *b, ferry_bridge_stats *out)
     /* b->st holds what closed routes counted; the live ones' counters are in their endpoints. */
     for (i = 0; i < b->nouts; i++) {
         out->out_queue_dropped += ferry__bridge_out_queue_dropped(b->outs[i]);
-        if (!b->outs[i]->blocking) out->routes_out_lossy++;
+        if (!b->outs[i]->blocking)
+            out->routes_out_lossy++;
     }
     for (i = 0; i < b->nins; i++) {
         in_losses l;
@@ -278,7 +300,8 @@ ferry_err ferry_bridge_stats_get(const ferry_bridge *b, ferry_bridge_stats *out)
 
 ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_route_info *out)
 {
-    if (b == NULL || out == NULL) return FERRY_EINVAL;
+    if (b == NULL || out == NULL)
+        return FERRY_EINVAL;
     memset(out, 0, sizeof *out);
     out->depth = b->o.depth;
     if (i < b->nouts) {
@@ -302,7 +325,8 @@ ferry_err ferry_bridge_route_get(const ferry_bridge *b, size_t i, ferry_bridge_r
         ferry__bridge_in_losses(r, &l);
         memcpy(out->topic, r->topic, sizeof out->topic);
         out->direction = FERRY_BRIDGE_IN;
-        out->type_name = r->kind == FERRY_ROS2_NONE ? r->ros_type : ferry__bridge_ferry_type(r->kind);
+        out->type_name =
+            r->kind == FERRY_ROS2_NONE ? r->ros_type : ferry__bridge_ferry_type(r->kind);
         out->samples = r->samples;
         out->bytes = r->bytes;
         out->reliable = r->reliable;
@@ -317,19 +341,26 @@ ferry_err ferry_bridge_destroy(ferry_bridge *b)
 {
     size_t i;
 
-    if (b == NULL) return FERRY_EINVAL;
+    if (b == NULL)
+        return FERRY_EINVAL;
     for (i = 0; i < b->nouts; i++)
         ferry__bridge_out_destroy(b, b->outs[i]);
     for (i = 0; i < b->nins; i++)
         ferry__bridge_in_destroy(b, b->ins[i]);
     b->nouts = b->nins = 0;
     /* Deleting the domain deletes the participant and everything in it. */
-    if (b->domain > 0) dds_delete(b->domain);
-    if (b->listener != NULL) dds_delete_listener(b->listener);
-    if (b->node != NULL) ferry_node_destroy(b->node);
-    if (b->evfd >= 0) close(b->evfd);
-    if (b->epfd >= 0) close(b->epfd);
-    for (i = 0; i < FERRY_BRIDGE_PATTERNS_MAX; i++) free(b->patterns[i]);
+    if (b->domain > 0)
+        dds_delete(b->domain);
+    if (b->listener != NULL)
+        dds_delete_listener(b->listener);
+    if (b->node != NULL)
+        ferry_node_destroy(b->node);
+    if (b->evfd >= 0)
+        close(b->evfd);
+    if (b->epfd >= 0)
+        close(b->epfd);
+    for (i = 0; i < FERRY_BRIDGE_PATTERNS_MAX; i++)
+        free(b->patterns[i]);
     free(b->dds_config);
     free(b);
     return FERRY_OK;

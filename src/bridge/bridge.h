@@ -46,8 +46,8 @@ extern "C" {
 typedef struct ferry_bridge ferry_bridge;
 
 typedef enum ferry_bridge_direction {
-    FERRY_BRIDGE_OUT = 1,  /**< ferry -> DDS */
-    FERRY_BRIDGE_IN = 2,   /**< DDS -> ferry */
+    FERRY_BRIDGE_OUT = 1, /**< ferry -> DDS */
+    FERRY_BRIDGE_IN = 2,  /**< DDS -> ferry */
     FERRY_BRIDGE_BOTH = 3,
 } ferry_bridge_direction;
 
@@ -102,36 +102,36 @@ typedef struct ferry_bridge_options {
  * out_early and out_skipped are not losses: those samples are never meant to go out.
  */
 typedef struct ferry_bridge_stats {
-    uint64_t out_taken;        /**< ferry samples taken on out routes */
-    uint64_t out_written;      /**< DDS samples written */
-    uint64_t out_skipped;      /**< samples of bridge publishers, not sent back */
-    uint64_t out_early;        /**< samples taken in a route's first scan period, not sent */
-    uint64_t out_invalid;      /**< samples refused by the ferry views */
-    uint64_t out_failed;       /**< samples dds_write refused (errors other than a timeout) */
-    uint64_t out_bytes;        /**< data bytes written (pixels, points) */
-    uint64_t out_queue_dropped;  /**< samples the ferry publishers dropped from the bridge's full
-                                      subscriber queues: drop-oldest routes only (best effort, or
-                                      a publisher that does not admit blocking subscribers) */
-    uint64_t out_write_timeouts; /**< dds_write calls of reliable writers that timed out (a DDS
-                                      reader not acknowledging); the sample is written again,
-                                      not lost */
-    uint64_t in_received;      /**< valid DDS samples taken on in routes */
-    uint64_t in_published;     /**< ferry samples published */
-    uint64_t in_ignored;       /**< samples of writers of bridges of this ferry domain */
-    uint64_t in_invalid;       /**< DDS samples that could not be carried (bad fields) */
-    uint64_t in_dropped;       /**< valid samples not published: no chunk in the pool */
-    uint64_t in_bytes;         /**< data bytes published */
-    uint64_t in_lost;          /**< samples DDS reports lost to the bridge's readers
-                                    (SAMPLE_LOST; see the list above for what Cyclone 0.10
-                                    reports) */
-    uint64_t in_rejected;      /**< samples the bridge's readers refused, their cache of depth
-                                    samples being full (SAMPLE_REJECTED; best effort: a reliable
-                                    reader makes the writer send them again instead) */
+    uint64_t out_taken;             /**< ferry samples taken on out routes */
+    uint64_t out_written;           /**< DDS samples written */
+    uint64_t out_skipped;           /**< samples of bridge publishers, not sent back */
+    uint64_t out_early;             /**< samples taken in a route's first scan period, not sent */
+    uint64_t out_invalid;           /**< samples refused by the ferry views */
+    uint64_t out_failed;            /**< samples dds_write refused (errors other than a timeout) */
+    uint64_t out_bytes;             /**< data bytes written (pixels, points) */
+    uint64_t out_queue_dropped;     /**< samples the ferry publishers dropped from the bridge's full
+                                         subscriber queues: drop-oldest routes only (best effort, or
+                                         a publisher that does not admit blocking subscribers) */
+    uint64_t out_write_timeouts;    /**< dds_write calls of reliable writers that timed out (a DDS
+                                         reader not acknowledging); the sample is written again,
+                                         not lost */
+    uint64_t in_received;           /**< valid DDS samples taken on in routes */
+    uint64_t in_published;          /**< ferry samples published */
+    uint64_t in_ignored;            /**< samples of writers of bridges of this ferry domain */
+    uint64_t in_invalid;            /**< DDS samples that could not be carried (bad fields) */
+    uint64_t in_dropped;            /**< valid samples not published: no chunk in the pool */
+    uint64_t in_bytes;              /**< data bytes published */
+    uint64_t in_lost;               /**< samples DDS reports lost to the bridge's readers
+                                         (SAMPLE_LOST; see the list above for what Cyclone 0.10
+                                         reports) */
+    uint64_t in_rejected;           /**< samples the bridge's readers refused, their cache of depth
+                                         samples being full (SAMPLE_REJECTED; best effort: a reliable
+                                         reader makes the writer send them again instead) */
     uint64_t in_subscriber_dropped; /**< samples the bridge's ferry publishers dropped from
                                          local subscribers' full queues (their own depth) */
-    uint32_t routes_out;       /**< out routes now */
-    uint32_t routes_in;        /**< in routes now */
-    uint32_t routes_out_lossy; /**< out routes now whose ferry subscriber drops the oldest */
+    uint32_t routes_out;            /**< out routes now */
+    uint32_t routes_in;             /**< in routes now */
+    uint32_t routes_out_lossy;      /**< out routes now whose ferry subscriber drops the oldest */
 } ferry_bridge_stats;
 
 /** One route, for reports. */
@@ -141,7 +141,7 @@ typedef struct ferry_bridge_route_info {
     const char *type_name;            /**< the ferry type name */
     uint64_t samples;                 /**< written to DDS (out) or published to ferry (in) */
     uint64_t bytes;
-    bool reliable;                    /**< the DDS endpoint's reliability */
+    bool reliable; /**< the DDS endpoint's reliability */
     /** Out: the ferry subscriber blocks its publishers when full (FERRY_OVERFLOW_BLOCK) rather
      *  than drop. In: the DDS reader is reliable. */
     bool lossless;

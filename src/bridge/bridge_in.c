@@ -1,10 +1,10 @@
 /*
  * The DDS -> ferry direction. An in route reads a DDS topic and publishes each sample on the
  * ferry topic of the same name. A sample is read from the serialised bytes Cyclone received
- * (the CDR reader of src/ros2/ros2.h), validated (it comes from the network) and its data (pixels, points,
- * compressed bytes; the whole message for camera infos and IMU samples) copied once into a ferry
- * loan; an encapsulation the CDR reader does not take is deserialised by Cyclone first. Samples
- * of DDS writers of bridges of this ferry domain are dropped.
+ * (the CDR reader of src/ros2/ros2.h), validated (it comes from the network) and its data (pixels,
+ * points, compressed bytes; the whole message for camera infos and IMU samples) copied once into a
+ * ferry loan; an encapsulation the CDR reader does not take is deserialised by Cyclone first.
+ * Samples of DDS writers of bridges of this ferry domain are dropped.
  */
 #include "bridge_internal.h"
 
@@ -59,10 +59,13 @@ void ferry__bridge_in_destroy(ferry_bridge *b, in_route *r)
     b->st.in_lost += l.lost;
     b->st.in_rejected += l.rejected;
     b->st.in_subscriber_dropped += l.subscriber_dropped;
-    if (r->reader > 0) dds_delete(r->reader);
-    if (r->dtopic > 0) dds_delete(r->dtopic);
+    if (r->reader > 0)
+        dds_delete(r->reader);
+    if (r->dtopic > 0)
+        dds_delete(r->dtopic);
     if (r->pub != NULL) {
-        if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) ferry__bridge_unwatch_fd(b, fd);
+        if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK)
+            ferry__bridge_unwatch_fd(b, fd);
         ferry_publisher_destroy(r->pub);
     }
     ferry__bridge_raw_close(r->raw);
@@ -100,9 +103,9 @@ static dds_entity_t create_reader(ferry_bridge *b, in_route *r)
 
 static const char *reader_kind(const in_route *r)
 {
-    return r->reliable ? (r->transient ? "reliable, lossless, transient local"
-                                       : "reliable, lossless")
-                       : (r->transient ? "best effort, transient local" : "best effort");
+    return r->reliable
+               ? (r->transient ? "reliable, lossless, transient local" : "reliable, lossless")
+               : (r->transient ? "best effort, transient local" : "best effort");
 }
 
 /* Creates the DDS reader and the ferry publisher of r; false (logged) when one is refused. */
@@ -122,8 +125,8 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
             if (log)
                 ferry__bridge_log(b, err == FERRY_EAGAIN ? FERRY_LOG_INFO : FERRY_LOG_WARN,
                                   "in rt%s: %s is not described by a local node yet (%s): "
-                                  "the route waits for one", r->topic, r->ros_type,
-                                  ferry_strerror(err));
+                                  "the route waits for one",
+                                  r->topic, r->ros_type, ferry_strerror(err));
             return false;
         }
     }
@@ -132,11 +135,10 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
      * gets the last samples however late it comes. */
     po.history = r->transient ? r->history : 0;
     if (r->raw != NULL)
-        err = ferry_publisher_create(&r->pub, b->node, r->topic, r->raw->ros_name, r->raw->hash,
-                                     &po);
+        err =
+            ferry_publisher_create(&r->pub, b->node, r->topic, r->raw->ros_name, r->raw->hash, &po);
     else
-        err = ferry_publisher_create(&r->pub, b->node, r->topic,
-                                     ferry__bridge_ferry_type(r->kind),
+        err = ferry_publisher_create(&r->pub, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
                                      ferry__bridge_ferry_hash_of(r->kind), &po);
     if (err != FERRY_OK) {
         if (log)
@@ -166,7 +168,8 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
                               dds_strretcode(r->reader));
         goto fail;
     }
-    if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
+    if (ferry_publisher_fd(r->pub, &fd) == FERRY_OK)
+        ferry__bridge_watch_fd(b, fd);
     if (r->transient)
         ferry__bridge_log(b, FERRY_LOG_INFO,
                           "in %s -> %s (%s, %s, depth %" PRIu32 "; the last %" PRIu32
@@ -179,7 +182,8 @@ bool ferry__bridge_in_open(ferry_bridge *b, in_route *r, bool log)
                           b->o.depth);
     return true;
 fail:
-    if (r->dtopic > 0) dds_delete(r->dtopic);
+    if (r->dtopic > 0)
+        dds_delete(r->dtopic);
     r->dtopic = 0;
     r->reader = 0;
     ferry_publisher_destroy(r->pub);
@@ -196,8 +200,7 @@ bool ferry__bridge_in_reopen_reader(ferry_bridge *b, in_route *r, bool reliable,
         ferry__bridge_in_pump(b, r);
         if (dds_get_sample_lost_status(r->reader, &lost) == DDS_RETCODE_OK)
             r->lost_gone += lost.total_count;
-        if (!r->reliable &&
-            dds_get_sample_rejected_status(r->reader, &rejected) == DDS_RETCODE_OK)
+        if (!r->reliable && dds_get_sample_rejected_status(r->reader, &rejected) == DDS_RETCODE_OK)
             r->rejected_gone += rejected.total_count;
         dds_delete(r->reader);
     }
@@ -206,7 +209,8 @@ bool ferry__bridge_in_reopen_reader(ferry_bridge *b, in_route *r, bool reliable,
     r->reader = 0;
     r->qos_reported = 0;
     r->nwriters = r->next_writer = 0;
-    if (r->dtopic <= 0) return false;
+    if (r->dtopic <= 0)
+        return false;
     r->reader = create_reader(b, r);
     if (r->reader < 0) {
         ferry__bridge_log(b, FERRY_LOG_WARN, "in rt%s: dds_create_reader: %s", r->topic,
@@ -242,7 +246,8 @@ static bool writer_ignored(ferry_bridge *b, in_route *r, dds_instance_handle_t h
     bool ignore = false;
 
     for (i = 0; i < r->nwriters; i++)
-        if (r->writers[i].handle == h) return r->writers[i].ignore;
+        if (r->writers[i].handle == h)
+            return r->writers[i].ignore;
     ep = dds_get_matched_publication_data(r->reader, h);
     if (ep != NULL) {
         ignore =
@@ -263,11 +268,16 @@ typedef enum carry { CARRY_OK, CARRY_INVALID, CARRY_DROPPED } carry;
 static size_t carried_bytes(const ferry_ros2_msg *m)
 {
     switch (m->kind) {
-    case FERRY_ROS2_IMAGE: return m->u.image.data_size;
-    case FERRY_ROS2_CLOUD: return m->u.cloud.data_size;
-    case FERRY_ROS2_COMPRESSED: return m->u.compressed.data_size;
-    case FERRY_ROS2_CAMERA_INFO: return sizeof(ferry_camera_info_header);
-    default: return sizeof(ferry_imu_header);
+    case FERRY_ROS2_IMAGE:
+        return m->u.image.data_size;
+    case FERRY_ROS2_CLOUD:
+        return m->u.cloud.data_size;
+    case FERRY_ROS2_COMPRESSED:
+        return m->u.compressed.data_size;
+    case FERRY_ROS2_CAMERA_INFO:
+        return sizeof(ferry_camera_info_header);
+    default:
+        return sizeof(ferry_imu_header);
     }
 }
 
@@ -277,8 +287,10 @@ static carry carry_msg(in_route *r, const ferry_ros2_msg *m, const char **why)
 {
     ferry_err err = ferry_ros2_publish(r->pub, m, why);
 
-    if (err == FERRY_OK) return CARRY_OK;
-    if (**why == '\0') *why = ferry_strerror(err);
+    if (err == FERRY_OK)
+        return CARRY_OK;
+    if (**why == '\0')
+        *why = ferry_strerror(err);
     return err == FERRY_EINVAL || err == FERRY_ETOOBIG ? CARRY_INVALID : CARRY_DROPPED;
 }
 
@@ -460,11 +472,14 @@ static carry carry_serdata(in_route *r, struct ddsi_serdata *sd, size_t *bytes, 
         ferry_err err = ferry__bridge_raw_publish(r, sd, why);
 
         *bytes = size;
-        if (err == FERRY_OK) return CARRY_OK;
-        if (**why == '\0') *why = ferry_strerror(err);
+        if (err == FERRY_OK)
+            return CARRY_OK;
+        if (**why == '\0')
+            *why = ferry_strerror(err);
         return err == FERRY_EINVAL || err == FERRY_ETOOBIG ? CARRY_INVALID : CARRY_DROPPED;
     }
-    if (size < 4) return (*why = "malformed CDR", CARRY_INVALID);
+    if (size < 4)
+        return (*why = "malformed CDR", CARRY_INVALID);
     ref = ddsi_serdata_to_ser_ref(sd, 0, size, &iov);
     res = ferry_ros2_cdr_parse(r->kind, iov.iov_base, iov.iov_len, &msg);
     if (res == FERRY_ROS2_CDR_OK) {
@@ -481,7 +496,8 @@ static carry carry_serdata(in_route *r, struct ddsi_serdata *sd, size_t *bytes, 
 
 void ferry__bridge_in_pump(ferry_bridge *b, in_route *r)
 {
-    if (r->pub == NULL || r->reader <= 0) return;
+    if (r->pub == NULL || r->reader <= 0)
+        return;
     ferry_publisher_poll(r->pub, 0);
     for (;;) {
         struct ddsi_serdata *sd[TAKE_BATCH];

@@ -42,13 +42,13 @@ _Static_assert(sizeof(bool) == 1, "a DDS boolean is one byte");
 /* A ROS 2 type the bridge knows by its definition only (bridge_raw.c): a topic of an
  * rmw_ferry_cpp node, kind FERRY_ROS2_NONE. */
 typedef struct raw_type {
-    char ros_name[FERRY_TYPE_NAME_MAX + 1]; /* "pkg/msg/Name", ferry's type name */
+    char ros_name[FERRY_TYPE_NAME_MAX + 1];  /* "pkg/msg/Name", ferry's type name */
     char dds_name[FERRY_TYPE_NAME_MAX + 16]; /* "pkg::msg::dds_::Name_" */
-    uint64_t hash;            /* the ferry type hash of its rmw_ferry_cpp endpoints */
-    ferry_ros2_wire wire;     /* how its samples lie in ferry */
+    uint64_t hash;        /* the ferry type hash of its rmw_ferry_cpp endpoints */
+    ferry_ros2_wire wire; /* how its samples lie in ferry */
     ferry_ros2_schema *schema;
-    size_t plain_size;        /* wire PLAIN: the C layout's bytes */
-    uint8_t *scratch;         /* wire PLAIN, out: the sample in CDR */
+    size_t plain_size;            /* wire PLAIN: the C layout's bytes */
+    uint8_t *scratch;             /* wire PLAIN, out: the sample in CDR */
     struct ddsi_sertype *sertype; /* its DDS topic's (Cyclone's) */
 } raw_type;
 
@@ -61,8 +61,8 @@ typedef struct seq_seen {
 typedef struct out_route {
     char topic[FERRY_TOPIC_MAX + 2];
     ferry_ros2_kind kind;
-    raw_type *raw;           /* kind FERRY_ROS2_NONE: a type known by its definition */
-    bool transient;          /* its writer offers TRANSIENT_LOCAL (CameraInfo, latched topics) */
+    raw_type *raw;  /* kind FERRY_ROS2_NONE: a type known by its definition */
+    bool transient; /* its writer offers TRANSIENT_LOCAL (CameraInfo, latched topics) */
     ferry_subscriber *sub;
     /* A reliable route's subscriber asks to block its publishers when full (lossless); a
      * best-effort one, or a reliable one a publisher refused, drops the oldest sample (counted). */
@@ -79,9 +79,9 @@ typedef struct out_route {
     uint64_t dropped_gone; /* queue drops of subscribers already destroyed */
     dds_entity_t dtopic, writer;
     unsigned missing;
-    unsigned finishing;   /* scans spent closing: writing what is left, awaiting acknowledgements */
-    bool active;          /* past its first scan: see ferry__bridge_scan_out */
-    bool yield;           /* a bridge of a lower pid sends the topic out */
+    unsigned finishing; /* scans spent closing: writing what is left, awaiting acknowledgements */
+    bool active;        /* past its first scan: see ferry__bridge_scan_out */
+    bool yield;         /* a bridge of a lower pid sends the topic out */
     uint64_t samples, bytes, failed, invalid;
     bool reliable;
     uint32_t qos_reported; /* offered-incompatible QoS matches logged so far */
@@ -96,18 +96,18 @@ typedef struct in_route {
     char topic[FERRY_TOPIC_MAX + 2];
     ferry_ros2_kind kind;
     char ros_type[FERRY_TYPE_NAME_MAX + 1]; /* kind FERRY_ROS2_NONE: "pkg/msg/Name" */
-    raw_type *raw;                         /* once a local node described that type */
+    raw_type *raw;                          /* once a local node described that type */
     dds_entity_t dtopic, reader;
     ferry_publisher *pub;
     uint64_t pub_id;
     int64_t last_wanted_ns;
-    int64_t retry_ns;       /* when creation failed: not before then */
+    int64_t retry_ns; /* when creation failed: not before then */
     bool reliable;
     /* The reader asks for TRANSIENT_LOCAL (every writer offered it when the reader was made);
      * the ferry publisher then keeps history samples for late ferry subscribers. */
     bool transient;
     uint32_t history;
-    uint32_t qos_reported; /* requested-incompatible QoS matches logged so far */
+    uint32_t qos_reported;             /* requested-incompatible QoS matches logged so far */
     uint64_t lost_gone, rejected_gone; /* counted by readers replaced since */
     writer_verdict writers[WRITER_CACHE];
     unsigned nwriters, next_writer;
@@ -126,18 +126,18 @@ typedef struct scan_topic {
      * ferry type hash of its publishers (out) */
     char ros_type[FERRY_TYPE_NAME_MAX + 1];
     uint64_t hash;
-    uint32_t latched;       /* out: the most a publisher keeps for late joiners */
-    bool plain_publisher;   /* a live publisher that is not a bridge */
-    bool other_bridge;      /* a bridge of a lower pid sends it out already */
-    bool best_effort;       /* in: some DDS writer is best effort */
-    bool transient;         /* in: some DDS writer offers TRANSIENT_LOCAL (or more) */
-    bool volatile_writer;   /* in: some DDS writer is VOLATILE */
-    uint32_t history;       /* in: the most that the transient writers keep for late joiners */
+    uint32_t latched;     /* out: the most a publisher keeps for late joiners */
+    bool plain_publisher; /* a live publisher that is not a bridge */
+    bool other_bridge;    /* a bridge of a lower pid sends it out already */
+    bool best_effort;     /* in: some DDS writer is best effort */
+    bool transient;       /* in: some DDS writer offers TRANSIENT_LOCAL (or more) */
+    bool volatile_writer; /* in: some DDS writer is VOLATILE */
+    uint32_t history;     /* in: the most that the transient writers keep for late joiners */
 } scan_topic;
 
 typedef struct rate_log {
-    int64_t last_ns;      /* start of the current one-second window */
-    unsigned lines;       /* said in that window */
+    int64_t last_ns; /* start of the current one-second window */
+    unsigned lines;  /* said in that window */
     uint64_t suppressed;
 } rate_log;
 

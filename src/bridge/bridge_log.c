@@ -16,7 +16,8 @@ void ferry__bridge_log(ferry_bridge *b, ferry_log_level level, const char *fmt, 
     char msg[512];
     va_list ap;
 
-    if (level > b->o.log_level) return;
+    if (level > b->o.log_level)
+        return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);

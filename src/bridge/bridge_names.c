@@ -37,7 +37,8 @@ static const struct kind_names *kind_entry(ferry_ros2_kind k)
     size_t i;
 
     for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (kinds[i].kind == k) return &kinds[i];
+        if (kinds[i].kind == k)
+            return &kinds[i];
     return &kinds[0];
 }
 
@@ -47,7 +48,8 @@ ferry_ros2_kind ferry__bridge_kind_of_ferry(const char *type_name, uint64_t hash
     size_t i;
 
     for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (kinds[i].kind == k) return k;
+        if (kinds[i].kind == k)
+            return k;
     return FERRY_ROS2_NONE; /* a kind without a DDS type (tensors) is not carried */
 }
 
@@ -55,9 +57,11 @@ ferry_ros2_kind ferry__bridge_kind_of_dds(const char *type_name)
 {
     size_t i;
 
-    if (type_name == NULL) return FERRY_ROS2_NONE;
+    if (type_name == NULL)
+        return FERRY_ROS2_NONE;
     for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(type_name, kinds[i].dds->m_typename) == 0) return kinds[i].kind;
+        if (strcmp(type_name, kinds[i].dds->m_typename) == 0)
+            return kinds[i].kind;
     return FERRY_ROS2_NONE;
 }
 
@@ -88,9 +92,11 @@ bool ferry__bridge_pattern_match(const ferry_bridge *b, const char *topic)
 {
     size_t i;
 
-    if (b->o.npatterns == 0) return true;
+    if (b->o.npatterns == 0)
+        return true;
     for (i = 0; i < b->o.npatterns; i++)
-        if (fnmatch(b->patterns[i], topic, 0) == 0) return true;
+        if (fnmatch(b->patterns[i], topic, 0) == 0)
+            return true;
     return false;
 }
 
@@ -107,11 +113,13 @@ void ferry__bridge_make_mark(ferry_bridge *b)
     FILE *f = fopen("/etc/machine-id", "r");
 
     if (f != NULL) {
-        if (fgets(machine, sizeof machine, f) == NULL) machine[0] = '\0';
+        if (fgets(machine, sizeof machine, f) == NULL)
+            machine[0] = '\0';
         fclose(f);
         machine[strcspn(machine, "\r\n")] = '\0';
     }
-    if (machine[0] == '\0' && gethostname(machine, sizeof machine - 1) != 0) machine[0] = '\0';
+    if (machine[0] == '\0' && gethostname(machine, sizeof machine - 1) != 0)
+        machine[0] = '\0';
     snprintf(text, sizeof text, "%s|%s|%" PRIu32, machine, b->dir_real, b->o.domain);
     snprintf(b->mark, sizeof b->mark, MARK_PREFIX "%016" PRIx64, ferry_hash(text));
 }
@@ -122,7 +130,8 @@ bool ferry__bridge_has_mark(const ferry_bridge *b, const dds_qos_t *qos)
     size_t size = 0;
     bool same;
 
-    if (qos == NULL || !dds_qget_userdata(qos, &value, &size) || value == NULL) return false;
+    if (qos == NULL || !dds_qget_userdata(qos, &value, &size) || value == NULL)
+        return false;
     same = size == strlen(b->mark) && memcmp(value, b->mark, size) == 0;
     dds_free(value);
     return same;
@@ -149,7 +158,8 @@ bool ferry__bridge_qos_transient(const dds_qos_t *qos, uint32_t *depth)
     /* What the writer keeps for late joiners: its durability service history (ROS 2's
      * rmw_cyclonedds sets it to the publisher's history); KEEP_ALL counts as no bound. */
     if (depth != NULL) {
-        if (!dds_qget_durability_service(qos, &delay, &hkind, &hdepth, &a, &b, &c)) hdepth = 1;
+        if (!dds_qget_durability_service(qos, &delay, &hkind, &hdepth, &a, &b, &c))
+            hdepth = 1;
         *depth = hkind == DDS_HISTORY_KEEP_ALL ? UINT32_MAX : hdepth > 0 ? (uint32_t)hdepth : 1u;
     }
     return true;
@@ -158,24 +168,43 @@ bool ferry__bridge_qos_transient(const dds_qos_t *qos, uint32_t *depth)
 const char *ferry__bridge_qos_policy_name(uint32_t id)
 {
     switch ((dds_qos_policy_id_t)id) {
-    case DDS_USERDATA_QOS_POLICY_ID: return "USER_DATA";
-    case DDS_DURABILITY_QOS_POLICY_ID: return "DURABILITY";
-    case DDS_PRESENTATION_QOS_POLICY_ID: return "PRESENTATION";
-    case DDS_DEADLINE_QOS_POLICY_ID: return "DEADLINE";
-    case DDS_LATENCYBUDGET_QOS_POLICY_ID: return "LATENCY_BUDGET";
-    case DDS_OWNERSHIP_QOS_POLICY_ID: return "OWNERSHIP";
-    case DDS_OWNERSHIPSTRENGTH_QOS_POLICY_ID: return "OWNERSHIP_STRENGTH";
-    case DDS_LIVELINESS_QOS_POLICY_ID: return "LIVELINESS";
-    case DDS_TIMEBASEDFILTER_QOS_POLICY_ID: return "TIME_BASED_FILTER";
-    case DDS_PARTITION_QOS_POLICY_ID: return "PARTITION";
-    case DDS_RELIABILITY_QOS_POLICY_ID: return "RELIABILITY";
-    case DDS_DESTINATIONORDER_QOS_POLICY_ID: return "DESTINATION_ORDER";
-    case DDS_HISTORY_QOS_POLICY_ID: return "HISTORY";
-    case DDS_RESOURCELIMITS_QOS_POLICY_ID: return "RESOURCE_LIMITS";
-    case DDS_LIFESPAN_QOS_POLICY_ID: return "LIFESPAN";
-    case DDS_DURABILITYSERVICE_QOS_POLICY_ID: return "DURABILITY_SERVICE";
-    case DDS_TYPE_CONSISTENCY_ENFORCEMENT_QOS_POLICY_ID: return "TYPE_CONSISTENCY";
-    case DDS_DATA_REPRESENTATION_QOS_POLICY_ID: return "DATA_REPRESENTATION";
-    default: return "another policy";
+    case DDS_USERDATA_QOS_POLICY_ID:
+        return "USER_DATA";
+    case DDS_DURABILITY_QOS_POLICY_ID:
+        return "DURABILITY";
+    case DDS_PRESENTATION_QOS_POLICY_ID:
+        return "PRESENTATION";
+    case DDS_DEADLINE_QOS_POLICY_ID:
+        return "DEADLINE";
+    case DDS_LATENCYBUDGET_QOS_POLICY_ID:
+        return "LATENCY_BUDGET";
+    case DDS_OWNERSHIP_QOS_POLICY_ID:
+        return "OWNERSHIP";
+    case DDS_OWNERSHIPSTRENGTH_QOS_POLICY_ID:
+        return "OWNERSHIP_STRENGTH";
+    case DDS_LIVELINESS_QOS_POLICY_ID:
+        return "LIVELINESS";
+    case DDS_TIMEBASEDFILTER_QOS_POLICY_ID:
+        return "TIME_BASED_FILTER";
+    case DDS_PARTITION_QOS_POLICY_ID:
+        return "PARTITION";
+    case DDS_RELIABILITY_QOS_POLICY_ID:
+        return "RELIABILITY";
+    case DDS_DESTINATIONORDER_QOS_POLICY_ID:
+        return "DESTINATION_ORDER";
+    case DDS_HISTORY_QOS_POLICY_ID:
+        return "HISTORY";
+    case DDS_RESOURCELIMITS_QOS_POLICY_ID:
+        return "RESOURCE_LIMITS";
+    case DDS_LIFESPAN_QOS_POLICY_ID:
+        return "LIFESPAN";
+    case DDS_DURABILITYSERVICE_QOS_POLICY_ID:
+        return "DURABILITY_SERVICE";
+    case DDS_TYPE_CONSISTENCY_ENFORCEMENT_QOS_POLICY_ID:
+        return "TYPE_CONSISTENCY";
+    case DDS_DATA_REPRESENTATION_QOS_POLICY_ID:
+        return "DATA_REPRESENTATION";
+    default:
+        return "another policy";
     }
 }

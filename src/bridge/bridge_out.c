@@ -46,9 +46,11 @@ static int publisher_verdict(const ferry_bridge *b, uint64_t id)
     size_t i;
 
     for (i = 0; i < b->nins; i++)
-        if (b->ins[i]->pub != NULL && b->ins[i]->pub_id == id) return 1;
+        if (b->ins[i]->pub != NULL && b->ins[i]->pub_id == id)
+            return 1;
     for (i = 0; i < b->nknown; i++)
-        if (b->known[i].id == id) return b->known[i].bridge ? 1 : 0;
+        if (b->known[i].id == id)
+            return b->known[i].bridge ? 1 : 0;
     return -1;
 }
 
@@ -113,8 +115,7 @@ static ferry_err subscribe(ferry_bridge *b, out_route *r, bool blocking, ferry_s
     if (r->raw != NULL) {
         /* A latched topic's last samples, published before the bridge came, go out too. */
         so.history = r->transient ? b->o.depth : 0;
-        return ferry_subscriber_create(out, b->node, r->topic, r->raw->ros_name, r->raw->hash,
-                                       &so);
+        return ferry_subscriber_create(out, b->node, r->topic, r->raw->ros_name, r->raw->hash, &so);
     }
     return ferry_subscriber_create(out, b->node, r->topic, ferry__bridge_ferry_type(r->kind),
                                    ferry__bridge_ferry_hash_of(r->kind), &so);
@@ -124,7 +125,8 @@ static uint64_t sub_dropped(ferry_subscriber *sub)
 {
     ferry_subscriber_stats st;
 
-    if (sub == NULL || ferry_subscriber_stats_get(sub, &st) != FERRY_OK) return 0;
+    if (sub == NULL || ferry_subscriber_stats_get(sub, &st) != FERRY_OK)
+        return 0;
     return st.dropped;
 }
 
@@ -138,7 +140,8 @@ static void unsubscribe(ferry_bridge *b, out_route *r, ferry_subscriber *sub)
     ferry_err err;
     int fd;
 
-    if (sub == NULL) return;
+    if (sub == NULL)
+        return;
     if (r->pending_sub == sub) {
         /* Only when the route closes: a sample DDS had no room for, given up. */
         r->failed++;
@@ -147,7 +150,8 @@ static void unsubscribe(ferry_bridge *b, out_route *r, ferry_subscriber *sub)
         r->pending_sub = NULL;
     }
     r->dropped_gone += sub_dropped(sub);
-    if (ferry_subscriber_fd(sub, &fd) == FERRY_OK) ferry__bridge_unwatch_fd(b, fd);
+    if (ferry_subscriber_fd(sub, &fd) == FERRY_OK)
+        ferry__bridge_unwatch_fd(b, fd);
     err = ferry_subscriber_destroy(sub);
     if (err != FERRY_OK)
         ferry__bridge_log(b, FERRY_LOG_ERROR, "out %s: ferry_subscriber_destroy: %s", r->topic,
@@ -161,8 +165,10 @@ void ferry__bridge_out_destroy(ferry_bridge *b, out_route *r)
     unsubscribe(b, r, r->sub);
     r->sub = NULL;
     b->st.out_queue_dropped += r->dropped_gone;
-    if (r->writer > 0) dds_delete(r->writer);
-    if (r->dtopic > 0) dds_delete(r->dtopic);
+    if (r->writer > 0)
+        dds_delete(r->writer);
+    if (r->dtopic > 0)
+        dds_delete(r->dtopic);
     ferry__bridge_raw_close(r->raw);
     free(r);
 }
@@ -175,7 +181,8 @@ out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
     ferry_err err;
     int fd;
 
-    if (r == NULL) return NULL;
+    if (r == NULL)
+        return NULL;
     memcpy(r->topic, t->topic, sizeof r->topic);
     r->kind = t->kind;
     r->transient = t->kind == FERRY_ROS2_CAMERA_INFO || t->latched > 0;
@@ -186,8 +193,8 @@ out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
             if (err != FERRY_EAGAIN || ferry__bridge_rate_ok(&b->log_limit))
                 ferry__bridge_log(b, err == FERRY_EAGAIN ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
                                   "out %s: no description of %s in the domain's graph files "
-                                  "(%s): not sent out", r->topic, t->ros_type,
-                                  ferry_strerror(err));
+                                  "(%s): not sent out",
+                                  r->topic, t->ros_type, ferry_strerror(err));
             free(r);
             return NULL;
         }
@@ -220,7 +227,8 @@ out_route *ferry__bridge_out_create(ferry_bridge *b, const scan_topic *t)
         ferry__bridge_out_destroy(b, r);
         return NULL;
     }
-    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
+    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK)
+        ferry__bridge_watch_fd(b, fd);
     ferry__bridge_log(b, FERRY_LOG_INFO, "out %s -> %s (%s, %s, depth %" PRIu32 ")", r->topic,
                       dds_name, ferry__bridge_route_type(r->kind, r->raw),
                       r->reliable ? "reliable, lossless: blocks a publisher that admits it"
@@ -267,14 +275,16 @@ void ferry__bridge_out_check(ferry_bridge *b, out_route *r)
     r->sub = lossy;
     r->blocking = false;
     r->dedupe = true;
-    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK) ferry__bridge_watch_fd(b, fd);
+    if (ferry_subscriber_fd(r->sub, &fd) == FERRY_OK)
+        ferry__bridge_watch_fd(b, fd);
 }
 
 void ferry__bridge_out_check_qos(ferry_bridge *b, out_route *r)
 {
     dds_offered_incompatible_qos_status_t st;
 
-    if (r->writer <= 0 || dds_get_offered_incompatible_qos_status(r->writer, &st) != DDS_RETCODE_OK ||
+    if (r->writer <= 0 ||
+        dds_get_offered_incompatible_qos_status(r->writer, &st) != DDS_RETCODE_OK ||
         st.total_count <= r->qos_reported || !ferry__bridge_rate_ok_n(&b->log_qos, 10))
         return;
     ferry__bridge_log(b, FERRY_LOG_WARN,
@@ -422,7 +432,8 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
     case FERRY_ROS2_IMAGE: {
         ferry_image_view v;
 
-        if (ferry_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX) return false;
+        if (ferry_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
+            return false;
         *rc = write_image(r, &v);
         *bytes = v.data_size;
         return true;
@@ -439,7 +450,8 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
     case FERRY_ROS2_CAMERA_INFO: {
         ferry_camera_info_view v;
 
-        if (ferry_camera_info_view_get(s, &v) != FERRY_OK) return false;
+        if (ferry_camera_info_view_get(s, &v) != FERRY_OK)
+            return false;
         *rc = write_camera_info(r, &v);
         *bytes = s->size;
         return true;
@@ -456,13 +468,15 @@ static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, 
     case FERRY_ROS2_IMU: {
         ferry_imu_view v;
 
-        if (ferry_imu_view_get(s, &v) != FERRY_OK) return false;
+        if (ferry_imu_view_get(s, &v) != FERRY_OK)
+            return false;
         *rc = write_imu(r, &v);
         *bytes = s->size;
         return true;
     }
     default: /* FERRY_ROS2_NONE: a type known by its definition; tensors get no route */
-        if (r->raw == NULL) break;
+        if (r->raw == NULL)
+            break;
         *bytes = s->size;
         return ferry__bridge_raw_write(r, s, rc);
     }
@@ -479,7 +493,8 @@ static bool from_bridge(ferry_bridge *b, const out_route *r, uint64_t publisher_
          * than let one of another bridge's samples through. */
         ferry_inspect(b->o.dir, b->o.domain, r->topic, note_topic_publishers, b);
         v = publisher_verdict(b, publisher_id);
-        if (v < 0) ferry__bridge_note_publisher(b, publisher_id, false);
+        if (v < 0)
+            ferry__bridge_note_publisher(b, publisher_id, false);
     }
     return v > 0;
 }
@@ -490,10 +505,12 @@ static bool seen_before(out_route *r, const ferry_sample *s)
 {
     unsigned i;
 
-    if (!r->dedupe) return false;
+    if (!r->dedupe)
+        return false;
     for (i = 0; i < r->nseen; i++)
         if (r->seen[i].publisher_id == s->publisher_id) {
-            if (s->sequence <= r->seen[i].sequence) return true;
+            if (s->sequence <= r->seen[i].sequence)
+                return true;
             r->seen[i].sequence = s->sequence;
             return false;
         }
@@ -588,7 +605,8 @@ static bool pump_sub(ferry_bridge *b, out_route *r, ferry_subscriber *sub)
                                   ferry_strerror(err));
             return true;
         }
-        if (!carry(b, r, sub, &s, false)) return false;
+        if (!carry(b, r, sub, &s, false))
+            return false;
     }
 }
 
@@ -599,10 +617,12 @@ bool ferry__bridge_out_pump(ferry_bridge *b, out_route *r)
         ferry_sample s = r->pending;
 
         r->pending_sub = NULL;
-        if (!carry(b, r, sub, &s, true)) return false;
+        if (!carry(b, r, sub, &s, true))
+            return false;
     }
     /* The retiring subscriber first: it holds the older samples of the publishers both have. */
-    if (r->retiring != NULL && !pump_sub(b, r, r->retiring)) return false;
+    if (r->retiring != NULL && !pump_sub(b, r, r->retiring))
+        return false;
     return pump_sub(b, r, r->sub);
 }
 

@@ -46,19 +46,23 @@ bool ferry__bridge_dds_type_of(const char *ros, char *out, size_t cap)
         return false;
     for (i = 0; ros[i] != '\0'; i++) {
         if (ros + i == name) {
-            if (o + 8 >= cap) return false;
+            if (o + 8 >= cap)
+                return false;
             memcpy(out + o, "::dds_::", 8);
             o += 8;
         } else if (ros[i] == '/') {
-            if (o + 2 >= cap) return false;
+            if (o + 2 >= cap)
+                return false;
             out[o++] = ':';
             out[o++] = ':';
         } else {
-            if (!name_char(ros[i]) || o + 1 >= cap) return false;
+            if (!name_char(ros[i]) || o + 1 >= cap)
+                return false;
             out[o++] = ros[i];
         }
     }
-    if (o + 2 > cap) return false;
+    if (o + 2 > cap)
+        return false;
     out[o++] = '_';
     out[o] = '\0';
     return true;
@@ -87,7 +91,8 @@ bool ferry__bridge_ros_type_of(const char *dds, char *out, size_t cap)
     memcpy(out + o, "/msg/", 5);
     o += 5;
     for (i = (size_t)(mid + 13 - dds); i < len - 1; i++) {
-        if (!name_char(dds[i])) return false;
+        if (!name_char(dds[i]))
+            return false;
         out[o++] = dds[i];
     }
     out[o] = '\0';
@@ -124,14 +129,17 @@ static raw_serdata *serdata_new(const struct ddsi_sertype *type, enum ddsi_serda
     size_t padded = kind == SDK_DATA ? (size + 3) & ~(size_t)3 : 0;
     raw_serdata *d;
 
-    if (padded < size || padded > UINT32_MAX) return NULL;
+    if (padded < size || padded > UINT32_MAX)
+        return NULL;
     d = malloc(sizeof *d + padded);
-    if (d == NULL) return NULL;
+    if (d == NULL)
+        return NULL;
     memset(d, 0, sizeof *d);
     ddsi_serdata_init(&d->c, type, kind);
     d->size = padded;
     d->data = padded ? d->bytes : NULL;
-    if (padded > size) memset(d->bytes + size, 0, padded - size);
+    if (padded > size)
+        memset(d->bytes + size, 0, padded - size);
     return d;
 }
 
@@ -152,7 +160,8 @@ static struct ddsi_serdata *serdata_from_ser(const struct ddsi_sertype *type,
     raw_serdata *d = serdata_new(type, kind, size);
     size_t off = 0;
 
-    if (d == NULL) return NULL;
+    if (d == NULL)
+        return NULL;
     /* The fragments in order, overlapping where they were resent: each adds what lies past the
      * bytes copied so far. */
     for (; frag != NULL && off < size; frag = frag->nextfrag) {
@@ -174,14 +183,15 @@ static struct ddsi_serdata *serdata_from_ser(const struct ddsi_sertype *type,
 
 static struct ddsi_serdata *serdata_from_ser_iov(const struct ddsi_sertype *type,
                                                  enum ddsi_serdata_kind kind,
-                                                 ddsrt_msg_iovlen_t niov,
-                                                 const ddsrt_iovec_t *iov, size_t size)
+                                                 ddsrt_msg_iovlen_t niov, const ddsrt_iovec_t *iov,
+                                                 size_t size)
 {
     raw_serdata *d = serdata_new(type, kind, size);
     size_t off = 0;
     ddsrt_msg_iovlen_t i;
 
-    if (d == NULL) return NULL;
+    if (d == NULL)
+        return NULL;
     for (i = 0; i < niov && kind == SDK_DATA; i++) {
         size_t n = iov[i].iov_len < size - off ? iov[i].iov_len : size - off;
 
@@ -206,8 +216,10 @@ static struct ddsi_serdata *serdata_from_sample(const struct ddsi_sertype *type,
     const raw_sample *s = sample;
     raw_serdata *d = serdata_new(type, kind, kind == SDK_DATA ? s->size : 0);
 
-    if (d == NULL) return NULL;
-    if (kind == SDK_DATA) memcpy(d->bytes, s->data, s->size);
+    if (d == NULL)
+        return NULL;
+    if (kind == SDK_DATA)
+        memcpy(d->bytes, s->data, s->size);
     return &d->c;
 }
 
@@ -216,8 +228,8 @@ static void serdata_to_ser(const struct ddsi_serdata *dc, size_t off, size_t sz,
     memcpy(buf, ((const raw_serdata *)dc)->bytes + off, sz);
 }
 
-static struct ddsi_serdata *serdata_to_ser_ref(const struct ddsi_serdata *dc, size_t off,
-                                               size_t sz, ddsrt_iovec_t *ref)
+static struct ddsi_serdata *serdata_to_ser_ref(const struct ddsi_serdata *dc, size_t off, size_t sz,
+                                               ddsrt_iovec_t *ref)
 {
     ref->iov_base = ((raw_serdata *)(uintptr_t)dc)->bytes + off;
     ref->iov_len = (ddsrt_iov_len_t)sz;
@@ -241,7 +253,8 @@ static struct ddsi_serdata *serdata_to_untyped(const struct ddsi_serdata *dc)
 {
     raw_serdata *d = serdata_new(dc->type, SDK_KEY, 0);
 
-    if (d == NULL) return NULL;
+    if (d == NULL)
+        return NULL;
     d->c.type = NULL;
     return &d->c;
 }
@@ -263,8 +276,7 @@ static bool serdata_eqkey(const struct ddsi_serdata *a, const struct ddsi_serdat
 static size_t serdata_print(const struct ddsi_sertype *type, const struct ddsi_serdata *dc,
                             char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "%s: %zu bytes", type->type_name,
-                     ((const raw_serdata *)dc)->size);
+    int n = snprintf(buf, size, "%s: %zu bytes", type->type_name, ((const raw_serdata *)dc)->size);
 
     return n < 0 ? 0 : (size_t)n;
 }
@@ -313,15 +325,18 @@ static void sertype_realloc_samples(void **ptrs, const struct ddsi_sertype *tp, 
     size_t i;
 
     (void)tp;
-    if (s != NULL && count > oldcount) memset(s + oldcount, 0, (count - oldcount) * sizeof *s);
-    for (i = 0; i < count && s != NULL; i++) ptrs[i] = &s[i];
+    if (s != NULL && count > oldcount)
+        memset(s + oldcount, 0, (count - oldcount) * sizeof *s);
+    for (i = 0; i < count && s != NULL; i++)
+        ptrs[i] = &s[i];
 }
 
 static void sertype_free_samples(const struct ddsi_sertype *tp, void **ptrs, size_t count,
                                  dds_free_op_t op)
 {
     (void)tp, (void)count;
-    if ((op & DDS_FREE_ALL_BIT) && count > 0) free(ptrs[0]);
+    if ((op & DDS_FREE_ALL_BIT) && count > 0)
+        free(ptrs[0]);
 }
 
 static bool sertype_equal(const struct ddsi_sertype *a, const struct ddsi_sertype *b)
@@ -348,7 +363,8 @@ static bool sertype_serialize_into(const struct ddsi_sertype *tp, const void *sa
     const raw_sample *s = sample;
 
     (void)tp;
-    if (dst_size < s->size) return false;
+    if (dst_size < s->size)
+        return false;
     memcpy(dst, s->data, s->size);
     return true;
 }
@@ -385,7 +401,8 @@ ferry_err ferry__bridge_raw_open(ferry_bridge *b, const char *ros_name, uint64_t
 
     *out = NULL;
     t = calloc(1, sizeof *t);
-    if (t == NULL) return FERRY_ENOMEM;
+    if (t == NULL)
+        return FERRY_ENOMEM;
     if (strlen(ros_name) >= sizeof t->ros_name ||
         !ferry__bridge_dds_type_of(ros_name, t->dds_name, sizeof t->dds_name)) {
         free(t);
@@ -399,20 +416,24 @@ ferry_err ferry__bridge_raw_open(ferry_bridge *b, const char *ros_name, uint64_t
     }
     t->hash = info.hash;
     t->wire = info.wire;
-    err = ferry_ros2_schema_parse(ros_name, info.definition, info.definition_size, &t->schema,
-                                  why, sizeof why);
+    err = ferry_ros2_schema_parse(ros_name, info.definition, info.definition_size, &t->schema, why,
+                                  sizeof why);
     ferry_ros2_type_info_free(&info);
     if (err != FERRY_OK) {
-        ferry__bridge_log(b, FERRY_LOG_WARN, "%s: its description in the graph files is not "
-                          "usable: %s", ros_name, why);
+        ferry__bridge_log(b, FERRY_LOG_WARN,
+                          "%s: its description in the graph files is not "
+                          "usable: %s",
+                          ros_name, why);
         free(t);
         return err;
     }
     t->plain_size = ferry_ros2_schema_plain_size(t->schema);
     if (t->wire == FERRY_ROS2_WIRE_PLAIN) {
         if (t->plain_size == 0) {
-            ferry__bridge_log(b, FERRY_LOG_WARN, "%s: described as fixed-size, but its "
-                              "definition is not", ros_name);
+            ferry__bridge_log(b, FERRY_LOG_WARN,
+                              "%s: described as fixed-size, but its "
+                              "definition is not",
+                              ros_name);
             ferry__bridge_raw_close(t);
             return FERRY_EINVAL;
         }
@@ -429,7 +450,8 @@ ferry_err ferry__bridge_raw_open(ferry_bridge *b, const char *ros_name, uint64_t
 
 void ferry__bridge_raw_close(raw_type *t)
 {
-    if (t == NULL) return;
+    if (t == NULL)
+        return;
     ferry_ros2_schema_free(t->schema);
     free(t->scratch);
     free(t);
@@ -440,7 +462,8 @@ dds_entity_t ferry__bridge_raw_topic(ferry_bridge *b, raw_type *t, const char *d
     struct ddsi_sertype *st = calloc(1, sizeof *st);
     dds_entity_t topic;
 
-    if (st == NULL) return DDS_RETCODE_OUT_OF_RESOURCES;
+    if (st == NULL)
+        return DDS_RETCODE_OUT_OF_RESOURCES;
     ddsi_sertype_init_flags(st, t->dds_name, &sertype_ops, &serdata_ops,
                             DDSI_SERTYPE_FLAG_TOPICKIND_NO_KEY);
     st->allowed_data_representation = DDS_DATA_REPRESENTATION_FLAG_XCDR1;
@@ -497,22 +520,25 @@ ferry_err ferry__bridge_raw_publish(in_route *r, struct ddsi_serdata *sd, const 
     void *loan = NULL;
     ferry_err err;
 
-    if (size < 4) return (*why = "malformed CDR", FERRY_EINVAL);
+    if (size < 4)
+        return (*why = "malformed CDR", FERRY_EINVAL);
     err = ferry_loan(r->pub, out_size, &loan);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     ref = ddsi_serdata_to_ser_ref(sd, 0, size, &iov);
     if (t->wire == FERRY_ROS2_WIRE_PLAIN) {
         res = ferry_ros2_cdr_to_plain(t->schema, iov.iov_base, iov.iov_len, loan, out_size);
     } else {
         res = ferry_ros2_walk(t->schema, FERRY_ROS2_WIRE_CDR, iov.iov_base, iov.iov_len, 0, NULL,
                               NULL);
-        if (res == FERRY_ROS2_WALK_OK) memcpy(loan, iov.iov_base, iov.iov_len);
+        if (res == FERRY_ROS2_WALK_OK)
+            memcpy(loan, iov.iov_base, iov.iov_len);
     }
     ddsi_serdata_to_ser_unref(ref, &iov);
     if (res != FERRY_ROS2_WALK_OK) {
         ferry_loan_release(r->pub, loan);
         *why = res == FERRY_ROS2_WALK_UNSUPPORTED ? "an encapsulation other than plain CDR"
-                                                   : "malformed CDR";
+                                                  : "malformed CDR";
         return FERRY_EINVAL;
     }
     return ferry_publish(r->pub, loan, out_size);

@@ -35,21 +35,26 @@ static scan_topic *scan_entry(ferry_bridge *b, const char *topic, ferry_ros2_kin
     scan_topic *t;
     size_t i;
 
-    if (!ferry__bridge_normalise(topic, name)) return NULL;
-    if (kind == FERRY_ROS2_NONE && strlen(ros_type) >= sizeof t->ros_type) return NULL;
+    if (!ferry__bridge_normalise(topic, name))
+        return NULL;
+    if (kind == FERRY_ROS2_NONE && strlen(ros_type) >= sizeof t->ros_type)
+        return NULL;
     for (i = 0; i < b->nscan; i++) {
         t = &b->scan[i];
         if (strcmp(t->topic, name) == 0)
-            return t->kind == kind && (kind != FERRY_ROS2_NONE || strcmp(t->ros_type, ros_type) == 0)
+            return t->kind == kind &&
+                           (kind != FERRY_ROS2_NONE || strcmp(t->ros_type, ros_type) == 0)
                        ? t
                        : NULL;
     }
-    if (b->nscan == SCAN_TOPICS_MAX) return NULL;
+    if (b->nscan == SCAN_TOPICS_MAX)
+        return NULL;
     t = &b->scan[b->nscan++];
     memset(t, 0, sizeof *t);
     memcpy(t->topic, name, sizeof name);
     t->kind = kind;
-    if (kind == FERRY_ROS2_NONE) strcpy(t->ros_type, ros_type);
+    if (kind == FERRY_ROS2_NONE)
+        strcpy(t->ros_type, ros_type);
     return t;
 }
 
@@ -60,21 +65,26 @@ static bool scan_ferry_endpoint(void *arg, const ferry_endpoint_info *info)
     ferry_ros2_kind kind;
     scan_topic *t;
 
-    if (!info->alive) return true;
-    if (info->kind == FERRY_ENDPOINT_PUBLISHER) ferry__bridge_note_publisher(b, info->id, bridge);
+    if (!info->alive)
+        return true;
+    if (info->kind == FERRY_ENDPOINT_PUBLISHER)
+        ferry__bridge_note_publisher(b, info->id, bridge);
     kind = ferry__bridge_kind_of_ferry(info->type_name, info->type_hash);
     if (kind == FERRY_ROS2_NONE) {
         /* A ROS 2 message type by name ("pkg/msg/Name"): an rmw_ferry_cpp node's topic. */
         char dds_type[FERRY_TYPE_NAME_MAX + 16];
 
-        if (!ferry__bridge_dds_type_of(info->type_name, dds_type, sizeof dds_type)) return true;
+        if (!ferry__bridge_dds_type_of(info->type_name, dds_type, sizeof dds_type))
+            return true;
     }
     t = scan_entry(b, info->topic, kind, info->type_name);
-    if (t == NULL) return true;
+    if (t == NULL)
+        return true;
     if (info->kind == FERRY_ENDPOINT_PUBLISHER && !bridge) {
         t->plain_publisher = true;
         t->hash = info->type_hash;
-        if (info->depth > t->latched) t->latched = info->depth;
+        if (info->depth > t->latched)
+            t->latched = info->depth;
     }
     if (info->kind == FERRY_ENDPOINT_SUBSCRIBER && bridge && info->pid != (int32_t)b->pid &&
         info->pid < (int32_t)b->pid)
@@ -89,17 +99,20 @@ void ferry__bridge_scan_out(ferry_bridge *b)
     b->nscan = 0;
     b->nknown = 0;
     ferry_inspect(b->o.dir, b->o.domain, NULL, scan_ferry_endpoint, b);
-    if (!(b->o.direction & FERRY_BRIDGE_OUT)) return;
+    if (!(b->o.direction & FERRY_BRIDGE_OUT))
+        return;
 
     /* A new route sends nothing before the next scan: two bridges of one ferry domain that
      * subscribe to a topic at the same moment see each other by then, and the one of the higher
      * pid leaves without having written a duplicate. */
-    for (i = 0; i < b->nouts; i++) b->outs[i]->missing++;
+    for (i = 0; i < b->nouts; i++)
+        b->outs[i]->missing++;
     for (j = 0; j < b->nscan; j++) {
         const scan_topic *t = &b->scan[j];
         bool found = false;
 
-        if (!t->plain_publisher || !ferry__bridge_pattern_match(b, t->topic)) continue;
+        if (!t->plain_publisher || !ferry__bridge_pattern_match(b, t->topic))
+            continue;
         for (i = 0; i < b->nouts && !found; i++)
             if (strcmp(b->outs[i]->topic, t->topic) == 0) {
                 /* Before the route goes active: a refused blocking subscriber is replaced
@@ -107,12 +120,15 @@ void ferry__bridge_scan_out(ferry_bridge *b)
                 ferry__bridge_out_check(b, b->outs[i]);
                 b->outs[i]->missing = 0;
                 ferry__bridge_out_check_qos(b, b->outs[i]);
-                if (!t->other_bridge) b->outs[i]->finishing = 0;
+                if (!t->other_bridge)
+                    b->outs[i]->finishing = 0;
                 b->outs[i]->yield = t->other_bridge;
-                if (!t->other_bridge) b->outs[i]->active = true;
+                if (!t->other_bridge)
+                    b->outs[i]->active = true;
                 found = true;
             }
-        if (found || t->other_bridge) continue;
+        if (found || t->other_bridge)
+            continue;
         if (b->nouts == FERRY_BRIDGE_ROUTES_MAX) {
             if (ferry__bridge_rate_ok(&b->log_limit))
                 ferry__bridge_log(b, FERRY_LOG_WARN, "out %s: too many routes (%u)", t->topic,
@@ -122,7 +138,8 @@ void ferry__bridge_scan_out(ferry_bridge *b)
         {
             out_route *r = ferry__bridge_out_create(b, t);
 
-            if (r != NULL) b->outs[b->nouts++] = r;
+            if (r != NULL)
+                b->outs[b->nouts++] = r;
         }
     }
     for (i = 0; i < b->nouts;) {
@@ -166,7 +183,8 @@ void ferry__bridge_scan_in(ferry_bridge *b)
                           DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE |
                               DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE |
                               DDS_NOT_ALIVE_NO_WRITERS_INSTANCE_STATE);
-        if (n <= 0) break;
+        if (n <= 0)
+            break;
         dds_return_loan(b->pubreader, buf, n);
     }
     buf[0] = NULL;
@@ -179,8 +197,10 @@ void ferry__bridge_scan_in(ferry_bridge *b)
         ferry_ros2_kind kind;
         scan_topic *t;
 
-        if (!info[k].valid_data || ep->topic_name == NULL) continue;
-        if (strncmp(ep->topic_name, "rt/", 3) != 0) continue;
+        if (!info[k].valid_data || ep->topic_name == NULL)
+            continue;
+        if (strncmp(ep->topic_name, "rt/", 3) != 0)
+            continue;
         kind = ferry__bridge_kind_of_dds(ep->type_name);
         if (kind == FERRY_ROS2_NONE &&
             (ep->type_name == NULL ||
@@ -188,23 +208,29 @@ void ferry__bridge_scan_in(ferry_bridge *b)
             continue;
         if (memcmp(&ep->participant_key, &b->participant_guid, sizeof ep->participant_key) == 0)
             continue;
-        if (ferry__bridge_has_mark(b, ep->qos)) continue;
-        if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK) continue;
+        if (ferry__bridge_has_mark(b, ep->qos))
+            continue;
+        if (ferry_topic_validate(ep->topic_name + 2) != FERRY_OK)
+            continue;
         t = scan_entry(b, ep->topic_name + 2, kind, ros_type);
-        if (t == NULL) continue;
-        if (!ferry__bridge_qos_reliable(ep->qos)) t->best_effort = true;
+        if (t == NULL)
+            continue;
+        if (!ferry__bridge_qos_reliable(ep->qos))
+            t->best_effort = true;
         {
             uint32_t depth = 0;
 
             if (ferry__bridge_qos_transient(ep->qos, &depth)) {
                 t->transient = true;
-                if (depth > t->history) t->history = depth;
+                if (depth > t->history)
+                    t->history = depth;
             } else {
                 t->volatile_writer = true;
             }
         }
     }
-    if (n > 0) dds_return_loan(b->pubreader, buf, n);
+    if (n > 0)
+        dds_return_loan(b->pubreader, buf, n);
 
     for (j = 0; j < b->nscan; j++) {
         const scan_topic *t = &b->scan[j];
@@ -217,9 +243,11 @@ void ferry__bridge_scan_in(ferry_bridge *b)
         bool transient = t->transient && !t->volatile_writer;
         in_route *r = NULL;
 
-        if (!ferry__bridge_pattern_match(b, t->topic)) continue;
+        if (!ferry__bridge_pattern_match(b, t->topic))
+            continue;
         for (i = 0; i < b->nins; i++)
-            if (strcmp(b->ins[i]->topic, t->topic) == 0) r = b->ins[i];
+            if (strcmp(b->ins[i]->topic, t->topic) == 0)
+                r = b->ins[i];
         if (r != NULL && (r->kind != t->kind || strcmp(r->ros_type, t->ros_type) != 0))
             continue; /* the topic's writers changed their type: the route goes once they left */
         if (r == NULL) {
@@ -230,7 +258,8 @@ void ferry__bridge_scan_in(ferry_bridge *b)
                 continue;
             }
             r = calloc(1, sizeof *r);
-            if (r == NULL) continue;
+            if (r == NULL)
+                continue;
             memcpy(r->topic, t->topic, sizeof r->topic);
             r->kind = t->kind;
             memcpy(r->ros_type, t->ros_type, sizeof r->ros_type);
@@ -239,40 +268,43 @@ void ferry__bridge_scan_in(ferry_bridge *b)
             r->history = t->history < b->o.depth ? t->history : b->o.depth;
             b->ins[b->nins++] = r;
             if (!ferry__bridge_in_open(b, r, true))
-                r->retry_ns = now + (r->kind == FERRY_ROS2_NONE && r->raw == NULL ? TYPE_RETRY_NS
-                                                                                  : RETRY_NS);
+                r->retry_ns =
+                    now + (r->kind == FERRY_ROS2_NONE && r->raw == NULL ? TYPE_RETRY_NS : RETRY_NS);
         } else if (r->pub == NULL) {
             if (now >= r->retry_ns) {
                 r->reliable = reliable;
                 r->transient = transient;
                 r->history = t->history < b->o.depth ? t->history : b->o.depth;
                 if (!ferry__bridge_in_open(b, r, false))
-                    r->retry_ns = now + (r->kind == FERRY_ROS2_NONE && r->raw == NULL
-                                             ? TYPE_RETRY_NS
-                                             : RETRY_NS);
+                    r->retry_ns =
+                        now +
+                        (r->kind == FERRY_ROS2_NONE && r->raw == NULL ? TYPE_RETRY_NS : RETRY_NS);
             }
-        } else if ((r->reliable && !reliable && b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO) ||
+        } else if ((r->reliable && !reliable &&
+                    b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO) ||
                    (r->transient && !transient)) {
             /* A writer joined that the reader cannot match: the reader is made again, weaker,
              * so that it receives every writer; it stays so until the route closes. */
             bool weaker_rel = r->reliable && !reliable;
             bool weaker_dur = r->transient && !transient;
 
-            ferry__bridge_log(b, FERRY_LOG_WARN,
-                              "in rt%s: a%s%s%s DDS writer joined, which the bridge's %s%s%s "
-                              "reader cannot match (policy %s%s%s): the reader is made again, "
-                              "%s, %s, until the route closes%s",
-                              r->topic, weaker_rel ? " best-effort" : "",
-                              weaker_rel && weaker_dur ? "," : "", weaker_dur ? " volatile" : "",
-                              r->reliable ? "reliable" : "best-effort",
-                              r->reliable && r->transient ? ", " : "",
-                              r->transient ? "transient-local" : "",
-                              weaker_rel ? "RELIABILITY" : "", weaker_rel && weaker_dur ? ", " : "",
-                              weaker_dur ? "DURABILITY" : "",
-                              weaker_rel ? "best effort" : r->reliable ? "reliable" : "best effort",
-                              weaker_dur ? "volatile" : r->transient ? "transient local" : "volatile",
-                              weaker_rel ? " (samples of the reliable writers may now be lost)"
-                                         : "");
+            ferry__bridge_log(
+                b, FERRY_LOG_WARN,
+                "in rt%s: a%s%s%s DDS writer joined, which the bridge's %s%s%s "
+                "reader cannot match (policy %s%s%s): the reader is made again, "
+                "%s, %s, until the route closes%s",
+                r->topic, weaker_rel ? " best-effort" : "", weaker_rel && weaker_dur ? "," : "",
+                weaker_dur ? " volatile" : "", r->reliable ? "reliable" : "best-effort",
+                r->reliable && r->transient ? ", " : "", r->transient ? "transient-local" : "",
+                weaker_rel ? "RELIABILITY" : "", weaker_rel && weaker_dur ? ", " : "",
+                weaker_dur ? "DURABILITY" : "",
+                weaker_rel    ? "best effort"
+                : r->reliable ? "reliable"
+                              : "best effort",
+                weaker_dur     ? "volatile"
+                : r->transient ? "transient local"
+                               : "volatile",
+                weaker_rel ? " (samples of the reliable writers may now be lost)" : "");
             ferry__bridge_in_reopen_reader(b, r, r->reliable && !weaker_rel,
                                            r->transient && !weaker_dur);
         } else if (r->reader <= 0 && now >= r->retry_ns) {
@@ -281,7 +313,8 @@ void ferry__bridge_scan_in(ferry_bridge *b)
         }
         r->last_wanted_ns = now;
     }
-    for (i = 0; i < b->nins; i++) ferry__bridge_in_check_qos(b, b->ins[i]);
+    for (i = 0; i < b->nins; i++)
+        ferry__bridge_in_check_qos(b, b->ins[i]);
     for (i = 0; i < b->nins;) {
         in_route *r = b->ins[i];
 

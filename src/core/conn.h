@@ -133,7 +133,8 @@ int ferry__conn_map(ferry__conn *c, int fd, uint64_t size, uint32_t deliver_capa
                     uint32_t return_capacity);
 void ferry__conn_unmap(ferry__conn *c);
 
-/* ---- both ends -------------------------------------------------------------------------------- */
+/* ---- both ends --------------------------------------------------------------------------------
+ */
 
 /* The entry of the delivery ring at position pos. Relaxed: the acquire that made pos visible
  * (of head by the consumer, of tail by the producer) orders it. */
@@ -205,8 +206,8 @@ static inline void ferry__conn_returns_done(ferry__conn *c, uint64_t tail)
 enum {
     FERRY__PEEK_BROKEN = -1, /* counters out of range with a tail that stayed put */
     FERRY__PEEK_EMPTY = 0,
-    FERRY__PEEK_ENTRY = 1,   /* *tail and *d hold the oldest entry (not claimed yet) */
-    FERRY__PEEK_RACED = 2,   /* the producer moved the tail while we looked: look again */
+    FERRY__PEEK_ENTRY = 1, /* *tail and *d hold the oldest entry (not claimed yet) */
+    FERRY__PEEK_RACED = 2, /* the producer moved the tail while we looked: look again */
 };
 
 /* True when the delivery tail is no longer tail: an entry seen there may have been dropped and

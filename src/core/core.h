@@ -39,7 +39,8 @@
  * camera pays the system call on every other frame, after its wake-ups). */
 #define FERRY__HOUSEKEEP_NS 1000000
 #define FERRY__PUB_HOUSEKEEP_NS 50000000
-#define FERRY__PUB_HOUSEKEEP_LATE_NS 200000000 /* housekeeping after a publication (publisher.h) */
+/* Housekeeping after a publication (publisher.h). */
+#define FERRY__PUB_HOUSEKEEP_LATE_NS 200000000
 /* A subscriber whose queue never runs dry (it is slower than its publishers) still looks for
  * new, restarted and dead publishers at least this often. */
 #define FERRY__SUB_BUSY_HOUSEKEEP_NS 10000000

@@ -41,7 +41,8 @@ ferry_err ferry__endpoint_open(ferry__endpoint *ep, ferry_node *node, const char
     ep->dirfd = ferry__node_topic_dir(node, ep->dirname);
     if (ep->dirfd < 0)
         return errno == EPERM ? FERRY_EPERM : FERRY_ESYS;
-    if (!type_name || (err = ferry__status_check_type(ep->dirfd, type_name, type_hash)) == FERRY_OK) {
+    if (!type_name ||
+        (err = ferry__status_check_type(ep->dirfd, type_name, type_hash)) == FERRY_OK) {
         if ((ep->epfd = ferry__poller_create()) >= 0)
             return FERRY_OK;
         err = FERRY_ESYS;
@@ -121,9 +122,9 @@ void ferry__endpoint_close(ferry__endpoint *ep)
 
 /* One line to the node's log after the endpoint's topic; with note, also into its status file
  * (ferry__endpoint_note). */
-__attribute__((format(printf, 4, 0))) static void
-endpoint_say(const ferry__endpoint *ep, ferry_log_level level, bool note, const char *fmt,
-             va_list ap)
+__attribute__((format(printf, 4, 0))) static void endpoint_say(const ferry__endpoint *ep,
+                                                               ferry_log_level level, bool note,
+                                                               const char *fmt, va_list ap)
 {
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);

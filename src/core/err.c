@@ -16,7 +16,8 @@ static const struct {
     [FERRY_ETYPE] = {"FERRY_ETYPE", "topic is in use with another type"},
     [FERRY_ETOOBIG] = {"FERRY_ETOOBIG", "size exceeds the configured maximum"},
     [FERRY_EPOOL] = {"FERRY_EPOOL", "publisher pool exhausted"},
-    [FERRY_ESTATE] = {"FERRY_ESTATE", "not allowed in the current state (already released or published?)"},
+    [FERRY_ESTATE] = {"FERRY_ESTATE",
+                      "not allowed in the current state (already released or published?)"},
     [FERRY_ECLOSED] = {"FERRY_ECLOSED", "handle was destroyed"},
     [FERRY_EBUSY] = {"FERRY_EBUSY", "still in use (live children, loans or held samples)"},
     [FERRY_ELIMIT] = {"FERRY_ELIMIT", "configured limit reached"},
@@ -26,7 +27,8 @@ static const struct {
     [FERRY_EPERM] = {"FERRY_EPERM", "permission denied"},
     [FERRY_ENODEV] = {"FERRY_ENODEV", "no such device"},
     [FERRY_ENOTSUP] = {"FERRY_ENOTSUP", "not supported"},
-    [FERRY_EFOREIGN] = {"FERRY_EFOREIGN", "sample or loan belongs to another publisher or subscriber"},
+    [FERRY_EFOREIGN] = {"FERRY_EFOREIGN",
+                        "sample or loan belongs to another publisher or subscriber"},
 };
 
 const char *ferry_strerror(ferry_err err)

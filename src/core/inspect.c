@@ -33,8 +33,9 @@ static ferry_err walk_topics(const char *dir, uint32_t domain, const char *topic
     /* Opened once, not followed through a link; the topics are reached relative to it. */
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)
-        return errno == ENOENT ? FERRY_OK : errno == ELOOP || errno == ENOTDIR ? FERRY_EPERM
-                                                                              : FERRY_ESYS;
+        return errno == ENOENT                      ? FERRY_OK
+               : errno == ELOOP || errno == ENOTDIR ? FERRY_EPERM
+                                                    : FERRY_ESYS;
     DIR *d = fdopendir(dfd);
     if (!d) {
         close(dfd);

@@ -33,12 +33,11 @@
  * for what a peer wrote: that is input, checked in every build. A failure prints the check and
  * both values, then aborts. */
 #ifdef FERRY_CHECKS
-#define FERRY__CHECK_EQ(a, b)                                                                  \
-    ((uint64_t)(a) == (uint64_t)(b)                                                            \
-         ? (void)0                                                                             \
+#define FERRY__CHECK_EQ(a, b)                                                                      \
+    ((uint64_t)(a) == (uint64_t)(b)                                                                \
+         ? (void)0                                                                                 \
          : ferry__check_failed(__FILE__, __LINE__, #a " == " #b, (uint64_t)(a), (uint64_t)(b)))
-#define FERRY__CHECK(cond)                                                                     \
-    ((cond) ? (void)0 : ferry__check_failed(__FILE__, __LINE__, #cond, 0, 0))
+#define FERRY__CHECK(cond) ((cond) ? (void)0 : ferry__check_failed(__FILE__, __LINE__, #cond, 0, 0))
 #else
 #define FERRY__CHECK_EQ(a, b) ((void)0)
 #define FERRY__CHECK(cond) ((void)0)
@@ -73,7 +72,8 @@ void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
  * ferry_subscriber (both begin with their ferry__endpoint). For modules, which cannot reach
  * ferry__log across the shared library's boundary. */
 FERRY_MODULE_API void ferry__endpoint_log(const void *endpoint, ferry_log_level level,
-                                          const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+                                          const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Says once, at creation, how an endpoint's data travel (a module's path and why): one INFO line
  * to its node's log, as ferry__endpoint_log, and the same text, cut to FERRY_ENDPOINT_NOTE_MAX,
@@ -115,8 +115,9 @@ typedef struct ferry__sample_where {
 } ferry__sample_where;
 
 /* Checks that sample is held by sub (FERRY_EFOREIGN, FERRY_ESTATE otherwise) and locates it. */
-FERRY_MODULE_API ferry_err ferry__sample_where_get(ferry_subscriber *sub, const ferry_sample *sample,
-                                  ferry__sample_where *out);
+FERRY_MODULE_API ferry_err ferry__sample_where_get(ferry_subscriber *sub,
+                                                   const ferry_sample *sample,
+                                                   ferry__sample_where *out);
 
 /* Called before a connection's mappings go away (slot, gen), and once with slot UINT32_MAX when
  * the subscriber is destroyed. Up to FERRY__CLOSE_HOOKS per subscriber, one per function (each
@@ -124,13 +125,16 @@ FERRY_MODULE_API ferry_err ferry__sample_where_get(ferry_subscriber *sub, const 
 typedef void (*ferry__close_hook)(void *arg, uint32_t slot, uint32_t gen);
 #define FERRY__CLOSE_HOOKS 4
 /* FERRY_EBUSY when fn is installed already, FERRY_ELIMIT when all places are taken. */
-FERRY_MODULE_API ferry_err ferry__subscriber_add_close_hook(ferry_subscriber *sub, ferry__close_hook fn, void *arg);
+FERRY_MODULE_API ferry_err ferry__subscriber_add_close_hook(ferry_subscriber *sub,
+                                                            ferry__close_hook fn, void *arg);
 /* The argument installed with fn, or NULL when fn is not installed. */
-FERRY_MODULE_API void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub, ferry__close_hook fn);
+FERRY_MODULE_API void *ferry__subscriber_close_hook_arg(ferry_subscriber *sub,
+                                                        ferry__close_hook fn);
 
 /* The pool index of the chunk behind a loaned payload (modules pair their own per-chunk state
  * with it: a chunk is loaned again only after every reference to it came back). */
-FERRY_MODULE_API ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload, uint32_t *index);
+FERRY_MODULE_API ferry_err ferry__publisher_loan_index(ferry_publisher *pub, void *payload,
+                                                       uint32_t *index);
 
 /* Wakes the subscribers asleep in ferry_wait (futex doorbells; not background ones, not those
  * in an epoll loop) ahead of a publication the caller is about to make, so that their wake-up
@@ -142,15 +146,17 @@ FERRY_MODULE_API void ferry__publisher_wake_soon(ferry_publisher *pub);
 
 /* Attachments. The publisher keeps a duplicate of each descriptor and sends the set to every
  * subscriber, now and at each later handshake, before any sample that refers to it. */
-FERRY_MODULE_API ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds);
+FERRY_MODULE_API ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key,
+                                                   const int *fds, int nfds);
 /* Withdraws key: the publisher closes its duplicates and every subscriber closes its copies
  * (samples already taken keep whatever their module imported from them). */
 FERRY_MODULE_API ferry_err ferry__publisher_detach(ferry_publisher *pub, uint64_t key);
 /* The descriptors attached under key by the publisher of connection (slot, gen), borrowed (the
  * subscriber closes them when the connection closes). Reads pending control messages once when
  * the key is not there yet. FERRY_EAGAIN when it still is not. */
-FERRY_MODULE_API ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot, uint32_t gen,
-                                       uint64_t key, int *fds, int *nfds);
+FERRY_MODULE_API ferry_err ferry__subscriber_attachment(ferry_subscriber *sub, uint32_t slot,
+                                                        uint32_t gen, uint64_t key, int *fds,
+                                                        int *nfds);
 
 /* Lifecycle hooks. An inactive publisher refuses loans and publications (FERRY_ESTATE). A paused
  * subscriber asks its publishers, through sub_paused in each connection segment, to skip it; on
@@ -169,10 +175,10 @@ ferry_err ferry__subscriber_discarded(ferry_subscriber *sub, uint64_t *discarded
 #define FERRY__EXPORT_ITEM_MAX 256u
 struct ferry_tensor_view;
 typedef void (*ferry__export_release_fn)(void *owner, void *item, void *arg);
-FERRY_MODULE_API ferry_err ferry__tensor_export(const struct ferry_tensor_view *view, bool versioned,
-                                                ferry__export_release_fn release, void *owner,
-                                                void *arg, const void *item, size_t item_size,
-                                                void **out);
+FERRY_MODULE_API ferry_err ferry__tensor_export(const struct ferry_tensor_view *view,
+                                                bool versioned, ferry__export_release_fn release,
+                                                void *owner, void *arg, const void *item,
+                                                size_t item_size, void **out);
 
 /* The most samples sub may hold at once (its max_held option); 0 for an invalid sub. */
 FERRY_MODULE_API uint32_t ferry__subscriber_max_held(ferry_subscriber *sub);

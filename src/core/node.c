@@ -77,7 +77,8 @@ static int open_checked(ferry_node *node, int at, const char *name, const char *
     if (e == ENOENT)
         ferry__log(node, FERRY_LOG_ERROR,
                    "cannot create %s: its parent directory does not exist (ferry creates only "
-                   "the directory it is given)", path);
+                   "the directory it is given)",
+                   path);
     else if (e == ENOTDIR && f.exists)
         ferry__log(node, FERRY_LOG_ERROR,
                    "%s is a %s, not a directory (owner uid %u, mode %04o): %s", path,
@@ -85,17 +86,18 @@ static int open_checked(ferry_node *node, int at, const char *name, const char *
     else if (e == EACCES && f.exists)
         ferry__log(node, FERRY_LOG_ERROR,
                    "%s belongs to uid %u, group %u, mode %04o, and this process (uid %u) may not "
-                   "enter it: %s", path, f.uid, f.gid, f.mode, (unsigned)geteuid(), todo);
+                   "enter it: %s",
+                   path, f.uid, f.gid, f.mode, (unsigned)geteuid(), todo);
     else if (e == EPERM && f.exists && share_gid >= 0)
         ferry__log(node, FERRY_LOG_ERROR,
                    "%s belongs to uid %u, group %u, mode %04o; ferry needs one of uid %u or of "
-                   "group %lld with rwx, and nothing for others: %s", path, f.uid, f.gid, f.mode,
-                   (unsigned)geteuid(), (long long)share_gid, todo);
+                   "group %lld with rwx, and nothing for others: %s",
+                   path, f.uid, f.gid, f.mode, (unsigned)geteuid(), (long long)share_gid, todo);
     else if (e == EPERM && f.exists)
         ferry__log(node, FERRY_LOG_ERROR,
                    "%s belongs to uid %u, group %u, mode %04o; ferry needs a directory of its own "
-                   "(uid %u, nothing for others): %s", path, f.uid, f.gid, f.mode,
-                   (unsigned)geteuid(), todo);
+                   "(uid %u, nothing for others): %s",
+                   path, f.uid, f.gid, f.mode, (unsigned)geteuid(), todo);
     else
         ferry__log(node, FERRY_LOG_ERROR, "cannot open %s: %s", path, strerror(e));
     errno = e;
@@ -145,9 +147,8 @@ ferry_err ferry_node_create(ferry_node **out, const ferry_node_options *options)
         errno = e;
     }
     if (node->dirfd < 0) {
-        err = errno == EPERM || errno == EACCES || errno == ENOTDIR || errno == ELOOP
-                  ? FERRY_EPERM
-                  : FERRY_ESYS;
+        err = errno == EPERM || errno == EACCES || errno == ENOTDIR || errno == ELOOP ? FERRY_EPERM
+                                                                                      : FERRY_ESYS;
         goto fail;
     }
     pthread_mutex_init(&node->lock, NULL);
@@ -156,7 +157,7 @@ ferry_err ferry_node_create(ferry_node **out, const ferry_node_options *options)
     node->magic = FERRY__NODE_MAGIC;
     *out = node;
     return FERRY_OK;
-fail: {
+fail : {
     int e = errno;
     free(node);
     errno = e;
@@ -208,8 +209,8 @@ void ferry__log(ferry_node *node, ferry_log_level level, const char *fmt, ...)
         fprintf(stderr, "ferry: %s\n", msg);
 }
 
-void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level level,
-                     const char *fmt, ...)
+void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level level, const char *fmt,
+                     ...)
 {
     if (!node || level > node->log_level)
         return;
@@ -312,10 +313,9 @@ void ferry__node_sweep_domain(ferry_node *node)
     int64_t now = ferry__clock_ns();
     int64_t next = atomic_load_explicit(&node->next_sweep, memory_order_relaxed);
     /* One thread of the process sweeps at a time; the others go on. */
-    if (now < next || !atomic_compare_exchange_strong_explicit(&node->next_sweep, &next,
-                                                               now + FERRY__DOMAIN_SWEEP_NS,
-                                                               memory_order_relaxed,
-                                                               memory_order_relaxed))
+    if (now < next || !atomic_compare_exchange_strong_explicit(
+                          &node->next_sweep, &next, now + FERRY__DOMAIN_SWEEP_NS,
+                          memory_order_relaxed, memory_order_relaxed))
         return;
     /* On a descriptor of its own: ferry__dir_each moves the offset of the one it reads. */
     int fd = openat(node->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -26,7 +26,6 @@ ferry_err ferry__root_path(const char *dir, char *out, size_t cap);
 /* Builds "<root>/<domain>". */
 ferry_err ferry__domain_path(const char *dir, uint32_t domain, char *out, size_t cap);
 
-
 #define FERRY__PUB_MAGIC 0x4255505952524546ULL
 #define FERRY__SUB_MAGIC 0x4255535952524546ULL
 #define FERRY__WS_MAGIC 0x5357535952524546ULL
@@ -42,13 +41,12 @@ struct ferry_node {
     void *log_arg;
     ferry_log_level log_level;
     int64_t allow_gid;
-    ferry__obj live;      /* circular list head */
+    ferry__obj live; /* circular list head */
     uint32_t live_count;
-    ferry__obj grave;     /* destroyed children, kept so stale handles fail cleanly */
+    ferry__obj grave; /* destroyed children, kept so stale handles fail cleanly */
     uint32_t grave_count;
     _Atomic int64_t next_sweep; /* when ferry__node_sweep_domain may run again */
 };
-
 
 /* A bound on how often one endpoint logs what its peers do wrong, so that a peer repeating a
  * fault (a flood of connections, garbage in a loop) cannot flood the log: a bucket of
@@ -61,8 +59,8 @@ typedef struct ferry__ratelimit {
     uint32_t used; /* lines taken from it (zero-filled: full) */
     uint32_t left_out;
 } ferry__ratelimit;
-void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level level,
-                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void ferry__log_peer(ferry_node *node, ferry__ratelimit *rl, ferry_log_level level, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
 /* Opens (creating when missing) the directory of a normalised topic, relative to the node's
  * domain directory. Returns a dirfd, or -1 with errno (EPERM: not a private directory). */
 int ferry__node_topic_dir(ferry_node *node, const char *dirname);

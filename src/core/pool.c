@@ -93,10 +93,9 @@ static bool huge_offered(ferry__pool *p, ferry_huge_pages kind, bool named, uint
             return false;
         }
         if (available < need) {
-            why_add(p, named, kind,
-                    "%llu free 2 MiB pages, the pool needs %llu (vm.nr_hugepages=%llu)",
-                    (unsigned long long)available, (unsigned long long)need,
-                    (unsigned long long)total);
+            why_add(
+                p, named, kind, "%llu free 2 MiB pages, the pool needs %llu (vm.nr_hugepages=%llu)",
+                (unsigned long long)available, (unsigned long long)need, (unsigned long long)total);
             return false;
         }
         return true;
@@ -209,7 +208,7 @@ ferry_err ferry__pool_init(ferry__pool *p, uint64_t publisher_id, uint64_t pool_
     h->max_chunks = max_chunks;
     p->table = (ferry__chunk_entry *)(p->base + table_offset);
     return FERRY_OK;
-fail: {
+fail : {
     int e = errno;
     ferry__pool_fini(p);
     errno = e;

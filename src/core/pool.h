@@ -15,10 +15,10 @@ enum { FERRY__CHUNK_FREE = 0, FERRY__CHUNK_LOANED = 1, FERRY__CHUNK_PUBLISHED = 
 #define FERRY__NONE UINT32_MAX
 
 typedef struct ferry__chunk {
-    uint64_t offset;    /* chunk start in the segment */
-    uint64_t capacity;  /* payload bytes */
+    uint64_t offset;   /* chunk start in the segment */
+    uint64_t capacity; /* payload bytes */
     uint64_t loan_size;
-    uint32_t refs;      /* queued or held by subscribers, plus history */
+    uint32_t refs; /* queued or held by subscribers, plus history */
     uint32_t gen;
     uint32_t next_free;
     uint16_t cls;

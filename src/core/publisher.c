@@ -143,8 +143,8 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
              (unsigned long long)pub->ep.id);
     snprintf(tmp, sizeof tmp, ".%s.tmp", pub->sock_name);
     err = FERRY_ESYS;
-    pub->listen_fd = ferry__listen_at(pub->ep.dirfd, pub->sock_name, tmp,
-                                     ferry__node_file_mode(node, true));
+    pub->listen_fd =
+        ferry__listen_at(pub->ep.dirfd, pub->sock_name, tmp, ferry__node_file_mode(node, true));
     if (pub->listen_fd < 0)
         goto fail;
     if (ferry__poller_add(pub->ep.epfd, pub->listen_fd, ferry__tag(FERRY__TAG_LISTEN, 0, 0)) != 0)
@@ -153,7 +153,7 @@ ferry_err ferry_publisher_create(ferry_publisher **out, ferry_node *node, const 
         goto fail;
     *out = pub;
     return FERRY_OK;
-fail: {
+fail : {
     int e = errno;
     if (pub->listen_fd >= 0) {
         unlinkat(pub->ep.dirfd, pub->sock_name, 0);
@@ -171,7 +171,6 @@ fail: {
     errno = e;
     return err;
 }
-
 }
 
 ferry_err ferry__publisher_attach(ferry_publisher *pub, uint64_t key, const int *fds, int nfds)
@@ -272,8 +271,7 @@ ferry_err ferry_publisher_poll(ferry_publisher *pub, int64_t timeout_ns)
     return FERRY_OK;
 }
 
-ferry_err ferry_publisher_wait_subscribers(ferry_publisher *pub, uint32_t count,
-                                           int64_t timeout_ns)
+ferry_err ferry_publisher_wait_subscribers(ferry_publisher *pub, uint32_t count, int64_t timeout_ns)
 {
     ferry_err err = ferry__pub_check(pub);
     if (err)

@@ -37,7 +37,7 @@ typedef struct pending {
  * publisher's user, or every process of another user (a member of the share group), since
  * processes are cheap to make. Places are the connections': at most one each. */
 typedef struct peer_share {
-    uint64_t key;               /* peer_key(); meaningful while conns > 0 */
+    uint64_t key; /* peer_key(); meaningful while conns > 0 */
     uint32_t conns;
     uint32_t outstanding;
     uint64_t outstanding_bytes; /* capacities of those chunks */
@@ -57,10 +57,10 @@ typedef struct pconn {
     uint64_t *bits;     /* chunks referenced by this subscriber (queued or held) */
     uint32_t outstanding;
     uint64_t outstanding_bytes; /* capacities of those chunks */
-    uint32_t share;     /* its peer's place in the publisher's shares */
-    bool limited;       /* at its per-subscriber limit at the last publication */
-    bool limit_told;    /* the log said so once: later times are counted, not logged */
-    bool later;         /* background, not paused: served in ferry_publish's second pass */
+    uint32_t share;             /* its peer's place in the publisher's shares */
+    bool limited;               /* at its per-subscriber limit at the last publication */
+    bool limit_told;            /* the log said so once: later times are counted, not logged */
+    bool later;                 /* background, not paused: served in ferry_publish's second pass */
     uint64_t dropped;
     uint64_t sub_id;
     int32_t pid;
@@ -79,9 +79,9 @@ struct ferry_publisher {
     peer_share *shares; /* max_subscribers places */
     pending *pending;
     uint32_t npending;
-    uint16_t *active; /* slots of the active connections, dense: hot loops touch only these */
+    uint16_t *active;   /* slots of the active connections, dense: hot loops touch only these */
     uint32_t nblocking; /* active connections whose subscriber blocks the publisher */
-    uint64_t *bits; /* max_subscribers * words_per_conn */
+    uint64_t *bits;     /* max_subscribers * words_per_conn */
     uint32_t words;
     uint32_t nactive;
     uint32_t *history;

@@ -46,8 +46,8 @@ void ferry__pub_conn_close(ferry_publisher *pub, pconn *c, bool lost)
         ferry__conn_unmap(&c->ring);
         close(c->conn_fd);
         ferry__log_peer(pub->ep.node, &pub->ep.peer_log, lost ? FERRY_LOG_INFO : FERRY_LOG_DEBUG,
-                        "%s: subscriber pid %d left, %u chunk references taken back",
-                        pub->ep.topic, (int)c->pid, reclaimed);
+                        "%s: subscriber pid %d left, %u chunk references taken back", pub->ep.topic,
+                        (int)c->pid, reclaimed);
     }
     ferry__poller_del(pub->ep.epfd, c->sock);
     ferry__sock_dispose(c->sock);
@@ -126,8 +126,8 @@ static void reject(ferry_publisher *pub, pending *p, ferry_err status, const cha
     snprintf(w.reason, sizeof w.reason, "%s", why);
     ferry__send_msg(p->sock, &w, sizeof w, NULL, 0);
     pub->stats.rejected++;
-    ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN, "%s: refused subscriber pid %d: %s",
-                    pub->ep.topic, (int)p->pid, why);
+    ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
+                    "%s: refused subscriber pid %d: %s", pub->ep.topic, (int)p->pid, why);
     ferry__pub_pending_close(pub, p);
 }
 
@@ -206,7 +206,8 @@ static void handshake(ferry_publisher *pub, pending *p)
     /* An untyped subscriber (no type name) takes whatever this topic carries. */
     if (hello.type_name[0] != '\0' &&
         (hello.type_hash != pub->ep.type_hash || strcmp(hello.type_name, pub->ep.type_name) != 0)) {
-        snprintf(why, sizeof why, "type mismatch (it has %.48s/%016llx, the topic has %.48s/%016llx)",
+        snprintf(why, sizeof why,
+                 "type mismatch (it has %.48s/%016llx, the topic has %.48s/%016llx)",
                  hello.type_name, (unsigned long long)hello.type_hash, pub->ep.type_name,
                  (unsigned long long)pub->ep.type_hash);
         reject(pub, p, FERRY_ETYPE, why);
@@ -343,8 +344,8 @@ static void accept_all(ferry_publisher *pub)
             !ferry__node_peer_allowed(pub->ep.node, fd, uid)) {
             pub->stats.rejected++;
             ferry__log_peer(pub->ep.node, &pub->ep.peer_log, FERRY_LOG_WARN,
-                            "%s: refused connection from pid %d uid %u: not allowed",
-                            pub->ep.topic, (int)pid, (unsigned)uid);
+                            "%s: refused connection from pid %d uid %u: not allowed", pub->ep.topic,
+                            (int)pid, (unsigned)uid);
             ferry__sock_dispose(fd);
             continue;
         }
@@ -355,7 +356,8 @@ static void accept_all(ferry_publisher *pub)
         p->uid = (uint32_t)uid;
         p->since = ferry__clock_ns();
         pub->npending++;
-        if (ferry__poller_add(pub->ep.epfd, fd, ferry__tag(FERRY__TAG_PENDING, slot, p->gen)) != 0) {
+        if (ferry__poller_add(pub->ep.epfd, fd, ferry__tag(FERRY__TAG_PENDING, slot, p->gen)) !=
+            0) {
             ferry__pub_pending_close(pub, p);
             continue;
         }

@@ -221,17 +221,16 @@ bool ferry__pub_deliver(ferry_publisher *pub, pconn *c, uint32_t index, bool wak
         pub->stats.limited++;
         atomic_store_explicit(&c->ring.hdr->dropped, c->dropped, memory_order_relaxed);
         if (!c->limited)
-            ferry__log_peer(pub->ep.node, &pub->ep.peer_log,
-                            c->limit_told ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
-                            "%s: subscriber pid %d holds %u chunks (%llu bytes; its %s, %u "
-                            "connection%s: %u chunks, %llu bytes), the limit: it receives nothing "
-                            "more until it gives some back", pub->ep.topic, (int)c->pid,
-                            c->outstanding, (unsigned long long)c->outstanding_bytes,
-                            pub->shares[c->share].key >> 32 ? "user" : "process",
-                            pub->shares[c->share].conns,
-                            pub->shares[c->share].conns == 1 ? "" : "s",
-                            pub->shares[c->share].outstanding,
-                            (unsigned long long)pub->shares[c->share].outstanding_bytes);
+            ferry__log_peer(
+                pub->ep.node, &pub->ep.peer_log, c->limit_told ? FERRY_LOG_DEBUG : FERRY_LOG_WARN,
+                "%s: subscriber pid %d holds %u chunks (%llu bytes; its %s, %u "
+                "connection%s: %u chunks, %llu bytes), the limit: it receives nothing "
+                "more until it gives some back",
+                pub->ep.topic, (int)c->pid, c->outstanding,
+                (unsigned long long)c->outstanding_bytes,
+                pub->shares[c->share].key >> 32 ? "user" : "process", pub->shares[c->share].conns,
+                pub->shares[c->share].conns == 1 ? "" : "s", pub->shares[c->share].outstanding,
+                (unsigned long long)pub->shares[c->share].outstanding_bytes);
         c->limited = c->limit_told = true;
         return true;
     }
@@ -276,8 +275,10 @@ ferry_err ferry_loan(ferry_publisher *pub, size_t size, void **payload)
     if (size > pub->opt.max_sample_size)
         return FERRY_ETOOBIG;
     if (pub->inactive) {
-        ferry__log(pub->ep.node, FERRY_LOG_DEBUG, "%s: loan refused: the publisher's lifecycle is "
-                   "not active", pub->ep.topic);
+        ferry__log(pub->ep.node, FERRY_LOG_DEBUG,
+                   "%s: loan refused: the publisher's lifecycle is "
+                   "not active",
+                   pub->ep.topic);
         return FERRY_ESTATE;
     }
     /* Housekeeping here, before the frame is filled, rather than after a publication. */
@@ -409,8 +410,10 @@ ferry_err ferry_publish(ferry_publisher *pub, void *payload, size_t size)
     if (size == 0)
         size = ch->loan_size;
     if (pub->inactive) {
-        ferry__log(pub->ep.node, FERRY_LOG_DEBUG, "%s: publication refused: the publisher's "
-                   "lifecycle is not active (the loan is still yours)", pub->ep.topic);
+        ferry__log(pub->ep.node, FERRY_LOG_DEBUG,
+                   "%s: publication refused: the publisher's "
+                   "lifecycle is not active (the loan is still yours)",
+                   pub->ep.topic);
         return FERRY_ESTATE;
     }
     if ((err = wait_for_room(pub)))
@@ -479,8 +482,10 @@ ferry_err ferry_publisher_reserve(ferry_publisher *pub, size_t size, uint32_t co
     if (size == 0 || count == 0)
         return FERRY_EINVAL;
     if (size > pub->opt.max_sample_size) {
-        ferry__log(pub->ep.node, FERRY_LOG_WARN, "%s: reserve of %zu-byte samples refused: "
-                   "max_sample_size is %zu", pub->ep.topic, size, pub->opt.max_sample_size);
+        ferry__log(pub->ep.node, FERRY_LOG_WARN,
+                   "%s: reserve of %zu-byte samples refused: "
+                   "max_sample_size is %zu",
+                   pub->ep.topic, size, pub->opt.max_sample_size);
         return FERRY_ETOOBIG;
     }
     ferry__pool *p = &pub->pool;
@@ -490,9 +495,10 @@ ferry_err ferry_publisher_reserve(ferry_publisher *pub, size_t size, uint32_t co
         ferry__log(pub->ep.node, FERRY_LOG_WARN,
                    "%s: reserve of %u chunks of %llu bytes (for %zu-byte samples) refused: the "
                    "pool holds %u of max_chunks %u and %llu of pool_bytes %llu in %u of %u size "
-                   "classes", pub->ep.topic, count, (unsigned long long)chunk, size, p->nchunks,
-                   p->max_chunks, (unsigned long long)p->arena_used,
-                   (unsigned long long)p->arena_cap, p->nclasses, FERRY__MAX_CLASSES);
+                   "classes",
+                   pub->ep.topic, count, (unsigned long long)chunk, size, p->nchunks, p->max_chunks,
+                   (unsigned long long)p->arena_used, (unsigned long long)p->arena_cap, p->nclasses,
+                   FERRY__MAX_CLASSES);
     else if (err)
         ferry__log(pub->ep.node, FERRY_LOG_WARN, "%s: reserve of %u chunks of %llu bytes: %s",
                    pub->ep.topic, count, (unsigned long long)chunk, ferry_strerror(err));

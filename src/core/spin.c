@@ -3,9 +3,9 @@
 
 #include <sched.h>
 
-#define SPIN_MIN_NS 1000     /* below this a budget is 0 */
-#define SPIN_PROBE_EVERY 32  /* waits between probes of a budget that ran down */
-#define SPIN_CLOCK_EVERY 16  /* polls between looks at the clock */
+#define SPIN_MIN_NS 1000    /* below this a budget is 0 */
+#define SPIN_PROBE_EVERY 32 /* waits between probes of a budget that ran down */
+#define SPIN_CLOCK_EVERY 16 /* polls between looks at the clock */
 
 bool ferry__spin_valid(int64_t option_ns)
 {
@@ -15,7 +15,9 @@ bool ferry__spin_valid(int64_t option_ns)
 void ferry__spin_init(ferry__spin *s, int64_t option_ns)
 {
     *s = (ferry__spin){
-        .budget = option_ns == 0 ? FERRY_SPIN_DEFAULT_NS : option_ns < 0 ? 0 : option_ns,
+        .budget = option_ns == 0  ? FERRY_SPIN_DEFAULT_NS
+                  : option_ns < 0 ? 0
+                                  : option_ns,
         .by_cpus = option_ns == 0,
         .cpu = ferry__cpu_only(),
         .next_look = ferry__clock_ns() + FERRY__SPIN_LOOK_NS,

@@ -41,15 +41,15 @@
 #define FERRY__SPIN_SEVERAL 0xffffffffu
 
 typedef struct ferry__spin {
-    int64_t budget; /* a full spin where spinning can help; 0: never spin (FERRY_SPIN_OFF) */
-    bool by_cpus;  /* the option was 0: where the endpoint and its peers run decides */
-    int64_t max;   /* the budget now; 0: never spin */
-    int64_t cur;   /* what the next wait spins */
-    bool yield;    /* max is 0 because spinning cannot help: yield once instead */
-    bool yield_off; /* the last yield found nothing: none until the next probe */
-    uint32_t idle; /* waits since the budget ran down to 0 */
+    int64_t budget;        /* a full spin where spinning can help; 0: never spin (FERRY_SPIN_OFF) */
+    bool by_cpus;          /* the option was 0: where the endpoint and its peers run decides */
+    int64_t max;           /* the budget now; 0: never spin */
+    int64_t cur;           /* what the next wait spins */
+    bool yield;            /* max is 0 because spinning cannot help: yield once instead */
+    bool yield_off;        /* the last yield found nothing: none until the next probe */
+    uint32_t idle;         /* waits since the budget ran down to 0 */
     uint64_t spins, found; /* spins made and spins that found what they waited for */
-    int32_t cpu;   /* the one CPU this thread may run on, -1: several (as of the last look) */
+    int32_t cpu; /* the one CPU this thread may run on, -1: several (as of the last look) */
     uint32_t elsewhere, same; /* peers that may run elsewhere, and on cpu only */
     int64_t next_look;
 } ferry__spin;
@@ -66,17 +66,17 @@ typedef struct ferry__spin {
  * 1/32 of the wall time in all (a publisher that keeps a steady period and then stops, or lies
  * about nothing it could: arrival times are this side's own clock).
  */
-#define FERRY__PACE_STEADY 4                /* intervals within tolerance before it anticipates */
-#define FERRY__PACE_MIN_NS 250000LL         /* periods shorter than this: the budget handles them */
-#define FERRY__PACE_MAX_NS 1000000000LL     /* longer: not a stream worth a spin */
-#define FERRY__PACE_SPIN_MAX_NS 300000LL    /* the longest spin past the time a frame was due */
-#define FERRY__PACE_LEAD_MAX_NS 500000LL    /* the earliest wake before it */
+#define FERRY__PACE_STEADY 4             /* intervals within tolerance before it anticipates */
+#define FERRY__PACE_MIN_NS 250000LL      /* periods shorter than this: the budget handles them */
+#define FERRY__PACE_MAX_NS 1000000000LL  /* longer: not a stream worth a spin */
+#define FERRY__PACE_SPIN_MAX_NS 300000LL /* the longest spin past the time a frame was due */
+#define FERRY__PACE_LEAD_MAX_NS 500000LL /* the earliest wake before it */
 
 typedef struct ferry__pace {
-    int64_t last;    /* when the last sample was seen arriving; 0: none yet */
-    int64_t period;  /* the intervals' moving average */
-    uint32_t steady; /* intervals in a row within tolerance of it */
-    int64_t late;    /* how late timed sleeps woke (moving average) */
+    int64_t last;          /* when the last sample was seen arriving; 0: none yet */
+    int64_t period;        /* the intervals' moving average */
+    uint32_t steady;       /* intervals in a row within tolerance of it */
+    int64_t late;          /* how late timed sleeps woke (moving average) */
     int64_t second, spent; /* the one-second window and the spin spent in it */
     uint64_t spins, found; /* anticipations, and those that caught their sample spinning */
 } ferry__pace;

@@ -49,7 +49,7 @@ ferry_err ferry__status_create(ferry__status_file *sf, int topic_dirfd, const ch
     }
     sf->fd = fd;
     return FERRY_OK;
-fail: {
+fail : {
     int e = errno;
     unlinkat(topic_dirfd, tmp, 0);
     close(fd);
@@ -135,8 +135,7 @@ static bool orphan_old(int topic_dirfd, const char *name)
     struct stat st;
     struct timespec now;
     if (fstatat(topic_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !(S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode)) ||
-        clock_gettime(CLOCK_REALTIME, &now) != 0)
+        !(S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode)) || clock_gettime(CLOCK_REALTIME, &now) != 0)
         return false;
     int64_t age = (int64_t)(now.tv_sec - st.st_mtim.tv_sec) * 1000000000LL +
                   (now.tv_nsec - st.st_mtim.tv_nsec);
@@ -181,7 +180,7 @@ static void status_probe(int topic_dirfd, const char *name, bool *ours, bool *lo
 typedef struct sweep_ctx {
     int dirfd;
     unsigned removed;
-    const char *own;  /* the sweeper's status file name up to ".status", or NULL */
+    const char *own; /* the sweeper's status file name up to ".status", or NULL */
     size_t own_len;
 } sweep_ctx;
 

@@ -35,8 +35,7 @@ static ferry_err options_resolve(ferry_subscriber_options *o)
         o->max_held = d.max_held;
     if (!o->max_publishers)
         o->max_publishers = d.max_publishers;
-    if (o->depth > 4096 || o->history > 4096 || o->max_publishers > 256 ||
-        o->max_held > 65536)
+    if (o->depth > 4096 || o->history > 4096 || o->max_publishers > 256 || o->max_held > 65536)
         return FERRY_EINVAL;
     if (o->overflow != FERRY_OVERFLOW_DROP_OLDEST && o->overflow != FERRY_OVERFLOW_BLOCK)
         return FERRY_EINVAL;
@@ -102,9 +101,10 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
         ferry__log(node, FERRY_LOG_WARN,
                    "%s: cannot watch the topic directory (inotify: %s; see fs.inotify."
                    "max_user_instances and max_user_watches): new publishers are found within "
-                   "a second instead of at once", sub->ep.topic, strerror(errno));
-    } else if (ferry__poller_add(sub->ep.epfd, sub->watch_fd,
-                                 ferry__tag(FERRY__TAG_WATCH, 0, 0)) != 0) {
+                   "a second instead of at once",
+                   sub->ep.topic, strerror(errno));
+    } else if (ferry__poller_add(sub->ep.epfd, sub->watch_fd, ferry__tag(FERRY__TAG_WATCH, 0, 0)) !=
+               0) {
         err = FERRY_ESYS;
         goto fail;
     }
@@ -114,7 +114,7 @@ ferry_err ferry_subscriber_create(ferry_subscriber **out, ferry_node *node, cons
     ferry__sub_scan(sub);
     *out = sub;
     return FERRY_OK;
-fail: {
+fail : {
     int e = errno;
     if (sub->watch_fd >= 0)
         close(sub->watch_fd);
@@ -125,7 +125,6 @@ fail: {
     errno = e;
     return err;
 }
-
 }
 
 ferry_err ferry_subscriber_destroy(ferry_subscriber *sub)
@@ -179,8 +178,7 @@ ferry_err ferry_subscriber_wait_publishers(ferry_subscriber *sub, uint32_t count
     return FERRY_OK;
 }
 
-ferry_err ferry_subscriber_type(ferry_subscriber *sub, const char **type_name,
-                                uint64_t *type_hash)
+ferry_err ferry_subscriber_type(ferry_subscriber *sub, const char **type_name, uint64_t *type_hash)
 {
     ferry_err err = ferry__subscriber_check(sub);
     if (err)

@@ -28,7 +28,7 @@ enum { SC_FREE = 0, SC_PENDING = 1, SC_ACTIVE = 2, SC_GONE = 3, SC_QUEUED = 4 };
  * refused, for good; one that read our hello and never answered, until retry_at, after a
  * back-off that doubles while it stays silent (subscriber_control.c). */
 typedef struct refusal {
-    char name[64]; /* its socket file; "" for a free place */
+    char name[64];    /* its socket file; "" for a free place */
     int64_t retry_at; /* 0: for good */
     int64_t backoff;  /* the wait before the next try, for a silent one */
 } refusal;
@@ -54,12 +54,12 @@ typedef struct sconn {
     ferry__conn ring;
     uint32_t max_chunks;
     uint64_t table_offset, arena_offset, payload_offset;
-    uint64_t rhead; /* private copy of return_head */
+    uint64_t rhead;      /* private copy of return_head */
     uint64_t rtail_seen; /* the publisher's return_tail as last seen */
     uint64_t *held_bits;
     uint64_t *seen_bits; /* chunks whose pages are populated here (prefault), in held_bits' block */
     uint64_t *backed_bits; /* chunks whose pages were found allocated, in held_bits' block */
-    int data_fd;        /* the data segment, kept to look for holes (ferry__fd_backed) */
+    int data_fd;           /* the data segment, kept to look for holes (ferry__fd_backed) */
     uint32_t held;
     uint32_t armed; /* doorbell value we last set, 0 when none */
     /* Wake-ups the publisher may have sent: one per notifier doorbell we set (up to
@@ -69,7 +69,7 @@ typedef struct sconn {
         uint64_t key;
         int fds[FERRY__ATTACH_FDS];
         int nfds;
-    } *attachments; /* allocated at the first one */
+    } * attachments; /* allocated at the first one */
     uint32_t nattachments;
 } sconn;
 
@@ -96,11 +96,11 @@ struct ferry_subscriber {
      * doorbells stay clear while the subscriber spins or polls: publishers make no system call
      * for it. */
     bool fd_given;
-    bool untyped;  /* created without a type: adopts the first publisher's (ep.type_name "") */
-    bool type_refused; /* a publisher of another type refused us, or we it */
-    ferry__spin spin; /* ferry_wait's spin before it sleeps */
-    ferry__pace pace; /* ferry_wait's anticipation of a steady stream's next sample */
-    bool paused;   /* lifecycle not active: publishers skip us, stragglers are given back */
+    bool untyped;       /* created without a type: adopts the first publisher's (ep.type_name "") */
+    bool type_refused;  /* a publisher of another type refused us, or we it */
+    ferry__spin spin;   /* ferry_wait's spin before it sleeps */
+    ferry__pace pace;   /* ferry_wait's anticipation of a steady stream's next sample */
+    bool paused;        /* lifecycle not active: publishers skip us, stragglers are given back */
     uint64_t discarded; /* queued samples given back unread while paused */
     int64_t next_rescan;
     int64_t next_housekeep;
@@ -147,8 +147,8 @@ static inline void ferry__sub_update_stats(ferry_subscriber *sub)
 {
     uint64_t dropped = sub->dropped_closed;
     for (uint32_t k = 0; k < sub->nlive; k++)
-        dropped += atomic_load_explicit(&sub->conns[sub->live[k]].ring.hdr->dropped,
-                                        memory_order_relaxed);
+        dropped +=
+            atomic_load_explicit(&sub->conns[sub->live[k]].ring.hdr->dropped, memory_order_relaxed);
     sub->stats.dropped = dropped;
     sub->stats.held = sub->held;
     sub->stats.publishers = sub->nactive;

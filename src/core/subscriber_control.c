@@ -96,7 +96,8 @@ static void conn_gone(ferry_subscriber *sub, sconn *c, bool lost)
     sub->nactive--;
     sub->stats.publishers_lost += lost;
     conn_release_resources(sub, c);
-    ferry__log(sub->ep.node, FERRY_LOG_INFO, "%s: publisher pid %d gone", sub->ep.topic, (int)c->pid);
+    ferry__log(sub->ep.node, FERRY_LOG_INFO, "%s: publisher pid %d gone", sub->ep.topic,
+               (int)c->pid);
     if (c->held == 0 && ferry__sub_ring_empty(c))
         ferry__sub_conn_close(sub, c);
     ferry__sub_update_stats(sub);
@@ -157,9 +158,9 @@ static void remember_refused(ferry_subscriber *sub, const char *name)
 static void remember_silent(ferry_subscriber *sub, const char *name, int64_t now)
 {
     refusal *r = refusal_place(sub, name);
-    r->backoff = r->backoff == 0 ? SILENT_RETRY_MIN_NS
+    r->backoff = r->backoff == 0                         ? SILENT_RETRY_MIN_NS
                  : r->backoff >= SILENT_RETRY_MAX_NS / 2 ? SILENT_RETRY_MAX_NS
-                                                          : 2 * r->backoff;
+                                                         : 2 * r->backoff;
     r->retry_at = now + r->backoff;
 }
 
@@ -224,19 +225,17 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO)
             remember_refused(sub, c->name);
         sub->type_refused |= w.status == FERRY_ETYPE;
-        ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
-                        "%s: publisher pid %d refused us: %s (%s; it has type %s/%016llx)",
-                        sub->ep.topic, (int)w.pid,
-                        w.reason[0] ? w.reason : ferry_strerror((ferry_err)w.status),
-                        ferry_errname((ferry_err)w.status), w.type_name,
-                        (unsigned long long)w.type_hash);
+        ferry__log_peer(
+            sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
+            "%s: publisher pid %d refused us: %s (%s; it has type %s/%016llx)", sub->ep.topic,
+            (int)w.pid, w.reason[0] ? w.reason : ferry_strerror((ferry_err)w.status),
+            ferry_errname((ferry_err)w.status), w.type_name, (unsigned long long)w.type_hash);
         for (int i = 0; i < nfds; i++)
             ferry__fd_dispose(fds[i]);
         ferry__sub_conn_close(sub, c);
         return;
     } else if (nfds != 2 || ferry__fd_is_memfd(fds[0]) != 1 || ferry__fd_is_memfd(fds[1]) != 1 ||
-               ferry__fd_size(fds[0], &data_size) != 0 ||
-               ferry__fd_size(fds[1], &conn_size) != 0) {
+               ferry__fd_size(fds[0], &data_size) != 0 || ferry__fd_size(fds[1], &conn_size) != 0) {
         why = "welcome without its descriptors";
     } else if (ferry__welcome_check(&w, data_size, conn_size) != FERRY_OK) {
         why = "welcome with an impossible geometry";
@@ -280,8 +279,8 @@ static void welcome(ferry_subscriber *sub, sconn *c)
     const uint8_t *data = ferry__map_huge(fds[0], data_size, false);
     ferry__conn ring;
     memset(&ring, 0, sizeof ring);
-    bool mapped = ferry__conn_map(&ring, fds[1], conn_size, w.deliver_capacity,
-                                  w.return_capacity) == 0;
+    bool mapped =
+        ferry__conn_map(&ring, fds[1], conn_size, w.deliver_capacity, w.return_capacity) == 0;
     ferry__conn_header *hdr = ring.hdr;
     /* Three bitmaps in one block: chunks held, chunks already populated (prefault), chunks found
      * allocated. */
@@ -697,8 +696,8 @@ void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns)
                 if (now - c->since > UNREAD_TIMEOUT_NS) {
                     ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
                                     "%s: publisher %s (pid %d) has not read our hello in %.0f s; "
-                                    "connecting again", sub->ep.topic, c->name, (int)c->pid,
-                                    UNREAD_TIMEOUT_NS / 1e9);
+                                    "connecting again",
+                                    sub->ep.topic, c->name, (int)c->pid, UNREAD_TIMEOUT_NS / 1e9);
                     ferry__sub_conn_close(sub, c);
                 }
                 continue;
@@ -708,7 +707,8 @@ void ferry__sub_housekeep(ferry_subscriber *sub, int64_t timeout_ns)
             remember_silent(sub, c->name, now);
             ferry__log_peer(sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
                             "%s: publisher %s (pid %d) did not answer our hello within 2 s; "
-                            "trying again in %.0f s", sub->ep.topic, c->name, (int)c->pid,
+                            "trying again in %.0f s",
+                            sub->ep.topic, c->name, (int)c->pid,
                             refusal_of(sub, c->name)->backoff / 1e9);
             ferry__sub_conn_close(sub, c);
         }

@@ -396,8 +396,8 @@ static ferry_err held_sample(ferry_subscriber *sub, const ferry_sample *sample, 
         return FERRY_ESTATE;
     sconn *c = &sub->conns[slot];
     uint32_t index = ferry__desc_index(sample->private_[2]);
-    if (c->gen != gen || (c->state != SC_ACTIVE && c->state != SC_GONE) ||
-        index >= c->max_chunks || !((c->held_bits[index / 64] >> (index % 64)) & 1))
+    if (c->gen != gen || (c->state != SC_ACTIVE && c->state != SC_GONE) || index >= c->max_chunks ||
+        !((c->held_bits[index / 64] >> (index % 64)) & 1))
         return FERRY_ESTATE;
     *conn = c;
     *chunk = index;

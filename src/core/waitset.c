@@ -126,8 +126,8 @@ static size_t collect(ferry_waitset *ws, void **ready, size_t capacity)
     return n;
 }
 
-ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready,
-                             size_t capacity, size_t *count)
+ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready, size_t capacity,
+                             size_t *count)
 {
     ferry_err err = check(ws);
     if (err)

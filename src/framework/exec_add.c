@@ -5,8 +5,7 @@
 #include "framework/exec_internal.h"
 
 ferry_err ferry_executor_add_subscriber(ferry_executor *ex, ferry_subscriber *sub,
-                                        ferry_callback_group *g, ferry_sample_fn fn,
-                                        void *arg)
+                                        ferry_callback_group *g, ferry_sample_fn fn, void *arg)
 {
     ferry_err err = ferry__exec_check(ex);
     if (err)

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXEC_MAGIC 0x4345584559525246ULL  /* "FRRYEXEC" */
+#define EXEC_MAGIC 0x4345584559525246ULL /* "FRRYEXEC" */
 #define WAKE_TAG 0u
 
 typedef struct entry entry;
@@ -41,9 +41,9 @@ struct ferry_callback_group {
     uint64_t magic;
     ferry_executor *ex;
     ferry_group_kind kind;
-    work *head, *tail;   /* queued, in take order */
+    work *head, *tail; /* queued, in take order */
     uint32_t running;
-    bool listed;         /* on the runnable list */
+    bool listed; /* on the runnable list */
     ferry_callback_group *next_runnable;
     ferry_callback_group *next; /* every group of the executor */
 };

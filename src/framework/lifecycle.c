@@ -47,7 +47,8 @@ struct ferry_lifecycle {
 
 static ferry_err check(const ferry_lifecycle *lc)
 {
-    if (!lc || lc->magic != LC_MAGIC) return FERRY_EINVAL;
+    if (!lc || lc->magic != LC_MAGIC)
+        return FERRY_EINVAL;
     return FERRY_OK;
 }
 
@@ -74,15 +75,18 @@ ferry_lifecycle_state ferry_lifecycle_state_get(const ferry_lifecycle *lc)
 ferry_err ferry_lifecycle_create(ferry_lifecycle **out, ferry_node *node,
                                  const ferry_lifecycle_callbacks *cb)
 {
-    if (!out || !node) return FERRY_EINVAL;
+    if (!out || !node)
+        return FERRY_EINVAL;
     ferry_err node_err = ferry__node_check(node);
     if (node_err)
         return node_err;
     ferry_lifecycle *lc = calloc(1, sizeof *lc);
-    if (!lc) return FERRY_ENOMEM;
+    if (!lc)
+        return FERRY_ENOMEM;
     lc->magic = LC_MAGIC;
     lc->node = node;
-    if (cb) lc->cb = *cb;
+    if (cb)
+        lc->cb = *cb;
     lc->state = FERRY_LIFECYCLE_UNCONFIGURED;
     *out = lc;
     return FERRY_OK;
@@ -99,8 +103,10 @@ static void managed_free(managed *m)
 
 static void apply_activation(ferry_lifecycle *lc, managed *m)
 {
-    if (m->pub) ferry__publisher_set_active(m->pub, lc->endpoints_active);
-    if (m->sub) ferry__subscriber_set_paused(m->sub, !lc->endpoints_active);
+    if (m->pub)
+        ferry__publisher_set_active(m->pub, lc->endpoints_active);
+    if (m->sub)
+        ferry__subscriber_set_paused(m->sub, !lc->endpoints_active);
 }
 
 static ferry_err create_one(ferry_lifecycle *lc, managed *m)
@@ -109,7 +115,8 @@ static ferry_err create_one(ferry_lifecycle *lc, managed *m)
     if (m->is_pub) {
         err = ferry_publisher_create(&m->pub, lc->node, m->topic, m->type_name, m->type_hash,
                                      m->has_options ? &m->popt : NULL);
-        if (err) return err;
+        if (err)
+            return err;
         /* Inactive before anything else can see it. */
         apply_activation(lc, m);
         if (m->reserve_count > 0 &&
@@ -122,7 +129,8 @@ static ferry_err create_one(ferry_lifecycle *lc, managed *m)
     } else {
         err = ferry_subscriber_create(&m->sub, lc->node, m->topic, m->type_name, m->type_hash,
                                       m->has_options ? &m->sopt : NULL);
-        if (err) return err;
+        if (err)
+            return err;
         /* Paused before its first handshake completes: every connection starts paused. */
         apply_activation(lc, m);
         *m->sout = m->sub;
@@ -135,12 +143,14 @@ static void destroy_one(managed *m)
     if (m->pub) {
         ferry_publisher_destroy(m->pub);
         m->pub = NULL;
-        if (!m->transient) *m->pout = NULL;
+        if (!m->transient)
+            *m->pout = NULL;
     }
     if (m->sub) {
         ferry_subscriber_destroy(m->sub);
         m->sub = NULL;
-        if (!m->transient) *m->sout = NULL;
+        if (!m->transient)
+            *m->sout = NULL;
     }
 }
 
@@ -229,7 +239,8 @@ static ferry_err add_managed(ferry_lifecycle *lc, managed *m)
 static managed *managed_new(const char *topic, const char *type_name, uint64_t type_hash)
 {
     managed *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
+    if (!m)
+        return NULL;
     m->topic = strdup(topic);
     m->type_name = strdup(type_name);
     m->type_hash = type_hash;
@@ -249,7 +260,8 @@ ferry_err ferry_lifecycle_publisher(ferry_lifecycle *lc, const char *topic, cons
         (reserve_count > 0 && reserve_size == 0))
         return FERRY_EINVAL;
     managed *m = managed_new(topic, type_name, type_hash);
-    if (!m) return FERRY_ENOMEM;
+    if (!m)
+        return FERRY_ENOMEM;
     m->is_pub = true;
     if (o) {
         m->has_options = true;
@@ -265,9 +277,11 @@ ferry_err ferry_lifecycle_subscriber(ferry_lifecycle *lc, const char *topic, con
                                      uint64_t type_hash, const ferry_subscriber_options *o,
                                      ferry_subscriber **out)
 {
-    if (check(lc) != FERRY_OK || !topic || !type_name || !out) return FERRY_EINVAL;
+    if (check(lc) != FERRY_OK || !topic || !type_name || !out)
+        return FERRY_EINVAL;
     managed *m = managed_new(topic, type_name, type_hash);
-    if (!m) return FERRY_ENOMEM;
+    if (!m)
+        return FERRY_ENOMEM;
     if (o) {
         m->has_options = true;
         m->sopt = *o;
@@ -290,7 +304,8 @@ static ferry_err run_callback(ferry_lifecycle *lc, callback fn)
 static ferry_err begin(ferry_lifecycle *lc, ferry_lifecycle_state from, const char *what)
 {
     ferry_err err = check(lc);
-    if (err) return err;
+    if (err)
+        return err;
     bool ok = from ? lc->state == from : lc->state != FERRY_LIFECYCLE_FINALIZED;
     if (lc->in_transition || !ok) {
         ferry__log(lc->node, FERRY_LOG_DEBUG, "lifecycle: %s refused in state %s%s", what,
@@ -304,12 +319,15 @@ static ferry_err begin(ferry_lifecycle *lc, ferry_lifecycle_state from, const ch
 ferry_err ferry_lifecycle_configure(ferry_lifecycle *lc)
 {
     ferry_err err = begin(lc, FERRY_LIFECYCLE_UNCONFIGURED, "configure");
-    if (err) return err;
+    if (err)
+        return err;
     lc->in_transition = lc->configuring = true;
     lc->endpoints_active = false;
     for (managed *m = lc->list; m && !err; m = m->next)
-        if (!m->transient) err = create_one(lc, m);
-    if (!err) err = run_callback(lc, lc->cb.on_configure);
+        if (!m->transient)
+            err = create_one(lc, m);
+    if (!err)
+        err = run_callback(lc, lc->cb.on_configure);
     if (err) {
         ferry__log(lc->node, FERRY_LOG_WARN, "lifecycle: configure failed: %s",
                    ferry_strerror(err));
@@ -324,7 +342,8 @@ ferry_err ferry_lifecycle_configure(ferry_lifecycle *lc)
 ferry_err ferry_lifecycle_activate(ferry_lifecycle *lc)
 {
     ferry_err err = begin(lc, FERRY_LIFECYCLE_INACTIVE, "activate");
-    if (err) return err;
+    if (err)
+        return err;
     lc->in_transition = true;
     set_activation(lc, true);
     err = run_callback(lc, lc->cb.on_activate);
@@ -341,7 +360,8 @@ ferry_err ferry_lifecycle_activate(ferry_lifecycle *lc)
 ferry_err ferry_lifecycle_deactivate(ferry_lifecycle *lc)
 {
     ferry_err err = begin(lc, FERRY_LIFECYCLE_ACTIVE, "deactivate");
-    if (err) return err;
+    if (err)
+        return err;
     lc->in_transition = true;
     err = run_callback(lc, lc->cb.on_deactivate);
     set_activation(lc, false);
@@ -353,8 +373,10 @@ ferry_err ferry_lifecycle_deactivate(ferry_lifecycle *lc)
 ferry_err ferry_lifecycle_cleanup(ferry_lifecycle *lc)
 {
     ferry_err err = begin(lc, FERRY_LIFECYCLE_INACTIVE, "cleanup");
-    if (err) return err;
-    if ((err = check_idle(lc))) return err;
+    if (err)
+        return err;
+    if ((err = check_idle(lc)))
+        return err;
     lc->in_transition = true;
     err = run_callback(lc, lc->cb.on_cleanup);
     destroy_all(lc);
@@ -366,8 +388,10 @@ ferry_err ferry_lifecycle_cleanup(ferry_lifecycle *lc)
 ferry_err ferry_lifecycle_shutdown(ferry_lifecycle *lc)
 {
     ferry_err err = begin(lc, 0, "shutdown");
-    if (err) return err;
-    if ((err = check_idle(lc))) return err;
+    if (err)
+        return err;
+    if ((err = check_idle(lc)))
+        return err;
     lc->in_transition = true;
     err = run_callback(lc, lc->cb.on_shutdown);
     set_activation(lc, false);
@@ -380,11 +404,14 @@ ferry_err ferry_lifecycle_shutdown(ferry_lifecycle *lc)
 ferry_err ferry_lifecycle_destroy(ferry_lifecycle *lc)
 {
     ferry_err err = check(lc);
-    if (err) return err;
-    if (lc->in_transition) return FERRY_ESTATE;
+    if (err)
+        return err;
+    if (lc->in_transition)
+        return FERRY_ESTATE;
     if (lc->state != FERRY_LIFECYCLE_FINALIZED) {
         err = ferry_lifecycle_shutdown(lc);
-        if (err == FERRY_EBUSY) return err;
+        if (err == FERRY_EBUSY)
+            return err;
     }
     while (lc->list) {
         managed *m = lc->list;

@@ -28,30 +28,45 @@ typedef struct msg_encoding {
     uint8_t rows_num, rows_den;
 } msg_encoding;
 
-#define MSG_PACKED(name, bpp) {name, bpp, false, false, 1, 1}
+#define MSG_PACKED(name, bpp)                                                                      \
+    {                                                                                              \
+        name, bpp, false, false, 1, 1                                                              \
+    }
 /* The generic encodings of sensor_msgs/image_encodings (OpenCV's type names): a depth of these,
  * "C" and a channel count of 1..MSG_CHANNELS_MAX (OpenCV's CV_CN_MAX) in decimal, without a
  * leading zero. */
 static const struct msg_depth {
     const char *prefix;
     uint32_t bytes;
-} msg_depths[] = {{"8UC", 1}, {"8SC", 1}, {"16UC", 2}, {"16SC", 2},
+} msg_depths[] = {{"8UC", 1},  {"8SC", 1},  {"16UC", 2}, {"16SC", 2},
                   {"32SC", 4}, {"32FC", 4}, {"64FC", 8}};
 #define MSG_CHANNELS_MAX 512u
 
 static const msg_encoding msg_encodings[] = {
-    MSG_PACKED("rgb8", 3),           MSG_PACKED("bgr8", 3),
-    MSG_PACKED("rgba8", 4),          MSG_PACKED("bgra8", 4),
-    MSG_PACKED("rgb16", 6),          MSG_PACKED("bgr16", 6),
-    MSG_PACKED("rgba16", 8),         MSG_PACKED("bgra16", 8),
-    MSG_PACKED("mono8", 1),          MSG_PACKED("mono16", 2),
-    MSG_PACKED("bayer_rggb8", 1),    MSG_PACKED("bayer_bggr8", 1),
-    MSG_PACKED("bayer_gbrg8", 1),    MSG_PACKED("bayer_grbg8", 1),
-    MSG_PACKED("bayer_rggb16", 2),   MSG_PACKED("bayer_bggr16", 2),
-    MSG_PACKED("bayer_gbrg16", 2),   MSG_PACKED("bayer_grbg16", 2),
-    {"yuv422", 2, true, false, 1, 1}, {"yuv422_yuy2", 2, true, false, 1, 1},
-    {"yuyv", 2, true, false, 1, 1},   {"uyvy", 2, true, false, 1, 1},
-    {"nv12", 1, true, true, 3, 2},    {"nv21", 1, true, true, 3, 2},
+    MSG_PACKED("rgb8", 3),
+    MSG_PACKED("bgr8", 3),
+    MSG_PACKED("rgba8", 4),
+    MSG_PACKED("bgra8", 4),
+    MSG_PACKED("rgb16", 6),
+    MSG_PACKED("bgr16", 6),
+    MSG_PACKED("rgba16", 8),
+    MSG_PACKED("bgra16", 8),
+    MSG_PACKED("mono8", 1),
+    MSG_PACKED("mono16", 2),
+    MSG_PACKED("bayer_rggb8", 1),
+    MSG_PACKED("bayer_bggr8", 1),
+    MSG_PACKED("bayer_gbrg8", 1),
+    MSG_PACKED("bayer_grbg8", 1),
+    MSG_PACKED("bayer_rggb16", 2),
+    MSG_PACKED("bayer_bggr16", 2),
+    MSG_PACKED("bayer_gbrg16", 2),
+    MSG_PACKED("bayer_grbg16", 2),
+    {"yuv422", 2, true, false, 1, 1},
+    {"yuv422_yuy2", 2, true, false, 1, 1},
+    {"yuyv", 2, true, false, 1, 1},
+    {"uyvy", 2, true, false, 1, 1},
+    {"nv12", 1, true, true, 3, 2},
+    {"nv21", 1, true, true, 3, 2},
     {"nv24", 1, false, false, 3, 1},
 };
 
@@ -128,8 +143,8 @@ bool ferry__msg_prefix_ok(const void *header, uint32_t magic, size_t expected)
     return p.magic == magic && p.version == FERRY_MSG_VERSION && p.header_size == expected;
 }
 
-static ferry_err msg_layout(const msg_encoding *enc, uint32_t width, uint32_t height,
-                            uint32_t step, ferry_image_layout *out)
+static ferry_err msg_layout(const msg_encoding *enc, uint32_t width, uint32_t height, uint32_t step,
+                            ferry_image_layout *out)
 {
     if (width == 0 || height == 0)
         return FERRY_EINVAL;
@@ -203,8 +218,7 @@ void ferry__msg_clear(void *out, size_t n)
         memset(out, 0, n);
 }
 
-ferry_err ferry__msg_loan_release(ferry_publisher *pub, void *loan, size_t loan_size,
-                                  void *payload)
+ferry_err ferry__msg_loan_release(ferry_publisher *pub, void *loan, size_t loan_size, void *payload)
 {
     if (!pub || !payload)
         return FERRY_EINVAL;
@@ -301,8 +315,8 @@ uint32_t ferry_point_datatype_size(uint32_t datatype)
 }
 
 /* Checks fields; *end receives the largest offset + size * count. point_step 0: not checked. */
-static bool msg_fields_check(const ferry_point_field *fields, uint32_t nfields,
-                             uint32_t point_step, uint64_t *end)
+static bool msg_fields_check(const ferry_point_field *fields, uint32_t nfields, uint32_t point_step,
+                             uint64_t *end)
 {
     if (nfields == 0 || nfields > FERRY_POINTCLOUD_FIELDS_MAX)
         return false;

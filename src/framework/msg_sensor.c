@@ -21,8 +21,8 @@ _Static_assert(sizeof(ferry_imu_header) == 568, "ferry_imu_header layout");
 
 /* Loans a sample of size bytes whose first clear bytes (the header and its padding, at most
  * size) are cleared, and gives the header magic, version and header_size. */
-static ferry_err msg_loan_header(ferry_publisher *pub, size_t size, size_t clear,
-                                 uint32_t magic, size_t header_size, void **payload)
+static ferry_err msg_loan_header(ferry_publisher *pub, size_t size, size_t clear, uint32_t magic,
+                                 size_t header_size, void **payload)
 {
     ferry_err err = ferry_loan(pub, size, payload);
     if (err != FERRY_OK)
@@ -64,9 +64,9 @@ ferry_err ferry_camera_info_loan(ferry_publisher *pub, ferry_camera_info *out)
     if (!pub || !out)
         return FERRY_EINVAL;
     void *payload;
-    ferry_err err = msg_loan_header(pub, sizeof(ferry_camera_info_header),
-                                    sizeof(ferry_camera_info_header), FERRY_CAMERA_INFO_MAGIC,
-                                    sizeof(ferry_camera_info_header), &payload);
+    ferry_err err =
+        msg_loan_header(pub, sizeof(ferry_camera_info_header), sizeof(ferry_camera_info_header),
+                        FERRY_CAMERA_INFO_MAGIC, sizeof(ferry_camera_info_header), &payload);
     if (err != FERRY_OK)
         return err;
     out->header = payload;

@@ -60,7 +60,8 @@ static const char *limit_text(uint64_t v, char *buf, size_t cap)
 
 void ferry_rt_options_init(ferry_rt_options *o)
 {
-    if (o) memset(o, 0, sizeof *o);
+    if (o)
+        memset(o, 0, sizeof *o);
 }
 
 static ferry_err check_options(const ferry_rt_options *o, ferry_rt_report *r)
@@ -131,7 +132,8 @@ static ferry_err fifo(const ferry_rt_options *o, ferry_rt_report *r)
     if (e == EPERM) {
         uint64_t lim = 0;
         char buf[32] = "unknown";
-        if (ferry__rlimit('r', &lim) == 0) limit_text(lim, buf, sizeof buf);
+        if (ferry__rlimit('r', &lim) == 0)
+            limit_text(lim, buf, sizeof buf);
         say(r,
             "SCHED_FIFO priority %d refused: EPERM; needs CAP_SYS_NICE or an RLIMIT_RTPRIO "
             ">= %d (ulimit -r), which is %s%s",
@@ -155,7 +157,8 @@ static ferry_err lock(ferry_rt_report *r)
     if (e == ENOMEM || e == EPERM) {
         uint64_t lim = 0, vm = 0;
         char buf[32] = "unknown";
-        if (ferry__rlimit('l', &lim) == 0) limit_text(lim, buf, sizeof buf);
+        if (ferry__rlimit('l', &lim) == 0)
+            limit_text(lim, buf, sizeof buf);
         ferry__vm_size(&vm);
         say(r,
             "memory lock refused: %s; needs CAP_IPC_LOCK or an RLIMIT_MEMLOCK (ulimit -l) "
@@ -182,10 +185,14 @@ ferry_err ferry_rt_apply(const ferry_rt_options *o, ferry_rt_report *report)
         return fail(r, FERRY_EINVAL, EINVAL);
     }
     ferry_err err = check_options(o, r);
-    if (err) return err;
-    if (o->ncpus > 0 && (err = pin(o, r))) return err;
-    if (o->fifo_priority > 0 && (err = fifo(o, r))) return err;
-    if (o->lock_memory && (err = lock(r))) return err;
+    if (err)
+        return err;
+    if (o->ncpus > 0 && (err = pin(o, r)))
+        return err;
+    if (o->fifo_priority > 0 && (err = fifo(o, r)))
+        return err;
+    if (o->lock_memory && (err = lock(r)))
+        return err;
     /* After the lock: the pages touched now stay. */
     ferry__prefault_stack(o->prefault_stack_bytes);
     if (o->prefault_heap_bytes > 0 && ferry__prefault_heap(o->prefault_heap_bytes) != 0) {
@@ -206,6 +213,7 @@ ferry_err ferry_rt_page_faults(uint64_t *minor, uint64_t *major)
 
 ferry_err ferry_rt_cpu_count(uint32_t *count)
 {
-    if (!count) return FERRY_EINVAL;
+    if (!count)
+        return FERRY_EINVAL;
     return ferry__cpu_count(count) == 0 ? FERRY_OK : FERRY_ESYS;
 }

@@ -200,9 +200,9 @@ struct ferry_sync {
     ferry_subscriber *subs[FERRY_SYNC_MAX_TOPICS];
     ferry__sync_core *core;
     ferry_waitset *ws;
-    ferry_sample *slot;    /* n * nslots */
-    unsigned char *state;  /* n * nslots */
-    uint32_t *ready;       /* ring of (qs + 1) sets of n slot indices */
+    ferry_sample *slot;   /* n * nslots */
+    unsigned char *state; /* n * nslots */
+    uint32_t *ready;      /* ring of (qs + 1) sets of n slot indices */
     uint32_t ready_head, ready_len;
     ferry_sync_stats stats;
 };
@@ -408,8 +408,7 @@ ferry_err ferry_sync_take(ferry_sync *s, ferry_sample set[])
 
 static bool same_sample(const ferry_sample *a, const ferry_sample *b)
 {
-    return a->data == b->data && a->sequence == b->sequence &&
-           a->publisher_id == b->publisher_id &&
+    return a->data == b->data && a->sequence == b->sequence && a->publisher_id == b->publisher_id &&
            memcmp(a->private_, b->private_, sizeof a->private_) == 0;
 }
 

@@ -114,8 +114,8 @@ static bool tensor_mul(uint64_t a, uint64_t b, uint64_t *out)
 }
 
 /* Element count and extent in bytes of a shape and non-negative strides. */
-static bool tensor_extent(size_t elem, uint32_t ndim, const int64_t *shape,
-                          const int64_t *strides, uint64_t *numel, uint64_t *bytes)
+static bool tensor_extent(size_t elem, uint32_t ndim, const int64_t *shape, const int64_t *strides,
+                          uint64_t *numel, uint64_t *bytes)
 {
     uint64_t n = 1, last = 0;
     bool empty = false;
@@ -210,8 +210,7 @@ static bool tensor_check(const ferry_tensor_header *h, uint64_t region, ferry_te
         return false;
     size_t elem = ferry_dtype_size(dtype);
     uint64_t numel, bytes;
-    if (!tensor_extent(elem, h->ndim, h->shape, h->strides, &numel, &bytes) ||
-        bytes > h->data_size)
+    if (!tensor_extent(elem, h->ndim, h->shape, h->strides, &numel, &bytes) || bytes > h->data_size)
         return false;
     memset(v, 0, sizeof *v);
     v->header = *h;
@@ -364,7 +363,7 @@ static void export_release(tensor_export *x)
 {
     uint64_t live = EXPORT_LIVE;
     if (!atomic_compare_exchange_strong(&x->state, &live, EXPORT_DEAD))
-        return; /* a second call */
+        return;                            /* a second call */
     x->release(x->owner, x->item, x->arg); /* nothing to report to: DLPack deleters are void */
     x->owner = NULL;
     export_put(x);
@@ -430,7 +429,8 @@ static void sample_release(void *owner, void *item, void *arg)
     (void)ferry_release(owner, item);
 }
 
-/* Checks that sample is a tensor held by sub, exports it and clears *sample (it is the export's). */
+/* Checks that sample is a tensor held by sub, exports it and clears *sample (it is the export's).
+ */
 static ferry_err sample_export(ferry_subscriber *sub, ferry_sample *sample, bool versioned,
                                void **out)
 {
@@ -443,8 +443,8 @@ static ferry_err sample_export(ferry_subscriber *sub, ferry_sample *sample, bool
     ferry_tensor_view v;
     if ((err = ferry_tensor_view_get(sample, &v)) != FERRY_OK)
         return err;
-    err = ferry__tensor_export(&v, versioned, sample_release, sub, NULL, sample, sizeof *sample,
-                               out);
+    err =
+        ferry__tensor_export(&v, versioned, sample_release, sub, NULL, sample, sizeof *sample, out);
     if (err == FERRY_OK)
         memset(sample, 0, sizeof *sample);
     return err;

@@ -93,8 +93,8 @@ void ferry_gpu_cache_options_init(ferry_gpu_cache_options *o)
 static ferry_err async_setup(ferry_gpu_cache *c, bool own_pool, uint64_t threshold)
 {
     int supported = 0;
-    cudaError_t e = CU(c, cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported,
-                                                 c->device));
+    cudaError_t e =
+        CU(c, cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, c->device));
     if (e != cudaSuccess)
         return ferry__gpu_err(e);
     if (!supported)
@@ -291,8 +291,8 @@ ferry_err ferry_gpu_cache_stats_get(ferry_gpu_cache *c, ferry_gpu_cache_stats *o
         uint64_t reserved = 0, used = 0, high = 0;
         cudaError_t e = ferry__gpu_cache_dev_enter(c, &dev);
         if (e == cudaSuccess)
-            e = CU(c, cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrReservedMemCurrent,
-                                              &reserved));
+            e = CU(c,
+                   cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
         if (e == cudaSuccess)
             e = CU(c, cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrUsedMemCurrent, &used));
         if (e == cudaSuccess)

@@ -17,8 +17,7 @@ bool ferry__gpu_cache_uses_done(ferry_gpu_cache *c, const ferry_gpu_buffer *b, c
         !event_done(c, b->owner_event))
         return false;
     for (uint32_t i = 0; i < b->nuses; i++)
-        if (!ferry__gpu_cache_same_stream(b->uses[i].stream, s) &&
-            !event_done(c, b->uses[i].event))
+        if (!ferry__gpu_cache_same_stream(b->uses[i].stream, s) && !event_done(c, b->uses[i].event))
             return false;
     return true;
 }

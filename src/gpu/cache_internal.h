@@ -17,14 +17,14 @@
 #include <string.h>
 #include <time.h>
 
-#define CACHE_MAGIC 0x43555047u /* "GPUC" */
+#define CACHE_MAGIC 0x43555047u  /* "GPUC" */
 #define BUFFER_MAGIC 0x42555047u /* "GPUB" */
 
-#define MAX_USES 8           /* other streams that may record a use of one buffer */
-#define SCAN_DEPTH 4         /* idle buffers looked at, from the MRU end, for one needing no wait */
-#define MIN_SHIFT 12         /* smallest class: 4 KiB */
-#define STEP_SHIFT 3         /* 8 classes per doubling */
-#define MAX_SHIFT 61         /* largest class: 2^62 bytes */
+#define MAX_USES 8   /* other streams that may record a use of one buffer */
+#define SCAN_DEPTH 4 /* idle buffers looked at, from the MRU end, for one needing no wait */
+#define MIN_SHIFT 12 /* smallest class: 4 KiB */
+#define STEP_SHIFT 3 /* 8 classes per doubling */
+#define MAX_SHIFT 61 /* largest class: 2^62 bytes */
 #define CLASS_COUNT (1 + (MAX_SHIFT - MIN_SHIFT + 1) * (1 << STEP_SHIFT))
 #define SLAB_BUFFERS 32
 
@@ -75,7 +75,7 @@ struct ferry_gpu_cache {
     uint32_t max_live;
     int64_t live_wait_ns;
 
-    cudaMemPool_t pool; /* ASYNC */
+    cudaMemPool_t pool;       /* ASYNC */
     cudaStream_t free_stream; /* ASYNC: where frees of buffers other streams read are ordered */
     bool own_pool;
     bool restore_threshold; /* the device's default pool: its threshold is put back at destroy */

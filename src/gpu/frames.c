@@ -43,10 +43,10 @@ static void drv_load(void)
     ferry__gpu_drv_table t;
     memset(&t, 0, sizeof t);
     /* Object pointers to function pointers through memcpy: ISO C has no direct conversion. */
-#define LOAD(field, name)                                                                      \
-    do {                                                                                       \
-        void *fn_ = ferry__gpu_driver_fn(name);                                                \
-        memcpy(&t.field, &fn_, sizeof fn_);                                                    \
+#define LOAD(field, name)                                                                          \
+    do {                                                                                           \
+        void *fn_ = ferry__gpu_driver_fn(name);                                                    \
+        memcpy(&t.field, &fn_, sizeof fn_);                                                        \
     } while (0)
     LOAD(device_get, "cuDeviceGet");
     LOAD(device_get_attribute, "cuDeviceGetAttribute");
@@ -67,9 +67,9 @@ static void drv_load(void)
 #undef LOAD
     t.base = t.device_get && t.device_get_attribute && t.write_value32 && t.wait_value32 &&
              t.address_range;
-    t.vmm = t.granularity && t.mem_create && t.mem_release && t.address_reserve &&
-            t.address_free && t.mem_map && t.mem_unmap && t.set_access && t.export_handle &&
-            t.import_handle && t.props_from_handle;
+    t.vmm = t.granularity && t.mem_create && t.mem_release && t.address_reserve && t.address_free &&
+            t.mem_map && t.mem_unmap && t.set_access && t.export_handle && t.import_handle &&
+            t.props_from_handle;
     ferry__gpu_drv = t;
 }
 

@@ -27,13 +27,13 @@
 typedef struct ferry__gpu_frame_desc {
     uint64_t magic;
     uint32_t version;
-    uint32_t ipc;        /* FERRY_GPU_IPC_VMM or FERRY_GPU_IPC_LEGACY */
-    uint64_t key;        /* the allocation: attachment key (VMM), identity (LEGACY) */
-    uint64_t offset;     /* frame start inside the allocation */
-    uint64_t size;       /* frame bytes */
-    uint64_t alloc_size; /* allocation bytes */
-    uint32_t generation; /* this publication of the chunk */
-    uint32_t device;     /* the publisher's device ordinal, for diagnostics */
+    uint32_t ipc;              /* FERRY_GPU_IPC_VMM or FERRY_GPU_IPC_LEGACY */
+    uint64_t key;              /* the allocation: attachment key (VMM), identity (LEGACY) */
+    uint64_t offset;           /* frame start inside the allocation */
+    uint64_t size;             /* frame bytes */
+    uint64_t alloc_size;       /* allocation bytes */
+    uint32_t generation;       /* this publication of the chunk */
+    uint32_t device;           /* the publisher's device ordinal, for diagnostics */
     uint64_t ready_offset;     /* the ready word, inside the allocation */
     uint8_t legacy_handle[64]; /* cudaIpcMemHandle_t when LEGACY */
     uint32_t meta_offset;      /* the publisher's metadata, from the start of the payload: */
@@ -46,6 +46,6 @@ typedef struct ferry__gpu_frame_desc {
 /* The size asked for at ferry_gpu_loan of a loaned device_ptr, and the publisher's device
  * (FERRY_EFOREIGN, FERRY_ESTATE as ferry_gpu_publish). */
 ferry_err ferry__gpu_loan_info(ferry_gpu_publisher *gpub, const void *device_ptr, size_t *size,
-                              int *device);
+                               int *device);
 
 #endif

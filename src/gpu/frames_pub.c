@@ -40,15 +40,15 @@ static int dev_attr(CUdevice d, CUdevice_attribute a)
 }
 
 typedef struct dchunk {
-    uint8_t *payload;       /* the host chunk's payload (descriptor); NULL before first use */
-    CUdeviceptr ready_dev;  /* device address of the descriptor's ready word */
-    cudaEvent_t done;       /* recorded at each publish, after the ready write */
-    bool done_pending;      /* done was recorded and not seen complete */
+    uint8_t *payload;      /* the host chunk's payload (descriptor); NULL before first use */
+    CUdeviceptr ready_dev; /* device address of the descriptor's ready word */
+    cudaEvent_t done;      /* recorded at each publish, after the ready write */
+    bool done_pending;     /* done was recorded and not seen complete */
     bool loaned;
-    uint32_t gen;           /* last generation written (or found) in ready */
+    uint32_t gen; /* last generation written (or found) in ready */
     size_t loan_size;
     uint64_t key;
-    size_t alloc_size;      /* 0: no device memory yet */
+    size_t alloc_size; /* 0: no device memory yet */
     CUdeviceptr va;
     CUmemGenericAllocationHandle handle;
     cudaIpcMemHandle_t ipc_handle;
@@ -60,9 +60,9 @@ struct ferry_gpu_publisher {
     int device;
     CUdevice cudev;
     ferry_gpu_ipc ipc;
-    size_t gran;     /* VMM granularity, or the legacy rounding */
+    size_t gran; /* VMM granularity, or the legacy rounding */
     size_t page;
-    dchunk *chunks;  /* indexed by host chunk index */
+    dchunk *chunks; /* indexed by host chunk index */
     uint32_t nchunks;
     bool early_wake;
     ferry_gpu_publisher_stats stats;
@@ -133,9 +133,10 @@ ferry_err ferry_gpu_publisher_create(ferry_gpu_publisher **out, ferry_publisher 
     cudaDeviceGetAttribute(&uva, cudaDevAttrUnifiedAddressing, o.device);
     (void)cudaGetLastError();
     (void)map_host;
-    bool vmm_ok = ferry__gpu_drv.vmm &&
-                  dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
-                  dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+    bool vmm_ok =
+        ferry__gpu_drv.vmm &&
+        dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
+        dev_attr(g->cudev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
     bool legacy_ok = uva != 0; /* legacy IPC needs unified addressing on Linux */
     bool automatic = o.ipc == FERRY_GPU_IPC_AUTO;
     if (automatic)
@@ -154,18 +155,17 @@ ferry_err ferry_gpu_publisher_create(ferry_gpu_publisher **out, ferry_publisher 
     bool mps = false;
     ferry_gpu_mps_enabled(o.device, &mps);
     ferry__endpoint_note(pub, "device frames on device %d by %s%s; MPS %s", o.device,
-                        g->ipc == FERRY_GPU_IPC_VMM ? "VMM allocations (file descriptors)"
-                                                    : "legacy CUDA IPC handles",
-                        automatic && !vmm_ok ? " (no POSIX file-descriptor export here)" : "",
-                        mps ? "on: readers share one context"
-                            : "off: each frame waits for the GPU to switch between the "
-                              "processes' contexts");
+                         g->ipc == FERRY_GPU_IPC_VMM ? "VMM allocations (file descriptors)"
+                                                     : "legacy CUDA IPC handles",
+                         automatic && !vmm_ok ? " (no POSIX file-descriptor export here)" : "",
+                         mps ? "on: readers share one context"
+                             : "off: each frame waits for the GPU to switch between the "
+                               "processes' contexts");
     if (g->ipc == FERRY_GPU_IPC_VMM) {
         CUmemAllocationProp prop;
         vmm_prop(&prop, g->cudev);
-        if ((r = ferry__gpu_drv.granularity(&g->gran, &prop,
-                                            CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
-                CUDA_SUCCESS ||
+        if ((r = ferry__gpu_drv.granularity(
+                 &g->gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) != CUDA_SUCCESS ||
             g->gran == 0) {
             err = r ? ferry__gpu_cu_err(r) : FERRY_ENOTSUP;
             goto fail;
@@ -352,7 +352,7 @@ ferry_err ferry_gpu_loan(ferry_gpu_publisher *gpub, size_t size, ferry_gpu_strea
         c->done_pending = false;
         chunk_free_device(g, c);
         err = g->ipc == FERRY_GPU_IPC_VMM ? chunk_alloc_vmm(g, c, size + FERRY__GPU_READY_BYTES)
-                                           : chunk_alloc_legacy(g, c, size + FERRY__GPU_READY_BYTES);
+                                          : chunk_alloc_legacy(g, c, size + FERRY__GPU_READY_BYTES);
         if (err)
             goto fail;
         /* The ready word of fresh memory starts at 0, below every generation (they start at 1
@@ -481,7 +481,7 @@ ferry_err ferry_gpu_publisher_stats_get(ferry_gpu_publisher *gpub, ferry_gpu_pub
 }
 
 ferry_err ferry__gpu_loan_info(ferry_gpu_publisher *gpub, const void *device_ptr, size_t *size,
-                              int *device)
+                               int *device)
 {
     ferry_err err = gpub_check(gpub);
     if (err)

@@ -23,7 +23,7 @@
 typedef struct import {
     bool used;
     uint32_t ipc;
-    uint32_t gen; /* the connection's generation */
+    uint32_t gen;   /* the connection's generation */
     uint32_t holds; /* frames taken or pending release */
     uint64_t key;
     CUdeviceptr va;
@@ -256,7 +256,7 @@ static ferry_err import_vmm(ferry_gpu_subscriber *g, const ferry__sample_where *
         return err;
     CUmemGenericAllocationHandle h;
     CUresult r = ferry__gpu_drv.import_handle(&h, (void *)(uintptr_t)fds[0],
-                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (r != CUDA_SUCCESS)
         return r == CUDA_ERROR_OUT_OF_MEMORY ? FERRY_ENOMEM : FERRY_EPROTO;
     CUmemAllocationProp prop;
@@ -348,10 +348,10 @@ static ferry_err import_get(ferry_gpu_subscriber *g, const ferry__sample_where *
             return FERRY_EPROTO;
         unimport(g, im);
     }
-    import fresh;
+import fresh;
     memset(&fresh, 0, sizeof fresh);
-    ferry_err err = d->ipc == FERRY_GPU_IPC_VMM ? import_vmm(g, w, d, &fresh)
-                                                : import_legacy(d, &fresh);
+    ferry_err err =
+        d->ipc == FERRY_GPU_IPC_VMM ? import_vmm(g, w, d, &fresh) : import_legacy(d, &fresh);
     if (err)
         return err;
     fresh.used = true;
@@ -366,8 +366,8 @@ static ferry_err import_get(ferry_gpu_subscriber *g, const ferry__sample_where *
 }
 
 /* Validates a taken sample's descriptor, imports its memory, makes stream wait for it. */
-static ferry_err frame_open(ferry_gpu_subscriber *g, const ferry_sample *s,
-                            ferry_gpu_stream stream, ferry_gpu_frame *frame)
+static ferry_err frame_open(ferry_gpu_subscriber *g, const ferry_sample *s, ferry_gpu_stream stream,
+                            ferry_gpu_frame *frame)
 {
     ferry__gpu_frame_desc d;
     if (!s->data || s->size < sizeof d)

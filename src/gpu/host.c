@@ -2,8 +2,8 @@
  * Host frames to the GPU: a taken sample's chunk is registered with CUDA (read-only, mapped,
  * portable) the first time the subscriber hands it to the GPU; later samples in that chunk find
  * the registration by index. The registrations of one subscriber live in a registry installed as
- * one of its close hooks, so they are undone before the core unmaps a publisher's data segment (and all
- * of them when the subscriber is destroyed). A registration left in place after its pages were
+ * one of its close hooks, so they are undone before the core unmaps a publisher's data segment (and
+ * all of them when the subscriber is destroyed). A registration left in place after its pages were
  * unmapped would pin them for ever and make a later mapping at the same address unregistrable.
  *
  * One thread at a time per subscriber, as for the subscriber itself; the close hook runs inside
@@ -303,8 +303,8 @@ static ferry_err locate(ferry_subscriber *sub, const ferry_sample *sample, int d
     return FERRY_OK;
 }
 
-ferry_err ferry_gpu_sample_device_ptr(ferry_subscriber *sub, const ferry_sample *sample,
-                                      int device, const void **device_ptr)
+ferry_err ferry_gpu_sample_device_ptr(ferry_subscriber *sub, const ferry_sample *sample, int device,
+                                      const void **device_ptr)
 {
     if (!sub || !sample || !device_ptr)
         return FERRY_EINVAL;

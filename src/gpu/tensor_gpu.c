@@ -1,8 +1,8 @@
 /*
  * Device tensors (include/ferry/tensor.h): a device frame whose metadata is a tensor header, and
  * its DLPack export. The header is validated by libferry's ferry_tensor_header_check on a copy,
- * against the frame's size. Exports use libferry's records (src/framework/tensor.c), which release the
- * frame with ferry_gpu_frame_release on the stream given at export.
+ * against the frame's size. Exports use libferry's records (src/framework/tensor.c), which release
+ * the frame with ferry_gpu_frame_release on the stream given at export.
  */
 #include <ferry/gpu.h>
 #include <ferry/tensor.h>
@@ -81,8 +81,8 @@ static ferry_err frame_export(ferry_gpu_subscriber *gsub, ferry_gpu_frame *frame
     ferry_err err = ferry_tensor_gpu_view_get(frame, &v);
     if (err != FERRY_OK)
         return err;
-    err = ferry__tensor_export(&v, versioned, frame_release, gsub, stream, frame, sizeof *frame,
-                               out);
+    err =
+        ferry__tensor_export(&v, versioned, frame_release, gsub, stream, frame, sizeof *frame, out);
     if (err == FERRY_OK)
         memset(frame, 0, sizeof *frame);
     return err;
@@ -98,9 +98,8 @@ ferry_err ferry_tensor_gpu_to_dlpack(ferry_gpu_subscriber *gsub, ferry_gpu_frame
     return err;
 }
 
-ferry_err ferry_tensor_gpu_to_dlpack_versioned(ferry_gpu_subscriber *gsub,
-                                               ferry_gpu_frame *frame, void *stream,
-                                               ferry_dlpack_tensor_versioned **out)
+ferry_err ferry_tensor_gpu_to_dlpack_versioned(ferry_gpu_subscriber *gsub, ferry_gpu_frame *frame,
+                                               void *stream, ferry_dlpack_tensor_versioned **out)
 {
     void *p;
     ferry_err err = frame_export(gsub, frame, stream, true, out ? &p : NULL);

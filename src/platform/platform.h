@@ -18,12 +18,12 @@
 int64_t ferry__clock_ns(void);
 
 /* Anonymous shared memory. */
-int ferry__memfd_create(const char *name);                     /* sealable, returns fd or -1 */
-int ferry__memfd_seal(int fd, unsigned seals);                 /* F_SEAL_* bits */
-int ferry__memfd_seals(int fd, unsigned *seals);               /* the seals it carries */
-int ferry__fd_reopen_readonly(int fd);                         /* a new read-only description */
+int ferry__memfd_create(const char *name);       /* sealable, returns fd or -1 */
+int ferry__memfd_seal(int fd, unsigned seals);   /* F_SEAL_* bits */
+int ferry__memfd_seals(int fd, unsigned *seals); /* the seals it carries */
+int ferry__fd_reopen_readonly(int fd);           /* a new read-only description */
 int ferry__fd_size(int fd, uint64_t *size);
-int ferry__fd_is_memfd(int fd);                                /* 1 yes, 0 no, -1 error */
+int ferry__fd_is_memfd(int fd); /* 1 yes, 0 no, -1 error */
 /* Reserves the pages of [offset, offset+len), a range that holds no data yet, so that writing
  * them later cannot fail with SIGBUS, and only while the memory is there to take: in steps of
  * at most 64 MiB, each after checking that what is left to reserve fits in
@@ -48,7 +48,7 @@ int ferry__fd_reserve_mapped(int fd, void *base, uint64_t offset, uint64_t len);
 /* A sealable memfd of 2 MiB hugetlb pages (MFD_HUGETLB | MFD_HUGE_2MB): fd or -1 (EINVAL where
  * the kernel has none). Its size and every mapping of it are multiples of FERRY__HUGE_PAGE. */
 int ferry__memfd_create_hugetlb(const char *name);
-int ferry__fd_is_hugetlb(int fd);                              /* 1 yes, 0 no, -1 error */
+int ferry__fd_is_hugetlb(int fd); /* 1 yes, 0 no, -1 error */
 /* 2 MiB hugetlb pages not yet taken or promised (free less reserved) and the configured total
  * (vm.nr_hugepages for that size); -1 (ENOENT) when the kernel has none of that size. */
 int ferry__hugetlb_pages(uint64_t *available, uint64_t *total);
@@ -64,9 +64,9 @@ void *ferry__map_huge(int fd, size_t size, bool writable);
  * FilePmdMapped, Shared_Hugetlb and Private_Hugetlb of its entry in /proc/self/smaps (the walk
  * stops at that entry). -1 when there is no such entry or smaps cannot be read. */
 int ferry__map_huge_bytes(const void *addr, uint64_t *bytes);
-void *ferry__map(int fd, size_t size, bool writable);          /* shared mapping or NULL */
+void *ferry__map(int fd, size_t size, bool writable); /* shared mapping or NULL */
 void ferry__unmap(void *addr, size_t size);
-void ferry__prefault_write(void *addr, size_t size);           /* best effort */
+void ferry__prefault_write(void *addr, size_t size); /* best effort */
 /* Maps the pages of a readable range into this process (MADV_POPULATE_READ, or reading one byte
  * per page on kernels before 5.14). Best effort. */
 void ferry__prefault_read(const void *addr, size_t size);
@@ -79,11 +79,11 @@ int ferry__dir_each(int dirfd, unsigned max, void (*fn)(void *arg, const char *n
  * somaxconn is lower); a connect to a full queue fails with EAGAIN. */
 #define FERRY__LISTEN_BACKLOG 256
 int ferry__listen_at(int dirfd, const char *name, const char *tmp_name,
-                     unsigned mode); /* fd or -1 */
-int ferry__connect_at(int dirfd, const char *name);           /* fd (non-blocking) or -1 */
+                     unsigned mode);                /* fd or -1 */
+int ferry__connect_at(int dirfd, const char *name); /* fd (non-blocking) or -1 */
 /* Bytes this end sent that the peer has not read yet (SIOCOUTQ), or -1. */
 int ferry__sock_unread(int sock);
-int ferry__accept(int listen_fd);                             /* fd (non-blocking) or -1 */
+int ferry__accept(int listen_fd); /* fd (non-blocking) or -1 */
 int ferry__peer_cred(int sock, pid_t *pid, uid_t *uid, gid_t *gid);
 /* 1 when the peer's primary or supplementary groups include gid, 0 when not, -1 on error. */
 int ferry__peer_in_group(int sock, gid_t gid);
@@ -145,7 +145,7 @@ int ferry__dirwatch_create(int *watch_fd, int dirfd);
 int ferry__dirwatch_drain(int watch_fd);
 
 /* Liveness locks on status files (whole-file, per open file description). */
-int ferry__lock_exclusive(int fd);                              /* non-blocking */
+int ferry__lock_exclusive(int fd); /* non-blocking */
 /* 1: someone holds a lock (the owner is alive); 0: nobody; -1: error. */
 int ferry__lock_held_by_other(int fd);
 
@@ -173,8 +173,8 @@ int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid,
 
 /* Real-time controls for the calling thread and process (rt.c gives them their policy).
  * Thread functions return 0 or an errno value (they do not set errno). */
-int ferry__cpu_online(int cpu);                                 /* 1 online, 0 not, -1 error */
-int ferry__cpu_count(uint32_t *count);                          /* online CPUs */
+int ferry__cpu_online(int cpu);        /* 1 online, 0 not, -1 error */
+int ferry__cpu_count(uint32_t *count); /* online CPUs */
 /* The one CPU the calling thread may run on now (sched_getaffinity); -1 when it may run on
  * more than one or its affinity cannot be read. */
 int32_t ferry__cpu_only(void);
@@ -189,14 +189,14 @@ static inline void ferry__cpu_relax(void)
     __asm__ __volatile__("" ::: "memory");
 #endif
 }
-int ferry__thread_pin(const int *cpus, size_t n);               /* pthread_setaffinity_np */
-int ferry__thread_fifo(int priority);                           /* SCHED_FIFO, pthread_setschedparam */
+int ferry__thread_pin(const int *cpus, size_t n); /* pthread_setaffinity_np */
+int ferry__thread_fifo(int priority);             /* SCHED_FIFO, pthread_setschedparam */
 int ferry__fifo_priority_max(void);
-int ferry__lock_memory(void);                                   /* mlockall(CURRENT|FUTURE|ONFAULT) */
+int ferry__lock_memory(void); /* mlockall(CURRENT|FUTURE|ONFAULT) */
 /* Soft limits, UINT64_MAX for unlimited; which: 'r' RLIMIT_RTPRIO, 'l' RLIMIT_MEMLOCK. */
 int ferry__rlimit(char which, uint64_t *soft);
-int ferry__vm_size(uint64_t *bytes);                            /* VmSize of this process */
-int ferry__stack_size(size_t *bytes);      /* the calling thread's stack left below the caller */
+int ferry__vm_size(uint64_t *bytes);  /* VmSize of this process */
+int ferry__stack_size(size_t *bytes); /* the calling thread's stack left below the caller */
 void ferry__prefault_stack(size_t bytes);
 /* Keeps freed heap memory in the process (no trimming, no mmap'd blocks), then allocates and
  * touches bytes and frees them: later allocations up to that size do not fault. */

@@ -199,8 +199,7 @@ uint64_t ferry__random64(void)
     return v;
 }
 
-int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid,
-                            ferry__dir_found *found)
+int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid, ferry__dir_found *found)
 {
     ferry__dir_found none = {0};
     if (!found)
@@ -248,7 +247,7 @@ int ferry__dir_open_checked(int dirfd, const char *name, int64_t share_gid,
     if (share_gid >= 0 && st.st_gid == (gid_t)share_gid && (st.st_mode & S_IRWXG) == S_IRWXG)
         return fd;
     errno = EPERM;
-fail: {
+fail : {
     int e = errno;
     close(fd);
     errno = e;

@@ -43,7 +43,8 @@ static int meminfo_line(void *arg, char *line)
     meminfo *m = arg;
     if (strncmp(line, "MemTotal:", 9) == 0 && ferry__parse_u64(line + 9, &m->total_kb))
         m->found |= 1;
-    else if (strncmp(line, "MemAvailable:", 13) == 0 && ferry__parse_u64(line + 13, &m->available_kb))
+    else if (strncmp(line, "MemAvailable:", 13) == 0 &&
+             ferry__parse_u64(line + 13, &m->available_kb))
         m->found |= 2;
     return m->found == 3;
 }
@@ -65,8 +66,8 @@ static int cgroup_line(void *arg, char *line)
         return 0;
     *controllers++ = '\0';
     *path++ = '\0';
-    bool match = f->v2 ? strcmp(line, "0") == 0 && controllers[0] == '\0'
-                       : list_has(controllers, "memory");
+    bool match =
+        f->v2 ? strcmp(line, "0") == 0 && controllers[0] == '\0' : list_has(controllers, "memory");
     if (!match || strlen(path) >= sizeof f->path)
         return 0;
     strcpy(f->path, path);
@@ -335,7 +336,7 @@ static int reserve(int fd, void *base, uint64_t offset, uint64_t len)
     if (lock >= 0)
         close(lock); /* the lock goes with it */
     return 0;
-fail: {
+fail : {
     int e = errno;
     if (done > 0)
         allocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, done);
@@ -425,8 +426,8 @@ static int smaps_line(void *arg, char *line)
         f->found |= f->in;
         return 0;
     }
-    static const char *const keys[] = {"ShmemPmdMapped:", "FilePmdMapped:", "Shared_Hugetlb:",
-                                       "Private_Hugetlb:"};
+    static const char *const keys[] = {
+        "ShmemPmdMapped:", "FilePmdMapped:", "Shared_Hugetlb:", "Private_Hugetlb:"};
     uint64_t v;
     if (f->in)
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {

@@ -37,12 +37,12 @@ int ferry__listen_at(int dirfd, const char *name, const char *tmp_name, unsigned
     if (renameat(dirfd, tmp_name, dirfd, name) != 0)
         goto fail_unlink;
     return fd;
-fail_unlink: {
+fail_unlink : {
     int e = errno;
     unlinkat(dirfd, tmp_name, 0);
     errno = e;
 }
-fail: {
+fail : {
     int e = errno;
     close(fd);
     errno = e;

@@ -85,8 +85,7 @@ static int futex_wait1(void *word, uint32_t expected, int64_t timeout_ns)
     return rc < 0 ? -1 : 0;
 }
 
-int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n,
-                       int64_t timeout_ns)
+int ferry__futex_waitv(void *const *words, const uint32_t *expected, unsigned n, int64_t timeout_ns)
 {
     if (n == 1)
         return futex_wait1(words[0], expected[0], timeout_ns);
@@ -129,8 +128,8 @@ int ferry__dirwatch_create(int *watch_fd, int dirfd)
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0)
         return -1;
-    if (inotify_add_watch(fd, path, IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
-                                        IN_ONLYDIR) < 0) {
+    if (inotify_add_watch(
+            fd, path, IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) < 0) {
         int e = errno;
         close(fd);
         errno = e;

@@ -132,19 +132,17 @@ ferry_err ferry_mcap_writer_open(ferry_mcap_writer **out, int fd,
  * Adds a Schema (into the current chunk, and into the summary at close). Ids count from 1.
  * @retval FERRY_ELIMIT  65535 schemas already
  */
-ferry_err ferry_mcap_writer_add_schema(ferry_mcap_writer *w, const char *name,
-                                       const char *encoding, const void *data, size_t size,
-                                       uint16_t *id);
+ferry_err ferry_mcap_writer_add_schema(ferry_mcap_writer *w, const char *name, const char *encoding,
+                                       const void *data, size_t size, uint16_t *id);
 
 /**
  * Adds a Channel of schema_id (0: no schema). Ids count from 0.
  * @retval FERRY_ELIMIT  65535 channels already
  * @retval FERRY_EINVAL  schema_id is not a schema of this writer
  */
-ferry_err ferry_mcap_writer_add_channel(ferry_mcap_writer *w, uint16_t schema_id,
-                                        const char *topic, const char *message_encoding,
-                                        const ferry_mcap_kv *metadata, size_t nmetadata,
-                                        uint16_t *id);
+ferry_err ferry_mcap_writer_add_channel(ferry_mcap_writer *w, uint16_t schema_id, const char *topic,
+                                        const char *message_encoding, const ferry_mcap_kv *metadata,
+                                        size_t nmetadata, uint16_t *id);
 
 /**
  * Appends a Message whose data is the concatenation of iov[0..niov). In an uncompressed chunk the
@@ -154,8 +152,8 @@ ferry_err ferry_mcap_writer_add_channel(ferry_mcap_writer *w, uint16_t schema_id
  * @retval FERRY_ESYS    a write failed (errno); the writer should be closed
  */
 ferry_err ferry_mcap_writer_write(ferry_mcap_writer *w, uint16_t channel_id, uint32_t sequence,
-                                  uint64_t log_time, uint64_t publish_time,
-                                  const struct iovec *iov, unsigned niov);
+                                  uint64_t log_time, uint64_t publish_time, const struct iovec *iov,
+                                  unsigned niov);
 
 /** Appends a Metadata record (outside chunks; the current chunk is closed first). */
 ferry_err ferry_mcap_writer_add_metadata(ferry_mcap_writer *w, const char *name,
@@ -213,8 +211,8 @@ typedef struct ferry_mcap_metadata {
 typedef struct ferry_mcap_info {
     char *profile, *library;
     uint64_t file_size;
-    bool has_summary;   /**< a footer pointed at a summary that parsed and whose CRC matched */
-    bool truncated;     /**< no valid footer: the file was cut short (the scan stopped early) */
+    bool has_summary; /**< a footer pointed at a summary that parsed and whose CRC matched */
+    bool truncated;   /**< no valid footer: the file was cut short (the scan stopped early) */
     /** Why the summary the footer points at was not used and the file was scanned instead (its
      *  CRC does not match, or its indexes lie: "its chunk indexes list the chunk at offset 28
      *  twice"); "" when it was used, or when there is none. */

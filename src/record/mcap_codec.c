@@ -42,14 +42,17 @@ bool ferry__mcap_buf_reserve(ferry__mcap_buf *b, size_t n)
     size_t cap;
     uint8_t *p;
 
-    if (b->failed) return false;
-    if (b->cap - b->len >= n) return true;
+    if (b->failed)
+        return false;
+    if (b->cap - b->len >= n)
+        return true;
     if (n > SIZE_MAX / 2 - b->len) {
         b->failed = true;
         return false;
     }
     cap = b->cap ? b->cap : 256;
-    while (cap - b->len < n) cap *= 2;
+    while (cap - b->len < n)
+        cap *= 2;
     p = realloc(b->p, cap);
     if (p == NULL) {
         b->failed = true;
@@ -62,7 +65,8 @@ bool ferry__mcap_buf_reserve(ferry__mcap_buf *b, size_t n)
 
 void ferry__mcap_put(ferry__mcap_buf *b, const void *p, size_t n)
 {
-    if (n == 0 || !ferry__mcap_buf_reserve(b, n)) return;
+    if (n == 0 || !ferry__mcap_buf_reserve(b, n))
+        return;
     memcpy(b->p + b->len, p, n);
     b->len += n;
 }
@@ -71,7 +75,8 @@ static void put_le(ferry__mcap_buf *b, uint64_t v, unsigned n)
 {
     uint8_t tmp[8];
 
-    for (unsigned i = 0; i < n; i++) tmp[i] = (uint8_t)(v >> (8 * i));
+    for (unsigned i = 0; i < n; i++)
+        tmp[i] = (uint8_t)(v >> (8 * i));
     ferry__mcap_put(b, tmp, n);
 }
 
@@ -115,7 +120,8 @@ size_t ferry__mcap_record_begin(ferry__mcap_buf *b, uint8_t op)
 
 void ferry__mcap_record_end(ferry__mcap_buf *b, size_t at)
 {
-    if (b->failed) return;
+    if (b->failed)
+        return;
     ferry__mcap_le64(b->p + at, (uint64_t)(b->len - at - 8));
 }
 
@@ -131,7 +137,9 @@ void ferry__mcap_len32_end(ferry__mcap_buf *b, size_t at)
 {
     uint32_t n;
 
-    if (b->failed) return;
+    if (b->failed)
+        return;
     n = (uint32_t)(b->len - at - 4);
-    for (int i = 0; i < 4; i++) b->p[at + (size_t)i] = (uint8_t)(n >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        b->p[at + (size_t)i] = (uint8_t)(n >> (8 * i));
 }

@@ -44,7 +44,8 @@ void ferry__mcap_len32_end(ferry__mcap_buf *b, size_t at);
 
 static inline void ferry__mcap_le64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* ---- parsing -------------------------------------------------------------------------------- */
@@ -75,8 +76,10 @@ static inline uint64_t ferry__mcap_get_le(ferry__mcap_cur *c, unsigned n)
 {
     uint64_t v = 0;
 
-    if (!ferry__mcap_need(c, n)) return 0;
-    for (unsigned i = 0; i < n; i++) v |= (uint64_t)c->p[i] << (8 * i);
+    if (!ferry__mcap_need(c, n))
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)c->p[i] << (8 * i);
     c->p += n;
     c->left -= n;
     return v;
@@ -104,7 +107,8 @@ static inline const uint8_t *ferry__mcap_get_bytes(ferry__mcap_cur *c, uint64_t 
 {
     const uint8_t *p;
 
-    if (n > SIZE_MAX || !ferry__mcap_need(c, (size_t)n)) return NULL;
+    if (n > SIZE_MAX || !ferry__mcap_need(c, (size_t)n))
+        return NULL;
     p = c->p;
     c->p += n;
     c->left -= (size_t)n;

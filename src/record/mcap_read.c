@@ -100,17 +100,20 @@ static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
                 else if (ferry__mcap_read_summary(r, summary_start, to, summary_why,
                                                   summary_why_size))
                     r->info.has_summary = true;
-                if (!r->info.has_summary) ferry__mcap_info_reset(r);
+                if (!r->info.has_summary)
+                    ferry__mcap_info_reset(r);
             } else if (summary_start != 0) {
                 snprintf(summary_why, summary_why_size, "the footer's summary offset is bad");
             }
-            if (!r->info.has_summary) r->data_end = footer_at;
+            if (!r->info.has_summary)
+                r->data_end = footer_at;
         }
     }
     r->info.truncated = !footer;
     if (r->info.has_summary) {
         summary_why[0] = '\0';
-        if (r->info.chunk_count == 0) r->info.chunk_count = (uint32_t)r->info.nchunks;
+        if (r->info.chunk_count == 0)
+            r->info.chunk_count = (uint32_t)r->info.nchunks;
         return FERRY_OK;
     }
 
@@ -122,12 +125,14 @@ static ferry_err open_buffer(ferry_mcap_reader *r, char *why, size_t why_size)
     k.why_size = why_size;
     err = ferry__mcap_walk_records(&k, r->base + r->data_start, r->data_end - r->data_start,
                                    r->data_start, UINT64_MAX, &truncated, &data_end);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     if (k.cancelled) {
         errno = EINTR;
         return ferry__mcap_say(why, why_size, FERRY_ESYS, "interrupted");
     }
-    if (truncated || !data_end) r->info.truncated = true;
+    if (truncated || !data_end)
+        r->info.truncated = true;
     r->info.chunk_count = (uint32_t)r->info.nchunks;
     return FERRY_OK;
 }
@@ -142,7 +147,8 @@ ferry_err ferry_mcap_reader_open_mem_with(ferry_mcap_reader **out, const void *d
     if (out == NULL || (data == NULL && size > 0))
         return ferry__mcap_say(why, why_size, FERRY_EINVAL, "invalid argument");
     r = calloc(1, sizeof *r);
-    if (r == NULL) return ferry__mcap_say(why, why_size, FERRY_ENOMEM, "out of memory");
+    if (r == NULL)
+        return ferry__mcap_say(why, why_size, FERRY_ENOMEM, "out of memory");
     r->base = data;
     r->size = size;
     if (o != NULL) {
@@ -180,7 +186,8 @@ ferry_err ferry_mcap_reader_open_with(ferry_mcap_reader **out, const char *path,
         return ferry__mcap_say(why, why_size, FERRY_EINVAL, "invalid argument");
     /* O_NONBLOCK: a FIFO named as the file must not block the open. */
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return ferry__mcap_say(why, why_size, FERRY_ESYS, "%s", strerror(errno));
+    if (fd < 0)
+        return ferry__mcap_say(why, why_size, FERRY_ESYS, "%s", strerror(errno));
     if (fstat(fd, &st) != 0) {
         int e = errno;
 
@@ -208,7 +215,8 @@ ferry_err ferry_mcap_reader_open_with(ferry_mcap_reader **out, const char *path,
     if (err != FERRY_OK) {
         int e = errno;
 
-        if (map != NULL) munmap(map, (size_t)st.st_size);
+        if (map != NULL)
+            munmap(map, (size_t)st.st_size);
         errno = e;
         return err;
     }
@@ -225,19 +233,23 @@ ferry_err ferry_mcap_reader_open(ferry_mcap_reader **out, const char *path, char
 
 void ferry_mcap_reader_set_cancel(ferry_mcap_reader *r, const volatile sig_atomic_t *cancel)
 {
-    if (r != NULL) r->cancel = cancel;
+    if (r != NULL)
+        r->cancel = cancel;
 }
 
 void ferry_mcap_reader_close(ferry_mcap_reader *r)
 {
-    if (r == NULL) return;
+    if (r == NULL)
+        return;
     ferry__mcap_info_reset(r);
     free(r->info.profile);
     free(r->info.library);
     free(r->ubuf);
-    if (r->lz4 != NULL) LZ4F_freeDecompressionContext(r->lz4);
+    if (r->lz4 != NULL)
+        LZ4F_freeDecompressionContext(r->lz4);
     ZSTD_freeDCtx(r->zstd);
-    if (r->map != NULL) munmap(r->map, r->map_size);
+    if (r->map != NULL)
+        munmap(r->map, r->map_size);
     free(r);
 }
 
@@ -271,7 +283,8 @@ ferry_err ferry_mcap_reader_messages(ferry_mcap_reader *r, uint64_t start, uint6
         uint64_t len;
         ferry_err err;
 
-        if (ci->end_time < start || ci->start_time > end) continue;
+        if (ci->end_time < start || ci->start_time > end)
+            continue;
         h = ferry__mcap_cur_make(r->base + ci->offset, (size_t)ci->length);
         op = ferry__mcap_get_u8(&h);
         len = ferry__mcap_get_u64(&h);
@@ -282,7 +295,8 @@ ferry_err ferry_mcap_reader_messages(ferry_mcap_reader *r, uint64_t start, uint6
                                    i, ci->offset);
         err = ferry__mcap_on_chunk(&k, ferry__mcap_cur_make(h.p, (size_t)len), ci->offset,
                                    ci->length);
-        if (err != FERRY_OK) return err;
+        if (err != FERRY_OK)
+            return err;
     }
     return FERRY_OK;
 }

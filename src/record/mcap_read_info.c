@@ -13,7 +13,8 @@ void ferry__mcap_fault(ferry_mcap_reader *r, ferry_err err, const char *fmt, ...
 {
     va_list ap;
 
-    if (r->fault != FERRY_OK) return;
+    if (r->fault != FERRY_OK)
+        return;
     r->fault = err;
     va_start(ap, fmt);
     vsnprintf(r->fault_why, sizeof r->fault_why, fmt, ap);
@@ -61,7 +62,8 @@ static bool take(ferry_mcap_reader *r, uint64_t n)
             MIB(FERRY_MCAP_INFO_MAX));
         return false;
     }
-    if (!ferry__mcap_room_for(r, n, "the file's description")) return false;
+    if (!ferry__mcap_room_for(r, n, "the file's description"))
+        return false;
     r->kept += n;
     return true;
 }
@@ -70,9 +72,11 @@ static void *take_alloc(ferry_mcap_reader *r, size_t n)
 {
     void *p;
 
-    if (!take(r, n)) return NULL;
+    if (!take(r, n))
+        return NULL;
     p = malloc(n > 0 ? n : 1);
-    if (p == NULL) ferry__mcap_fault(r, FERRY_ENOMEM, "out of memory");
+    if (p == NULL)
+        ferry__mcap_fault(r, FERRY_ENOMEM, "out of memory");
     return p;
 }
 
@@ -82,14 +86,17 @@ bool ferry__mcap_grow(ferry_mcap_reader *r, void **p, size_t *cap, size_t count,
     size_t ncap;
     void *q;
 
-    if (count < *cap) return true;
+    if (count < *cap)
+        return true;
     if (count >= max) {
         ferry__mcap_fault(r, FERRY_ELIMIT, "more than %zu %s", max, what);
         return false;
     }
     ncap = *cap ? *cap * 2 : 8;
-    if (ncap > max) ncap = max;
-    if (!take(r, (uint64_t)(ncap - *cap) * elem)) return false;
+    if (ncap > max)
+        ncap = max;
+    if (!take(r, (uint64_t)(ncap - *cap) * elem))
+        return false;
     q = realloc(*p, ncap * elem);
     if (q == NULL) {
         ferry__mcap_fault(r, FERRY_ENOMEM, "out of memory");
@@ -106,7 +113,8 @@ char *ferry__mcap_get_str(ferry_mcap_reader *r, ferry__mcap_cur *c, uint32_t max
     const uint8_t *p;
     char *s;
 
-    if (c->failed) return NULL;
+    if (c->failed)
+        return NULL;
     if (n > max) {
         ferry__mcap_fault(r, FERRY_ELIMIT, "%s of %" PRIu32 " bytes, over the limit of %" PRIu32,
                           what, n, max);
@@ -114,7 +122,8 @@ char *ferry__mcap_get_str(ferry_mcap_reader *r, ferry__mcap_cur *c, uint32_t max
         return NULL;
     }
     p = ferry__mcap_get_bytes(c, n);
-    if (p == NULL) return NULL;
+    if (p == NULL)
+        return NULL;
     s = take_alloc(r, (size_t)n + 1);
     if (s == NULL) {
         c->failed = true;
@@ -196,10 +205,13 @@ const ferry_mcap_info *ferry_mcap_reader_info(const ferry_mcap_reader *r)
 /* The id table *at (allocated on first use). */
 static bool id_table(ferry_mcap_reader *r, uint32_t **at)
 {
-    if (*at != NULL) return true;
-    if (!take(r, IDS * sizeof **at)) return false;
+    if (*at != NULL)
+        return true;
+    if (!take(r, IDS * sizeof **at))
+        return false;
     *at = calloc(IDS, sizeof **at);
-    if (*at == NULL) ferry__mcap_fault(r, FERRY_ENOMEM, "out of memory");
+    if (*at == NULL)
+        ferry__mcap_fault(r, FERRY_ENOMEM, "out of memory");
     return *at != NULL;
 }
 
@@ -211,8 +223,10 @@ bool ferry__mcap_add_schema(ferry_mcap_reader *r, ferry__mcap_cur c)
 
     memset(&s, 0, sizeof s);
     s.id = ferry__mcap_get_u16(&c);
-    if (c.failed) return false;
-    if (s.id == 0 || find_schema(r, s.id) != NULL) return true;
+    if (c.failed)
+        return false;
+    if (s.id == 0 || find_schema(r, s.id) != NULL)
+        return true;
     s.name = ferry__mcap_get_str(r, &c, FERRY_MCAP_NAME_MAX, "a schema name");
     s.encoding = ferry__mcap_get_str(r, &c, FERRY_MCAP_NAME_MAX, "a schema encoding");
     n = ferry__mcap_get_u32(&c);
@@ -244,8 +258,10 @@ bool ferry__mcap_add_channel(ferry_mcap_reader *r, ferry__mcap_cur c)
     memset(&ch, 0, sizeof ch);
     ch.id = ferry__mcap_get_u16(&c);
     ch.schema_id = ferry__mcap_get_u16(&c);
-    if (c.failed) return false;
-    if (ferry__mcap_find_channel(r, ch.id) != NULL) return true;
+    if (c.failed)
+        return false;
+    if (ferry__mcap_find_channel(r, ch.id) != NULL)
+        return true;
     ch.topic = ferry__mcap_get_str(r, &c, FERRY_MCAP_NAME_MAX, "a topic");
     ch.message_encoding = ferry__mcap_get_str(r, &c, FERRY_MCAP_NAME_MAX, "a message encoding");
     if (ch.topic != NULL && ch.message_encoding != NULL &&

@@ -12,7 +12,8 @@ void ferry__mcap_set_compression(char out[8], const uint8_t *p, uint32_t n)
     if (n < 8 && p != NULL) {
         memcpy(out, p, n);
         out[n] = '\0';
-        if (n == 0 || strcmp(out, "lz4") == 0 || strcmp(out, "zstd") == 0) return;
+        if (n == 0 || strcmp(out, "lz4") == 0 || strcmp(out, "zstd") == 0)
+            return;
     }
     snprintf(out, 8, "?");
 }
@@ -55,7 +56,8 @@ static ferry_err chunk_buffer(walk *k, const chunk_view *v, uint64_t off)
                                "chunk at offset %" PRIu64 ": uncompressed size %" PRIu64
                                " is over the limit of %" PRIu64 " bytes",
                                off, v->usize, FERRY_MCAP_CHUNK_MAX);
-    if (v->usize <= r->ucap) return FERRY_OK;
+    if (v->usize <= r->ucap)
+        return FERRY_OK;
     ferry__mcap_fault_clear(r);
     if (!ferry__mcap_room_for(r, v->usize - r->ucap, "its buffer"))
         return ferry__mcap_say(k->why, k->why_size, r->fault,
@@ -112,7 +114,8 @@ static ferry_err lz4_load(walk *k, const chunk_view *v, uint64_t off, size_t *n)
         out_done += dst;
         src += srcn;
         in_left -= srcn;
-        if (ret == 0) break; /* the frame is complete */
+        if (ret == 0)
+            break; /* the frame is complete */
         if (dst == 0 && srcn == 0)
             return ferry__mcap_say(k->why, k->why_size, FERRY_EPROTO,
                                    "chunk at offset %" PRIu64
@@ -159,10 +162,12 @@ static ferry_err chunk_load(walk *k, chunk_view *v, uint64_t off)
                                        off, fcs, v->usize);
         }
         err = chunk_buffer(k, v, off);
-        if (err != FERRY_OK || k->cancelled) return err;
+        if (err != FERRY_OK || k->cancelled)
+            return err;
         if (strcmp(v->compression, "lz4") == 0) {
             err = lz4_load(k, v, off, &n);
-            if (err != FERRY_OK || k->cancelled) return err;
+            if (err != FERRY_OK || k->cancelled)
+                return err;
         } else {
             /* One call for the whole chunk (at most FERRY_MCAP_CHUNK_MAX, about a second): the
              * streaming interface would need a window buffer of the frame's size besides. */
@@ -226,13 +231,17 @@ static ferry_err on_message(walk *k, ferry__mcap_cur c, uint64_t off)
             ch->messages++;
             ch->bytes += m.size;
         }
-        if (in->message_count == 0 || m.log_time < in->start_time) in->start_time = m.log_time;
-        if (m.log_time > in->end_time) in->end_time = m.log_time;
+        if (in->message_count == 0 || m.log_time < in->start_time)
+            in->start_time = m.log_time;
+        if (m.log_time > in->end_time)
+            in->end_time = m.log_time;
         in->message_count++;
         return FERRY_OK;
     }
-    if (m.log_time < k->start || m.log_time > k->end) return FERRY_OK;
-    if (!k->fn(k->arg, &m)) k->stopped = true;
+    if (m.log_time < k->start || m.log_time > k->end)
+        return FERRY_OK;
+    if (!k->fn(k->arg, &m))
+        k->stopped = true;
     return FERRY_OK;
 }
 
@@ -264,7 +273,8 @@ ferry_err ferry__mcap_on_chunk(walk *k, ferry__mcap_cur c, uint64_t off, uint64_
         return FERRY_OK;
     }
     err = chunk_load(k, &v, off);
-    if (err != FERRY_OK || k->cancelled) return err;
+    if (err != FERRY_OK || k->cancelled)
+        return err;
     return ferry__mcap_walk_records(k, v.records, v.records_size, 0, off, NULL, NULL);
 }
 
@@ -333,12 +343,14 @@ ferry_err ferry__mcap_walk_records(walk *k, const uint8_t *p, uint64_t n, uint64
             break;
         }
         if (!ok) {
-            if (!top) snprintf(where, sizeof where, " of the chunk at offset %" PRIu64, chunk_at);
+            if (!top)
+                snprintf(where, sizeof where, " of the chunk at offset %" PRIu64, chunk_at);
             err = ferry__mcap_say(k->why, k->why_size, ferry__mcap_fault_err(k->r),
                                   "%s at offset %" PRIu64 "%s: %s", what, base + at, where,
                                   ferry__mcap_fault_text(k->r));
         }
-        if (err != FERRY_OK) return err;
+        if (err != FERRY_OK)
+            return err;
         at += RECORD_HEAD + len;
     }
     return FERRY_OK;

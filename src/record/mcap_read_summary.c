@@ -29,7 +29,8 @@ static int chunk_order(const void *a, const void *b)
 static bool overlap(const char *what, uint64_t a_offset, uint64_t a_length, uint64_t b_offset,
                     char *why, size_t why_size)
 {
-    if (b_offset >= a_offset + a_length) return false;
+    if (b_offset >= a_offset + a_length)
+        return false;
     if (b_offset == a_offset)
         ferry__mcap_say(why, why_size, FERRY_EPROTO,
                         "its %s indexes list the %s at offset %" PRIu64 " twice", what, what,
@@ -137,7 +138,8 @@ bool ferry__mcap_read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, 
             ok = !c.failed && r->fault == FERRY_OK &&
                  ferry__mcap_grow(r, (void **)&meta, &cap_meta, nmeta, sizeof s,
                                   FERRY_MCAP_RECORDS_MAX, "metadata records");
-            if (ok) meta[nmeta++] = s;
+            if (ok)
+                meta[nmeta++] = s;
             break;
         }
         default:
@@ -157,10 +159,12 @@ bool ferry__mcap_read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, 
     if (ok) {
         ferry_mcap_chunk_index *ci = r->info.chunks;
 
-        if (r->info.nchunks > 1) qsort(ci, r->info.nchunks, sizeof *ci, chunk_order);
+        if (r->info.nchunks > 1)
+            qsort(ci, r->info.nchunks, sizeof *ci, chunk_order);
         for (size_t i = 1; ok && i < r->info.nchunks; i++)
             ok = !overlap("chunk", ci[i - 1].offset, ci[i - 1].length, ci[i].offset, why, why_size);
-        if (nmeta > 1) qsort(meta, nmeta, sizeof *meta, span_order);
+        if (nmeta > 1)
+            qsort(meta, nmeta, sizeof *meta, span_order);
         for (size_t i = 1; ok && i < nmeta; i++)
             ok = !overlap("metadata", meta[i - 1].offset, meta[i - 1].length, meta[i].offset, why,
                           why_size);
@@ -185,7 +189,8 @@ bool ferry__mcap_read_summary(ferry_mcap_reader *r, uint64_t from, uint64_t to, 
         uint64_t count = ferry__mcap_get_u64(&counts);
         ferry_mcap_channel *ch = ferry__mcap_find_channel(r, id);
 
-        if (ch != NULL) ch->messages = count;
+        if (ch != NULL)
+            ch->messages = count;
     }
     return ok;
 }

@@ -43,7 +43,7 @@ struct ferry_mcap_writer {
     ferry_mcap_writer_options o;
     ferry_err err; /* the first failure; every later call returns it */
     int err_errno;
-    uint64_t off; /* file offset of the next byte, staged ones counted */
+    uint64_t off;             /* file offset of the next byte, staged ones counted */
     uint64_t written, synced; /* bytes handed to the kernel; of those, sent to the disk */
     uint64_t dropped;         /* bytes before this offset were dropped from the page cache */
     uint32_t data_crc;
@@ -99,7 +99,8 @@ static ferry_err write_all(ferry_mcap_writer *w, struct iovec *iov, int n)
         ssize_t done = writev(w->fd, iov, n > IOV_MAX ? IOV_MAX : n);
 
         if (done < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             return fail(w, FERRY_ESYS);
         }
         while (n > 0 && (size_t)done >= iov->iov_len) {
@@ -124,7 +125,8 @@ static void write_behind(ferry_mcap_writer *w)
 {
     uint64_t keep;
 
-    if (w->o.no_write_behind || w->written - w->synced < WRITE_BEHIND) return;
+    if (w->o.no_write_behind || w->written - w->synced < WRITE_BEHIND)
+        return;
     sync_file_range(w->fd, (off64_t)w->synced, (off64_t)(w->written - w->synced),
                     SYNC_FILE_RANGE_WRITE);
     keep = w->in_chunk && w->chunk_start < w->synced ? w->chunk_start : w->synced;
@@ -142,12 +144,16 @@ static ferry_err flush_with(ferry_mcap_writer *w, const struct iovec *pieces, un
     struct iovec iov[IOV_PIECES + 1];
     int k = 0;
 
-    if (w->err != FERRY_OK) return w->err;
-    if (w->staged > 0) iov[k++] = (struct iovec){w->stage, w->staged};
+    if (w->err != FERRY_OK)
+        return w->err;
+    if (w->staged > 0)
+        iov[k++] = (struct iovec){w->stage, w->staged};
     for (unsigned i = 0; i < n; i++)
-        if (pieces[i].iov_len > 0) iov[k++] = pieces[i];
+        if (pieces[i].iov_len > 0)
+            iov[k++] = pieces[i];
     w->staged = 0;
-    if (write_all(w, iov, k) != FERRY_OK) return w->err;
+    if (write_all(w, iov, k) != FERRY_OK)
+        return w->err;
     w->written = w->off;
     write_behind(w);
     return FERRY_OK;
@@ -159,13 +165,16 @@ static ferry_err out_raw(ferry_mcap_writer *w, const struct iovec *iov, unsigned
     size_t small = 0;
     bool big = false;
 
-    if (w->err != FERRY_OK) return w->err;
+    if (w->err != FERRY_OK)
+        return w->err;
     for (unsigned i = 0; i < n; i++) {
         small += iov[i].iov_len;
-        if (iov[i].iov_len >= COPY_BELOW) big = true;
+        if (iov[i].iov_len >= COPY_BELOW)
+            big = true;
     }
     if (!big && small <= STAGE_CAP) {
-        if (w->staged + small > STAGE_CAP && flush_with(w, NULL, 0) != FERRY_OK) return w->err;
+        if (w->staged + small > STAGE_CAP && flush_with(w, NULL, 0) != FERRY_OK)
+            return w->err;
         for (unsigned i = 0; i < n; i++) {
             memcpy(w->stage + w->staged, iov[i].iov_base, iov[i].iov_len);
             w->staged += iov[i].iov_len;
@@ -188,7 +197,8 @@ static ferry_err out_data(ferry_mcap_writer *w, const void *p, size_t n, uint32_
 
 static bool cbuf_room(ferry_mcap_writer *w, size_t n)
 {
-    if (ferry__mcap_buf_reserve(&w->cbuf, n)) return true;
+    if (ferry__mcap_buf_reserve(&w->cbuf, n))
+        return true;
     fail(w, FERRY_ENOMEM);
     return false;
 }
@@ -200,15 +210,18 @@ static ferry_err out_chunk(ferry_mcap_writer *w, const struct iovec *iov, unsign
         w->chunk_crc = crc_update(w, w->chunk_crc, iov[i].iov_base, iov[i].iov_len);
         w->chunk_usize += iov[i].iov_len;
     }
-    if (w->o.compression == FERRY_MCAP_NONE) return out_raw(w, iov, n);
+    if (w->o.compression == FERRY_MCAP_NONE)
+        return out_raw(w, iov, n);
     for (unsigned i = 0; i < n && w->err == FERRY_OK; i++) {
         if (w->o.compression == FERRY_MCAP_LZ4) {
             size_t r;
 
-            if (!cbuf_room(w, LZ4F_compressBound(iov[i].iov_len, &lz4_prefs))) break;
+            if (!cbuf_room(w, LZ4F_compressBound(iov[i].iov_len, &lz4_prefs)))
+                break;
             r = LZ4F_compressUpdate(w->lz4, w->cbuf.p + w->cbuf.len, w->cbuf.cap - w->cbuf.len,
                                     iov[i].iov_base, iov[i].iov_len, NULL);
-            if (LZ4F_isError(r)) return fail(w, FERRY_EINVAL);
+            if (LZ4F_isError(r))
+                return fail(w, FERRY_EINVAL);
             w->cbuf.len += r;
         } else {
             ZSTD_inBuffer in = {iov[i].iov_base, iov[i].iov_len, 0};
@@ -217,10 +230,12 @@ static ferry_err out_chunk(ferry_mcap_writer *w, const struct iovec *iov, unsign
                 ZSTD_outBuffer ob;
                 size_t r;
 
-                if (!cbuf_room(w, ZSTD_CStreamOutSize())) break;
+                if (!cbuf_room(w, ZSTD_CStreamOutSize()))
+                    break;
                 ob = (ZSTD_outBuffer){w->cbuf.p + w->cbuf.len, w->cbuf.cap - w->cbuf.len, 0};
                 r = ZSTD_compressStream2(w->zstd, &ob, &in, ZSTD_e_continue);
-                if (ZSTD_isError(r)) return fail(w, FERRY_EINVAL);
+                if (ZSTD_isError(r))
+                    return fail(w, FERRY_EINVAL);
                 w->cbuf.len += ob.pos;
             }
         }
@@ -251,9 +266,11 @@ static ferry_err chunk_open(ferry_mcap_writer *w)
     if (w->o.compression == FERRY_MCAP_LZ4) {
         size_t r;
 
-        if (!cbuf_room(w, LZ4F_HEADER_SIZE_MAX)) return w->err;
+        if (!cbuf_room(w, LZ4F_HEADER_SIZE_MAX))
+            return w->err;
         r = LZ4F_compressBegin(w->lz4, w->cbuf.p, w->cbuf.cap, &lz4_prefs);
-        if (LZ4F_isError(r)) return fail(w, FERRY_EINVAL);
+        if (LZ4F_isError(r))
+            return fail(w, FERRY_EINVAL);
         w->cbuf.len = r;
     } else {
         ZSTD_CCtx_reset(w->zstd, ZSTD_reset_session_only);
@@ -288,17 +305,21 @@ static ferry_err chunk_close(ferry_mcap_writer *w)
     uint64_t records_size, chunk_length, index_start;
     size_t hn, at;
 
-    if (!w->in_chunk || w->err != FERRY_OK) return w->err;
+    if (!w->in_chunk || w->err != FERRY_OK)
+        return w->err;
     w->in_chunk = false;
     if (w->o.compression == FERRY_MCAP_NONE) {
         records_size = w->chunk_usize;
         hn = chunk_head(w, head, records_size);
-        if (flush_with(w, NULL, 0) != FERRY_OK) return w->err;
+        if (flush_with(w, NULL, 0) != FERRY_OK)
+            return w->err;
         for (size_t done = 0; done < hn;) {
             ssize_t r = pwrite(w->fd, head + done, hn - done, (off_t)(w->chunk_start + done));
 
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) return fail(w, FERRY_ESYS);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return fail(w, FERRY_ESYS);
             done += (size_t)r;
         }
         w->data_crc = crc_update(w, w->data_crc, head, hn);
@@ -310,9 +331,11 @@ static ferry_err chunk_close(ferry_mcap_writer *w)
         if (w->o.compression == FERRY_MCAP_LZ4) {
             size_t r;
 
-            if (!cbuf_room(w, LZ4F_compressBound(0, &lz4_prefs))) return w->err;
+            if (!cbuf_room(w, LZ4F_compressBound(0, &lz4_prefs)))
+                return w->err;
             r = LZ4F_compressEnd(w->lz4, w->cbuf.p + w->cbuf.len, w->cbuf.cap - w->cbuf.len, NULL);
-            if (LZ4F_isError(r)) return fail(w, FERRY_EINVAL);
+            if (LZ4F_isError(r))
+                return fail(w, FERRY_EINVAL);
             w->cbuf.len += r;
         } else {
             ZSTD_inBuffer in = {NULL, 0, 0};
@@ -321,10 +344,12 @@ static ferry_err chunk_close(ferry_mcap_writer *w)
             do {
                 ZSTD_outBuffer ob;
 
-                if (!cbuf_room(w, ZSTD_CStreamOutSize())) return w->err;
+                if (!cbuf_room(w, ZSTD_CStreamOutSize()))
+                    return w->err;
                 ob = (ZSTD_outBuffer){w->cbuf.p + w->cbuf.len, w->cbuf.cap - w->cbuf.len, 0};
                 r = ZSTD_compressStream2(w->zstd, &ob, &in, ZSTD_e_end);
-                if (ZSTD_isError(r)) return fail(w, FERRY_EINVAL);
+                if (ZSTD_isError(r))
+                    return fail(w, FERRY_EINVAL);
                 w->cbuf.len += ob.pos;
             } while (r != 0);
         }
@@ -334,7 +359,8 @@ static ferry_err chunk_close(ferry_mcap_writer *w)
         w->data_crc = crc_update(w, w->data_crc, w->cbuf.p, w->cbuf.len);
         iov[0] = (struct iovec){head, hn};
         iov[1] = (struct iovec){w->cbuf.p, w->cbuf.len};
-        if (out_raw(w, iov, 2) != FERRY_OK) return w->err;
+        if (out_raw(w, iov, 2) != FERRY_OK)
+            return w->err;
     }
     chunk_length = w->off - w->chunk_start;
 
@@ -379,7 +405,8 @@ static ferry_err chunk_close(ferry_mcap_writer *w)
             ferry__mcap_buf_free(&b);
             return fail(w, FERRY_ENOMEM);
         }
-        if (b.len > 0) out_data(w, b.p, b.len, &w->data_crc);
+        if (b.len > 0)
+            out_data(w, b.p, b.len, &w->data_crc);
         ferry__mcap_buf_free(&b);
         (void)index_start;
     }
@@ -390,14 +417,17 @@ static ferry_err chunk_close(ferry_mcap_writer *w)
 /* A record (schema, channel, message header) into the chunk, opening one when none is open. */
 static ferry_err chunk_record(ferry_mcap_writer *w, const struct iovec *iov, unsigned n)
 {
-    if (w->err != FERRY_OK) return w->err;
-    if (!w->in_chunk && chunk_open(w) != FERRY_OK) return w->err;
+    if (w->err != FERRY_OK)
+        return w->err;
+    if (!w->in_chunk && chunk_open(w) != FERRY_OK)
+        return w->err;
     return out_chunk(w, iov, n);
 }
 
 static ferry_err maybe_close(ferry_mcap_writer *w)
 {
-    if (w->in_chunk && w->chunk_usize >= w->o.chunk_size) return chunk_close(w);
+    if (w->in_chunk && w->chunk_usize >= w->o.chunk_size)
+        return chunk_close(w);
     return w->err;
 }
 
@@ -409,22 +439,29 @@ ferry_err ferry_mcap_writer_open(ferry_mcap_writer **out, int fd,
     char library[64];
     size_t at;
 
-    if (out == NULL || fd < 0) return FERRY_EINVAL;
-    if (o != NULL && (unsigned)o->compression > FERRY_MCAP_ZSTD) return FERRY_EINVAL;
+    if (out == NULL || fd < 0)
+        return FERRY_EINVAL;
+    if (o != NULL && (unsigned)o->compression > FERRY_MCAP_ZSTD)
+        return FERRY_EINVAL;
     w = calloc(1, sizeof *w);
-    if (w == NULL) return FERRY_ENOMEM;
+    if (w == NULL)
+        return FERRY_ENOMEM;
     w->fd = fd;
-    if (o != NULL) w->o = *o;
-    if (w->o.chunk_size == 0) w->o.chunk_size = CHUNK_SIZE_DEFAULT;
+    if (o != NULL)
+        w->o = *o;
+    if (w->o.chunk_size == 0)
+        w->o.chunk_size = CHUNK_SIZE_DEFAULT;
     w->t0 = UINT64_MAX;
     w->stage = malloc(STAGE_CAP);
-    if (w->stage == NULL) goto nomem;
+    if (w->stage == NULL)
+        goto nomem;
     if (w->o.compression == FERRY_MCAP_LZ4 &&
         LZ4F_isError(LZ4F_createCompressionContext(&w->lz4, LZ4F_VERSION)))
         goto nomem;
     if (w->o.compression == FERRY_MCAP_ZSTD) {
         w->zstd = ZSTD_createCCtx();
-        if (w->zstd == NULL) goto nomem;
+        if (w->zstd == NULL)
+            goto nomem;
         ZSTD_CCtx_setParameter(w->zstd, ZSTD_c_compressionLevel, ZSTD_LEVEL);
     }
     snprintf(library, sizeof library, "ferry %d.%d", FERRY_VERSION_MAJOR, FERRY_VERSION_MINOR);
@@ -433,7 +470,8 @@ ferry_err ferry_mcap_writer_open(ferry_mcap_writer **out, int fd,
     ferry__mcap_put_str(&b, w->o.profile != NULL ? w->o.profile : "");
     ferry__mcap_put_str(&b, w->o.library != NULL ? w->o.library : library);
     ferry__mcap_record_end(&b, at);
-    if (b.failed) goto nomem;
+    if (b.failed)
+        goto nomem;
     w->o.profile = w->o.library = NULL; /* not kept: the caller's strings */
     out_data(w, b.p, b.len, &w->data_crc);
     ferry__mcap_buf_free(&b);
@@ -451,9 +489,8 @@ nomem:
     return FERRY_ENOMEM;
 }
 
-ferry_err ferry_mcap_writer_add_schema(ferry_mcap_writer *w, const char *name,
-                                       const char *encoding, const void *data, size_t size,
-                                       uint16_t *id)
+ferry_err ferry_mcap_writer_add_schema(ferry_mcap_writer *w, const char *name, const char *encoding,
+                                       const void *data, size_t size, uint16_t *id)
 {
     ferry__mcap_buf *s;
     size_t at, start;
@@ -462,8 +499,10 @@ ferry_err ferry_mcap_writer_add_schema(ferry_mcap_writer *w, const char *name,
     if (w == NULL || name == NULL || encoding == NULL || (data == NULL && size > 0) ||
         size > UINT32_MAX || id == NULL)
         return FERRY_EINVAL;
-    if (w->err != FERRY_OK) return w->err;
-    if (w->nschemas == UINT16_MAX) return FERRY_ELIMIT;
+    if (w->err != FERRY_OK)
+        return w->err;
+    if (w->nschemas == UINT16_MAX)
+        return FERRY_ELIMIT;
     s = &w->schemas;
     start = s->len;
     at = ferry__mcap_record_begin(s, FERRY_MCAP_OP_SCHEMA);
@@ -473,17 +512,18 @@ ferry_err ferry_mcap_writer_add_schema(ferry_mcap_writer *w, const char *name,
     ferry__mcap_put_u32(s, (uint32_t)size);
     ferry__mcap_put(s, data, size);
     ferry__mcap_record_end(s, at);
-    if (s->failed) return fail(w, FERRY_ENOMEM);
+    if (s->failed)
+        return fail(w, FERRY_ENOMEM);
     iov = (struct iovec){s->p + start, s->len - start};
-    if (chunk_record(w, &iov, 1) != FERRY_OK) return w->err;
+    if (chunk_record(w, &iov, 1) != FERRY_OK)
+        return w->err;
     *id = ++w->nschemas;
     return FERRY_OK;
 }
 
-ferry_err ferry_mcap_writer_add_channel(ferry_mcap_writer *w, uint16_t schema_id,
-                                        const char *topic, const char *message_encoding,
-                                        const ferry_mcap_kv *metadata, size_t nmetadata,
-                                        uint16_t *id)
+ferry_err ferry_mcap_writer_add_channel(ferry_mcap_writer *w, uint16_t schema_id, const char *topic,
+                                        const char *message_encoding, const ferry_mcap_kv *metadata,
+                                        size_t nmetadata, uint16_t *id)
 {
     ferry__mcap_buf *s;
     size_t at, start, map;
@@ -493,16 +533,20 @@ ferry_err ferry_mcap_writer_add_channel(ferry_mcap_writer *w, uint16_t schema_id
     if (w == NULL || topic == NULL || message_encoding == NULL || id == NULL ||
         (metadata == NULL && nmetadata > 0) || schema_id > w->nschemas)
         return FERRY_EINVAL;
-    if (w->err != FERRY_OK) return w->err;
-    if (w->nchans >= UINT16_MAX) return FERRY_ELIMIT;
+    if (w->err != FERRY_OK)
+        return w->err;
+    if (w->nchans >= UINT16_MAX)
+        return FERRY_ELIMIT;
     chans = realloc(w->chans, (w->nchans + 1) * sizeof *chans);
-    if (chans == NULL) return fail(w, FERRY_ENOMEM);
+    if (chans == NULL)
+        return fail(w, FERRY_ENOMEM);
     w->chans = chans;
     memset(&chans[w->nchans], 0, sizeof *chans);
     {
         uint16_t *t = realloc(w->touched, (w->nchans + 1) * sizeof *t);
 
-        if (t == NULL) return fail(w, FERRY_ENOMEM);
+        if (t == NULL)
+            return fail(w, FERRY_ENOMEM);
         w->touched = t;
     }
     s = &w->channels;
@@ -519,16 +563,18 @@ ferry_err ferry_mcap_writer_add_channel(ferry_mcap_writer *w, uint16_t schema_id
     }
     ferry__mcap_len32_end(s, map);
     ferry__mcap_record_end(s, at);
-    if (s->failed) return fail(w, FERRY_ENOMEM);
+    if (s->failed)
+        return fail(w, FERRY_ENOMEM);
     iov = (struct iovec){s->p + start, s->len - start};
-    if (chunk_record(w, &iov, 1) != FERRY_OK) return w->err;
+    if (chunk_record(w, &iov, 1) != FERRY_OK)
+        return w->err;
     *id = (uint16_t)w->nchans++;
     return FERRY_OK;
 }
 
 ferry_err ferry_mcap_writer_write(ferry_mcap_writer *w, uint16_t channel_id, uint32_t sequence,
-                                  uint64_t log_time, uint64_t publish_time,
-                                  const struct iovec *iov, unsigned niov)
+                                  uint64_t log_time, uint64_t publish_time, const struct iovec *iov,
+                                  unsigned niov)
 {
     uint8_t head[31];
     struct iovec pieces[IOV_PIECES + 1];
@@ -538,18 +584,22 @@ ferry_err ferry_mcap_writer_write(ferry_mcap_writer *w, uint16_t channel_id, uin
 
     if (w == NULL || channel_id >= w->nchans || niov > IOV_PIECES || (iov == NULL && niov > 0))
         return FERRY_EINVAL;
-    if (w->err != FERRY_OK) return w->err;
-    for (unsigned i = 0; i < niov; i++) size += iov[i].iov_len;
+    if (w->err != FERRY_OK)
+        return w->err;
+    for (unsigned i = 0; i < niov; i++)
+        size += iov[i].iov_len;
     c = &w->chans[channel_id];
     if (c->nidx == c->capidx) {
         size_t cap = c->capidx ? c->capidx * 2 : 16;
         index_entry *e = realloc(c->idx, cap * sizeof *e);
 
-        if (e == NULL) return fail(w, FERRY_ENOMEM);
+        if (e == NULL)
+            return fail(w, FERRY_ENOMEM);
         c->idx = e;
         c->capidx = cap;
     }
-    if (!w->in_chunk && chunk_open(w) != FERRY_OK) return w->err;
+    if (!w->in_chunk && chunk_open(w) != FERRY_OK)
+        return w->err;
     offset = w->chunk_usize;
     ferry__mcap_put_u8(&b, FERRY_MCAP_OP_MESSAGE);
     ferry__mcap_put_u64(&b, 2 + 4 + 8 + 8 + size);
@@ -558,17 +608,24 @@ ferry_err ferry_mcap_writer_write(ferry_mcap_writer *w, uint16_t channel_id, uin
     ferry__mcap_put_u64(&b, log_time);
     ferry__mcap_put_u64(&b, publish_time);
     pieces[0] = (struct iovec){head, b.len};
-    for (unsigned i = 0; i < niov; i++) pieces[i + 1] = iov[i];
-    if (out_chunk(w, pieces, niov + 1) != FERRY_OK) return w->err;
+    for (unsigned i = 0; i < niov; i++)
+        pieces[i + 1] = iov[i];
+    if (out_chunk(w, pieces, niov + 1) != FERRY_OK)
+        return w->err;
 
-    if (c->nidx == 0) w->touched[w->ntouched++] = channel_id;
+    if (c->nidx == 0)
+        w->touched[w->ntouched++] = channel_id;
     c->idx[c->nidx++] = (index_entry){log_time, offset};
     c->messages++;
     w->messages++;
-    if (log_time < w->chunk_t0) w->chunk_t0 = log_time;
-    if (log_time > w->chunk_t1) w->chunk_t1 = log_time;
-    if (log_time < w->t0) w->t0 = log_time;
-    if (log_time > w->t1) w->t1 = log_time;
+    if (log_time < w->chunk_t0)
+        w->chunk_t0 = log_time;
+    if (log_time > w->chunk_t1)
+        w->chunk_t1 = log_time;
+    if (log_time < w->t0)
+        w->t0 = log_time;
+    if (log_time > w->t1)
+        w->t1 = log_time;
     return maybe_close(w);
 }
 
@@ -580,8 +637,10 @@ ferry_err ferry_mcap_writer_add_metadata(ferry_mcap_writer *w, const char *name,
     size_t at, map;
     uint64_t offset;
 
-    if (w == NULL || name == NULL || (kv == NULL && n > 0)) return FERRY_EINVAL;
-    if (chunk_close(w) != FERRY_OK) return w->err;
+    if (w == NULL || name == NULL || (kv == NULL && n > 0))
+        return FERRY_EINVAL;
+    if (chunk_close(w) != FERRY_OK)
+        return w->err;
     at = ferry__mcap_record_begin(&b, FERRY_MCAP_OP_METADATA);
     ferry__mcap_put_str(&b, name);
     map = ferry__mcap_len32_begin(&b);
@@ -604,15 +663,18 @@ ferry_err ferry_mcap_writer_add_metadata(ferry_mcap_writer *w, const char *name,
     ferry__mcap_put_str(mi, name);
     ferry__mcap_record_end(mi, at);
     ferry__mcap_buf_free(&b);
-    if (mi->failed) return fail(w, FERRY_ENOMEM);
+    if (mi->failed)
+        return fail(w, FERRY_ENOMEM);
     w->metadata_count++;
     return w->err;
 }
 
 ferry_err ferry_mcap_writer_flush(ferry_mcap_writer *w)
 {
-    if (w == NULL) return FERRY_EINVAL;
-    if (chunk_close(w) != FERRY_OK) return w->err;
+    if (w == NULL)
+        return FERRY_EINVAL;
+    if (chunk_close(w) != FERRY_OK)
+        return w->err;
     return flush_with(w, NULL, 0);
 }
 
@@ -627,7 +689,8 @@ static void summary_group(ferry_mcap_writer *w, const ferry__mcap_buf *g, uint8_
 {
     size_t at;
 
-    if (g->len == 0) return;
+    if (g->len == 0)
+        return;
     at = ferry__mcap_record_begin(offsets, FERRY_MCAP_OP_SUMMARY_OFFSET);
     ferry__mcap_put_u8(offsets, op);
     ferry__mcap_put_u64(offsets, w->off);
@@ -643,11 +706,13 @@ static ferry_err finish(ferry_mcap_writer *w)
     uint32_t crc = 0;
     size_t at, map;
 
-    if (chunk_close(w) != FERRY_OK) return w->err;
+    if (chunk_close(w) != FERRY_OK)
+        return w->err;
     at = ferry__mcap_record_begin(&tail, FERRY_MCAP_OP_DATA_END);
     ferry__mcap_put_u32(&tail, w->data_crc);
     ferry__mcap_record_end(&tail, at);
-    if (!tail.failed) out_data(w, tail.p, tail.len, &crc);
+    if (!tail.failed)
+        out_data(w, tail.p, tail.len, &crc);
     tail.len = 0;
     crc = 0;
 
@@ -675,17 +740,21 @@ static ferry_err finish(ferry_mcap_writer *w)
     summary_group(w, &w->chunk_indexes, FERRY_MCAP_OP_CHUNK_INDEX, &offsets, &crc);
     summary_group(w, &w->metadata_indexes, FERRY_MCAP_OP_METADATA_INDEX, &offsets, &crc);
     offsets_start = w->off;
-    if (offsets.len > 0) out_data(w, offsets.p, offsets.len, &crc);
+    if (offsets.len > 0)
+        out_data(w, offsets.p, offsets.len, &crc);
 
     ferry__mcap_put_u8(&tail, FERRY_MCAP_OP_FOOTER);
     ferry__mcap_put_u64(&tail, 20);
     ferry__mcap_put_u64(&tail, summary_start);
     ferry__mcap_put_u64(&tail, offsets_start);
-    if (!tail.failed) crc = crc_update(w, crc, tail.p, tail.len);
+    if (!tail.failed)
+        crc = crc_update(w, crc, tail.p, tail.len);
     ferry__mcap_put_u32(&tail, crc);
     ferry__mcap_put(&tail, FERRY_MCAP_MAGIC, FERRY_MCAP_MAGIC_SIZE);
-    if (stats.failed || offsets.failed || tail.failed) fail(w, FERRY_ENOMEM);
-    else out_data(w, tail.p, tail.len, &crc);
+    if (stats.failed || offsets.failed || tail.failed)
+        fail(w, FERRY_ENOMEM);
+    else
+        out_data(w, tail.p, tail.len, &crc);
     ferry__mcap_buf_free(&stats);
     ferry__mcap_buf_free(&offsets);
     ferry__mcap_buf_free(&tail);
@@ -697,18 +766,22 @@ ferry_err ferry_mcap_writer_close(ferry_mcap_writer *w)
     ferry_err err;
     int saved;
 
-    if (w == NULL) return FERRY_OK;
+    if (w == NULL)
+        return FERRY_OK;
     err = finish(w);
     saved = w->err_errno;
     ferry_mcap_writer_abandon(w);
-    if (err == FERRY_ESYS) errno = saved;
+    if (err == FERRY_ESYS)
+        errno = saved;
     return err;
 }
 
 void ferry_mcap_writer_abandon(ferry_mcap_writer *w)
 {
-    if (w == NULL) return;
-    for (size_t i = 0; i < w->nchans; i++) free(w->chans[i].idx);
+    if (w == NULL)
+        return;
+    for (size_t i = 0; i < w->nchans; i++)
+        free(w->chans[i].idx);
     free(w->chans);
     free(w->touched);
     free(w->stage);
@@ -717,7 +790,8 @@ void ferry_mcap_writer_abandon(ferry_mcap_writer *w)
     ferry__mcap_buf_free(&w->channels);
     ferry__mcap_buf_free(&w->chunk_indexes);
     ferry__mcap_buf_free(&w->metadata_indexes);
-    if (w->lz4 != NULL) LZ4F_freeCompressionContext(w->lz4);
+    if (w->lz4 != NULL)
+        LZ4F_freeCompressionContext(w->lz4);
     ZSTD_freeCCtx(w->zstd);
     free(w);
 }

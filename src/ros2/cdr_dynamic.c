@@ -44,9 +44,9 @@ enum prim {
 
 enum arr { A_NONE, A_FIXED, A_BOUNDED, A_SEQ };
 
-#define NAME_MAX_ 255u          /* a field's or a type's name */
-#define LINE_MAX_ 4096u         /* one line of a definition */
-#define FIXED_MAX (1u << 28)    /* elements of a fixed array */
+#define NAME_MAX_ 255u       /* a field's or a type's name */
+#define LINE_MAX_ 4096u      /* one line of a definition */
+#define FIXED_MAX (1u << 28) /* elements of a fixed array */
 #define PLAIN_MAX ((size_t)1 << 30)
 
 typedef struct dyn_field {
@@ -59,7 +59,7 @@ typedef struct dyn_field {
 } dyn_field;
 
 typedef struct dyn_type {
-    char *name; /* "pkg/Name" */
+    char *name;          /* "pkg/Name" */
     size_t first, count; /* its fields in the schema's table */
     uint8_t state;       /* 0 not looked at, 1 being resolved, 2 resolved */
     bool plain;
@@ -77,11 +77,11 @@ static const struct prim_name {
     const char *name;
     uint8_t prim, size;
 } prims[] = {
-    {"bool", P_BOOL, 1},       {"byte", P_BYTE, 1},       {"char", P_CHAR, 1},
-    {"int8", P_INT8, 1},       {"uint8", P_UINT8, 1},     {"int16", P_INT16, 2},
-    {"uint16", P_UINT16, 2},   {"int32", P_INT32, 4},     {"uint32", P_UINT32, 4},
-    {"int64", P_INT64, 8},     {"uint64", P_UINT64, 8},   {"float32", P_FLOAT32, 4},
-    {"float64", P_FLOAT64, 8}, {"string", P_STRING, 0},   {"wstring", P_WSTRING, 0},
+    {"bool", P_BOOL, 1},       {"byte", P_BYTE, 1},     {"char", P_CHAR, 1},
+    {"int8", P_INT8, 1},       {"uint8", P_UINT8, 1},   {"int16", P_INT16, 2},
+    {"uint16", P_UINT16, 2},   {"int32", P_INT32, 4},   {"uint32", P_UINT32, 4},
+    {"int64", P_INT64, 8},     {"uint64", P_UINT64, 8}, {"float32", P_FLOAT32, 4},
+    {"float64", P_FLOAT64, 8}, {"string", P_STRING, 0}, {"wstring", P_WSTRING, 0},
 };
 
 static unsigned prim_size(uint8_t prim)
@@ -89,7 +89,8 @@ static unsigned prim_size(uint8_t prim)
     size_t i;
 
     for (i = 0; i < sizeof prims / sizeof prims[0]; i++)
-        if (prims[i].prim == prim) return prims[i].size;
+        if (prims[i].prim == prim)
+            return prims[i].size;
     return 0;
 }
 
@@ -118,9 +119,12 @@ static ferry_err failf(parser *ps, const char *fmt, ...)
     va_list ap;
     int n = 0;
 
-    if (ps->why == NULL || ps->cap == 0) return FERRY_EINVAL;
-    if (ps->line > 0) n = snprintf(ps->why, ps->cap, "line %u: ", ps->line);
-    if (n < 0 || (size_t)n >= ps->cap) return FERRY_EINVAL;
+    if (ps->why == NULL || ps->cap == 0)
+        return FERRY_EINVAL;
+    if (ps->line > 0)
+        n = snprintf(ps->why, ps->cap, "line %u: ", ps->line);
+    if (n < 0 || (size_t)n >= ps->cap)
+        return FERRY_EINVAL;
     va_start(ap, fmt);
     vsnprintf(ps->why + n, ps->cap - (size_t)n, fmt, ap);
     va_end(ap);
@@ -136,9 +140,11 @@ static bool ident(const char *p, size_t n)
 {
     size_t i;
 
-    if (n == 0 || n > NAME_MAX_ || (p[0] >= '0' && p[0] <= '9')) return false;
+    if (n == 0 || n > NAME_MAX_ || (p[0] >= '0' && p[0] <= '9'))
+        return false;
     for (i = 0; i < n; i++)
-        if (!ident_char(p[i])) return false;
+        if (!ident_char(p[i]))
+            return false;
     return true;
 }
 
@@ -146,7 +152,8 @@ static char *dup_n(const char *p, size_t n)
 {
     char *d = malloc(n + 1);
 
-    if (d == NULL) return NULL;
+    if (d == NULL)
+        return NULL;
     memcpy(d, p, n);
     d[n] = '\0';
     return d;
@@ -161,9 +168,11 @@ static char *type_full_name(const char *p, size_t n, const char *pkg, size_t pkg
 
     *oom = false;
     if (slash == NULL) {
-        if (pkg == NULL || !ident(p, n) || !ident(pkg, pkg_len)) return NULL;
+        if (pkg == NULL || !ident(p, n) || !ident(pkg, pkg_len))
+            return NULL;
         d = malloc(pkg_len + 1 + n + 1);
-        if (d == NULL) goto oom;
+        if (d == NULL)
+            goto oom;
         memcpy(d, pkg, pkg_len);
         d[pkg_len] = '/';
         memcpy(d + pkg_len + 1, p, n);
@@ -179,9 +188,11 @@ static char *type_full_name(const char *p, size_t n, const char *pkg, size_t pkg
             rest += 4;
             rlen -= 4;
         }
-        if (!ident(p, plen) || !ident(rest, rlen)) return NULL;
+        if (!ident(p, plen) || !ident(rest, rlen))
+            return NULL;
         d = malloc(plen + 1 + rlen + 1);
-        if (d == NULL) goto oom;
+        if (d == NULL)
+            goto oom;
         memcpy(d, p, plen + 1);
         memcpy(d + plen + 1, rest, rlen);
         d[plen + 1 + rlen] = '\0';
@@ -197,12 +208,15 @@ static bool parse_u32(const char *p, size_t n, uint32_t max, uint32_t *out)
     uint64_t v = 0;
     size_t i;
 
-    if (n == 0 || n > 10) return false;
+    if (n == 0 || n > 10)
+        return false;
     for (i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9') return false;
+        if (p[i] < '0' || p[i] > '9')
+            return false;
         v = v * 10 + (uint64_t)(p[i] - '0');
     }
-    if (v > max) return false;
+    if (v > max)
+        return false;
     *out = (uint32_t)v;
     return true;
 }
@@ -254,7 +268,8 @@ static ferry_err parse_type(parser *ps, const char *p, size_t n, dyn_field *f)
         const char *in = br + 1;
         size_t in_len = n - base - 1;
 
-        if (in_len == 0 || in[in_len - 1] != ']') return failf(ps, "bad array suffix");
+        if (in_len == 0 || in[in_len - 1] != ']')
+            return failf(ps, "bad array suffix");
         in_len--;
         if (in_len == 0) {
             f->arr = A_SEQ;
@@ -276,8 +291,7 @@ static ferry_err parse_type(parser *ps, const char *p, size_t n, dyn_field *f)
             (blen == 7 && memcmp(p, "wstring", 7) == 0)) {
             f->prim = blen == 6 ? P_STRING : P_WSTRING;
             if (base - blen < 3 || lt[1] != '=' ||
-                !parse_u32(lt + 2, base - blen - 2, UINT32_MAX, &f->str_bound) ||
-                f->str_bound == 0)
+                !parse_u32(lt + 2, base - blen - 2, UINT32_MAX, &f->str_bound) || f->str_bound == 0)
                 return failf(ps, "bad string bound");
             return FERRY_OK;
         }
@@ -290,8 +304,10 @@ static ferry_err parse_type(parser *ps, const char *p, size_t n, dyn_field *f)
         }
     f->prim = P_STRUCT;
     f->type_name = type_full_name(p, base, ps->package, ps->package_len, &oom);
-    if (oom) return FERRY_ENOMEM;
-    if (f->type_name == NULL) return failf(ps, "unknown type '%.*s'", (int)(base > 64 ? 64 : base), p);
+    if (oom)
+        return FERRY_ENOMEM;
+    if (f->type_name == NULL)
+        return failf(ps, "unknown type '%.*s'", (int)(base > 64 ? 64 : base), p);
     return FERRY_OK;
 }
 
@@ -305,7 +321,8 @@ static ferry_err add_field(parser *ps, const dyn_field *f)
         size_t cap = s->fields_cap ? s->fields_cap * 2 : 16;
         dyn_field *g = realloc(s->fields, cap * sizeof *g);
 
-        if (g == NULL) return FERRY_ENOMEM;
+        if (g == NULL)
+            return FERRY_ENOMEM;
         s->fields = g;
         s->fields_cap = cap;
     }
@@ -333,25 +350,38 @@ static ferry_err parse_line(parser *ps, const char *p, size_t n)
 
         p += 4;
         n -= 4;
-        while (n > 0 && space(*p)) p++, n--;
+        while (n > 0 && space(*p))
+            p++, n--;
         full = type_full_name(p, n, NULL, 0, &oom);
-        if (oom) return FERRY_ENOMEM;
-        if (full == NULL) return failf(ps, "bad type name after MSG:");
+        if (oom)
+            return FERRY_ENOMEM;
+        if (full == NULL)
+            return failf(ps, "bad type name after MSG:");
         return new_type(ps, full);
     }
-    for (i = 0; i < n && p[i] == '='; i++) {}
-    if (i == n) return FERRY_OK; /* the separator before a MSG: line */
+    for (i = 0; i < n && p[i] == '='; i++) {
+    }
+    if (i == n)
+        return FERRY_OK; /* the separator before a MSG: line */
     t = p;
-    for (tlen = 0; tlen < n && !space(t[tlen]); tlen++) {}
+    for (tlen = 0; tlen < n && !space(t[tlen]); tlen++) {
+    }
     name = t + tlen;
-    while (name < p + n && space(*name)) name++;
-    for (nlen = 0; name + nlen < p + n && ident_char(name[nlen]); nlen++) {}
-    if (nlen == 0) return failf(ps, "no field name");
+    while (name < p + n && space(*name))
+        name++;
+    for (nlen = 0; name + nlen < p + n && ident_char(name[nlen]); nlen++) {
+    }
+    if (nlen == 0)
+        return failf(ps, "no field name");
     /* A constant: "TYPE NAME=VALUE", blanks allowed around '='. */
-    for (i = nlen; name + i < p + n && space(name[i]); i++) {}
-    if (name + i < p + n && name[i] == '=') return FERRY_OK;
-    if (name + nlen < p + n && !space(name[nlen])) return failf(ps, "bad field name");
-    if (!ident(name, nlen)) return failf(ps, "bad field name");
+    for (i = nlen; name + i < p + n && space(name[i]); i++) {
+    }
+    if (name + i < p + n && name[i] == '=')
+        return FERRY_OK;
+    if (name + nlen < p + n && !space(name[nlen]))
+        return failf(ps, "bad field name");
+    if (!ident(name, nlen))
+        return failf(ps, "bad field name");
     memset(&f, 0, sizeof f);
     err = parse_type(ps, t, tlen, &f);
     if (err == FERRY_OK) {
@@ -379,8 +409,10 @@ static ferry_err resolve(parser *ps, size_t t, unsigned depth)
     size_t i, off = 0, align = 1;
     bool plain = true;
 
-    if (ty->state == 2) return FERRY_OK;
-    if (ty->state == 1) return failf(ps, "%s contains itself", ty->name);
+    if (ty->state == 2)
+        return FERRY_OK;
+    if (ty->state == 1)
+        return failf(ps, "%s contains itself", ty->name);
     if (depth >= FERRY_ROS2_DEPTH_MAX)
         return failf(ps, "types nested more than %u deep", FERRY_ROS2_DEPTH_MAX);
     ty->state = 1;
@@ -390,30 +422,40 @@ static ferry_err resolve(parser *ps, size_t t, unsigned depth)
 
         if (f->prim == P_STRUCT) {
             for (k = 0; k < s->ntypes; k++)
-                if (strcmp(s->types[k].name, f->type_name) == 0) break;
-            if (k == s->ntypes) return failf(ps, "%s: no definition of %s", ty->name, f->type_name);
+                if (strcmp(s->types[k].name, f->type_name) == 0)
+                    break;
+            if (k == s->ntypes)
+                return failf(ps, "%s: no definition of %s", ty->name, f->type_name);
             f->sub = (uint32_t)k;
-            if (resolve(ps, k, depth + 1) != FERRY_OK) return FERRY_EINVAL;
+            if (resolve(ps, k, depth + 1) != FERRY_OK)
+                return FERRY_EINVAL;
             ty = &s->types[t];
-            if (!s->types[k].plain) plain = false;
+            if (!s->types[k].plain)
+                plain = false;
             a = s->types[k].plain_align;
             sz = s->types[k].plain_size;
         } else {
             a = sz = prim_size(f->prim);
-            if (sz == 0) plain = false;
+            if (sz == 0)
+                plain = false;
         }
-        if (f->arr == A_BOUNDED || f->arr == A_SEQ) plain = false;
-        if (!plain) continue;
+        if (f->arr == A_BOUNDED || f->arr == A_SEQ)
+            plain = false;
+        if (!plain)
+            continue;
         off = round_up(off, a);
-        if (f->arr == A_FIXED) sz *= f->bound; /* both below 2^30: no overflow */
+        if (f->arr == A_FIXED)
+            sz *= f->bound; /* both below 2^30: no overflow */
         if (sz > PLAIN_MAX || off + sz > PLAIN_MAX) {
             plain = false;
             continue;
         }
         off += sz;
-        if (a > align) align = a;
+        if (a > align)
+            align = a;
     }
-    if (ty->count == 0) off = 1; /* rosidl's structure_needs_at_least_one_member */
+    if (ty->count == 0)
+        off = 1; /* rosidl's structure_needs_at_least_one_member */
     ty->plain = plain;
     ty->plain_align = align;
     ty->plain_size = plain ? round_up(off, align) : 0;
@@ -425,7 +467,8 @@ void ferry_ros2_schema_free(ferry_ros2_schema *s)
 {
     size_t i;
 
-    if (s == NULL) return;
+    if (s == NULL)
+        return;
     for (i = 0; i < s->ntypes; i++)
         free(s->types[i].name);
     for (i = 0; i < s->nfields; i++) {
@@ -446,14 +489,18 @@ ferry_err ferry_ros2_schema_parse(const char *type_name, const char *text, size_
     char *top;
     bool oom;
 
-    if (why != NULL && cap > 0) why[0] = '\0';
-    if (out == NULL) return FERRY_EINVAL;
+    if (why != NULL && cap > 0)
+        why[0] = '\0';
+    if (out == NULL)
+        return FERRY_EINVAL;
     *out = NULL;
-    if (type_name == NULL || (text == NULL && size > 0)) return failf(&ps, "no type name or text");
+    if (type_name == NULL || (text == NULL && size > 0))
+        return failf(&ps, "no type name or text");
     if (size > FERRY_ROS2_DEFINITION_MAX)
         return failf(&ps, "definition over %u bytes", FERRY_ROS2_DEFINITION_MAX);
     ps.s = calloc(1, sizeof *ps.s);
-    if (ps.s == NULL) return FERRY_ENOMEM;
+    if (ps.s == NULL)
+        return FERRY_ENOMEM;
     top = type_full_name(type_name, strlen(type_name), NULL, 0, &oom);
     if (top == NULL) {
         err = oom ? FERRY_ENOMEM : failf(&ps, "bad type name '%.64s'", type_name);
@@ -471,8 +518,10 @@ ferry_err ferry_ros2_schema_parse(const char *type_name, const char *text, size_
             err = failf(&ps, "line over %u bytes", LINE_MAX_);
             break;
         }
-        while (b < e && (space(*b) || *b == '\r')) b++;
-        while (e > b && (space(e[-1]) || e[-1] == '\r')) e--;
+        while (b < e && (space(*b) || *b == '\r'))
+            b++;
+        while (e > b && (space(e[-1]) || e[-1] == '\r'))
+            e--;
         if (memchr(b, '\0', (size_t)(e - b)) != NULL)
             err = failf(&ps, "a NUL byte");
         else if (e > b)
@@ -480,8 +529,10 @@ ferry_err ferry_ros2_schema_parse(const char *type_name, const char *text, size_
         p = le + (nl != NULL);
     }
     ps.line = 0;
-    if (err == FERRY_OK) err = resolve(&ps, 0, 0);
-    if (err != FERRY_OK) goto fail;
+    if (err == FERRY_OK)
+        err = resolve(&ps, 0, 0);
+    if (err != FERRY_OK)
+        goto fail;
     *out = ps.s;
     return FERRY_OK;
 fail:
@@ -517,7 +568,8 @@ typedef struct walker {
 
 static void emit(walker *w, ferry_ros2_event *ev)
 {
-    if (w->quiet == 0 && w->visit != NULL) w->visit(w->arg, ev);
+    if (w->quiet == 0 && w->visit != NULL)
+        w->visit(w->arg, ev);
 }
 
 static void emit_mark(walker *w, ferry_ros2_event_kind kind, const char *key, uint32_t count)
@@ -535,9 +587,11 @@ static bool align(walker *w, size_t a)
 {
     size_t pad;
 
-    if (!w->plain && a > 8) a = 8;
+    if (!w->plain && a > 8)
+        a = 8;
     pad = (a - (w->pos & (a - 1))) & (a - 1);
-    if (pad > w->size - w->pos) return false;
+    if (pad > w->size - w->pos)
+        return false;
     w->pos += pad;
     return true;
 }
@@ -547,9 +601,11 @@ static bool put_plain(walker *w, size_t a, const void *v, size_t n)
 {
     size_t pad = (a - (w->out_pos & (a - 1))) & (a - 1);
 
-    if (w->out_size - w->out_pos < pad || w->out_size - w->out_pos - pad < n) return false;
+    if (w->out_size - w->out_pos < pad || w->out_size - w->out_pos - pad < n)
+        return false;
     w->out_pos += pad;
-    if (v != NULL) memcpy(w->out + w->out_pos, v, n);
+    if (v != NULL)
+        memcpy(w->out + w->out_pos, v, n);
     w->out_pos += n;
     return true;
 }
@@ -560,17 +616,33 @@ static bool take(walker *w, unsigned n, uint64_t *v)
     uint8_t b[8];
     unsigned i;
 
-    if (!align(w, n) || w->size - w->pos < n) return false;
+    if (!align(w, n) || w->size - w->pos < n)
+        return false;
     if (w->swap)
-        for (i = 0; i < n; i++) b[i] = w->p[w->pos + n - 1 - i];
+        for (i = 0; i < n; i++)
+            b[i] = w->p[w->pos + n - 1 - i];
     else
         memcpy(b, w->p + w->pos, n);
     w->pos += n;
     switch (n) {
-    case 1: *v = b[0]; break;
-    case 2: { uint16_t x; memcpy(&x, b, 2); *v = x; break; }
-    case 4: { uint32_t x; memcpy(&x, b, 4); *v = x; break; }
-    default: memcpy(v, b, 8); break;
+    case 1:
+        *v = b[0];
+        break;
+    case 2: {
+        uint16_t x;
+        memcpy(&x, b, 2);
+        *v = x;
+        break;
+    }
+    case 4: {
+        uint32_t x;
+        memcpy(&x, b, 4);
+        *v = x;
+        break;
+    }
+    default:
+        memcpy(v, b, 8);
+        break;
     }
     return true;
 }
@@ -579,7 +651,8 @@ static bool take_u32(walker *w, uint32_t *v)
 {
     uint64_t x;
 
-    if (!take(w, 4, &x)) return false;
+    if (!take(w, 4, &x))
+        return false;
     *v = (uint32_t)x;
     return true;
 }
@@ -588,7 +661,8 @@ static bool put_utf8(walker *w, size_t *o, uint32_t c)
 {
     char *t = w->text + *o;
 
-    if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) c = 0xfffd;
+    if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        c = 0xfffd;
     if (c < 0x80) {
         t[0] = (char)c;
         *o += 1;
@@ -619,10 +693,13 @@ static bool walk_string(walker *w, const dyn_field *f, const char *key)
     memset(&ev, 0, sizeof ev);
     ev.kind = FERRY_ROS2_EV_STRING;
     ev.key = key;
-    if (!take_u32(w, &n)) return false;
+    if (!take_u32(w, &n))
+        return false;
     if (f->prim == P_STRING) {
-        if (n > w->size - w->pos || (n > 0 && w->p[w->pos + n - 1] != '\0')) return false;
-        if (f->str_bound != 0 && n > 0 && n - 1 > f->str_bound) return false;
+        if (n > w->size - w->pos || (n > 0 && w->p[w->pos + n - 1] != '\0'))
+            return false;
+        if (f->str_bound != 0 && n > 0 && n - 1 > f->str_bound)
+            return false;
         ev.s = n > 0 ? (const char *)(w->p + w->pos) : "";
         ev.n = n > 0 ? n - 1 : 0;
         w->pos += n;
@@ -630,7 +707,8 @@ static bool walk_string(walker *w, const dyn_field *f, const char *key)
         return true;
     }
     /* A wstring: n units of 4 bytes, UTF-16 code units widened; 4 bytes of UTF-8 at most each. */
-    if (n > (w->size - w->pos) / 4 || (f->str_bound != 0 && n > f->str_bound)) return false;
+    if (n > (w->size - w->pos) / 4 || (f->str_bound != 0 && n > f->str_bound))
+        return false;
     if (w->quiet == 0 && w->visit != NULL) {
         size_t need = (size_t)n * 4 + 1, o = 0;
         uint32_t i;
@@ -638,7 +716,8 @@ static bool walk_string(walker *w, const dyn_field *f, const char *key)
         if (need > w->text_cap) {
             char *t = realloc(w->text, need);
 
-            if (t == NULL) return false;
+            if (t == NULL)
+                return false;
             w->text = t;
             w->text_cap = need;
         }
@@ -679,23 +758,29 @@ static bool walk_value(walker *w, const dyn_field *f, const char *key)
     uint64_t v;
     unsigned size;
 
-    if (f->prim == P_STRING || f->prim == P_WSTRING) return walk_string(w, f, key);
+    if (f->prim == P_STRING || f->prim == P_WSTRING)
+        return walk_string(w, f, key);
     if (f->prim == P_STRUCT) {
         emit_mark(w, FERRY_ROS2_EV_BEGIN_STRUCT, key, 0);
-        if (!walk_struct(w, f->sub)) return false;
+        if (!walk_struct(w, f->sub))
+            return false;
         emit_mark(w, FERRY_ROS2_EV_END_STRUCT, key, 0);
         return true;
     }
     size = prim_size(f->prim);
-    if (!take(w, size, &v)) return false;
+    if (!take(w, size, &v))
+        return false;
     if (w->out != NULL) {
         uint8_t b = f->prim == P_BOOL ? v != 0 : (uint8_t)v;
         uint16_t v16 = (uint16_t)v;
         uint32_t v32 = (uint32_t)v;
-        const void *src = size == 1 ? (const void *)&b : size == 2 ? (const void *)&v16
-                        : size == 4 ? (const void *)&v32 : (const void *)&v;
+        const void *src = size == 1   ? (const void *)&b
+                          : size == 2 ? (const void *)&v16
+                          : size == 4 ? (const void *)&v32
+                                      : (const void *)&v;
 
-        if (!put_plain(w, size, src, size)) return false;
+        if (!put_plain(w, size, src, size))
+            return false;
     }
     memset(&ev, 0, sizeof ev);
     ev.key = key;
@@ -705,10 +790,22 @@ static bool walk_value(walker *w, const dyn_field *f, const char *key)
         ev.kind = FERRY_ROS2_EV_BOOL;
         ev.u = v != 0;
         break;
-    case P_INT8: ev.kind = FERRY_ROS2_EV_INT; ev.i = (int8_t)v; break;
-    case P_INT16: ev.kind = FERRY_ROS2_EV_INT; ev.i = (int16_t)v; break;
-    case P_INT32: ev.kind = FERRY_ROS2_EV_INT; ev.i = (int32_t)v; break;
-    case P_INT64: ev.kind = FERRY_ROS2_EV_INT; memcpy(&ev.i, &v, 8); break;
+    case P_INT8:
+        ev.kind = FERRY_ROS2_EV_INT;
+        ev.i = (int8_t)v;
+        break;
+    case P_INT16:
+        ev.kind = FERRY_ROS2_EV_INT;
+        ev.i = (int16_t)v;
+        break;
+    case P_INT32:
+        ev.kind = FERRY_ROS2_EV_INT;
+        ev.i = (int32_t)v;
+        break;
+    case P_INT64:
+        ev.kind = FERRY_ROS2_EV_INT;
+        memcpy(&ev.i, &v, 8);
+        break;
     case P_FLOAT32: {
         uint32_t x = (uint32_t)v;
         float fl;
@@ -718,8 +815,14 @@ static bool walk_value(walker *w, const dyn_field *f, const char *key)
         ev.f = fl;
         break;
     }
-    case P_FLOAT64: ev.kind = FERRY_ROS2_EV_FLOAT64; memcpy(&ev.f, &v, 8); break;
-    default: ev.kind = FERRY_ROS2_EV_UINT; ev.u = v; break;
+    case P_FLOAT64:
+        ev.kind = FERRY_ROS2_EV_FLOAT64;
+        memcpy(&ev.f, &v, 8);
+        break;
+    default:
+        ev.kind = FERRY_ROS2_EV_UINT;
+        ev.u = v;
+        break;
     }
     emit(w, &ev);
     return true;
@@ -730,18 +833,22 @@ static bool walk_field(walker *w, const dyn_field *f)
     uint32_t n, i, shown;
     unsigned size;
 
-    if (f->arr == A_NONE) return walk_value(w, f, f->name);
+    if (f->arr == A_NONE)
+        return walk_value(w, f, f->name);
     if (f->arr == A_FIXED) {
         n = f->bound;
     } else {
-        if (!take_u32(w, &n) || (f->arr == A_BOUNDED && n > f->bound)) return false;
+        if (!take_u32(w, &n) || (f->arr == A_BOUNDED && n > f->bound))
+            return false;
         /* Every element takes a byte at least. */
-        if (n > w->size - w->pos) return false;
+        if (n > w->size - w->pos)
+            return false;
     }
     if (is_byte(f->prim)) {
         ferry_ros2_event ev;
 
-        if (n > w->size - w->pos) return false;
+        if (n > w->size - w->pos)
+            return false;
         memset(&ev, 0, sizeof ev);
         ev.kind = FERRY_ROS2_EV_BYTES;
         ev.key = f->name;
@@ -750,7 +857,8 @@ static bool walk_field(walker *w, const dyn_field *f)
         ev.fixed = f->arr == A_FIXED;
         ev.p = w->p + w->pos;
         ev.n = n;
-        if (w->out != NULL && !put_plain(w, 1, ev.p, n)) return false;
+        if (w->out != NULL && !put_plain(w, 1, ev.p, n))
+            return false;
         w->pos += n;
         emit(w, &ev);
         return true;
@@ -760,7 +868,8 @@ static bool walk_field(walker *w, const dyn_field *f)
     size = f->prim != P_STRUCT ? prim_size(f->prim) : 0;
     if (size > 0 && n > 0) {
         /* Primitives: one check for all, then only the ones shown are read. */
-        if (!align(w, size) || (w->size - w->pos) / size < n) return false;
+        if (!align(w, size) || (w->size - w->pos) / size < n)
+            return false;
         for (i = 0; i < shown; i++)
             walk_value(w, f, NULL);
         w->pos += (size_t)(n - shown) * size;
@@ -768,14 +877,17 @@ static bool walk_field(walker *w, const dyn_field *f)
         for (i = 0; i < n; i++) {
             bool ok;
 
-            if (i == shown) w->quiet++;
+            if (i == shown)
+                w->quiet++;
             ok = walk_value(w, f, NULL);
             if (!ok) {
-                if (i >= shown) w->quiet--;
+                if (i >= shown)
+                    w->quiet--;
                 return false;
             }
         }
-        if (n > shown) w->quiet--;
+        if (n > shown)
+            w->quiet--;
     }
     emit_mark(w, FERRY_ROS2_EV_END_ARRAY, f->name, n - shown);
     return true;
@@ -786,23 +898,29 @@ static bool walk_struct(walker *w, size_t t)
     const dyn_type *ty = &w->s->types[t];
     size_t i;
 
-    if (w->plain && !align(w, ty->plain_align)) return false;
-    if (w->out != NULL && !put_plain(w, ty->plain_align, NULL, 0)) return false;
+    if (w->plain && !align(w, ty->plain_align))
+        return false;
+    if (w->out != NULL && !put_plain(w, ty->plain_align, NULL, 0))
+        return false;
     if (ty->count == 0) {
         /* rosidl's one uint8 of an empty message */
         ferry_ros2_event ev;
 
-        if (w->pos == w->size) return false;
+        if (w->pos == w->size)
+            return false;
         memset(&ev, 0, sizeof ev);
         ev.kind = FERRY_ROS2_EV_EMPTY;
         ev.size = 1;
         ev.u = w->p[w->pos++];
-        if (w->out != NULL && !put_plain(w, 1, &w->p[w->pos - 1], 1)) return false;
+        if (w->out != NULL && !put_plain(w, 1, &w->p[w->pos - 1], 1))
+            return false;
         emit(w, &ev);
     }
     for (i = ty->first; i < ty->first + ty->count; i++)
-        if (!walk_field(w, &w->s->fields[i])) return false;
-    if (w->out != NULL && !put_plain(w, ty->plain_align, NULL, 0)) return false;
+        if (!walk_field(w, &w->s->fields[i]))
+            return false;
+    if (w->out != NULL && !put_plain(w, ty->plain_align, NULL, 0))
+        return false;
     return !w->plain || align(w, ty->plain_align);
 }
 
@@ -832,8 +950,10 @@ static ferry_ros2_walk_result walk(const ferry_ros2_schema *schema, ferry_ros2_w
     } else {
         bool little;
 
-        if (size < 4) return FERRY_ROS2_WALK_MALFORMED;
-        if (b[0] != 0 || b[1] > 1) return FERRY_ROS2_WALK_UNSUPPORTED;
+        if (size < 4)
+            return FERRY_ROS2_WALK_MALFORMED;
+        if (b[0] != 0 || b[1] > 1)
+            return FERRY_ROS2_WALK_UNSUPPORTED;
         little = b[1] == 1;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         w.swap = little;
@@ -864,12 +984,12 @@ ferry_ros2_walk_result ferry_ros2_cdr_to_plain(const ferry_ros2_schema *schema, 
 {
     size_t plain = ferry_ros2_schema_plain_size(schema);
 
-    if (plain == 0 || out == NULL || out_size != plain) return FERRY_ROS2_WALK_MALFORMED;
+    if (plain == 0 || out == NULL || out_size != plain)
+        return FERRY_ROS2_WALK_MALFORMED;
     /* The padding between fields is zero, as a zero-initialised C struct has it. */
     memset(out, 0, out_size);
     return walk(schema, FERRY_ROS2_WIRE_CDR, buf, size, 0, NULL, NULL, out, out_size);
 }
-
 
 /* ---------------------------------------------------------------------------------------------
  * C layout to CDR
@@ -911,10 +1031,14 @@ static void to_cdr_event(void *arg, const ferry_ros2_event *ev)
         int16_t i16 = (int16_t)ev->i;
         int32_t i32 = (int32_t)ev->i;
 
-        if (ev->size == 1) cdr_put(o, &i8, 1, 1);
-        else if (ev->size == 2) cdr_put(o, &i16, 2, 2);
-        else if (ev->size == 4) cdr_put(o, &i32, 4, 4);
-        else cdr_put(o, &ev->i, 8, 8);
+        if (ev->size == 1)
+            cdr_put(o, &i8, 1, 1);
+        else if (ev->size == 2)
+            cdr_put(o, &i16, 2, 2);
+        else if (ev->size == 4)
+            cdr_put(o, &i32, 4, 4);
+        else
+            cdr_put(o, &ev->i, 8, 8);
         return;
     }
     case FERRY_ROS2_EV_UINT: {
@@ -922,10 +1046,14 @@ static void to_cdr_event(void *arg, const ferry_ros2_event *ev)
         uint16_t u16 = (uint16_t)ev->u;
         uint32_t u32 = (uint32_t)ev->u;
 
-        if (ev->size == 1) cdr_put(o, &u8, 1, 1);
-        else if (ev->size == 2) cdr_put(o, &u16, 2, 2);
-        else if (ev->size == 4) cdr_put(o, &u32, 4, 4);
-        else cdr_put(o, &ev->u, 8, 8);
+        if (ev->size == 1)
+            cdr_put(o, &u8, 1, 1);
+        else if (ev->size == 2)
+            cdr_put(o, &u16, 2, 2);
+        else if (ev->size == 4)
+            cdr_put(o, &u32, 4, 4);
+        else
+            cdr_put(o, &ev->u, 8, 8);
         return;
     }
     case FERRY_ROS2_EV_FLOAT32: {

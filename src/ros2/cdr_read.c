@@ -21,13 +21,14 @@
 typedef struct cdr_reader {
     const uint8_t *p; /* the data after the encapsulation header */
     size_t size;
-    size_t pos;       /* always <= size */
-    bool swap;        /* the data's byte order is not the host's */
+    size_t pos; /* always <= size */
+    bool swap;  /* the data's byte order is not the host's */
 } cdr_reader;
 
 static bool cdr_u8(cdr_reader *c, uint8_t *v)
 {
-    if (c->pos >= c->size) return false;
+    if (c->pos >= c->size)
+        return false;
     *v = c->p[c->pos++];
     return true;
 }
@@ -37,7 +38,8 @@ static bool cdr_u32(cdr_reader *c, uint32_t *v)
     size_t pad = (4u - (c->pos & 3u)) & 3u;
     uint32_t x;
 
-    if (c->size - c->pos < pad || c->size - c->pos - pad < 4) return false;
+    if (c->size - c->pos < pad || c->size - c->pos - pad < 4)
+        return false;
     c->pos += pad;
     memcpy(&x, c->p + c->pos, 4);
     c->pos += 4;
@@ -51,7 +53,8 @@ static bool cdr_u64(cdr_reader *c, uint64_t *v)
     size_t pad = (8u - (c->pos & 7u)) & 7u;
     uint64_t x;
 
-    if (c->size - c->pos < pad || c->size - c->pos - pad < 8) return false;
+    if (c->size - c->pos < pad || c->size - c->pos - pad < 8)
+        return false;
     c->pos += pad;
     memcpy(&x, c->p + c->pos, 8);
     c->pos += 8;
@@ -63,7 +66,8 @@ static bool cdr_f64(cdr_reader *c, double *v)
 {
     uint64_t x;
 
-    if (!cdr_u64(c, &x)) return false;
+    if (!cdr_u64(c, &x))
+        return false;
     memcpy(v, &x, sizeof *v);
     return true;
 }
@@ -73,7 +77,8 @@ static bool cdr_f64s(cdr_reader *c, double *v, size_t n)
     size_t i;
 
     for (i = 0; i < n; i++)
-        if (!cdr_f64(c, &v[i])) return false;
+        if (!cdr_f64(c, &v[i]))
+            return false;
     return true;
 }
 
@@ -81,7 +86,8 @@ static bool cdr_i32(cdr_reader *c, int32_t *v)
 {
     uint32_t x;
 
-    if (!cdr_u32(c, &x)) return false;
+    if (!cdr_u32(c, &x))
+        return false;
     memcpy(v, &x, sizeof *v);
     return true;
 }
@@ -100,7 +106,8 @@ static bool cdr_string(cdr_reader *c, const char **s)
 
 static bool cdr_octets(cdr_reader *c, const uint8_t **data, uint32_t *n)
 {
-    if (!cdr_u32(c, n) || *n > c->size - c->pos) return false;
+    if (!cdr_u32(c, n) || *n > c->size - c->pos)
+        return false;
     *data = c->p + c->pos;
     c->pos += *n;
     return true;
@@ -113,8 +120,10 @@ static ferry_ros2_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t siz
     const uint8_t *h = ser;
     bool little;
 
-    if (ser == NULL || size < 4 || size - 4 > UINT32_MAX) return FERRY_ROS2_CDR_MALFORMED;
-    if (h[0] != 0 || h[1] > 1) return FERRY_ROS2_CDR_UNSUPPORTED;
+    if (ser == NULL || size < 4 || size - 4 > UINT32_MAX)
+        return FERRY_ROS2_CDR_MALFORMED;
+    if (h[0] != 0 || h[1] > 1)
+        return FERRY_ROS2_CDR_UNSUPPORTED;
     little = h[1] == 1;
     c->p = h + 4;
     c->size = size - 4;
@@ -135,8 +144,7 @@ static bool cdr_header(cdr_reader *c, ferry_ros2_header *h)
 
 static bool parse_image(cdr_reader *c, ferry_ros2_image_msg *out)
 {
-    return cdr_header(c, &out->header) &&
-           cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
+    return cdr_header(c, &out->header) && cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
            cdr_string(c, &out->encoding) && cdr_u8(c, &out->is_bigendian) &&
            cdr_u32(c, &out->step) && cdr_octets(c, &out->data, &out->data_size);
 }
@@ -145,8 +153,7 @@ static bool parse_cloud(cdr_reader *c, ferry_ros2_cloud_msg *out)
 {
     uint32_t i;
 
-    if (!cdr_header(c, &out->header) ||
-        !cdr_u32(c, &out->height) || !cdr_u32(c, &out->width) ||
+    if (!cdr_header(c, &out->header) || !cdr_u32(c, &out->height) || !cdr_u32(c, &out->width) ||
         !cdr_u32(c, &out->nfields))
         return false;
     /* Every field is read, also past the ones kept: each takes at least 13 bytes, so a count
@@ -157,7 +164,8 @@ static bool parse_cloud(cdr_reader *c, ferry_ros2_cloud_msg *out)
         if (!cdr_string(c, &f.name) || !cdr_u32(c, &f.offset) || !cdr_u8(c, &f.datatype) ||
             !cdr_u32(c, &f.count))
             return false;
-        if (i < FERRY_POINTCLOUD_FIELDS_MAX) out->fields[i] = f;
+        if (i < FERRY_POINTCLOUD_FIELDS_MAX)
+            out->fields[i] = f;
     }
     return cdr_u8(c, &out->is_bigendian) && cdr_u32(c, &out->point_step) &&
            cdr_u32(c, &out->row_step) && cdr_octets(c, &out->data, &out->data_size) &&
@@ -170,21 +178,24 @@ static bool cdr_f64_seq(cdr_reader *c, double *v, size_t max, uint32_t *count)
 {
     uint32_t i;
 
-    if (!cdr_u32(c, count)) return false;
-    if (*count > (c->size - c->pos) / 8) return false;
+    if (!cdr_u32(c, count))
+        return false;
+    if (*count > (c->size - c->pos) / 8)
+        return false;
     for (i = 0; i < *count; i++) {
         double x;
 
-        if (!cdr_f64(c, &x)) return false;
-        if (i < max) v[i] = x;
+        if (!cdr_f64(c, &x))
+            return false;
+        if (i < max)
+            v[i] = x;
     }
     return true;
 }
 
 static bool parse_camera_info(cdr_reader *c, ferry_ros2_camera_info_msg *out)
 {
-    return cdr_header(c, &out->header) &&
-           cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
+    return cdr_header(c, &out->header) && cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
            cdr_string(c, &out->distortion_model) &&
            cdr_f64_seq(c, out->d, FERRY_CAMERA_INFO_D_MAX, &out->d_count) &&
            cdr_f64s(c, out->k, 9) && cdr_f64s(c, out->r, 9) && cdr_f64s(c, out->p, 12) &&
@@ -196,8 +207,8 @@ static bool parse_camera_info(cdr_reader *c, ferry_ros2_camera_info_msg *out)
 
 static bool parse_compressed(cdr_reader *c, ferry_ros2_compressed_msg *out)
 {
-    return cdr_header(c, &out->header) &&
-           cdr_string(c, &out->format) && cdr_octets(c, &out->data, &out->data_size);
+    return cdr_header(c, &out->header) && cdr_string(c, &out->format) &&
+           cdr_octets(c, &out->data, &out->data_size);
 }
 
 static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
@@ -207,10 +218,9 @@ static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
 
 static bool parse_imu(cdr_reader *c, ferry_ros2_imu_msg *out)
 {
-    return cdr_header(c, &out->header) &&
-           cdr_f64(c, &out->orientation.x) && cdr_f64(c, &out->orientation.y) &&
-           cdr_f64(c, &out->orientation.z) && cdr_f64(c, &out->orientation.w) &&
-           cdr_f64s(c, out->orientation_covariance, 9) &&
+    return cdr_header(c, &out->header) && cdr_f64(c, &out->orientation.x) &&
+           cdr_f64(c, &out->orientation.y) && cdr_f64(c, &out->orientation.z) &&
+           cdr_f64(c, &out->orientation.w) && cdr_f64s(c, out->orientation_covariance, 9) &&
            cdr_vector3(c, &out->angular_velocity) &&
            cdr_f64s(c, out->angular_velocity_covariance, 9) &&
            cdr_vector3(c, &out->linear_acceleration) &&
@@ -221,7 +231,8 @@ static bool cdr_i64(cdr_reader *c, int64_t *v)
 {
     uint64_t x;
 
-    if (!cdr_u64(c, &x)) return false;
+    if (!cdr_u64(c, &x))
+        return false;
     memcpy(v, &x, sizeof *v);
     return true;
 }
@@ -230,14 +241,16 @@ static bool parse_tensor(cdr_reader *c, ferry_ros2_tensor_msg *out)
 {
     uint32_t i;
 
-    if (!cdr_header(c, &out->header) || !cdr_string(c, &out->dtype) ||
-        !cdr_u32(c, &out->ndim) || out->ndim > (c->size - c->pos) / 8)
+    if (!cdr_header(c, &out->header) || !cdr_string(c, &out->dtype) || !cdr_u32(c, &out->ndim) ||
+        out->ndim > (c->size - c->pos) / 8)
         return false;
     for (i = 0; i < out->ndim; i++) {
         int64_t d;
 
-        if (!cdr_i64(c, &d)) return false;
-        if (i < FERRY_TENSOR_DIMS_MAX) out->shape[i] = d;
+        if (!cdr_i64(c, &d))
+            return false;
+        if (i < FERRY_TENSOR_DIMS_MAX)
+            out->shape[i] = d;
     }
     return cdr_octets(c, &out->data, &out->data_size);
 }
@@ -253,14 +266,27 @@ ferry_ros2_cdr_result ferry_ros2_cdr_parse(ferry_ros2_kind kind, const void *ser
         return FERRY_ROS2_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
     res = cdr_open(&c, ser, size);
-    if (res != FERRY_ROS2_CDR_OK) return res;
+    if (res != FERRY_ROS2_CDR_OK)
+        return res;
     switch (kind) {
-    case FERRY_ROS2_IMAGE: ok = parse_image(&c, &out->u.image); break;
-    case FERRY_ROS2_CLOUD: ok = parse_cloud(&c, &out->u.cloud); break;
-    case FERRY_ROS2_CAMERA_INFO: ok = parse_camera_info(&c, &out->u.camera_info); break;
-    case FERRY_ROS2_COMPRESSED: ok = parse_compressed(&c, &out->u.compressed); break;
-    case FERRY_ROS2_IMU: ok = parse_imu(&c, &out->u.imu); break;
-    default: ok = parse_tensor(&c, &out->u.tensor); break;
+    case FERRY_ROS2_IMAGE:
+        ok = parse_image(&c, &out->u.image);
+        break;
+    case FERRY_ROS2_CLOUD:
+        ok = parse_cloud(&c, &out->u.cloud);
+        break;
+    case FERRY_ROS2_CAMERA_INFO:
+        ok = parse_camera_info(&c, &out->u.camera_info);
+        break;
+    case FERRY_ROS2_COMPRESSED:
+        ok = parse_compressed(&c, &out->u.compressed);
+        break;
+    case FERRY_ROS2_IMU:
+        ok = parse_imu(&c, &out->u.imu);
+        break;
+    default:
+        ok = parse_tensor(&c, &out->u.tensor);
+        break;
     }
     if (!ok) {
         memset(out, 0, sizeof *out);

@@ -12,10 +12,10 @@
 #include <string.h>
 
 typedef struct cdr_writer {
-    uint8_t *p;   /* the data after the encapsulation header */
+    uint8_t *p; /* the data after the encapsulation header */
     size_t cap;
     size_t pos;
-    bool full;    /* a field did not fit: the serialisation is void */
+    bool full; /* a field did not fit: the serialisation is void */
 } cdr_writer;
 
 static void put(cdr_writer *w, size_t align, const void *v, size_t n)
@@ -36,17 +36,33 @@ static void put(cdr_writer *w, size_t align, const void *v, size_t n)
 #error "the CDR writer emits CDR_LE from host values"
 #endif
 
-static void put_u8(cdr_writer *w, uint8_t v) { put(w, 1, &v, 1); }
-static void put_u32(cdr_writer *w, uint32_t v) { put(w, 4, &v, 4); }
-static void put_i32(cdr_writer *w, int32_t v) { put(w, 4, &v, 4); }
-static void put_i64(cdr_writer *w, int64_t v) { put(w, 8, &v, 8); }
-static void put_f64(cdr_writer *w, double v) { put(w, 8, &v, 8); }
+static void put_u8(cdr_writer *w, uint8_t v)
+{
+    put(w, 1, &v, 1);
+}
+static void put_u32(cdr_writer *w, uint32_t v)
+{
+    put(w, 4, &v, 4);
+}
+static void put_i32(cdr_writer *w, int32_t v)
+{
+    put(w, 4, &v, 4);
+}
+static void put_i64(cdr_writer *w, int64_t v)
+{
+    put(w, 8, &v, 8);
+}
+static void put_f64(cdr_writer *w, double v)
+{
+    put(w, 8, &v, 8);
+}
 
 static void put_f64s(cdr_writer *w, const double *v, size_t n)
 {
     size_t i;
 
-    for (i = 0; i < n; i++) put_f64(w, v[i]);
+    for (i = 0; i < n; i++)
+        put_f64(w, v[i]);
 }
 
 /* A string: its length with the NUL, then its bytes and the NUL. s is terminated (a view's). */
@@ -89,7 +105,8 @@ static ferry_err writer_close(const cdr_writer *w, ferry_ros2_cdr *out, const vo
 {
     unsigned n = 0;
 
-    if (w->full) return FERRY_EINVAL;
+    if (w->full)
+        return FERRY_EINVAL;
     out->iov[n].iov_base = out->head;
     out->iov[n++].iov_len = 4 + w->pos;
     if (bulk_size != 0) {
@@ -111,7 +128,8 @@ static ferry_err encode_image(const ferry_sample *s, ferry_ros2_cdr *out)
     ferry_image_view v;
     cdr_writer w;
 
-    if (ferry_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX) return FERRY_EINVAL;
+    if (ferry_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
+        return FERRY_EINVAL;
     writer_open(&w, out);
     put_header(&w, v.header.stamp, v.header.frame_id);
     put_u32(&w, v.header.height);
@@ -158,7 +176,8 @@ static ferry_err encode_camera_info(const ferry_sample *s, ferry_ros2_cdr *out)
     const ferry_camera_info_header *h = &v.header;
     cdr_writer w;
 
-    if (ferry_camera_info_view_get(s, &v) != FERRY_OK) return FERRY_EINVAL;
+    if (ferry_camera_info_view_get(s, &v) != FERRY_OK)
+        return FERRY_EINVAL;
     writer_open(&w, out);
     put_header(&w, h->stamp, h->frame_id);
     put_u32(&w, h->height);
@@ -186,7 +205,8 @@ ferry_err ferry_ros2_cdr_encode_compressed(ferry_stamp stamp, const char *frame_
     cdr_writer w;
 
     if (out == NULL || frame_id == NULL || format == NULL || (data == NULL && size != 0) ||
-        size > UINT32_MAX || strnlen(frame_id, FERRY_MSG_FRAME_ID_MAX + 1) > FERRY_MSG_FRAME_ID_MAX ||
+        size > UINT32_MAX ||
+        strnlen(frame_id, FERRY_MSG_FRAME_ID_MAX + 1) > FERRY_MSG_FRAME_ID_MAX ||
         strnlen(format, FERRY_COMPRESSED_FORMAT_MAX + 1) > FERRY_COMPRESSED_FORMAT_MAX)
         return FERRY_EINVAL;
     writer_open(&w, out);
@@ -200,7 +220,8 @@ static ferry_err encode_compressed(const ferry_sample *s, ferry_ros2_cdr *out)
 {
     ferry_compressed_image_view v;
 
-    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK) return FERRY_EINVAL;
+    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK)
+        return FERRY_EINVAL;
     return ferry_ros2_cdr_encode_compressed(v.header.stamp, v.header.frame_id, v.header.format,
                                             v.data, v.data_size, out);
 }
@@ -211,7 +232,8 @@ static ferry_err encode_imu(const ferry_sample *s, ferry_ros2_cdr *out)
     const ferry_imu_header *h = &v.header;
     cdr_writer w;
 
-    if (ferry_imu_view_get(s, &v) != FERRY_OK) return FERRY_EINVAL;
+    if (ferry_imu_view_get(s, &v) != FERRY_OK)
+        return FERRY_EINVAL;
     writer_open(&w, out);
     put_header(&w, h->stamp, h->frame_id);
     put_f64(&w, h->orientation.x);
@@ -234,8 +256,10 @@ static bool tensor_contiguous(const ferry_tensor_header *h)
     uint32_t i;
 
     for (i = h->ndim; i-- > 0;) {
-        if (h->shape[i] == 0) return true;
-        if (h->shape[i] != 1 && h->strides[i] != expect) return false;
+        if (h->shape[i] == 0)
+            return true;
+        if (h->shape[i] != 1 && h->strides[i] != expect)
+            return false;
         expect *= h->shape[i];
     }
     return true;
@@ -259,28 +283,39 @@ static ferry_err encode_tensor(const ferry_sample *s, ferry_ros2_cdr *out)
         }
         return FERRY_EINVAL;
     }
-    if (!tensor_contiguous(&v.header)) return FERRY_ENOTSUP;
+    if (!tensor_contiguous(&v.header))
+        return FERRY_ENOTSUP;
     bytes = (size_t)v.numel * v.elem_size; /* inside data_size: the view checked the extent */
-    if (bytes > UINT32_MAX) return FERRY_EINVAL;
+    if (bytes > UINT32_MAX)
+        return FERRY_EINVAL;
     writer_open(&w, out);
     put_header(&w, v.header.stamp, v.header.frame_id);
     put_string(&w, ferry_dtype_name(v.dtype));
     put_u32(&w, v.header.ndim);
-    for (i = 0; i < v.header.ndim; i++) put_i64(&w, v.header.shape[i]);
+    for (i = 0; i < v.header.ndim; i++)
+        put_i64(&w, v.header.shape[i]);
     put_u32(&w, (uint32_t)bytes);
     return writer_close(&w, out, v.data, bytes, 0, v.header.stamp);
 }
 
 ferry_err ferry_ros2_cdr_encode(ferry_ros2_kind kind, const ferry_sample *s, ferry_ros2_cdr *out)
 {
-    if (s == NULL || out == NULL) return FERRY_EINVAL;
+    if (s == NULL || out == NULL)
+        return FERRY_EINVAL;
     switch (kind) {
-    case FERRY_ROS2_IMAGE: return encode_image(s, out);
-    case FERRY_ROS2_CLOUD: return encode_cloud(s, out);
-    case FERRY_ROS2_CAMERA_INFO: return encode_camera_info(s, out);
-    case FERRY_ROS2_COMPRESSED: return encode_compressed(s, out);
-    case FERRY_ROS2_IMU: return encode_imu(s, out);
-    case FERRY_ROS2_TENSOR: return encode_tensor(s, out);
-    default: return FERRY_EINVAL;
+    case FERRY_ROS2_IMAGE:
+        return encode_image(s, out);
+    case FERRY_ROS2_CLOUD:
+        return encode_cloud(s, out);
+    case FERRY_ROS2_CAMERA_INFO:
+        return encode_camera_info(s, out);
+    case FERRY_ROS2_COMPRESSED:
+        return encode_compressed(s, out);
+    case FERRY_ROS2_IMU:
+        return encode_imu(s, out);
+    case FERRY_ROS2_TENSOR:
+        return encode_tensor(s, out);
+    default:
+        return FERRY_EINVAL;
     }
 }

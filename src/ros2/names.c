@@ -11,7 +11,7 @@
 #define SEP "================================================================================\n"
 
 #define DEF_TIME SEP "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n"
-#define DEF_HEADER                                                                          \
+#define DEF_HEADER                                                                                 \
     SEP "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n" DEF_TIME
 
 static const char def_image[] = "std_msgs/Header header\n"
@@ -44,43 +44,43 @@ static const char def_cloud[] = "std_msgs/Header header\n"
                                 "uint8 datatype\n"
                                 "uint32 count\n";
 
-static const char def_camera_info[] = "std_msgs/Header header\n"
-                                      "uint32 height\n"
-                                      "uint32 width\n"
-                                      "string distortion_model\n"
-                                      "float64[] d\n"
-                                      "float64[9] k\n"
-                                      "float64[9] r\n"
-                                      "float64[12] p\n"
-                                      "uint32 binning_x\n"
-                                      "uint32 binning_y\n"
-                                      "RegionOfInterest roi\n" DEF_HEADER SEP
-                                      "MSG: sensor_msgs/RegionOfInterest\n"
-                                      "uint32 x_offset\n"
-                                      "uint32 y_offset\n"
-                                      "uint32 height\n"
-                                      "uint32 width\n"
-                                      "bool do_rectify\n";
+static const char def_camera_info[] =
+    "std_msgs/Header header\n"
+    "uint32 height\n"
+    "uint32 width\n"
+    "string distortion_model\n"
+    "float64[] d\n"
+    "float64[9] k\n"
+    "float64[9] r\n"
+    "float64[12] p\n"
+    "uint32 binning_x\n"
+    "uint32 binning_y\n"
+    "RegionOfInterest roi\n" DEF_HEADER SEP "MSG: sensor_msgs/RegionOfInterest\n"
+    "uint32 x_offset\n"
+    "uint32 y_offset\n"
+    "uint32 height\n"
+    "uint32 width\n"
+    "bool do_rectify\n";
 
 static const char def_compressed[] = "std_msgs/Header header\n"
                                      "string format\n"
                                      "uint8[] data\n" DEF_HEADER;
 
-static const char def_imu[] = "std_msgs/Header header\n"
-                              "geometry_msgs/Quaternion orientation\n"
-                              "float64[9] orientation_covariance\n"
-                              "geometry_msgs/Vector3 angular_velocity\n"
-                              "float64[9] angular_velocity_covariance\n"
-                              "geometry_msgs/Vector3 linear_acceleration\n"
-                              "float64[9] linear_acceleration_covariance\n" DEF_HEADER SEP
-                              "MSG: geometry_msgs/Quaternion\n"
-                              "float64 x 0\n"
-                              "float64 y 0\n"
-                              "float64 z 0\n"
-                              "float64 w 1\n" SEP "MSG: geometry_msgs/Vector3\n"
-                              "float64 x\n"
-                              "float64 y\n"
-                              "float64 z\n";
+static const char def_imu[] =
+    "std_msgs/Header header\n"
+    "geometry_msgs/Quaternion orientation\n"
+    "float64[9] orientation_covariance\n"
+    "geometry_msgs/Vector3 angular_velocity\n"
+    "float64[9] angular_velocity_covariance\n"
+    "geometry_msgs/Vector3 linear_acceleration\n"
+    "float64[9] linear_acceleration_covariance\n" DEF_HEADER SEP "MSG: geometry_msgs/Quaternion\n"
+    "float64 x 0\n"
+    "float64 y 0\n"
+    "float64 z 0\n"
+    "float64 w 1\n" SEP "MSG: geometry_msgs/Vector3\n"
+    "float64 x\n"
+    "float64 y\n"
+    "float64 z\n";
 
 /* ferry's own type for tensors: the dtype as NumPy names it, the sizes, the elements in C order. */
 static const char def_tensor[] = "std_msgs/Header header\n"
@@ -116,7 +116,8 @@ static const struct kind_entry *entry(ferry_ros2_kind kind)
     size_t i;
 
     for (i = 0; i < NKINDS; i++)
-        if (kinds[i].kind == kind) return &kinds[i];
+        if (kinds[i].kind == kind)
+            return &kinds[i];
     return NULL;
 }
 
@@ -124,7 +125,8 @@ ferry_ros2_kind ferry_ros2_kind_of_ferry(const char *type_name, uint64_t type_ha
 {
     size_t i;
 
-    if (type_name == NULL) return FERRY_ROS2_NONE;
+    if (type_name == NULL)
+        return FERRY_ROS2_NONE;
     for (i = 0; i < NKINDS; i++)
         if (type_hash == kinds[i].ferry_hash && strcmp(type_name, kinds[i].ferry_type) == 0)
             return kinds[i].kind;
@@ -137,7 +139,8 @@ static bool name_matches(const char *name, const char *full)
     const char *slash = strchr(full, '/');
     size_t pkg = (size_t)(slash - full);
 
-    if (strcmp(name, full) == 0) return true;
+    if (strcmp(name, full) == 0)
+        return true;
     return strncmp(name, full, pkg + 1) == 0 && strcmp(name + pkg + 1, slash + 5) == 0;
 }
 
@@ -145,9 +148,11 @@ ferry_ros2_kind ferry_ros2_kind_of_name(const char *ros2_name)
 {
     size_t i;
 
-    if (ros2_name == NULL) return FERRY_ROS2_NONE;
+    if (ros2_name == NULL)
+        return FERRY_ROS2_NONE;
     for (i = 0; i < NKINDS; i++)
-        if (name_matches(ros2_name, kinds[i].ros2_name)) return kinds[i].kind;
+        if (name_matches(ros2_name, kinds[i].ros2_name))
+            return kinds[i].kind;
     return FERRY_ROS2_NONE;
 }
 

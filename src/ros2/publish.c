@@ -33,8 +33,10 @@ static ferry_err failed(const char **why, ferry_err err)
 /* The checks every type's header gets: a frame_id that fits, a stamp in range. */
 static bool header_ok(const ferry_ros2_header *h, size_t frame_id_max, const char **why)
 {
-    if (!bounded_string(h->frame_id, frame_id_max)) return (*why = "frame_id too long", false);
-    if (h->nanosec >= 1000000000u) return (*why = "stamp", false);
+    if (!bounded_string(h->frame_id, frame_id_max))
+        return (*why = "frame_id too long", false);
+    if (h->nanosec >= 1000000000u)
+        return (*why = "stamp", false);
     return true;
 }
 
@@ -85,16 +87,21 @@ static ferry_err publish_image(ferry_publisher *pub, const ferry_ros2_image_msg 
     ferry_image img;
     ferry_err err;
 
-    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
-    if (m->encoding == NULL) return invalid(why, "encoding");
-    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX)) return bad_encoding(why, m);
-    if (m->is_bigendian > 1) return invalid(why, "is_bigendian");
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why))
+        return FERRY_EINVAL;
+    if (m->encoding == NULL)
+        return invalid(why, "encoding");
+    if (!bounded_string(m->encoding, FERRY_ENCODING_MAX))
+        return bad_encoding(why, m);
+    if (m->is_bigendian > 1)
+        return invalid(why, "is_bigendian");
     if (ferry_image_layout_get(m->encoding, m->width, m->height, m->step, &layout) != FERRY_OK)
         return bad_encoding(why, m);
     if (m->data == NULL || layout.data_size != (uint64_t)m->data_size)
         return invalid(why, "data size");
     err = ferry_image_loan(pub, m->width, m->height, m->encoding, m->step, &img);
-    if (err != FERRY_OK) return failed(why, err);
+    if (err != FERRY_OK)
+        return failed(why, err);
     memcpy(img.data, m->data, img.data_size);
     img.header->stamp = stamp_of(&m->header);
     memcpy(img.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
@@ -116,8 +123,10 @@ static ferry_err publish_cloud(ferry_publisher *pub, const ferry_ros2_cloud_msg 
     ferry_err err;
     uint32_t i;
 
-    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
-    if (m->is_bigendian > 1 || m->is_dense > 1) return invalid(why, "boolean neither 0 nor 1");
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why))
+        return FERRY_EINVAL;
+    if (m->is_bigendian > 1 || m->is_dense > 1)
+        return invalid(why, "boolean neither 0 nor 1");
     if (m->nfields == 0 || m->nfields > FERRY_POINTCLOUD_FIELDS_MAX)
         return invalid(why, "number of fields");
     memset(fields, 0, sizeof fields);
@@ -131,20 +140,25 @@ static ferry_err publish_cloud(ferry_publisher *pub, const ferry_ros2_cloud_msg 
         fields[i].datatype = f->datatype;
         fields[i].count = f->count;
     }
-    if (m->point_step == 0) return invalid(why, "point_step");
+    if (m->point_step == 0)
+        return invalid(why, "point_step");
     row = (uint64_t)m->width * m->point_step;
-    if (row != m->row_step) return invalid(why, "row_step");
+    if (row != m->row_step)
+        return invalid(why, "row_step");
     size = row * m->height; /* both below 2^32: no overflow */
     if (size != (uint64_t)m->data_size || (size != 0 && m->data == NULL))
         return invalid(why, "data size");
     err = ferry_pointcloud_loan(pub, m->width, m->height, fields, m->nfields, m->point_step, &pc);
-    if (err == FERRY_EINVAL) return invalid(why, "fields or size");
-    if (err != FERRY_OK) return failed(why, err);
+    if (err == FERRY_EINVAL)
+        return invalid(why, "fields or size");
+    if (err != FERRY_OK)
+        return failed(why, err);
     if (pc.data_size != size || pc.header->point_step != m->point_step) {
         ferry_pointcloud_loan_release(pub, &pc);
         return invalid(why, "point_step");
     }
-    if (size != 0) memcpy(pc.data, m->data, size);
+    if (size != 0)
+        memcpy(pc.data, m->data, size);
     pc.header->stamp = stamp_of(&m->header);
     memcpy(pc.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
     pc.header->is_bigendian = m->is_bigendian;
@@ -164,13 +178,17 @@ static ferry_err publish_camera_info(ferry_publisher *pub, const ferry_ros2_came
     ferry_camera_info_header *h;
     ferry_err err;
 
-    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why))
+        return FERRY_EINVAL;
     if (!bounded_string(m->distortion_model, FERRY_DISTORTION_MODEL_MAX))
         return invalid(why, "distortion_model too long");
-    if (m->d_count > FERRY_CAMERA_INFO_D_MAX) return invalid(why, "too many coefficients in d");
-    if (m->roi_do_rectify > 1) return invalid(why, "boolean neither 0 nor 1");
+    if (m->d_count > FERRY_CAMERA_INFO_D_MAX)
+        return invalid(why, "too many coefficients in d");
+    if (m->roi_do_rectify > 1)
+        return invalid(why, "boolean neither 0 nor 1");
     err = ferry_camera_info_loan(pub, &ci);
-    if (err != FERRY_OK) return failed(why, err);
+    if (err != FERRY_OK)
+        return failed(why, err);
     h = ci.header;
     h->stamp = stamp_of(&m->header);
     memcpy(h->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
@@ -203,13 +221,17 @@ static ferry_err publish_compressed(ferry_publisher *pub, const ferry_ros2_compr
     ferry_compressed_image ci;
     ferry_err err;
 
-    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why))
+        return FERRY_EINVAL;
     if (!bounded_string(m->format, FERRY_COMPRESSED_FORMAT_MAX))
         return invalid(why, "format too long");
-    if (m->data == NULL && m->data_size != 0) return invalid(why, "data size");
+    if (m->data == NULL && m->data_size != 0)
+        return invalid(why, "data size");
     err = ferry_compressed_image_loan(pub, m->format, m->data_size, &ci);
-    if (err != FERRY_OK) return failed(why, err);
-    if (m->data_size != 0) memcpy(ci.data, m->data, m->data_size);
+    if (err != FERRY_OK)
+        return failed(why, err);
+    if (m->data_size != 0)
+        memcpy(ci.data, m->data, m->data_size);
     ci.header->stamp = stamp_of(&m->header);
     memcpy(ci.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
     err = ferry_compressed_image_publish(pub, &ci);
@@ -226,9 +248,11 @@ static ferry_err publish_imu(ferry_publisher *pub, const ferry_ros2_imu_msg *m, 
     ferry_imu_header *h;
     ferry_err err;
 
-    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why))
+        return FERRY_EINVAL;
     err = ferry_imu_loan(pub, &imu);
-    if (err != FERRY_OK) return failed(why, err);
+    if (err != FERRY_OK)
+        return failed(why, err);
     h = imu.header;
     h->stamp = stamp_of(&m->header);
     memcpy(h->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
@@ -269,23 +293,30 @@ static ferry_err publish_tensor(ferry_publisher *pub, const ferry_ros2_tensor_ms
     ferry_err err;
     uint32_t i;
 
-    if (!header_ok(&m->header, FERRY_FRAME_ID_MAX, why)) return FERRY_EINVAL;
+    if (!header_ok(&m->header, FERRY_FRAME_ID_MAX, why))
+        return FERRY_EINVAL;
     if (!bounded_string(m->dtype, 15) || !dtype_of_name(m->dtype, &dtype))
         return invalid(why, "dtype");
-    if (m->ndim > FERRY_TENSOR_DIMS_MAX) return invalid(why, "too many dimensions");
+    if (m->ndim > FERRY_TENSOR_DIMS_MAX)
+        return invalid(why, "too many dimensions");
     for (i = 0; i < m->ndim; i++) {
-        if (m->shape[i] < 0 || (uint64_t)m->shape[i] > UINT32_MAX) return invalid(why, "shape");
+        if (m->shape[i] < 0 || (uint64_t)m->shape[i] > UINT32_MAX)
+            return invalid(why, "shape");
         numel *= (uint64_t)m->shape[i]; /* at most 8 factors below 2^32 each, checked below */
-        if (numel > UINT32_MAX) return invalid(why, "data size");
+        if (numel > UINT32_MAX)
+            return invalid(why, "data size");
     }
-    if (numel * ferry_dtype_size(dtype) != m->data_size) return invalid(why, "data size");
+    if (numel * ferry_dtype_size(dtype) != m->data_size)
+        return invalid(why, "data size");
     err = ferry_tensor_loan(pub, dtype, m->ndim, m->shape, NULL, &t);
-    if (err != FERRY_OK) return failed(why, err);
+    if (err != FERRY_OK)
+        return failed(why, err);
     if (t.data_size < m->data_size) {
         ferry_tensor_loan_release(pub, &t);
         return invalid(why, "data size");
     }
-    if (m->data_size != 0) memcpy(t.data, m->data, m->data_size);
+    if (m->data_size != 0)
+        memcpy(t.data, m->data, m->data_size);
     t.header->stamp = stamp_of(&m->header);
     memcpy(t.header->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
     err = ferry_tensor_publish(pub, &t);
@@ -300,16 +331,25 @@ ferry_err ferry_ros2_publish(ferry_publisher *pub, const ferry_ros2_msg *msg, co
 {
     const char *ignored;
 
-    if (why == NULL) why = &ignored;
+    if (why == NULL)
+        why = &ignored;
     *why = "";
-    if (pub == NULL || msg == NULL) return invalid(why, "no publisher or message");
+    if (pub == NULL || msg == NULL)
+        return invalid(why, "no publisher or message");
     switch (msg->kind) {
-    case FERRY_ROS2_IMAGE: return publish_image(pub, &msg->u.image, why);
-    case FERRY_ROS2_CLOUD: return publish_cloud(pub, &msg->u.cloud, why);
-    case FERRY_ROS2_CAMERA_INFO: return publish_camera_info(pub, &msg->u.camera_info, why);
-    case FERRY_ROS2_COMPRESSED: return publish_compressed(pub, &msg->u.compressed, why);
-    case FERRY_ROS2_IMU: return publish_imu(pub, &msg->u.imu, why);
-    case FERRY_ROS2_TENSOR: return publish_tensor(pub, &msg->u.tensor, why);
-    default: return invalid(why, "kind");
+    case FERRY_ROS2_IMAGE:
+        return publish_image(pub, &msg->u.image, why);
+    case FERRY_ROS2_CLOUD:
+        return publish_cloud(pub, &msg->u.cloud, why);
+    case FERRY_ROS2_CAMERA_INFO:
+        return publish_camera_info(pub, &msg->u.camera_info, why);
+    case FERRY_ROS2_COMPRESSED:
+        return publish_compressed(pub, &msg->u.compressed, why);
+    case FERRY_ROS2_IMU:
+        return publish_imu(pub, &msg->u.imu, why);
+    case FERRY_ROS2_TENSOR:
+        return publish_tensor(pub, &msg->u.tensor, why);
+    default:
+        return invalid(why, "kind");
     }
 }

@@ -80,8 +80,8 @@ const char *ferry_ros2_definition(ferry_ros2_kind kind);
  */
 typedef struct ferry_ros2_cdr {
     struct iovec iov[3];
-    unsigned niov;  /**< pieces in use, 1..3 */
-    size_t size;    /**< the serialisation's bytes: the sum of the pieces */
+    unsigned niov;    /**< pieces in use, 1..3 */
+    size_t size;      /**< the serialisation's bytes: the sum of the pieces */
     int64_t stamp_ns; /**< the message's header stamp in nanoseconds (sec * 10^9 + nanosec) */
     uint8_t head[FERRY_ROS2_CDR_HEAD_MAX];
     uint8_t tail[16];
@@ -166,7 +166,7 @@ typedef struct ferry_ros2_camera_info_msg {
     ferry_ros2_header header;
     uint32_t height, width;
     const char *distortion_model; /**< NUL-terminated */
-    uint32_t d_count; /**< as sent: only the first FERRY_CAMERA_INFO_D_MAX are in d */
+    uint32_t d_count;             /**< as sent: only the first FERRY_CAMERA_INFO_D_MAX are in d */
     double d[FERRY_CAMERA_INFO_D_MAX];
     double k[9], r[9], p[12];
     uint32_t binning_x, binning_y;

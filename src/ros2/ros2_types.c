@@ -59,9 +59,12 @@ static bool read_number(const char **p, const char *end, unsigned base, unsigned
 
 static int hex_digit(char c)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
     return -1;
 }
 
@@ -71,9 +74,11 @@ static ferry_err decode_text(const char *p, const char *end, ferry_ros2_type_inf
     size_t n = (size_t)(end - p), o = 0;
     char *d;
 
-    if (n > 3 * (size_t)FERRY_ROS2_DEFINITION_MAX) return FERRY_EPROTO;
+    if (n > 3 * (size_t)FERRY_ROS2_DEFINITION_MAX)
+        return FERRY_EPROTO;
     d = malloc(n + 1);
-    if (d == NULL) return FERRY_ENOMEM;
+    if (d == NULL)
+        return FERRY_ENOMEM;
     while (p < end) {
         if (*p == '%') {
             int hi, lo;
@@ -99,15 +104,15 @@ static ferry_err decode_text(const char *p, const char *end, ferry_ros2_type_inf
 }
 
 /* One body line: FERRY_OK when it is the D line wanted, FERRY_EAGAIN when it is another. */
-static ferry_err match_line(const char *p, const char *end, const char *type_name,
-                            size_t name_len, uint64_t hash, ferry_ros2_type_info *out)
+static ferry_err match_line(const char *p, const char *end, const char *type_name, size_t name_len,
+                            uint64_t hash, ferry_ros2_type_info *out)
 {
     uint64_t h;
 
-    if (end - p < 2 || p[0] != 'D' || p[1] != ' ') return FERRY_EAGAIN;
+    if (end - p < 2 || p[0] != 'D' || p[1] != ' ')
+        return FERRY_EAGAIN;
     p += 2;
-    if ((size_t)(end - p) <= name_len || memcmp(p, type_name, name_len) != 0 ||
-        p[name_len] != ' ')
+    if ((size_t)(end - p) <= name_len || memcmp(p, type_name, name_len) != 0 || p[name_len] != ' ')
         return FERRY_EAGAIN;
     p += name_len + 1;
     if (end - p < 17 || !read_number(&p, end, 16, 16, &h) || p == end || *p != ' ' ||
@@ -127,16 +132,18 @@ static ferry_err match_line(const char *p, const char *end, const char *type_nam
     return decode_text(p, end, out);
 }
 
-ferry_err ferry_ros2_graph_find(const char *text, size_t size, const char *type_name,
-                                uint64_t hash, ferry_ros2_type_info *out)
+ferry_err ferry_ros2_graph_find(const char *text, size_t size, const char *type_name, uint64_t hash,
+                                ferry_ros2_type_info *out)
 {
     const char *p = text, *end, *eol;
     size_t magic = sizeof GRAPH_MAGIC - 1, name_len;
     uint64_t version, len, sum;
 
-    if (out == NULL) return FERRY_EINVAL;
+    if (out == NULL)
+        return FERRY_EINVAL;
     memset(out, 0, sizeof *out);
-    if (text == NULL || type_name == NULL) return FERRY_EINVAL;
+    if (text == NULL || type_name == NULL)
+        return FERRY_EINVAL;
     name_len = strlen(type_name);
     if (name_len == 0 || name_len > FERRY_TYPE_NAME_MAX || strchr(type_name, ' ') != NULL)
         return FERRY_EAGAIN;
@@ -150,7 +157,8 @@ ferry_err ferry_ros2_graph_find(const char *text, size_t size, const char *type_
         !read_number(&p, eol, 16, 16, &sum) || p != eol)
         return FERRY_EPROTO;
     p = eol + 1;
-    if (len > (size_t)(end - p) || fnv1a(p, (size_t)len) != sum) return FERRY_EPROTO;
+    if (len > (size_t)(end - p) || fnv1a(p, (size_t)len) != sum)
+        return FERRY_EPROTO;
     end = p + len;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -182,8 +190,10 @@ static ssize_t read_graph(int fd, char *buf)
     while (got < (size_t)st.st_size) {
         ssize_t n = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
 
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
         got += (size_t)n;
     }
     return (ssize_t)got;
@@ -199,23 +209,29 @@ ferry_err ferry_ros2_type_find(const char *domain_dir, const char *type_name, ui
     int domain_fd, dir_fd, dup_fd;
     DIR *d;
 
-    if (out == NULL) return FERRY_EINVAL;
+    if (out == NULL)
+        return FERRY_EINVAL;
     memset(out, 0, sizeof *out);
-    if (domain_dir == NULL || type_name == NULL) return FERRY_EINVAL;
+    if (domain_dir == NULL || type_name == NULL)
+        return FERRY_EINVAL;
     domain_fd = open(domain_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (domain_fd < 0) return FERRY_EAGAIN;
+    if (domain_fd < 0)
+        return FERRY_EAGAIN;
     dir_fd = openat(domain_fd, GRAPH_FOLDER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     close(domain_fd);
-    if (dir_fd < 0) return FERRY_EAGAIN;
+    if (dir_fd < 0)
+        return FERRY_EAGAIN;
     dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
     d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
     if (d == NULL) {
-        if (dup_fd >= 0) close(dup_fd);
+        if (dup_fd >= 0)
+            close(dup_fd);
         close(dir_fd);
         return FERRY_EAGAIN;
     }
     buf = malloc(FERRY_ROS2_GRAPH_FILE_MAX);
-    if (buf == NULL) result = FERRY_ENOMEM;
+    if (buf == NULL)
+        result = FERRY_ENOMEM;
     while (buf != NULL && result == FERRY_EAGAIN && (de = readdir(d)) != NULL &&
            ++seen <= FERRY_ROS2_GRAPH_FILES_MAX) {
         size_t len = strlen(de->d_name);
@@ -224,12 +240,14 @@ ferry_err ferry_ros2_type_find(const char *domain_dir, const char *type_name, ui
         if (de->d_name[0] == '.' || len < 7 || strcmp(de->d_name + len - 6, ".graph") != 0)
             continue;
         fd = openat(dir_fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0) continue;
+        if (fd < 0)
+            continue;
         for (attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
             ssize_t n = read_graph(fd, buf);
             ferry_err err;
 
-            if (n <= 0) break;
+            if (n <= 0)
+                break;
             err = ferry_ros2_graph_find(buf, (size_t)n, type_name, hash, out);
             if (err != FERRY_EPROTO) {
                 result = err;
@@ -241,13 +259,15 @@ ferry_err ferry_ros2_type_find(const char *domain_dir, const char *type_name, ui
     free(buf);
     closedir(d);
     close(dir_fd);
-    if (result != FERRY_OK) memset(out, 0, sizeof *out);
+    if (result != FERRY_OK)
+        memset(out, 0, sizeof *out);
     return result;
 }
 
 void ferry_ros2_type_info_free(ferry_ros2_type_info *info)
 {
-    if (info == NULL) return;
+    if (info == NULL)
+        return;
     free(info->definition);
     memset(info, 0, sizeof *info);
 }

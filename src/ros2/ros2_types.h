@@ -4,8 +4,8 @@
  * any type support:
  *
  * - the type descriptions rmw_ferry_cpp leaves in a domain's ".ros2" graph files (one line
- *   "D <type> <hash> <cdr|plain> <definition>" per type a context uses: rmw_ferry_cpp/src/graph.hpp),
- *   found by type name and ferry type hash;
+ *   "D <type> <hash> <cdr|plain> <definition>" per type a context uses:
+ * rmw_ferry_cpp/src/graph.hpp), found by type name and ferry type hash;
  * - a ros2msg definition (rosbag2's text: the type's fields, then each type it uses after a line
  *   of '=' and "MSG: pkg/Name") parsed into a schema;
  * - a generic decoder that walks one message by its schema, either plain CDR (XCDR1, after the
@@ -34,9 +34,9 @@ extern "C" {
  * Type descriptions from the graph files
  * ------------------------------------------------------------------------------------------- */
 
-#define FERRY_ROS2_GRAPH_FILE_MAX (4u << 20)   /**< a graph file read: 4 MiB at most (as written) */
-#define FERRY_ROS2_GRAPH_FILES_MAX 4096u       /**< directory entries looked at per lookup */
-#define FERRY_ROS2_DEFINITION_MAX (1u << 20)   /**< a definition's text, decoded: 1 MiB at most */
+#define FERRY_ROS2_GRAPH_FILE_MAX (4u << 20) /**< a graph file read: 4 MiB at most (as written) */
+#define FERRY_ROS2_GRAPH_FILES_MAX 4096u     /**< directory entries looked at per lookup */
+#define FERRY_ROS2_DEFINITION_MAX (1u << 20) /**< a definition's text, decoded: 1 MiB at most */
 
 /** How a type's messages lie in a ferry sample. */
 typedef enum ferry_ros2_wire {
@@ -46,9 +46,9 @@ typedef enum ferry_ros2_wire {
 
 /** A type's description from a D line. */
 typedef struct ferry_ros2_type_info {
-    uint64_t hash;        /**< the ferry type hash its publishers use */
+    uint64_t hash; /**< the ferry type hash its publishers use */
     ferry_ros2_wire wire;
-    char *definition;     /**< ros2msg text, NUL-terminated, malloc'd (ferry_ros2_type_info_free) */
+    char *definition; /**< ros2msg text, NUL-terminated, malloc'd (ferry_ros2_type_info_free) */
     size_t definition_size; /**< its bytes, without the NUL */
 } ferry_ros2_type_info;
 
@@ -77,8 +77,8 @@ ferry_err ferry_ros2_type_find(const char *domain_dir, const char *type_name, ui
  * header, length and checksum checked first. FERRY_EPROTO when the file is not a complete graph
  * file; FERRY_EAGAIN when it is but has no such line.
  */
-ferry_err ferry_ros2_graph_find(const char *text, size_t size, const char *type_name,
-                                uint64_t hash, ferry_ros2_type_info *out);
+ferry_err ferry_ros2_graph_find(const char *text, size_t size, const char *type_name, uint64_t hash,
+                                ferry_ros2_type_info *out);
 
 /** Releases what a lookup gave (a zeroed info too); zeroes it. */
 void ferry_ros2_type_info_free(ferry_ros2_type_info *info);
@@ -123,27 +123,27 @@ size_t ferry_ros2_schema_plain_size(const ferry_ros2_schema *schema);
 typedef enum ferry_ros2_event_kind {
     FERRY_ROS2_EV_BEGIN_STRUCT, /**< a nested message starts (not sent for the top one) */
     FERRY_ROS2_EV_END_STRUCT,
-    FERRY_ROS2_EV_BEGIN_ARRAY,  /**< count: the elements the message has */
-    FERRY_ROS2_EV_END_ARRAY,    /**< count: the elements left out (over elements_max) */
-    FERRY_ROS2_EV_BOOL,         /**< u: 0 or 1 (any nonzero byte is 1) */
-    FERRY_ROS2_EV_INT,          /**< i: int8..int64 */
-    FERRY_ROS2_EV_UINT,         /**< u: byte, char, uint8..uint64 */
-    FERRY_ROS2_EV_FLOAT32,      /**< f */
-    FERRY_ROS2_EV_FLOAT64,      /**< f */
-    FERRY_ROS2_EV_STRING,       /**< s, n: the characters (UTF-8; wstrings converted), no NUL
-                                 *   counted; s is NUL-terminated */
-    FERRY_ROS2_EV_BYTES,        /**< p, n: a whole array or sequence of 1-byte integers (byte,
-                                 *   char, uint8, int8: is_signed for int8), pointing into the
-                                 *   message; fixed says it was a fixed-size array */
-    FERRY_ROS2_EV_EMPTY,        /**< u: the one uint8 rosidl gives a message without fields
-                                 *   (no field of the definition: a printer skips it) */
+    FERRY_ROS2_EV_BEGIN_ARRAY, /**< count: the elements the message has */
+    FERRY_ROS2_EV_END_ARRAY,   /**< count: the elements left out (over elements_max) */
+    FERRY_ROS2_EV_BOOL,        /**< u: 0 or 1 (any nonzero byte is 1) */
+    FERRY_ROS2_EV_INT,         /**< i: int8..int64 */
+    FERRY_ROS2_EV_UINT,        /**< u: byte, char, uint8..uint64 */
+    FERRY_ROS2_EV_FLOAT32,     /**< f */
+    FERRY_ROS2_EV_FLOAT64,     /**< f */
+    FERRY_ROS2_EV_STRING,      /**< s, n: the characters (UTF-8; wstrings converted), no NUL
+                                *   counted; s is NUL-terminated */
+    FERRY_ROS2_EV_BYTES,       /**< p, n: a whole array or sequence of 1-byte integers (byte,
+                                *   char, uint8, int8: is_signed for int8), pointing into the
+                                *   message; fixed says it was a fixed-size array */
+    FERRY_ROS2_EV_EMPTY,       /**< u: the one uint8 rosidl gives a message without fields
+                                *   (no field of the definition: a printer skips it) */
 } ferry_ros2_event_kind;
 
 typedef struct ferry_ros2_event {
     ferry_ros2_event_kind kind;
     const char *key; /**< the field's name; NULL for an element of an array */
     uint32_t count;
-    uint8_t size;    /**< BOOL, INT, UINT, FLOAT*: the value's bytes on the wire (1, 2, 4, 8) */
+    uint8_t size; /**< BOOL, INT, UINT, FLOAT*: the value's bytes on the wire (1, 2, 4, 8) */
     bool is_signed, fixed;
     int64_t i;
     uint64_t u;
@@ -158,9 +158,9 @@ typedef void (*ferry_ros2_visit_fn)(void *arg, const ferry_ros2_event *ev);
 
 /** Outcome of a walk (the ferry_ros2_cdr_result values of ros2.h, the same meaning). */
 typedef enum ferry_ros2_walk_result {
-    FERRY_ROS2_WALK_OK = 0,       /**< the whole message was walked */
-    FERRY_ROS2_WALK_MALFORMED,    /**< truncated or inconsistent (events so far were sent) */
-    FERRY_ROS2_WALK_UNSUPPORTED,  /**< a CDR encapsulation other than CDR_BE / CDR_LE */
+    FERRY_ROS2_WALK_OK = 0,      /**< the whole message was walked */
+    FERRY_ROS2_WALK_MALFORMED,   /**< truncated or inconsistent (events so far were sent) */
+    FERRY_ROS2_WALK_UNSUPPORTED, /**< a CDR encapsulation other than CDR_BE / CDR_LE */
 } ferry_ros2_walk_result;
 
 /**

@@ -8,10 +8,11 @@
  *
  * FERRY_SENSOR_LINGER_S=S keeps a publisher S seconds after its last sample (its topic, and so
  * the bridge's route, still there); FERRY_SENSOR_STOP_FILE=PATH stops it publishing, before
- * COUNT, once PATH exists (it says its last sequence: "last N"); FERRY_SENSOR_HISTORY=N has a subscriber ask each publisher
- * for its last N samples on joining.
+ * COUNT, once PATH exists (it says its last sequence: "last N"); FERRY_SENSOR_HISTORY=N has a
+ * subscriber ask each publisher for its last N samples on joining.
  *
- * usage: bridge_ferry_sensor pub|sub camera_info|compressed|imu DIR TOPIC FRAME_ID COUNT RATE_HZ|TIMEOUT_S
+ * usage: bridge_ferry_sensor pub|sub camera_info|compressed|imu DIR TOPIC FRAME_ID COUNT
+ * RATE_HZ|TIMEOUT_S
  */
 #include "sensor_values.h"
 
@@ -54,7 +55,8 @@ static ferry_err publish_one(ferry_publisher *pub, enum kind k, uint32_t seq, co
         sv_camera_info v;
         ferry_camera_info_header *h;
 
-        if ((err = ferry_camera_info_loan(pub, &ci)) != FERRY_OK) return err;
+        if ((err = ferry_camera_info_loan(pub, &ci)) != FERRY_OK)
+            return err;
         sv_camera_info_of(seq, &v);
         h = ci.header;
         h->stamp.sec = v.sec;
@@ -82,7 +84,8 @@ static ferry_err publish_one(ferry_publisher *pub, enum kind k, uint32_t seq, co
     if (k == COMPRESSED) {
         ferry_compressed_image ci;
 
-        if ((err = ferry_compressed_image_loan(pub, SV_FORMAT, 4096, &ci)) != FERRY_OK) return err;
+        if ((err = ferry_compressed_image_loan(pub, SV_FORMAT, 4096, &ci)) != FERRY_OK)
+            return err;
         ci.header->stamp.sec = SV_SEC0 + (int32_t)seq;
         ci.header->stamp.nanosec = seq;
         snprintf(ci.header->frame_id, sizeof ci.header->frame_id, "%s", frame_id);
@@ -97,7 +100,8 @@ static ferry_err publish_one(ferry_publisher *pub, enum kind k, uint32_t seq, co
         sv_imu v;
         ferry_imu_header *h;
 
-        if ((err = ferry_imu_loan(pub, &imu)) != FERRY_OK) return err;
+        if ((err = ferry_imu_loan(pub, &imu)) != FERRY_OK)
+            return err;
         sv_imu_of(seq, &v);
         h = imu.header;
         h->stamp.sec = v.sec;
@@ -105,7 +109,8 @@ static ferry_err publish_one(ferry_publisher *pub, enum kind k, uint32_t seq, co
         snprintf(h->frame_id, sizeof h->frame_id, "%s", frame_id);
         h->orientation = (ferry_quaternion){v.orientation[0], v.orientation[1], v.orientation[2],
                                             v.orientation[3]};
-        memcpy(h->orientation_covariance, v.orientation_covariance, sizeof v.orientation_covariance);
+        memcpy(h->orientation_covariance, v.orientation_covariance,
+               sizeof v.orientation_covariance);
         h->angular_velocity =
             (ferry_vector3){v.angular_velocity[0], v.angular_velocity[1], v.angular_velocity[2]};
         memcpy(h->angular_velocity_covariance, v.angular_velocity_covariance,
@@ -114,7 +119,8 @@ static ferry_err publish_one(ferry_publisher *pub, enum kind k, uint32_t seq, co
                                                  v.linear_acceleration[2]};
         memcpy(h->linear_acceleration_covariance, v.linear_acceleration_covariance,
                sizeof v.linear_acceleration_covariance);
-        if ((err = ferry_imu_publish(pub, &imu)) != FERRY_OK) ferry_imu_loan_release(pub, &imu);
+        if ((err = ferry_imu_publish(pub, &imu)) != FERRY_OK)
+            ferry_imu_loan_release(pub, &imu);
         return err;
     }
 }
@@ -128,19 +134,30 @@ static const char *check_one(enum kind k, const ferry_sample *s, const char *fra
         const ferry_camera_info_header *h = &cv.header;
         sv_camera_info v;
 
-        if (ferry_camera_info_view_get(s, &cv) != FERRY_OK) return "not a valid camera info";
-        if (h->stamp.sec < SV_SEC0) return "stamp.sec";
+        if (ferry_camera_info_view_get(s, &cv) != FERRY_OK)
+            return "not a valid camera info";
+        if (h->stamp.sec < SV_SEC0)
+            return "stamp.sec";
         *seq = (uint32_t)(h->stamp.sec - SV_SEC0);
         sv_camera_info_of(*seq, &v);
-        if (strcmp(h->frame_id, frame_id) != 0) return "frame_id";
-        if (h->stamp.nanosec != v.nanosec) return "stamp.nanosec";
-        if (h->height != v.height || h->width != v.width) return "height/width";
-        if (strcmp(h->distortion_model, v.distortion_model) != 0) return "distortion_model";
-        if (h->d_count != v.d_count || !same(h->d, v.d, v.d_count)) return "d";
-        if (!same(h->k, v.k, 9)) return "k";
-        if (!same(h->r, v.r, 9)) return "r";
-        if (!same(h->p, v.p, 12)) return "p";
-        if (h->binning_x != v.binning_x || h->binning_y != v.binning_y) return "binning";
+        if (strcmp(h->frame_id, frame_id) != 0)
+            return "frame_id";
+        if (h->stamp.nanosec != v.nanosec)
+            return "stamp.nanosec";
+        if (h->height != v.height || h->width != v.width)
+            return "height/width";
+        if (strcmp(h->distortion_model, v.distortion_model) != 0)
+            return "distortion_model";
+        if (h->d_count != v.d_count || !same(h->d, v.d, v.d_count))
+            return "d";
+        if (!same(h->k, v.k, 9))
+            return "k";
+        if (!same(h->r, v.r, 9))
+            return "r";
+        if (!same(h->p, v.p, 12))
+            return "p";
+        if (h->binning_x != v.binning_x || h->binning_y != v.binning_y)
+            return "binning";
         if (h->roi.x_offset != v.roi_x_offset || h->roi.y_offset != v.roi_y_offset ||
             h->roi.height != v.roi_height || h->roi.width != v.roi_width ||
             h->roi.do_rectify != v.roi_do_rectify)
@@ -152,11 +169,15 @@ static const char *check_one(enum kind k, const ferry_sample *s, const char *fra
 
         if (ferry_compressed_image_view_get(s, &cv) != FERRY_OK)
             return "not a valid compressed image";
-        if (cv.header.stamp.sec < SV_SEC0) return "stamp.sec";
+        if (cv.header.stamp.sec < SV_SEC0)
+            return "stamp.sec";
         *seq = (uint32_t)(cv.header.stamp.sec - SV_SEC0);
-        if (strcmp(cv.header.frame_id, frame_id) != 0) return "frame_id";
-        if (cv.header.stamp.nanosec != *seq) return "stamp.nanosec";
-        if (strcmp(cv.header.format, SV_FORMAT) != 0) return "format";
+        if (strcmp(cv.header.frame_id, frame_id) != 0)
+            return "frame_id";
+        if (cv.header.stamp.nanosec != *seq)
+            return "stamp.nanosec";
+        if (strcmp(cv.header.format, SV_FORMAT) != 0)
+            return "format";
         if (cv.data_size > UINT32_MAX || !sv_compressed_ok(*seq, cv.data, (uint32_t)cv.data_size))
             return "data";
         return NULL;
@@ -167,8 +188,10 @@ static const char *check_one(enum kind k, const ferry_sample *s, const char *fra
         sv_imu v;
         double o[4], a[3], l[3];
 
-        if (ferry_imu_view_get(s, &iv) != FERRY_OK) return "not a valid IMU sample";
-        if (h->stamp.sec < SV_SEC0) return "stamp.sec";
+        if (ferry_imu_view_get(s, &iv) != FERRY_OK)
+            return "not a valid IMU sample";
+        if (h->stamp.sec < SV_SEC0)
+            return "stamp.sec";
         *seq = (uint32_t)(h->stamp.sec - SV_SEC0);
         sv_imu_of(*seq, &v);
         o[0] = h->orientation.x;
@@ -181,15 +204,20 @@ static const char *check_one(enum kind k, const ferry_sample *s, const char *fra
         l[0] = h->linear_acceleration.x;
         l[1] = h->linear_acceleration.y;
         l[2] = h->linear_acceleration.z;
-        if (strcmp(h->frame_id, frame_id) != 0) return "frame_id";
-        if (h->stamp.nanosec != v.nanosec) return "stamp.nanosec";
-        if (!same(o, v.orientation, 4)) return "orientation";
+        if (strcmp(h->frame_id, frame_id) != 0)
+            return "frame_id";
+        if (h->stamp.nanosec != v.nanosec)
+            return "stamp.nanosec";
+        if (!same(o, v.orientation, 4))
+            return "orientation";
         if (!same(h->orientation_covariance, v.orientation_covariance, 9))
             return "orientation_covariance";
-        if (!same(a, v.angular_velocity, 3)) return "angular_velocity";
+        if (!same(a, v.angular_velocity, 3))
+            return "angular_velocity";
         if (!same(h->angular_velocity_covariance, v.angular_velocity_covariance, 9))
             return "angular_velocity_covariance";
-        if (!same(l, v.linear_acceleration, 3)) return "linear_acceleration";
+        if (!same(l, v.linear_acceleration, 3))
+            return "linear_acceleration";
         if (!same(h->linear_acceleration_covariance, v.linear_acceleration_covariance, 9))
             return "linear_acceleration_covariance";
         return NULL;
@@ -200,8 +228,8 @@ int main(int argc, char **argv)
 {
     static const char *const types[] = {FERRY_CAMERA_INFO_TYPE_NAME,
                                         FERRY_COMPRESSED_IMAGE_TYPE_NAME, FERRY_IMU_TYPE_NAME};
-    static const uint64_t hashes[] = {FERRY_CAMERA_INFO_TYPE_HASH,
-                                      FERRY_COMPRESSED_IMAGE_TYPE_HASH, FERRY_IMU_TYPE_HASH};
+    static const uint64_t hashes[] = {FERRY_CAMERA_INFO_TYPE_HASH, FERRY_COMPRESSED_IMAGE_TYPE_HASH,
+                                      FERRY_IMU_TYPE_HASH};
     ferry_node_options no;
     ferry_node *node;
     enum kind k;
@@ -211,8 +239,10 @@ int main(int argc, char **argv)
     ferry_err err;
 
     if (argc != 8) {
-        fprintf(stderr, "usage: %s pub|sub camera_info|compressed|imu DIR TOPIC FRAME_ID COUNT "
-                        "RATE_HZ|TIMEOUT_S\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s pub|sub camera_info|compressed|imu DIR TOPIC FRAME_ID COUNT "
+                "RATE_HZ|TIMEOUT_S\n",
+                argv[0]);
         return 2;
     }
     pub = strcmp(argv[1], "pub") == 0;
@@ -226,7 +256,8 @@ int main(int argc, char **argv)
         return 2;
     count = strtol(argv[6], NULL, 10);
     arg = atof(argv[7]);
-    if (count <= 0 || arg <= 0) return 2;
+    if (count <= 0 || arg <= 0)
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     ferry_node_options_init(&no);
     no.dir = argv[3];
@@ -257,14 +288,16 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ferry_sensor: publish %ld: %s\n", i, ferry_strerror(err));
                 bad++;
             }
-            while (now_ns() < next) ferry_publisher_poll(p, next - now_ns());
+            while (now_ns() < next)
+                ferry_publisher_poll(p, next - now_ns());
         }
         printf("ferry_sensor: %s %s: published %ld, failed %ld, last %ld\n", argv[2], argv[4],
                last - bad, bad, last);
         {
             int64_t until = now_ns() + env_long("FERRY_SENSOR_LINGER_S", 0) * 1000000000LL;
 
-            while (now_ns() < until) ferry_publisher_poll(p, until - now_ns());
+            while (now_ns() < until)
+                ferry_publisher_poll(p, until - now_ns());
         }
         ferry_publisher_destroy(p);
         ferry_node_destroy(node);
@@ -277,7 +310,8 @@ int main(int argc, char **argv)
 
         ferry_subscriber_options_init(&so);
         so.history = (uint32_t)env_long("FERRY_SENSOR_HISTORY", 0);
-        if (so.depth < so.history) so.depth = so.history;
+        if (so.depth < so.history)
+            so.depth = so.history;
         err = ferry_subscriber_create(&sub, node, argv[4], types[k], hashes[k], &so);
         if (err != FERRY_OK) {
             fprintf(stderr, "ferry_sensor: ferry_subscriber_create: %s\n", ferry_strerror(err));

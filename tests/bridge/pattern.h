@@ -57,16 +57,19 @@ static inline uint64_t pat_sum(const unsigned char *p, size_t n)
     int k;
 
     for (b = 0; b < n / 32; b++, p += 32)
-        for (k = 0; k < 4; k++) v[k] = pat_round(v[k], pat_load(p + 8 * k));
+        for (k = 0; k < 4; k++)
+            v[k] = pat_round(v[k], pat_load(p + 8 * k));
     if (n >= 32) {
         h = pat_rotl(v[0], 1) + pat_rotl(v[1], 7) + pat_rotl(v[2], 12) + pat_rotl(v[3], 18);
-        for (k = 0; k < 4; k++) h = (h ^ pat_round(0, v[k])) * PAT_P1 + PAT_P4;
+        for (k = 0; k < 4; k++)
+            h = (h ^ pat_round(0, v[k])) * PAT_P1 + PAT_P4;
     } else {
         h = PAT_P5;
     }
     h += (uint64_t)n;
     end = p + n % 32;
-    for (; p + 8 <= end; p += 8) h = pat_rotl(h ^ pat_round(0, pat_load(p)), 27) * PAT_P1 + PAT_P4;
+    for (; p + 8 <= end; p += 8)
+        h = pat_rotl(h ^ pat_round(0, pat_load(p)), 27) * PAT_P1 + PAT_P4;
     if (p < end) {
         uint64_t tail = 0;
 
@@ -111,13 +114,17 @@ static inline bool pat_verify(const unsigned char *f, size_t n, uint64_t *seq)
     uint64_t hdr[8], seed, step = 0;
     size_t i;
 
-    if (f == NULL || n < PAT_HEADER) return false;
+    if (f == NULL || n < PAT_HEADER)
+        return false;
     memcpy(hdr, f, sizeof hdr);
-    if (hdr[0] != PAT_MAGIC || hdr[2] != (uint64_t)n) return false;
-    if (hdr[4] != pat_sum(f + PAT_HEADER, n - PAT_HEADER)) return false;
+    if (hdr[0] != PAT_MAGIC || hdr[2] != (uint64_t)n)
+        return false;
+    if (hdr[4] != pat_sum(f + PAT_HEADER, n - PAT_HEADER))
+        return false;
     seed = pat_mix(hdr[1] ^ PAT_MAGIC);
     for (i = PAT_HEADER; i + 8 <= n; i += 8, step += PAT_K)
-        if (pat_load(f + i) != (seed ^ step)) return false;
+        if (pat_load(f + i) != (seed ^ step))
+            return false;
     *seq = hdr[1];
     return true;
 }

@@ -123,11 +123,26 @@ static bool bad_image(image_msg *m, int i, const char **name, const char **fate)
 {
     *fate = "bridge";
     switch (i) {
-    case 0: *name = "step below width * 3"; m->step_ = IMG_STEP - 1; break;
-    case 1: *name = "data shorter than step * height"; m->data_._length = IMG_BYTES - 1; break;
-    case 2: *name = "data longer than step * height"; m->data_._length = IMG_BYTES + 1; break;
-    case 3: *name = "unknown encoding"; set_str(&m->encoding_, "rgb9", 4, true); break;
-    case 4: *name = "empty encoding"; set_str(&m->encoding_, "", 0, true); break;
+    case 0:
+        *name = "step below width * 3";
+        m->step_ = IMG_STEP - 1;
+        break;
+    case 1:
+        *name = "data shorter than step * height";
+        m->data_._length = IMG_BYTES - 1;
+        break;
+    case 2:
+        *name = "data longer than step * height";
+        m->data_._length = IMG_BYTES + 1;
+        break;
+    case 3:
+        *name = "unknown encoding";
+        set_str(&m->encoding_, "rgb9", 4, true);
+        break;
+    case 4:
+        *name = "empty encoding";
+        set_str(&m->encoding_, "", 0, true);
+        break;
     case 5:
         *name = "height * step overflows 32 bits";
         m->width_ = 0x5555;
@@ -140,7 +155,10 @@ static bool bad_image(image_msg *m, int i, const char **name, const char **fate)
         m->step_ = 0xffffffffu;
         m->height_ = 1;
         break;
-    case 7: *name = "huge height"; m->height_ = 0xffffffffu; break;
+    case 7:
+        *name = "huge height";
+        m->height_ = 0xffffffffu;
+        break;
     case 8:
         *name = "frame_id of 256 bytes";
         set_str(&m->header_.frame_id_, long_str(256), 256, true);
@@ -149,9 +167,18 @@ static bool bad_image(image_msg *m, int i, const char **name, const char **fate)
         *name = "frame_id of 99999 bytes";
         set_str(&m->header_.frame_id_, long_str(99999), 99999, true);
         break;
-    case 10: *name = "encoding of 32 bytes"; set_str(&m->encoding_, long_str(32), 32, true); break;
-    case 11: *name = "is_bigendian 2"; m->is_bigendian_ = 2; break;
-    case 12: *name = "nanosec 10^9"; m->header_.stamp_.nanosec_ = 1000000000u; break;
+    case 10:
+        *name = "encoding of 32 bytes";
+        set_str(&m->encoding_, long_str(32), 32, true);
+        break;
+    case 11:
+        *name = "is_bigendian 2";
+        m->is_bigendian_ = 2;
+        break;
+    case 12:
+        *name = "nanosec 10^9";
+        m->header_.stamp_.nanosec_ = 1000000000u;
+        break;
     case 13:
         *name = "frame_id without its NUL";
         *fate = "dds";
@@ -167,7 +194,8 @@ static bool bad_image(image_msg *m, int i, const char **name, const char **fate)
         *fate = "dds";
         set_str(&m->encoding_, "", 0, false);
         break;
-    default: return false;
+    default:
+        return false;
     }
     return true;
 }
@@ -176,22 +204,59 @@ static bool bad_cloud(cloud_msg *m, int i, const char **name, const char **fate)
 {
     *fate = "bridge";
     switch (i) {
-    case 0: *name = "field outside point_step"; fields[3].offset_ = 14; break;
-    case 1: *name = "row_step != width * point_step"; m->row_step_ = PTS * PT_STEP - 1; break;
+    case 0:
+        *name = "field outside point_step";
+        fields[3].offset_ = 14;
+        break;
+    case 1:
+        *name = "row_step != width * point_step";
+        m->row_step_ = PTS * PT_STEP - 1;
+        break;
     case 2:
         *name = "data shorter than row_step * height";
         m->data_._length = CLOUD_BYTES - 1;
         break;
-    case 3: *name = "point_step 0"; m->point_step_ = 0; m->row_step_ = 0; break;
-    case 4: *name = "no field"; m->fields_._length = 0; break;
-    case 5: *name = "65 fields"; m->fields_._length = 65; break;
-    case 6: *name = "empty field name"; set_str(&fields[1].name_, "", 0, true); break;
-    case 7: *name = "unknown datatype 9"; fields[2].datatype_ = 9; break;
-    case 8: *name = "datatype 0"; fields[2].datatype_ = 0; break;
-    case 9: *name = "field count 0"; fields[0].count_ = 0; break;
-    case 10: *name = "field offset near 2^32"; fields[0].offset_ = 0xfffffffcu; break;
-    case 11: *name = "field count * size overflows 32 bits"; fields[0].count_ = 0x40000001u; break;
-    case 12: *name = "duplicate field names"; set_str(&fields[1].name_, "x", 1, true); break;
+    case 3:
+        *name = "point_step 0";
+        m->point_step_ = 0;
+        m->row_step_ = 0;
+        break;
+    case 4:
+        *name = "no field";
+        m->fields_._length = 0;
+        break;
+    case 5:
+        *name = "65 fields";
+        m->fields_._length = 65;
+        break;
+    case 6:
+        *name = "empty field name";
+        set_str(&fields[1].name_, "", 0, true);
+        break;
+    case 7:
+        *name = "unknown datatype 9";
+        fields[2].datatype_ = 9;
+        break;
+    case 8:
+        *name = "datatype 0";
+        fields[2].datatype_ = 0;
+        break;
+    case 9:
+        *name = "field count 0";
+        fields[0].count_ = 0;
+        break;
+    case 10:
+        *name = "field offset near 2^32";
+        fields[0].offset_ = 0xfffffffcu;
+        break;
+    case 11:
+        *name = "field count * size overflows 32 bits";
+        fields[0].count_ = 0x40000001u;
+        break;
+    case 12:
+        *name = "duplicate field names";
+        set_str(&fields[1].name_, "x", 1, true);
+        break;
     case 13:
         *name = "field name of 32 bytes";
         set_str(&fields[0].name_, long_str(32), 32, true);
@@ -205,10 +270,24 @@ static bool bad_cloud(cloud_msg *m, int i, const char **name, const char **fate)
         m->width_ = 0x10000000u;
         m->row_step_ = 0;
         break;
-    case 16: *name = "row_step * height far beyond the data"; m->height_ = 0x100000u; break;
-    case 17: *name = "nanosec 10^9"; m->header_.stamp_.nanosec_ = 1000000000u; break;
-    case 18: *name = "is_bigendian 2"; *fate = "dds"; m->is_bigendian_ = 2; break;
-    case 19: *name = "is_dense 7"; *fate = "dds"; m->is_dense_ = 7; break;
+    case 16:
+        *name = "row_step * height far beyond the data";
+        m->height_ = 0x100000u;
+        break;
+    case 17:
+        *name = "nanosec 10^9";
+        m->header_.stamp_.nanosec_ = 1000000000u;
+        break;
+    case 18:
+        *name = "is_bigendian 2";
+        *fate = "dds";
+        m->is_bigendian_ = 2;
+        break;
+    case 19:
+        *name = "is_dense 7";
+        *fate = "dds";
+        m->is_dense_ = 7;
+        break;
     case 20:
         *name = "field name without its NUL";
         *fate = "dds";
@@ -219,7 +298,8 @@ static bool bad_cloud(cloud_msg *m, int i, const char **name, const char **fate)
         *fate = "dds";
         set_str(&m->header_.frame_id_, "bad_lidar", 9, false);
         break;
-    default: return false;
+    default:
+        return false;
     }
     return true;
 }
@@ -290,7 +370,8 @@ int main(int argc, char **argv)
         good_image(&im, (uint64_t)++good_images);
         put(wi, &im);
         good_image(&im, 0);
-        if (!bad_image(&im, i, &name, &fate)) break;
+        if (!bad_image(&im, i, &name, &fate))
+            break;
         printf("case image: %s: %s\n", name, fate);
         put(wi, &im);
         strcmp(fate, "dds") == 0 ? bad_dds++ : bad_bridge++;
@@ -299,7 +380,8 @@ int main(int argc, char **argv)
         good_cloud(&cm, (uint64_t)++good_clouds);
         put(wc, &cm);
         good_cloud(&cm, 0);
-        if (!bad_cloud(&cm, i, &name, &fate)) break;
+        if (!bad_cloud(&cm, i, &name, &fate))
+            break;
         printf("case cloud: %s: %s\n", name, fate);
         put(wc, &cm);
         strcmp(fate, "dds") == 0 ? bad_dds++ : bad_bridge++;

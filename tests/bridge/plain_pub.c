@@ -89,17 +89,19 @@ int main(int argc, char **argv)
     height = (uint32_t)strtoul(argv[3], NULL, 10);
     count = strtol(argv[5], NULL, 10);
     rate = atof(argv[6]);
-    if (argc > 7) domain = (uint32_t)strtoul(argv[7], NULL, 10);
+    if (argc > 7)
+        domain = (uint32_t)strtoul(argv[7], NULL, 10);
     bytes = (size_t)width * (cloud ? 16 : 3) * height;
-    if (width == 0 || height == 0 || rate <= 0 || bytes < 64) return 2;
+    if (width == 0 || height == 0 || rate <= 0 || bytes < 64)
+        return 2;
     pixels = malloc(bytes);
-    if (pixels == NULL) return 2;
+    if (pixels == NULL)
+        return 2;
 
     pp = dds_create_participant(domain, NULL, NULL);
-    tp = dds_create_topic(pp,
-                          cloud ? &sensor_msgs_msg_dds__PointCloud2__desc
-                                : &sensor_msgs_msg_dds__Image__desc,
-                          argv[1], NULL, NULL);
+    tp = dds_create_topic(
+        pp, cloud ? &sensor_msgs_msg_dds__PointCloud2__desc : &sensor_msgs_msg_dds__Image__desc,
+        argv[1], NULL, NULL);
     q = dds_create_qos();
     if (cloud) {
         dds_qset_reliability(q, DDS_RELIABILITY_BEST_EFFORT, 0);
@@ -148,13 +150,15 @@ int main(int argc, char **argv)
             m.data_._buffer = pixels;
             m.data_._length = m.data_._maximum = width * 3 * height;
             m.data_._release = false;
-            if (dds_write(wr, &m) == DDS_RETCODE_OK) written++;
+            if (dds_write(wr, &m) == DDS_RETCODE_OK)
+                written++;
         }
         next += (int64_t)(1e9 / rate);
         {
             int64_t left = next - now_ns(CLOCK_MONOTONIC);
 
-            if (left > 0) dds_sleepfor(left);
+            if (left > 0)
+                dds_sleepfor(left);
         }
     }
     /* Let the reliable protocol deliver the last frames before the writer goes. */

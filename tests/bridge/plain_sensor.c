@@ -15,7 +15,8 @@
  * PLAIN_LINGER_S=S stays S seconds after its last sample (its writer still there for late
  * joiners).
  *
- * usage: bridge_plain_sensor pub|sub camera_info|compressed|imu TOPIC FRAME_ID COUNT RATE_HZ|TIMEOUT_S
+ * usage: bridge_plain_sensor pub|sub camera_info|compressed|imu TOPIC FRAME_ID COUNT
+ * RATE_HZ|TIMEOUT_S
  */
 #include "ros2_image_types.h"
 #include "sensor_values.h"
@@ -110,7 +111,8 @@ static void write_one(dds_entity_t wr, enum kind k, uint32_t seq, char *frame_id
         m.orientation_.y_ = v.orientation[1];
         m.orientation_.z_ = v.orientation[2];
         m.orientation_.w_ = v.orientation[3];
-        memcpy(m.orientation_covariance_, v.orientation_covariance, sizeof v.orientation_covariance);
+        memcpy(m.orientation_covariance_, v.orientation_covariance,
+               sizeof v.orientation_covariance);
         m.angular_velocity_.x_ = v.angular_velocity[0];
         m.angular_velocity_.y_ = v.angular_velocity[1];
         m.angular_velocity_.z_ = v.angular_velocity[2];
@@ -130,23 +132,32 @@ static const char *check_one(enum kind k, const void *p, const char *frame_id, u
 {
     const std_msgs_msg_dds__Header_ *h = p; /* every type starts with its header */
 
-    if (h->stamp_.sec_ < SV_SEC0) return "stamp.sec";
+    if (h->stamp_.sec_ < SV_SEC0)
+        return "stamp.sec";
     *seq = (uint32_t)(h->stamp_.sec_ - SV_SEC0);
-    if (h->frame_id_ == NULL || strcmp(h->frame_id_, frame_id) != 0) return "frame_id";
+    if (h->frame_id_ == NULL || strcmp(h->frame_id_, frame_id) != 0)
+        return "frame_id";
     if (k == CAMERA_INFO) {
         const sensor_msgs_msg_dds__CameraInfo_ *m = p;
         sv_camera_info v;
 
         sv_camera_info_of(*seq, &v);
-        if (h->stamp_.nanosec_ != v.nanosec) return "stamp.nanosec";
-        if (m->height_ != v.height || m->width_ != v.width) return "height/width";
+        if (h->stamp_.nanosec_ != v.nanosec)
+            return "stamp.nanosec";
+        if (m->height_ != v.height || m->width_ != v.width)
+            return "height/width";
         if (m->distortion_model_ == NULL || strcmp(m->distortion_model_, v.distortion_model) != 0)
             return "distortion_model";
-        if (m->d_._length != v.d_count || !same(m->d_._buffer, v.d, v.d_count)) return "d";
-        if (!same(m->k_, v.k, 9)) return "k";
-        if (!same(m->r_, v.r, 9)) return "r";
-        if (!same(m->p_, v.p, 12)) return "p";
-        if (m->binning_x_ != v.binning_x || m->binning_y_ != v.binning_y) return "binning";
+        if (m->d_._length != v.d_count || !same(m->d_._buffer, v.d, v.d_count))
+            return "d";
+        if (!same(m->k_, v.k, 9))
+            return "k";
+        if (!same(m->r_, v.r, 9))
+            return "r";
+        if (!same(m->p_, v.p, 12))
+            return "p";
+        if (m->binning_x_ != v.binning_x || m->binning_y_ != v.binning_y)
+            return "binning";
         if (m->roi_.x_offset_ != v.roi_x_offset || m->roi_.y_offset_ != v.roi_y_offset ||
             m->roi_.height_ != v.roi_height || m->roi_.width_ != v.roi_width ||
             m->roi_.do_rectify_ != (v.roi_do_rectify != 0))
@@ -154,9 +165,12 @@ static const char *check_one(enum kind k, const void *p, const char *frame_id, u
     } else if (k == COMPRESSED) {
         const sensor_msgs_msg_dds__CompressedImage_ *m = p;
 
-        if (h->stamp_.nanosec_ != *seq) return "stamp.nanosec";
-        if (m->format_ == NULL || strcmp(m->format_, SV_FORMAT) != 0) return "format";
-        if (!sv_compressed_ok(*seq, m->data_._buffer, m->data_._length)) return "data";
+        if (h->stamp_.nanosec_ != *seq)
+            return "stamp.nanosec";
+        if (m->format_ == NULL || strcmp(m->format_, SV_FORMAT) != 0)
+            return "format";
+        if (!sv_compressed_ok(*seq, m->data_._buffer, m->data_._length))
+            return "data";
     } else {
         const sensor_msgs_msg_dds__Imu_ *m = p;
         sv_imu v;
@@ -173,14 +187,18 @@ static const char *check_one(enum kind k, const void *p, const char *frame_id, u
         l[0] = m->linear_acceleration_.x_;
         l[1] = m->linear_acceleration_.y_;
         l[2] = m->linear_acceleration_.z_;
-        if (h->stamp_.nanosec_ != v.nanosec) return "stamp.nanosec";
-        if (!same(o, v.orientation, 4)) return "orientation";
+        if (h->stamp_.nanosec_ != v.nanosec)
+            return "stamp.nanosec";
+        if (!same(o, v.orientation, 4))
+            return "orientation";
         if (!same(m->orientation_covariance_, v.orientation_covariance, 9))
             return "orientation_covariance";
-        if (!same(a, v.angular_velocity, 3)) return "angular_velocity";
+        if (!same(a, v.angular_velocity, 3))
+            return "angular_velocity";
         if (!same(m->angular_velocity_covariance_, v.angular_velocity_covariance, 9))
             return "angular_velocity_covariance";
-        if (!same(l, v.linear_acceleration, 3)) return "linear_acceleration";
+        if (!same(l, v.linear_acceleration, 3))
+            return "linear_acceleration";
         if (!same(m->linear_acceleration_covariance_, v.linear_acceleration_covariance, 9))
             return "linear_acceleration_covariance";
     }
@@ -201,8 +219,10 @@ int main(int argc, char **argv)
     dds_qos_t *q;
 
     if (argc != 7) {
-        fprintf(stderr, "usage: %s pub|sub camera_info|compressed|imu TOPIC FRAME_ID COUNT "
-                        "RATE_HZ|TIMEOUT_S\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s pub|sub camera_info|compressed|imu TOPIC FRAME_ID COUNT "
+                "RATE_HZ|TIMEOUT_S\n",
+                argv[0]);
         return 2;
     }
     pub = strcmp(argv[1], "pub") == 0;
@@ -216,7 +236,8 @@ int main(int argc, char **argv)
         return 2;
     count = strtol(argv[5], NULL, 10);
     arg = atof(argv[6]);
-    if (count <= 0 || arg <= 0) return 2;
+    if (count <= 0 || arg <= 0)
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     pp = dds_create_participant(DDS_DOMAIN_DEFAULT, NULL, NULL);
@@ -256,14 +277,16 @@ int main(int argc, char **argv)
                 break;
             dds_sleepfor(DDS_MSECS(100));
         }
-        if (!env_is("PLAIN_WAIT", "0")) dds_sleepfor(DDS_MSECS(300));
+        if (!env_is("PLAIN_WAIT", "0"))
+            dds_sleepfor(DDS_MSECS(300));
         for (i = 1; i <= count; i++) {
             write_one(ep, k, (uint32_t)(seq0 + i), argv[4], buf);
             dds_sleepfor((dds_duration_t)(1e9 / arg));
         }
         dds_sleepfor(DDS_MSECS(500));
         printf("plain_sensor: %s %s: written %ld\n", argv[2], argv[3], count);
-        if (linger > 0) dds_sleepfor(DDS_SECS(linger));
+        if (linger > 0)
+            dds_sleepfor(DDS_SECS(linger));
     } else {
         int64_t deadline = now_ns() + (int64_t)(arg * 1e9);
         dds_entity_t ws = dds_create_waitset(pp);
@@ -280,7 +303,8 @@ int main(int argc, char **argv)
                 uint32_t seq = 0;
                 const char *why;
 
-                if (!info[i].valid_data) continue;
+                if (!info[i].valid_data)
+                    continue;
                 why = check_one(k, bufs[i], argv[4], &seq);
                 if (why != NULL) {
                     bad++;
@@ -290,7 +314,8 @@ int main(int argc, char **argv)
                     printf("seq=%u\n", seq);
                 }
             }
-            if (n > 0) dds_return_loan(ep, bufs, n);
+            if (n > 0)
+                dds_return_loan(ep, bufs, n);
         }
         printf("plain_sensor: %s %s: good %ld bad %ld\n", argv[2], argv[3], good, bad);
     }

@@ -65,30 +65,45 @@ static const char *cloud_wrong(const sensor_msgs_msg_dds__PointCloud2_ *m, uint3
     static const char *const names[4] = {"x", "y", "z", "intensity"};
     uint32_t i;
 
-    if (m->width_ != width || m->height_ != height) return "geometry";
-    if (m->fields_._length != 4 || m->fields_._buffer == NULL) return "number of fields";
+    if (m->width_ != width || m->height_ != height)
+        return "geometry";
+    if (m->fields_._length != 4 || m->fields_._buffer == NULL)
+        return "number of fields";
     for (i = 0; i < 4; i++) {
         const sensor_msgs_msg_dds__PointField_ *f = &m->fields_._buffer[i];
 
-        if (f->name_ == NULL || strcmp(f->name_, names[i]) != 0) return "field name";
-        if (f->offset_ != 4 * i) return "field offset";
-        if (f->datatype_ != 7) return "field datatype (FLOAT32 = 7)";
-        if (f->count_ != 1) return "field count";
+        if (f->name_ == NULL || strcmp(f->name_, names[i]) != 0)
+            return "field name";
+        if (f->offset_ != 4 * i)
+            return "field offset";
+        if (f->datatype_ != 7)
+            return "field datatype (FLOAT32 = 7)";
+        if (f->count_ != 1)
+            return "field count";
     }
-    if (m->is_bigendian_) return "is_bigendian";
-    if (m->point_step_ != 16) return "point_step";
-    if (m->row_step_ != width * 16) return "row_step";
-    if (m->is_dense_) return "is_dense";
-    if (m->data_._length != (uint64_t)m->row_step_ * height) return "data length";
+    if (m->is_bigendian_)
+        return "is_bigendian";
+    if (m->point_step_ != 16)
+        return "point_step";
+    if (m->row_step_ != width * 16)
+        return "row_step";
+    if (m->is_dense_)
+        return "is_dense";
+    if (m->data_._length != (uint64_t)m->row_step_ * height)
+        return "data length";
     return NULL;
 }
 
 static uint32_t bytes_per_pixel(const char *enc)
 {
-    if (strcmp(enc, "rgb8") == 0 || strcmp(enc, "bgr8") == 0) return 3;
-    if (strcmp(enc, "rgba8") == 0 || strcmp(enc, "bgra8") == 0) return 4;
-    if (strcmp(enc, "mono8") == 0) return 1;
-    if (strcmp(enc, "mono16") == 0) return 2;
+    if (strcmp(enc, "rgb8") == 0 || strcmp(enc, "bgr8") == 0)
+        return 3;
+    if (strcmp(enc, "rgba8") == 0 || strcmp(enc, "bgra8") == 0)
+        return 4;
+    if (strcmp(enc, "mono8") == 0)
+        return 1;
+    if (strcmp(enc, "mono16") == 0)
+        return 2;
     return 0;
 }
 
@@ -137,7 +152,8 @@ int main(int argc, char **argv)
     frame_id = argv[5];
     count = strtol(argv[6], NULL, 10);
     deadline = now_ns(CLOCK_MONOTONIC) + (int64_t)(atof(argv[7]) * 1e9);
-    if (argc > 8) domain = (uint32_t)strtoul(argv[8], NULL, 10);
+    if (argc > 8)
+        domain = (uint32_t)strtoul(argv[8], NULL, 10);
     bpp = cloud ? (strcmp(encoding, "xyzi") == 0 ? 16 : 0) : bytes_per_pixel(encoding);
     if (bpp == 0) {
         fprintf(stderr, "plain_sub: unknown encoding %s\n", encoding);
@@ -152,10 +168,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "plain_sub: dds_create_participant: %s\n", dds_strretcode(pp));
         return 1;
     }
-    tp = dds_create_topic(pp,
-                          cloud ? &sensor_msgs_msg_dds__PointCloud2__desc
-                                : &sensor_msgs_msg_dds__Image__desc,
-                          topic, NULL, NULL);
+    tp = dds_create_topic(
+        pp, cloud ? &sensor_msgs_msg_dds__PointCloud2__desc : &sensor_msgs_msg_dds__Image__desc,
+        topic, NULL, NULL);
     q = dds_create_qos();
     /* ROS 2's default subscription QoS: reliable, keep last 10 (or --depth), volatile. */
     dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_SECS(1));
@@ -196,7 +211,8 @@ int main(int argc, char **argv)
             const char *why = NULL;
             uint64_t seq = 0;
 
-            if (!info[i].valid_data) continue;
+            if (!info[i].valid_data)
+                continue;
             stamp = (int64_t)h->stamp_.sec_ * 1000000000 + h->stamp_.nanosec_;
             if (cloud)
                 why = cloud_wrong(pc, width, height);
@@ -229,20 +245,24 @@ int main(int argc, char **argv)
                 memcpy(&send_ns, data + 24, sizeof send_ns);
                 if (nlat < sizeof lat / sizeof lat[0])
                     lat[nlat++] = now_ns(CLOCK_MONOTONIC) - (int64_t)send_ns;
-                if (seen[seq % sizeof seen]++ != 0) dup++;
+                if (seen[seq % sizeof seen]++ != 0)
+                    dup++;
                 printf("seq=%" PRIu64 "\n", seq);
             }
         }
-        if (n > 0) dds_return_loan(rd, buf, n);
+        if (n > 0)
+            dds_return_loan(rd, buf, n);
     }
     qsort(lat, nlat, sizeof lat[0], cmp_i64);
-    if (dds_get_sample_lost_status(rd, &lost) != DDS_RETCODE_OK) lost.total_count = 0;
+    if (dds_get_sample_lost_status(rd, &lost) != DDS_RETCODE_OK)
+        lost.total_count = 0;
     printf("plain_sub: %s: good %ld bad %ld dup %ld lost %" PRIu32
            " latency_us p50 %.1f p99 %.1f max %.1f\n",
            topic, good, bad, dup, lost.total_count, nlat ? (double)lat[nlat / 2] / 1e3 : 0.0,
            nlat ? (double)lat[nlat * 99 / 100] / 1e3 : 0.0,
            nlat ? (double)lat[nlat - 1] / 1e3 : 0.0);
     dds_delete(pp);
-    if (count < 0) return bad == 0 && dup == 0 ? 0 : 1;
+    if (count < 0)
+        return bad == 0 && dup == 0 ? 0 : 1;
     return good >= count && bad == 0 && dup == 0 ? 0 : 1;
 }

@@ -28,7 +28,7 @@ typedef struct sv_camera_info {
 typedef struct sv_imu {
     int32_t sec;
     uint32_t nanosec;
-    double orientation[4];          /* x y z w */
+    double orientation[4]; /* x y z w */
     double orientation_covariance[9];
     double angular_velocity[3];
     double angular_velocity_covariance[9];
@@ -47,10 +47,14 @@ static inline void sv_camera_info_of(uint32_t seq, sv_camera_info *v)
     v->width = 1920;
     v->distortion_model = "rational_polynomial";
     v->d_count = SV_D_COUNT;
-    for (i = 0; i < (int)SV_D_COUNT; i++) v->d[i] = seq * 0.5 - i * 0.125;
-    for (i = 0; i < 9; i++) v->k[i] = seq * 10.0 + i;
-    for (i = 0; i < 9; i++) v->r[i] = -1.0 * i - seq;
-    for (i = 0; i < 12; i++) v->p[i] = seq * 100.0 + i * 0.25;
+    for (i = 0; i < (int)SV_D_COUNT; i++)
+        v->d[i] = seq * 0.5 - i * 0.125;
+    for (i = 0; i < 9; i++)
+        v->k[i] = seq * 10.0 + i;
+    for (i = 0; i < 9; i++)
+        v->r[i] = -1.0 * i - seq;
+    for (i = 0; i < 12; i++)
+        v->p[i] = seq * 100.0 + i * 0.25;
     v->binning_x = 1;
     v->binning_y = 2;
     v->roi_x_offset = seq;
@@ -96,7 +100,8 @@ static inline void sv_compressed_fill(uint32_t seq, uint8_t *p)
 {
     uint32_t j, n = sv_compressed_size(seq);
 
-    for (j = 0; j < n; j++) p[j] = (uint8_t)(seq * 31u + j);
+    for (j = 0; j < n; j++)
+        p[j] = (uint8_t)(seq * 31u + j);
 }
 
 /* 1 when the n bytes at p are those of seq. */
@@ -104,9 +109,11 @@ static inline int sv_compressed_ok(uint32_t seq, const uint8_t *p, uint32_t n)
 {
     uint32_t j;
 
-    if (p == NULL || n != sv_compressed_size(seq)) return 0;
+    if (p == NULL || n != sv_compressed_size(seq))
+        return 0;
     for (j = 0; j < n; j++)
-        if (p[j] != (uint8_t)(seq * 31u + j)) return 0;
+        if (p[j] != (uint8_t)(seq * 31u + j))
+            return 0;
     return 1;
 }
 

@@ -65,8 +65,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < FRAME_SIZE; i++) {
         if (((const uint8_t *)s.data)[i] != pattern(i)) {
-            fprintf(stderr, "consumer: byte %zu is %u, want %u\n", i,
-                    ((const uint8_t *)s.data)[i], pattern(i));
+            fprintf(stderr, "consumer: byte %zu is %u, want %u\n", i, ((const uint8_t *)s.data)[i],
+                    pattern(i));
             return 1;
         }
     }

@@ -270,7 +270,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case 6: /* the chunk table */
-            scribble(p.data_rw.start, p.table_offset + fz_u16(&r) % (p.arena_offset - p.table_offset),
+            scribble(p.data_rw.start,
+                     p.table_offset + fz_u16(&r) % (p.arena_offset - p.table_offset),
                      p.arena_offset, &r);
             break;
         case 7: { /* a chunk header: chunks are one page each at these sizes, carved in order */

@@ -47,7 +47,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define CS_MAX_OPS 96
-#define CS_MAX_DEPTH 300  /* crosses 256: capacities up to 512 */
+#define CS_MAX_DEPTH 300   /* crosses 256: capacities up to 512 */
 #define CS_MAX_CHUNKS 2100 /* crosses 2048: capacities up to 4096 */
 #define CS_MAX_WON 128
 
@@ -260,8 +260,7 @@ static void header_check(seg *s)
 {
     const ferry__conn_header *h = s->sub.hdr, *a = &s->at;
     bool intact = h->magic == a->magic && h->version == a->version && h->size == a->size &&
-                  h->deliver_offset == a->deliver_offset &&
-                  h->return_offset == a->return_offset &&
+                  h->deliver_offset == a->deliver_offset && h->return_offset == a->return_offset &&
                   h->deliver_capacity == a->deliver_capacity &&
                   h->return_capacity == a->return_capacity && h->depth == a->depth;
     FZ_ASSERT((ferry__conn_check(h, &s->w) == FERRY_OK) == intact);

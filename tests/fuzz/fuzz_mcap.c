@@ -33,7 +33,8 @@ static bool on_message(void *arg, const ferry_mcap_message *m)
     volatile uint8_t sink = 0;
 
     /* Every byte handed out must be readable (the sanitizer checks a decompressed chunk's). */
-    if (m->size > 0) sink ^= m->data[0] ^ m->data[m->size - 1];
+    if (m->size > 0)
+        sink ^= m->data[0] ^ m->data[m->size - 1];
     (void)sink;
     if (m->data >= w->data && m->data < w->data + w->size)
         FZ_ASSERT(m->size <= (size_t)(w->data + w->size - m->data));
@@ -44,7 +45,8 @@ static bool on_message(void *arg, const ferry_mcap_message *m)
             ferry_ros2_kind kind = ferry_ros2_kind_of_name(s->name);
             ferry_ros2_msg msg;
 
-            if (kind != FERRY_ROS2_NONE) (void)ferry_ros2_cdr_parse(kind, m->data, m->size, &msg);
+            if (kind != FERRY_ROS2_NONE)
+                (void)ferry_ros2_cdr_parse(kind, m->data, m->size, &msg);
         }
     }
     w->messages++;

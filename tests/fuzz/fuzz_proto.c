@@ -344,7 +344,7 @@ static void fuzz_publisher(const uint8_t *d, size_t n)
             break;
         case 4:
             break; /* the poll below */
-        case 5: { /* publish: subscribers that connected get deliveries, history fills */
+        case 5: {  /* publish: subscribers that connected get deliveries, history fills */
             uint8_t sample[1024];
             size_t len = 1 + (size_t)fz_u8(&r) * 4;
             memset(sample, 0xa5, len);
@@ -400,7 +400,8 @@ static void fuzz_publisher(const uint8_t *d, size_t n)
     FZ_ASSERT(fz_find_maps("memfd:ferry-conn", "rw-s", NULL, 0) == 0);
 }
 
-/* ---- a live subscriber and a forged publisher ------------------------------------------------- */
+/* ---- a live subscriber and a forged publisher -------------------------------------------------
+ */
 
 #define FS_TOPIC "/fuzz/sub"
 #define FS_CHUNKS 4
@@ -567,7 +568,8 @@ static void fs_take(ferry_subscriber *sub, ferry_sample *held, int *nheld, unsig
         bool inside = false;
         const uint8_t *d = s->data;
         for (int i = 0; i < n && i < 4; i++)
-            inside |= d >= m[i].start && s->size <= m[i].len && d <= m[i].start + m[i].len - s->size;
+            inside |=
+                d >= m[i].start && s->size <= m[i].len && d <= m[i].start + m[i].len - s->size;
         FZ_ASSERT(inside);
         volatile uint8_t x = 0;
         for (size_t i = 0; i < s->size; i += 256)

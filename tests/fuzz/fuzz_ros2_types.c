@@ -26,9 +26,11 @@ static void on_event(void *arg, const ferry_ros2_event *ev)
     volatile uint8_t sink = 0;
 
     m->events++;
-    if (ev->kind == FERRY_ROS2_EV_STRING) FZ_ASSERT(ev->s[ev->n] == '\0');
+    if (ev->kind == FERRY_ROS2_EV_STRING)
+        FZ_ASSERT(ev->s[ev->n] == '\0');
     if (ev->kind == FERRY_ROS2_EV_BYTES && ev->n > 0) {
-        FZ_ASSERT(ev->p >= m->p && ev->n <= m->size && ev->p - m->p <= (ptrdiff_t)(m->size - ev->n));
+        FZ_ASSERT(ev->p >= m->p && ev->n <= m->size &&
+                  ev->p - m->p <= (ptrdiff_t)(m->size - ev->n));
         sink ^= ev->p[0] ^ ev->p[ev->n - 1];
     }
     (void)sink;

@@ -21,12 +21,12 @@
 #include <sys/stat.h>
 
 /* An invariant of the library broke: report it and crash, so the fuzzer keeps the input. */
-#define FZ_ASSERT(cond)                                                                        \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);       \
-            abort();                                                                           \
-        }                                                                                      \
+#define FZ_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);           \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* Reads the input front to back; past the end it yields zeros. */

@@ -29,7 +29,8 @@ static int replay_file(const char *path)
     }
     size_t n = fread(buf, 1, REPLAY_MAX_INPUT, f);
     fclose(f);
-    /* A copy of exactly n bytes, so that a read past the input is seen by ASan as with libFuzzer. */
+    /* A copy of exactly n bytes, so that a read past the input is seen by ASan as with libFuzzer.
+     */
     uint8_t *input = malloc(n ? n : 1);
     if (input == NULL) {
         free(buf);

@@ -37,8 +37,8 @@ static __global__ void spin_check_kernel(const uint32_t *p, size_t words, uint32
         atomicAdd(errors, bad);
 }
 
-static __global__ void spin_flag_kernel(const uint32_t *p, size_t words,
-                                        unsigned long long spin_ns, int *flag)
+static __global__ void spin_flag_kernel(const uint32_t *p, size_t words, unsigned long long spin_ns,
+                                        int *flag)
 {
     spin(spin_ns);
     uint32_t sum = 0;

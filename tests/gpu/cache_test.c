@@ -278,8 +278,8 @@ static ferry_gpu_buffer *start_reader(ferry_gpu_cache *c, size_t size, uint64_t 
     TU_OK(ferry_gpu_alloc(c, size, sa, &b));
     CUDA_OK(ck_fill(ferry_gpu_buffer_ptr(b), size / 4, P_VALUE, sa));
     CUDA_OK(cudaStreamSynchronize(sa));
-    CUDA_OK(ck_spin_check(ferry_gpu_buffer_ptr(b), size / 4, P_VALUE, spin_ns,
-                          d_errors + counter, reader));
+    CUDA_OK(ck_spin_check(ferry_gpu_buffer_ptr(b), size / 4, P_VALUE, spin_ns, d_errors + counter,
+                          reader));
     if (record)
         TU_OK(ferry_gpu_record_use(b, reader));
     return b;
@@ -388,8 +388,8 @@ static void test_consumers(ferry_gpu_backend backend)
     const uint64_t long_ns = 80 * 1000000, short_ns = 20 * 1000000;
 
     for (int combo = 0; combo < 4; combo++) {
-        bool b_first = combo & 1;   /* which consumer releases first */
-        bool b_long = combo & 2;    /* which reader reads late */
+        bool b_first = combo & 1; /* which consumer releases first */
+        bool b_long = combo & 2;  /* which reader reads late */
         zero_errors();
         ferry_gpu_buffer *b = NULL;
         TU_OK(ferry_gpu_alloc(c, size, sa, &b));
@@ -397,11 +397,11 @@ static void test_consumers(ferry_gpu_backend backend)
         CUDA_OK(ck_fill(ptr, size / 4, P_VALUE, sa));
         CUDA_OK(cudaStreamSynchronize(sa));
         TU_OK(ferry_gpu_retain(b));
-        CUDA_OK(ck_spin_check(ptr, size / 4, P_VALUE, b_long ? long_ns : short_ns, d_errors + 0,
-                              sb));
+        CUDA_OK(
+            ck_spin_check(ptr, size / 4, P_VALUE, b_long ? long_ns : short_ns, d_errors + 0, sb));
         TU_OK(ferry_gpu_record_use(b, sb));
-        CUDA_OK(ck_spin_check(ptr, size / 4, P_VALUE, b_long ? short_ns : long_ns, d_errors + 1,
-                              sc));
+        CUDA_OK(
+            ck_spin_check(ptr, size / 4, P_VALUE, b_long ? short_ns : long_ns, d_errors + 1, sc));
         TU_OK(ferry_gpu_record_use(b, sc));
         (void)b_first; /* holds are not tied to streams: the order shows in which runs first */
 
@@ -430,8 +430,8 @@ static void test_consumers(ferry_gpu_backend backend)
         TU_OK(ferry_gpu_release(again));
         TU_OK(ferry_gpu_release(other));
         unsigned int eb = read_errors(0), ec = read_errors(1);
-        printf("    release %s first, %s reads late: errors B %u, C %u\n",
-               b_first ? "B" : "C", b_long ? "B" : "C", eb, ec);
+        printf("    release %s first, %s reads late: errors B %u, C %u\n", b_first ? "B" : "C",
+               b_long ? "B" : "C", eb, ec);
         TU_EQ_U64(eb, 0);
         TU_EQ_U64(ec, 0);
     }
@@ -488,9 +488,9 @@ static void test_slow_readers(ferry_gpu_backend backend)
     }
     ferry_gpu_cache_stats s1 = stats(c);
     unsigned int e0 = read_errors(0), e1 = read_errors(1);
-    printf("    %d frames at 30 fps in %" PRId64 " ms, slowest alloc %" PRId64 " us, gpu waits +%" PRIu64
-           ", busy skips +%" PRIu64 ", device allocs +%" PRIu64 ", peak %" PRIu64
-           " bytes (%.1f frames), reader errors %u %u\n",
+    printf("    %d frames at 30 fps in %" PRId64 " ms, slowest alloc %" PRId64
+           " us, gpu waits +%" PRIu64 ", busy skips +%" PRIu64 ", device allocs +%" PRIu64
+           ", peak %" PRIu64 " bytes (%.1f frames), reader errors %u %u\n",
            frames, tu_since(start) / TU_MS, worst_alloc_ns / 1000, s1.gpu_waits - s0.gpu_waits,
            s1.busy_skips - s0.busy_skips, s1.device_allocs - s0.device_allocs, s1.peak_bytes,
            (double)s1.peak_bytes / (double)frame_bytes, e0, e1);
@@ -563,8 +563,8 @@ static void test_shutdown(ferry_gpu_backend backend)
     TU_OK(ferry_gpu_cache_destroy(c));
     int64_t destroy_ms = ms_since(t);
     int seen = *(volatile int *)flag;
-    printf("    destroy took %" PRId64 " ms; kernel finished before it returned: %s\n",
-           destroy_ms, seen ? "yes" : "no");
+    printf("    destroy took %" PRId64 " ms; kernel finished before it returned: %s\n", destroy_ms,
+           seen ? "yes" : "no");
     if (backend != FERRY_GPU_BACKEND_ASYNC) {
         /* CACHE and MALLOC wait for the uses before cudaFree. (cudaFree may wait for the
          * device on its own; compute-sanitizer's memcheck sees a free under a running kernel.) */
@@ -913,7 +913,8 @@ static void test_threads(ferry_gpu_backend backend)
 int main(int argc, char **argv)
 {
     const char *env = getenv("FERRY_GPU_TEST_SHORT");
-    short_mode = (env && env[0] && strcmp(env, "0") != 0) || (argc > 1 && strcmp(argv[1], "--short") == 0);
+    short_mode =
+        (env && env[0] && strcmp(env, "0") != 0) || (argc > 1 && strcmp(argv[1], "--short") == 0);
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     if (ferry_gpu_device_count(&device_count) != FERRY_OK) {

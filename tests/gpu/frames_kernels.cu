@@ -75,8 +75,7 @@ static __global__ void write_kernel(uint32_t *dst)
 
 extern "C" int frames_fill(void *dst, size_t bytes, uint64_t seq, uint64_t spin_ns, void *stream)
 {
-    fill_kernel<<<GRID, BLOCK, 0, (cudaStream_t)stream>>>((uint32_t *)dst, bytes / 4, seq,
-                                                          spin_ns);
+    fill_kernel<<<GRID, BLOCK, 0, (cudaStream_t)stream>>>((uint32_t *)dst, bytes / 4, seq, spin_ns);
     return (int)cudaGetLastError();
 }
 
@@ -86,8 +85,8 @@ extern "C" int frames_check(const void *src, size_t bytes, uint64_t seq, uint64_
     cudaError_t e = cudaMemsetAsync(dev_result, 0, sizeof(frames_result), (cudaStream_t)stream);
     if (e != cudaSuccess)
         return (int)e;
-    check_kernel<<<GRID, BLOCK, 0, (cudaStream_t)stream>>>(
-        (const uint32_t *)src, bytes / 4, seq, spin_ns, (frames_result *)dev_result);
+    check_kernel<<<GRID, BLOCK, 0, (cudaStream_t)stream>>>((const uint32_t *)src, bytes / 4, seq,
+                                                           spin_ns, (frames_result *)dev_result);
     return (int)cudaGetLastError();
 }
 

@@ -235,8 +235,8 @@ static void reader_take(reader *r, ferry_gpu_frame *f)
         TU_ERR(err, FERRY_EAGAIN);
         TU_CHECK_MSG(now_ns() < deadline, "reader: no frame for 30 s");
         ferry_err w = ferry_wait(r->sub, 20 * TU_MS);
-        TU_CHECK_MSG(w == FERRY_OK || w == FERRY_ETIMEDOUT || w == FERRY_EAGAIN,
-                     "ferry_wait: %s", ferry_strerror(w));
+        TU_CHECK_MSG(w == FERRY_OK || w == FERRY_ETIMEDOUT || w == FERRY_EAGAIN, "ferry_wait: %s",
+                     ferry_strerror(w));
         TU_OK(ferry_gpu_subscriber_poll(r->gs));
     }
 }
@@ -260,8 +260,8 @@ static bool device_mapped(const void *dptr)
     typedef CUresult (*get_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q;
-    CUDA_OK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
-                                             cudaEnableDefault, &q));
+    CUDA_OK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                             &q));
     TU_CHECK(q == cudaDriverEntryPointSuccess && fn);
     get_range_fn get;
     memcpy(&get, &fn, sizeof fn);
@@ -348,8 +348,9 @@ static int role_reader(role_env *e, char **a)
         CUDA_OK(cudaStreamSynchronize(r.stream));
         if (r.hres->mismatches || r.hres->sum != r.hres->expect) {
             if (bad < 5)
-                fprintf(stderr, "reader %d: frame %llu: %llu words differ, checksum %llu, "
-                                "expected %llu\n",
+                fprintf(stderr,
+                        "reader %d: frame %llu: %llu words differ, checksum %llu, "
+                        "expected %llu\n",
                         (int)getpid(), (unsigned long long)f.sequence, r.hres->mismatches,
                         r.hres->sum, r.hres->expect);
             bad++;
@@ -395,8 +396,7 @@ static int role_holder(role_env *e, char **a)
     for (uint32_t i = 0; i < k; i++) {
         CUDA_OK(frames_check(f[i].device_ptr, f[i].size, f[i].sequence, 0, r.dres, r.stream));
         TU_OK(ferry_gpu_frame_release(r.gs, &f[i], r.stream));
-        CUDA_OK(cudaMemcpyAsync(r.hres, r.dres, sizeof *r.hres, cudaMemcpyDeviceToHost,
-                                r.stream));
+        CUDA_OK(cudaMemcpyAsync(r.hres, r.dres, sizeof *r.hres, cudaMemcpyDeviceToHost, r.stream));
         CUDA_OK(cudaStreamSynchronize(r.stream));
         TU_CHECK_MSG(r.hres->mismatches == 0 && r.hres->sum == r.hres->expect,
                      "held frame %llu after the publisher left: %llu words differ",
@@ -444,8 +444,7 @@ typedef struct path_notes {
 static bool path_note_cb(void *arg, const ferry_endpoint_info *info)
 {
     path_notes *n = arg;
-    memcpy(info->kind == FERRY_ENDPOINT_PUBLISHER ? n->pub : n->sub, info->note,
-           sizeof info->note);
+    memcpy(info->kind == FERRY_ENDPOINT_PUBLISHER ? n->pub : n->sub, info->note, sizeof info->note);
     return true;
 }
 
@@ -603,9 +602,8 @@ static void child_ok(child *c)
     const char *what = c->what;
     pid_t pid = c->pid;
     int st = child_wait(c, 90000);
-    TU_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s (pid %d) failed: %s %d", what,
-                 (int)pid, WIFEXITED(st) ? "exit" : "signal",
-                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    TU_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s (pid %d) failed: %s %d", what, (int)pid,
+                 WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 }
 
 static void kill_all(child *cs, int n)
@@ -628,8 +626,10 @@ static const char *num(int slot, long long v)
 static bool start_pub(child *pub, ferry_gpu_ipc ipc, const char *mode, int nsubs, int period_us,
                       int fill_spin_us, int min_frames, bool expect_lost)
 {
-    const char *args[] = {num(0, ipc), mode, num(1, nsubs), num(2, period_us),
-                          num(3, fill_spin_us), num(4, min_frames), num(5, expect_lost), NULL};
+    const char *args[] = {num(0, ipc),          mode,
+                          num(1, nsubs),        num(2, period_us),
+                          num(3, fill_spin_us), num(4, min_frames),
+                          num(5, expect_lost),  NULL};
     *pub = spawn("publisher", "pub", true, args);
     uint64_t got = tu_recv(&pub->ctl, 60000);
     if (got == MSG_NOTSUP) {

@@ -12,11 +12,11 @@
 #include <string.h>
 
 /* Fails the test, naming the call and the error, unless expr returns cudaSuccess. */
-#define CUDA_OK(expr)                                                                          \
-    do {                                                                                       \
-        cudaError_t cu_e_ = (cudaError_t)(expr);                                               \
-        TU_CHECK_MSG(cu_e_ == cudaSuccess, "%s: %s (%s)", #expr, cudaGetErrorName(cu_e_),     \
-                     cudaGetErrorString(cu_e_));                                               \
+#define CUDA_OK(expr)                                                                              \
+    do {                                                                                           \
+        cudaError_t cu_e_ = (cudaError_t)(expr);                                                   \
+        TU_CHECK_MSG(cu_e_ == cudaSuccess, "%s: %s (%s)", #expr, cudaGetErrorName(cu_e_),          \
+                     cudaGetErrorString(cu_e_));                                                   \
     } while (0)
 
 /* Word i (little-endian 32-bit) contributes w * (2i + 1) + i; trailing bytes count as words of

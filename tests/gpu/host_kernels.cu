@@ -42,7 +42,7 @@ extern "C" void host_test_kernels_done(void)
 extern "C" int host_test_write(const void *ptr, size_t n)
 {
     write_kernel<<<(unsigned)((n + 255) / 256), 256>>>((unsigned char *)(uintptr_t)ptr,
-                                                      (unsigned long long)n);
+                                                       (unsigned long long)n);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return (int)e;

@@ -36,9 +36,8 @@ int host_test_write(const void *ptr, size_t n);
 enum { CMD_STOP = 1u << 20 }; /* other commands: publish that many frames */
 enum { ACK_READY = 1u << 21 };
 
-static void *dev_buf;         /* FRAME bytes of device memory */
+static void *dev_buf; /* FRAME bytes of device memory */
 static cudaStream_t stream;
-
 
 static unsigned long long gpu_checksum(const void *ptr, size_t n)
 {

@@ -14,7 +14,7 @@ extern "C" int lcg_checksum(const void *p, size_t n, unsigned long long *out, vo
     cudaError_t e;
     if (out && (e = cudaMemsetAsync(out, 0, sizeof *out, s)) != cudaSuccess)
         return (int)e;
-    checksum_kernel<<<out ? 132 : 1, 256, 0, s>>>((const unsigned char *)p,
-                                                  (unsigned long long)n, out);
+    checksum_kernel<<<out ? 132 : 1, 256, 0, s>>>((const unsigned char *)p, (unsigned long long)n,
+                                                  out);
     return (int)cudaGetLastError();
 }

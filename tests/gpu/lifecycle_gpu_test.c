@@ -45,10 +45,10 @@
 #define DEV 0
 #define FRAMES 30
 #define ROUNDS 3
-#define PUB_CHUNKS 8u                      /* the publisher's reserved pool */
+#define PUB_CHUNKS 8u /* the publisher's reserved pool */
 #define MAX_CHUNK_INDEX 64u
 #define RESULT_ALIGN ((size_t)256)
-#define MEM_TOLERANCE ((size_t)2 << 20)    /* device memory that may differ after cleanup */
+#define MEM_TOLERANCE ((size_t)2 << 20) /* device memory that may differ after cleanup */
 #define PAUSE_NS (300 * TU_MS)
 
 /* lifecycle_gpu_kernels.cu: zeroes *out and adds the checksum of n bytes at p, on stream;
@@ -67,7 +67,6 @@ static size_t image_bytes(void)
     TU_OK(ferry_image_layout_get(ENCODING, WIDTH, HEIGHT, 0, &l));
     return align_up(sizeof(ferry_image_header), FERRY_MSG_DATA_ALIGN) + (size_t)l.data_size;
 }
-
 
 typedef struct reg_counts {
     uint64_t reg, unreg, failed;
@@ -226,15 +225,13 @@ static void node_process(gpu_node *n, const ferry_sample *s)
     TU_OK(ferry_gpu_sample_copy(n->sub, s, DEV, dev, n->stream));
     CUDA_OK(lcg_checksum(dev, s->size, &res[0], n->stream));
     CUDA_OK(lcg_checksum(in_place, s->size, &res[1], n->stream));
-    CUDA_OK(cudaMemcpyAsync(n->results, res, sizeof n->results, cudaMemcpyDeviceToHost,
-                            n->stream));
+    CUDA_OK(cudaMemcpyAsync(n->results, res, sizeof n->results, cudaMemcpyDeviceToHost, n->stream));
     /* The sample stays held until the copy and the in-place read completed. */
     CUDA_OK(cudaStreamSynchronize(n->stream));
     TU_CHECK_MSG(n->results[0] == cpu, "frame %" PRIu64 ": checksum of the copy %llx, CPU %llx",
                  s->sequence, n->results[0], cpu);
-    TU_CHECK_MSG(n->results[1] == cpu,
-                 "frame %" PRIu64 ": checksum read in place %llx, CPU %llx", s->sequence,
-                 n->results[1], cpu);
+    TU_CHECK_MSG(n->results[1] == cpu, "frame %" PRIu64 ": checksum read in place %llx, CPU %llx",
+                 s->sequence, n->results[1], cpu);
     TU_OK(ferry_gpu_release(b));
     n->frames++;
 }
@@ -266,8 +263,8 @@ static int publisher_main(void *arg)
     o.max_chunks = PUB_CHUNKS;
     o.pool_bytes = (size_t)PUB_CHUNKS * (p->frame_bytes + ((size_t)1 << 20));
     ferry_publisher *pub = NULL;
-    TU_OK(ferry_publisher_create(&pub, node, TOPIC, FERRY_IMAGE_TYPE_NAME,
-                                 FERRY_IMAGE_TYPE_HASH, &o));
+    TU_OK(ferry_publisher_create(&pub, node, TOPIC, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH,
+                                 &o));
     TU_OK(ferry_publisher_reserve(pub, p->frame_bytes, PUB_CHUNKS));
     tu_send(&p->reply, ACK_READY);
     uint64_t seq = 0, pool_busy = 0;
@@ -366,8 +363,8 @@ static void check_released(const baseline *b0, const reg_counts *r0, const char 
            after, r.unreg - r0->unreg, b.dev_free / 1048576.0, diff_mib, b.fds, b0->fds, b.maps,
            b0->maps, b.endpoints, b0->endpoints);
     TU_CHECK_MSG(b.dev_free + MEM_TOLERANCE >= b0->dev_free,
-                 "device memory not given back: %zu bytes free, %zu before configure",
-                 b.dev_free, b0->dev_free);
+                 "device memory not given back: %zu bytes free, %zu before configure", b.dev_free,
+                 b0->dev_free);
     TU_EQ_U64(b.fds, b0->fds);
     TU_EQ_U64(b.maps, b0->maps);
     TU_EQ_U64(b.endpoints, b0->endpoints);
@@ -398,8 +395,7 @@ static void test_lifecycle_gpu(void)
     TU_EQ_U64(tu_recv(&p.reply, 3 * TU_WAIT_MS), ACK_READY);
 
     ferry_node *node = tu_node("gpu_node");
-    ferry_lifecycle_callbacks cb = {on_configure, NULL, on_deactivate, on_cleanup, on_shutdown,
-                                    &n};
+    ferry_lifecycle_callbacks cb = {on_configure, NULL, on_deactivate, on_cleanup, on_shutdown, &n};
     ferry_lifecycle *lc = NULL;
     TU_OK(ferry_lifecycle_create(&lc, node, &cb));
     const baseline b0 = baseline_now();
@@ -528,8 +524,7 @@ static void test_no_device(void)
     gpu_node n;
     node_init(&n);
     ferry_node *node = tu_node("gpu_node");
-    ferry_lifecycle_callbacks cb = {on_configure, NULL, on_deactivate, on_cleanup, on_shutdown,
-                                    &n};
+    ferry_lifecycle_callbacks cb = {on_configure, NULL, on_deactivate, on_cleanup, on_shutdown, &n};
     ferry_lifecycle *lc = NULL;
     TU_OK(ferry_lifecycle_create(&lc, node, &cb));
     int fds = tu_fd_count(), maps = tu_maps_count("ferry");
@@ -576,8 +571,8 @@ static void warm_up(void)
     unsigned long long sum = 0;
     CUDA_OK(cudaMemcpyAsync(&sum, res, sizeof sum, cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
-    TU_CHECK_MSG(sum == tu_weighted_checksum(host, 4 * page), "warm-up checksum: GPU %llx, CPU %llx",
-                 sum, tu_weighted_checksum(host, 4 * page));
+    TU_CHECK_MSG(sum == tu_weighted_checksum(host, 4 * page),
+                 "warm-up checksum: GPU %llx, CPU %llx", sum, tu_weighted_checksum(host, 4 * page));
     CUDA_OK(cudaMemcpyAsync(res, host, 4096, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaStreamSynchronize(s));
     CUDA_OK(cudaHostUnregister(host));

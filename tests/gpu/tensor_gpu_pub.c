@@ -23,22 +23,22 @@
 #define HASH FERRY_TENSOR_TYPE_HASH
 #define WAIT_NS ((int64_t)60000000000)
 
-#define CHECK(expr)                                                                            \
-    do {                                                                                       \
-        ferry_err e_ = (expr);                                                                 \
-        if (e_ != FERRY_OK) {                                                                  \
-            fprintf(stderr, "tensor_gpu_pub: %s: %s\n", #expr, ferry_strerror(e_));            \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        ferry_err e_ = (expr);                                                                     \
+        if (e_ != FERRY_OK) {                                                                      \
+            fprintf(stderr, "tensor_gpu_pub: %s: %s\n", #expr, ferry_strerror(e_));                \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define CUDA_CHECK(expr)                                                                       \
-    do {                                                                                       \
-        cudaError_t c_ = (expr);                                                               \
-        if (c_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "tensor_gpu_pub: %s: %s\n", #expr, cudaGetErrorString(c_));        \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CUDA_CHECK(expr)                                                                           \
+    do {                                                                                           \
+        cudaError_t c_ = (expr);                                                                   \
+        if (c_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "tensor_gpu_pub: %s: %s\n", #expr, cudaGetErrorString(c_));            \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static void publish_host(ferry_publisher *pub, uint64_t k)
@@ -75,8 +75,8 @@ static void publish_device(ferry_gpu_publisher *gp, float *host, uint64_t k)
     ferry_stamp stamp = {(int32_t)k, (uint32_t)k * 1000u};
     char id[32];
     snprintf(id, sizeof id, "frame%u", (unsigned)k);
-    CHECK(ferry_tensor_gpu_publish(gp, dptr, NULL, FERRY_DTYPE_FLOAT32, 3, shape, NULL, &stamp,
-                                   id));
+    CHECK(
+        ferry_tensor_gpu_publish(gp, dptr, NULL, FERRY_DTYPE_FLOAT32, 3, shape, NULL, &stamp, id));
 }
 
 static ferry_publisher *make_pub(ferry_node *node, const char *topic)

@@ -76,18 +76,18 @@ static void test_no_device(void)
     ferry_node *node = tu_node("tensor_gpu");
     ferry_publisher *pub;
     ferry_subscriber *sub;
-    TU_OK(ferry_publisher_create(&pub, node, TOPIC, FERRY_TENSOR_TYPE_NAME,
-                                 FERRY_TENSOR_TYPE_HASH, NULL));
-    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, FERRY_TENSOR_TYPE_NAME,
-                                  FERRY_TENSOR_TYPE_HASH, NULL));
+    TU_OK(ferry_publisher_create(&pub, node, TOPIC, FERRY_TENSOR_TYPE_NAME, FERRY_TENSOR_TYPE_HASH,
+                                 NULL));
+    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, FERRY_TENSOR_TYPE_NAME, FERRY_TENSOR_TYPE_HASH,
+                                  NULL));
     ferry_gpu_publisher *gp = NULL;
     ferry_gpu_subscriber *gs = NULL;
     TU_ERR(ferry_gpu_publisher_create(&gp, pub, NULL), FERRY_ENODEV);
     TU_ERR(ferry_gpu_subscriber_create(&gs, sub, NULL), FERRY_ENODEV);
     const int64_t shape[] = {4};
     int dummy;
-    TU_ERR(ferry_tensor_gpu_publish(NULL, &dummy, NULL, FERRY_DTYPE_FLOAT32, 1, shape, NULL,
-                                    NULL, NULL),
+    TU_ERR(ferry_tensor_gpu_publish(NULL, &dummy, NULL, FERRY_DTYPE_FLOAT32, 1, shape, NULL, NULL,
+                                    NULL),
            FERRY_EINVAL);
     ferry_gpu_frame f;
     memset(&f, 0, sizeof f);
@@ -159,8 +159,8 @@ static int sub_role(const char *dir, uint32_t domain)
     so.depth = 4;
     so.overflow = FERRY_OVERFLOW_BLOCK;
     ferry_subscriber *sub;
-    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, FERRY_TENSOR_TYPE_NAME,
-                                  FERRY_TENSOR_TYPE_HASH, &so));
+    TU_OK(ferry_subscriber_create(&sub, node, TOPIC, FERRY_TENSOR_TYPE_NAME, FERRY_TENSOR_TYPE_HASH,
+                                  &so));
     ferry_gpu_subscriber *gs;
     TU_OK(ferry_gpu_subscriber_create(&gs, sub, NULL));
     float *host = malloc(NELEM * sizeof(float));
@@ -187,8 +187,8 @@ static int sub_role(const char *dir, uint32_t domain)
         TU_EQ_STR(v.header.frame_id, id);
         CUDA_OK(cudaMemcpy(host, v.data, NELEM * sizeof(float), cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < NELEM; i++)
-            TU_CHECK_MSG(host[i] == (float)(k * 1000 + i % 1000),
-                         "tensor %u element %zu: %g", (unsigned)k, i, (double)host[i]);
+            TU_CHECK_MSG(host[i] == (float)(k * 1000 + i % 1000), "tensor %u element %zu: %g",
+                         (unsigned)k, i, (double)host[i]);
 
         const void *data = v.data;
         if (k % 2 == 0) {

@@ -512,7 +512,8 @@ static void make_many_channels(buf *b, unsigned channels, unsigned messages)
         }
     }
     TU_CHECK_MSG(!r.failed, "out of memory building a chunk");
-    if (r.len > 0) put_zstd_chunk(b, &r);
+    if (r.len > 0)
+        put_zstd_chunk(b, &r);
     ferry__mcap_buf_free(&r);
     for (unsigned i = 0; i < channels; i++) {
         for (unsigned w = 0; w < 4; w++) {
@@ -528,7 +529,8 @@ static void make_many_channels(buf *b, unsigned channels, unsigned messages)
             }
         }
     }
-    if (k > 0) put_metadata(b, "ferry.record.stats", kv, k);
+    if (k > 0)
+        put_metadata(b, "ferry.record.stats", kv, k);
     free(keys);
     TU_CHECK_MSG(!b->failed, "out of memory building a file");
 }
@@ -583,9 +585,11 @@ static bool catches(pid_t pid, int sig)
 
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     f = fopen(path, "re");
-    if (f == NULL) return false;
+    if (f == NULL)
+        return false;
     while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "SigCgt:", 7) == 0) yes = (strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1;
+        if (strncmp(line, "SigCgt:", 7) == 0)
+            yes = (strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1;
     fclose(f);
     return yes;
 }
@@ -628,15 +632,18 @@ static void run_cli(run *res, const char *const *args, const char *cgroup, uint6
             snprintf(procs, sizeof procs, "%s/cgroup.procs", cgroup);
             snprintf(me, sizeof me, "%d\n", (int)getpid());
             p = open(procs, O_WRONLY);
-            if (p < 0 || write(p, me, strlen(me)) != (ssize_t)strlen(me)) _exit(126);
+            if (p < 0 || write(p, me, strlen(me)) != (ssize_t)strlen(me))
+                _exit(126);
             close(p);
         }
         if (as_limit != 0) {
             struct rlimit rl = {as_limit, as_limit};
 
-            if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
+            if (setrlimit(RLIMIT_AS, &rl) != 0)
+                _exit(126);
         }
-        if (o < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0) _exit(126);
+        if (o < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0)
+            _exit(126);
         execv(cli, (char *const *)argv);
         _exit(127);
     }
@@ -644,7 +651,8 @@ static void run_cli(run *res, const char *const *args, const char *cgroup, uint6
         pid_t w = wait4(pid, &res->status, WNOHANG, &ru);
 
         TU_CHECK_MSG(w >= 0, "wait4: %s", strerror(errno));
-        if (w == pid) break;
+        if (w == pid)
+            break;
         if (sig != 0 && !sent && catches(pid, sig)) {
             tu_sleep_ns(delay_ms * TU_MS);
             kill(pid, sig);
@@ -698,7 +706,8 @@ static bool cgroup_make(char *dir, size_t cap, uint64_t limit)
     FILE *f = fopen("/proc/self/cgroup", "re");
     bool made = false;
 
-    if (f == NULL) return false;
+    if (f == NULL)
+        return false;
     snprintf(value, sizeof value, "%" PRIu64, limit);
     while (!made && fgets(line, sizeof line, f) != NULL) {
         char *controllers = strchr(line, ':'),
@@ -706,19 +715,24 @@ static bool cgroup_make(char *dir, size_t cap, uint64_t limit)
         bool v2;
         int fd;
 
-        if (path == NULL) continue;
+        if (path == NULL)
+            continue;
         path[strcspn(path, "\n")] = '\0';
         *path++ = '\0';
         v2 = strcmp(line, "0") == 0;
-        if (!v2 && strstr(controllers + 1, "memory") == NULL) continue;
+        if (!v2 && strstr(controllers + 1, "memory") == NULL)
+            continue;
         snprintf(dir, cap, "/sys/fs/cgroup%s%s/ferry-mcap-%d", v2 ? "" : "/memory",
                  strcmp(path, "/") == 0 ? "" : path, (int)getpid());
-        if (mkdir(dir, 0755) != 0) continue;
+        if (mkdir(dir, 0755) != 0)
+            continue;
         snprintf(line, sizeof line, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
         fd = open(line, O_WRONLY | O_CLOEXEC);
         made = fd >= 0 && write(fd, value, strlen(value)) == (ssize_t)strlen(value);
-        if (fd >= 0) close(fd);
-        if (!made) rmdir(dir);
+        if (fd >= 0)
+            close(fd);
+        if (!made)
+            rmdir(dir);
     }
     fclose(f);
     return made;
@@ -1191,7 +1205,8 @@ int main(int argc, char **argv)
 
         for (int a = 2; a < argc; a++)
             chosen = chosen || strcmp(argv[a], cases[i].name) == 0;
-        if (chosen) results[n++] = tu_run_isolated(cases[i].name, cases[i].fn);
+        if (chosen)
+            results[n++] = tu_run_isolated(cases[i].name, cases[i].fn);
     }
     if (n == 0) {
         fprintf(stderr, "no such case\n");

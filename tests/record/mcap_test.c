@@ -14,21 +14,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                               \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
-            exit(1);                                                                              \
-        }                                                                                         \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
-#define CHECK_EQ(a, b)                                                                            \
-    do {                                                                                          \
-        uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                          \
-        if (a_ != b_) {                                                                           \
-            fprintf(stderr, "%s:%d: %s == %" PRIu64 ", expected %s == %" PRIu64 "\n", __FILE__,  \
-                    __LINE__, #a, a_, #b, b_);                                                    \
-            exit(1);                                                                              \
-        }                                                                                         \
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                           \
+        if (a_ != b_) {                                                                            \
+            fprintf(stderr, "%s:%d: %s == %" PRIu64 ", expected %s == %" PRIu64 "\n", __FILE__,    \
+                    __LINE__, #a, a_, #b, b_);                                                     \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 #define BIG (300u * 1024u)
@@ -38,7 +38,8 @@ static uint8_t big[BIG];
 
 static void fill(uint32_t i, size_t n)
 {
-    for (size_t k = 0; k < n; k++) big[k] = (uint8_t)(k * 7 + i * 13 + (k >> 9));
+    for (size_t k = 0; k < n; k++)
+        big[k] = (uint8_t)(k * 7 + i * 13 + (k >> 9));
 }
 
 /* Message i: a 16-byte head, then i % 3 == 0 ? BIG bytes : 100 bytes of the pattern. */
@@ -108,8 +109,10 @@ static bool on_msg(void *arg, const ferry_mcap_message *m)
     }
     fill(i, m->size - 16);
     for (size_t k = 0; k < 16; k++)
-        if (m->data[k] != (uint8_t)i) s->bad = true;
-    if (memcmp(m->data + 16, big, m->size - 16) != 0) s->bad = true;
+        if (m->data[k] != (uint8_t)i)
+            s->bad = true;
+    if (memcmp(m->data + 16, big, m->size - 16) != 0)
+        s->bad = true;
     s->count++;
     return !s->bad;
 }
@@ -218,8 +221,8 @@ static void hostile(void)
 
             file[at] ^= (uint8_t)(1u << bit);
             if (ferry_mcap_reader_open_mem(&r, file, n, why, sizeof why) == FERRY_OK) {
-                if (ferry_mcap_reader_messages(r, 0, UINT64_MAX, count_only, &s, why,
-                                               sizeof why) != FERRY_OK &&
+                if (ferry_mcap_reader_messages(r, 0, UINT64_MAX, count_only, &s, why, sizeof why) !=
+                        FERRY_OK &&
                     strstr(why, "CRC") != NULL)
                     crc_failures++;
                 ferry_mcap_reader_close(r);

@@ -39,10 +39,12 @@ int main(int argc, char **argv)
     count = atoi(argv[3]);
     ferry_node_options_init(&no);
     no.dir = argv[1];
-    if ((err = ferry_node_create(&node, &no)) != FERRY_OK) return fail("node", err);
+    if ((err = ferry_node_create(&node, &no)) != FERRY_OK)
+        return fail("node", err);
     err = ferry_publisher_create(&pub, node, argv[2], FERRY_TENSOR_TYPE_NAME,
                                  FERRY_TENSOR_TYPE_HASH, NULL);
-    if (err != FERRY_OK) return fail("publisher", err);
+    if (err != FERRY_OK)
+        return fail("publisher", err);
     if ((err = ferry_publisher_wait_subscribers(pub, (uint32_t)atoi(argv[4]), WAIT_NS)) != FERRY_OK)
         return fail("waiting for a subscriber", err);
     for (int n = 0; n < count; n++) {
@@ -53,18 +55,21 @@ int main(int argc, char **argv)
         if ((err = ferry_tensor_loan(pub, FERRY_DTYPE_FLOAT32, 2, shape, NULL, &t)) != FERRY_OK)
             return fail("loan", err);
         x = t.data;
-        for (int i = 0; i < 32; i++) x[i] = (float)(n * 1000 + i);
+        for (int i = 0; i < 32; i++)
+            x[i] = (float)(n * 1000 + i);
         clock_gettime(CLOCK_REALTIME, &ts);
         t.header->stamp.sec = (int32_t)ts.tv_sec;
         t.header->stamp.nanosec = (uint32_t)ts.tv_nsec;
         snprintf(t.header->frame_id, sizeof t.header->frame_id, "tensor");
-        if ((err = ferry_tensor_publish(pub, &t)) != FERRY_OK) return fail("publish", err);
+        if ((err = ferry_tensor_publish(pub, &t)) != FERRY_OK)
+            return fail("publish", err);
         ferry_publisher_poll(pub, GAP_NS);
     }
     for (int64_t waited = 0; waited < WAIT_NS; waited += GAP_NS) {
         ferry_publisher_stats st;
 
-        if (ferry_publisher_stats_get(pub, &st) != FERRY_OK || st.subscribers == 0) break;
+        if (ferry_publisher_stats_get(pub, &st) != FERRY_OK || st.subscribers == 0)
+            break;
         ferry_publisher_poll(pub, GAP_NS);
     }
     ferry_publisher_destroy(pub);

@@ -24,21 +24,20 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-            failures++;                                                               \
-        }                                                                             \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_STR(got, want)                                                              \
-    do {                                                                                  \
-        if (strcmp((got), (want)) != 0) {                                                 \
-            fprintf(stderr, "%s:%d: got\n  %s\nwant\n  %s\n", __FILE__, __LINE__, (got), \
-                    (want));                                                              \
-            failures++;                                                                   \
-        }                                                                                 \
+#define CHECK_STR(got, want)                                                                       \
+    do {                                                                                           \
+        if (strcmp((got), (want)) != 0) {                                                          \
+            fprintf(stderr, "%s:%d: got\n  %s\nwant\n  %s\n", __FILE__, __LINE__, (got), (want));  \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* ---------------------------------------------------------------------------------------------
@@ -59,7 +58,8 @@ static void add(text *t, const char *fmt, ...)
     va_start(ap, fmt);
     n = vsnprintf(t->buf + t->len, sizeof t->buf - t->len, fmt, ap);
     va_end(ap);
-    if (n > 0) t->len += (size_t)n < sizeof t->buf - t->len ? (size_t)n : 0;
+    if (n > 0)
+        t->len += (size_t)n < sizeof t->buf - t->len ? (size_t)n : 0;
 }
 
 static void on_event(void *arg, const ferry_ros2_event *ev)
@@ -71,22 +71,43 @@ static void on_event(void *arg, const ferry_ros2_event *ev)
         ev->kind != FERRY_ROS2_EV_END_ARRAY)
         add(t, "%s:", ev->key);
     switch (ev->kind) {
-    case FERRY_ROS2_EV_BEGIN_STRUCT: add(t, "{"); break;
-    case FERRY_ROS2_EV_END_STRUCT: add(t, "} "); break;
-    case FERRY_ROS2_EV_BEGIN_ARRAY: add(t, "[%" PRIu32 " ", ev->count); break;
-    case FERRY_ROS2_EV_END_ARRAY: add(t, "-%" PRIu32 "] ", ev->count); break;
-    case FERRY_ROS2_EV_BOOL: add(t, "%s ", ev->u ? "true" : "false"); break;
-    case FERRY_ROS2_EV_INT: add(t, "%" PRId64 " ", ev->i); break;
-    case FERRY_ROS2_EV_UINT: add(t, "%" PRIu64 " ", ev->u); break;
+    case FERRY_ROS2_EV_BEGIN_STRUCT:
+        add(t, "{");
+        break;
+    case FERRY_ROS2_EV_END_STRUCT:
+        add(t, "} ");
+        break;
+    case FERRY_ROS2_EV_BEGIN_ARRAY:
+        add(t, "[%" PRIu32 " ", ev->count);
+        break;
+    case FERRY_ROS2_EV_END_ARRAY:
+        add(t, "-%" PRIu32 "] ", ev->count);
+        break;
+    case FERRY_ROS2_EV_BOOL:
+        add(t, "%s ", ev->u ? "true" : "false");
+        break;
+    case FERRY_ROS2_EV_INT:
+        add(t, "%" PRId64 " ", ev->i);
+        break;
+    case FERRY_ROS2_EV_UINT:
+        add(t, "%" PRIu64 " ", ev->u);
+        break;
     case FERRY_ROS2_EV_FLOAT32:
-    case FERRY_ROS2_EV_FLOAT64: add(t, "%g ", ev->f); break;
-    case FERRY_ROS2_EV_STRING: add(t, "'%s' ", ev->s); break;
+    case FERRY_ROS2_EV_FLOAT64:
+        add(t, "%g ", ev->f);
+        break;
+    case FERRY_ROS2_EV_STRING:
+        add(t, "'%s' ", ev->s);
+        break;
     case FERRY_ROS2_EV_BYTES:
         add(t, "b%s", ev->is_signed ? "s" : "");
-        for (i = 0; i < ev->n; i++) add(t, "%02x", ev->p[i]);
+        for (i = 0; i < ev->n; i++)
+            add(t, "%02x", ev->p[i]);
         add(t, " ");
         break;
-    case FERRY_ROS2_EV_EMPTY: add(t, "empty "); break;
+    case FERRY_ROS2_EV_EMPTY:
+        add(t, "empty ");
+        break;
     }
 }
 
@@ -111,7 +132,8 @@ static void put(cdr *c, uint64_t v, unsigned n)
 {
     unsigned i;
 
-    while (c->pos % n != 0) c->b[4 + c->pos++] = 0;
+    while (c->pos % n != 0)
+        c->b[4 + c->pos++] = 0;
     for (i = 0; i < n; i++)
         c->b[4 + c->pos + i] = (uint8_t)(v >> (8 * (c->be ? n - 1 - i : i)));
     c->pos += n;
@@ -152,17 +174,19 @@ static uint8_t *exact(const void *p, size_t n)
 {
     uint8_t *b = malloc(n ? n : 1);
 
-    if (b != NULL && n > 0) memcpy(b, p, n);
+    if (b != NULL && n > 0)
+        memcpy(b, p, n);
     return b;
 }
 
-static ferry_ros2_walk_result walk(const ferry_ros2_schema *s, ferry_ros2_wire wire,
-                                   const void *p, size_t n, uint32_t max, text *t)
+static ferry_ros2_walk_result walk(const ferry_ros2_schema *s, ferry_ros2_wire wire, const void *p,
+                                   size_t n, uint32_t max, text *t)
 {
     uint8_t *b = exact(p, n);
     ferry_ros2_walk_result r;
 
-    if (t != NULL) t->len = 0, t->buf[0] = '\0';
+    if (t != NULL)
+        t->len = 0, t->buf[0] = '\0';
     r = ferry_ros2_walk(s, wire, b, n, max, t != NULL ? on_event : NULL, t);
     free(b);
     return r;
@@ -188,8 +212,8 @@ static void refused(const char *type, const char *def, const char *why_has)
     ferry_err err = ferry_ros2_schema_parse(type, def, strlen(def), &s, why, sizeof why);
 
     if (err != FERRY_EINVAL || s != NULL || strstr(why, why_has) == NULL) {
-        fprintf(stderr, "definition of %s: got %s, why '%s'; want FERRY_EINVAL saying '%s'\n",
-                type, ferry_strerror(err), why, why_has);
+        fprintf(stderr, "definition of %s: got %s, why '%s'; want FERRY_EINVAL saying '%s'\n", type,
+                ferry_strerror(err), why, why_has);
         failures++;
     }
     ferry_ros2_schema_free(s);
@@ -201,57 +225,54 @@ static void refused(const char *type, const char *def, const char *why_has)
 
 #define SEP "================================================================================\n"
 
-static const char def_all[] =
-    "# a comment line\n"
-    "int32 FOO=3\n"
-    "string NAME = \"x=y\"   # a constant with blanks\n"
-    "uint8 a 7              # a default value\n"
-    "float64 b\r\n"
-    "string s\n"
-    "int16[3] arr\n"
-    "geometry_msgs/Point[] pts\n"
-    "Inner inner\n"
-    "wstring w\n"
-    "uint8[] data\n"
-    "string<=5 bs\n"
-    "bool[<=2] flags\n"
-    "int8[2] small\n"
-    "float32 f\n"
-    SEP "MSG: geometry_msgs/Point\n"
-    "float64 x\n"
-    "float64 y\n"
-    "float64 z\n"
-    SEP "MSG: test_msgs/msg/Inner\n"
-    "int64 v\n"
-    "Empty e\n"
-    SEP "MSG: test_msgs/Empty\n";
+static const char def_all[] = "# a comment line\n"
+                              "int32 FOO=3\n"
+                              "string NAME = \"x=y\"   # a constant with blanks\n"
+                              "uint8 a 7              # a default value\n"
+                              "float64 b\r\n"
+                              "string s\n"
+                              "int16[3] arr\n"
+                              "geometry_msgs/Point[] pts\n"
+                              "Inner inner\n"
+                              "wstring w\n"
+                              "uint8[] data\n"
+                              "string<=5 bs\n"
+                              "bool[<=2] flags\n"
+                              "int8[2] small\n"
+                              "float32 f\n" SEP "MSG: geometry_msgs/Point\n"
+                              "float64 x\n"
+                              "float64 y\n"
+                              "float64 z\n" SEP "MSG: test_msgs/msg/Inner\n"
+                              "int64 v\n"
+                              "Empty e\n" SEP "MSG: test_msgs/Empty\n";
 
 static void write_all(cdr *c, bool be, const char *bs, uint32_t nflags)
 {
     cdr_begin(c, be);
-    put(c, 200, 1);              /* a */
-    put_f64(c, 1.5);             /* b */
-    put_str(c, "hello");         /* s */
-    put(c, (uint16_t)-1, 2);     /* arr */
+    put(c, 200, 1);          /* a */
+    put_f64(c, 1.5);         /* b */
+    put_str(c, "hello");     /* s */
+    put(c, (uint16_t)-1, 2); /* arr */
     put(c, 2, 2);
     put(c, 3, 2);
-    put(c, 2, 4);                /* pts: 2 */
+    put(c, 2, 4); /* pts: 2 */
     put_f64(c, 1), put_f64(c, 2), put_f64(c, 3);
     put_f64(c, 4), put_f64(c, 5), put_f64(c, 6);
-    put(c, (uint64_t)-42, 8);    /* inner.v */
-    put(c, 9, 1);                /* inner.e: its one byte */
-    put(c, 3, 4);                /* w: 3 units, a surrogate pair among them */
+    put(c, (uint64_t)-42, 8); /* inner.v */
+    put(c, 9, 1);             /* inner.e: its one byte */
+    put(c, 3, 4);             /* w: 3 units, a surrogate pair among them */
     put(c, 'h', 4);
     put(c, 0xd83d, 4);
     put(c, 0xde00, 4);
-    put(c, 3, 4);                /* data */
+    put(c, 3, 4); /* data */
     put(c, 0xaa, 1), put(c, 0xbb, 1), put(c, 0xcc, 1);
-    put_str(c, bs);              /* bs */
-    put(c, nflags, 4);           /* flags */
-    for (uint32_t i = 0; i < nflags; i++) put(c, i == 0 ? 1 : 0, 1);
-    put(c, 0xff, 1);             /* small: -1, 2 */
+    put_str(c, bs);    /* bs */
+    put(c, nflags, 4); /* flags */
+    for (uint32_t i = 0; i < nflags; i++)
+        put(c, i == 0 ? 1 : 0, 1);
+    put(c, 0xff, 1); /* small: -1, 2 */
     put(c, 2, 1);
-    put_f32(c, 0.25f);           /* f */
+    put_f32(c, 0.25f); /* f */
 }
 
 static const char want_all[] =
@@ -267,7 +288,8 @@ static void test_walk(void)
     text t;
     size_t n, i;
 
-    if (s == NULL) return;
+    if (s == NULL)
+        return;
     CHECK(ferry_ros2_schema_plain_size(s) == 0);
     write_all(&le, false, "abc", 1);
     write_all(&be, true, "abc", 1);
@@ -344,12 +366,15 @@ static void test_elements_max(void)
     text t;
     int i;
 
-    if (s == NULL) return;
+    if (s == NULL)
+        return;
     cdr_begin(&c, false);
     put(&c, 100, 4);
-    for (i = 0; i < 100; i++) put_f32(&c, (float)i);
+    for (i = 0; i < 100; i++)
+        put_f32(&c, (float)i);
     put(&c, 5, 4);
-    for (i = 0; i < 5; i++) put_str(&c, i == 4 ? "last" : "n");
+    for (i = 0; i < 5; i++)
+        put_str(&c, i == 4 ? "last" : "n");
     put(&c, 77, 1);
     CHECK(walk(s, FERRY_ROS2_WIRE_CDR, c.b, cdr_size(&c), 2, &t) == FERRY_ROS2_WALK_OK);
     CHECK_STR(t.buf, "v:[100 0 1 -98] names:[5 'n' 'n' -3] end:77 ");
@@ -401,7 +426,8 @@ static void test_plain(void)
     text t, t2;
     cdr c;
 
-    if (s == NULL) return;
+    if (s == NULL)
+        return;
     CHECK(ferry_ros2_schema_plain_size(s) == sizeof m);
     memset(&m, 0xee, sizeof m); /* padding is not read */
     m.a = 1;
@@ -493,10 +519,12 @@ static void test_refused(void)
     int i;
 
     refused("test_msgs/msg/A", "Nope x\n", "no definition of test_msgs/Nope");
-    refused("test_msgs/msg/A", "B b\n" SEP "MSG: test_msgs/B\nA a\n" SEP "MSG: test_msgs/A\nint8 x\n",
+    refused("test_msgs/msg/A",
+            "B b\n" SEP "MSG: test_msgs/B\nA a\n" SEP "MSG: test_msgs/A\nint8 x\n",
             "defined twice");
-    refused("test_msgs/msg/A", "B b\n" SEP "MSG: test_msgs/B\nC[2] c\n" SEP
-            "MSG: test_msgs/C\nB b\n", "contains itself");
+    refused("test_msgs/msg/A",
+            "B b\n" SEP "MSG: test_msgs/B\nC[2] c\n" SEP "MSG: test_msgs/C\nB b\n",
+            "contains itself");
     refused("test_msgs/msg/A", "int8[0] x\n", "bad array size");
     refused("test_msgs/msg/A", "int8[x] x\n", "bad array size");
     refused("test_msgs/msg/A", "int8[<=] x\n", "bad sequence bound");
@@ -539,14 +567,13 @@ static size_t graph_file(char *out, size_t cap, const char *body)
     return n > 0 ? (size_t)n : 0;
 }
 
-static const char graph_body[] =
-    "ctx 1234 /\n"
-    "N 1 / talker\n"
-    "P 2 1 /chatter std_msgs/msg/String 00 1 10 1 2 0 0 1 0\n"
-    "D std_msgs/msg/String 00000000000000ab cdr string%20data%0A\n"
-    "D std_msgs/msg/String 00000000000000ac cdr bad%2\n"
-    "D test_msgs/msg/P 0123456789abcdef plain uint8%20a%0A%25%0D\n"
-    "D test_msgs/msg/Q 0000000000000001 xcdr2 uint8%20a%0A\n";
+static const char graph_body[] = "ctx 1234 /\n"
+                                 "N 1 / talker\n"
+                                 "P 2 1 /chatter std_msgs/msg/String 00 1 10 1 2 0 0 1 0\n"
+                                 "D std_msgs/msg/String 00000000000000ab cdr string%20data%0A\n"
+                                 "D std_msgs/msg/String 00000000000000ac cdr bad%2\n"
+                                 "D test_msgs/msg/P 0123456789abcdef plain uint8%20a%0A%25%0D\n"
+                                 "D test_msgs/msg/Q 0000000000000001 xcdr2 uint8%20a%0A\n";
 
 static void test_graph(void)
 {
@@ -597,12 +624,14 @@ static void test_graph(void)
     snprintf(path, sizeof path, "%s/.ros2/1.aaaa.graph", dir);
     f = fopen(path, "w");
     CHECK(f != NULL);
-    if (f != NULL) fputs("not a graph file\n", f), fclose(f);
+    if (f != NULL)
+        fputs("not a graph file\n", f), fclose(f);
     CHECK(ferry_ros2_type_find(dir, "std_msgs/msg/String", 0xab, &info) == FERRY_EAGAIN);
     snprintf(path, sizeof path, "%s/.ros2/2.bbbb.graph", dir);
     f = fopen(path, "w");
     CHECK(f != NULL);
-    if (f != NULL) fwrite(file, 1, n, f), fclose(f);
+    if (f != NULL)
+        fwrite(file, 1, n, f), fclose(f);
     CHECK(ferry_ros2_type_find(dir, "std_msgs/msg/String", 0xab, &info) == FERRY_OK);
     CHECK(info.definition != NULL && strcmp(info.definition, "string data\n") == 0);
     ferry_ros2_type_info_free(&info);

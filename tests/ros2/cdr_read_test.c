@@ -1,10 +1,10 @@
 /*
  * The CDR reader of src/ros2/ros2.h: Image, PointCloud2, CameraInfo, CompressedImage, Imu and
- * Tensor serialisations written here by hand in both byte orders, with the alignment rules of plain CDR, are read back
- * field by field; then every truncation of them, corrupted lengths and counts, strings without
- * their NUL, other encapsulations, and many randomly corrupted copies. Each input lies in a heap
- * block of exactly its size, so that a read past it shows under ASan. A result that is accepted
- * must point inside its input.
+ * Tensor serialisations written here by hand in both byte orders, with the alignment rules of plain
+ * CDR, are read back field by field; then every truncation of them, corrupted lengths and counts,
+ * strings without their NUL, other encapsulations, and many randomly corrupted copies. Each input
+ * lies in a heap block of exactly its size, so that a read past it shows under ASan. A result that
+ * is accepted must point inside its input.
  */
 #include "ros2.h"
 
@@ -17,14 +17,15 @@
 #define BUF_MAX 4096
 
 /* The reader of one kind, as the tests below call it. */
-#define PARSER(name, kind, member)                                                             \
+#define PARSER(name, kind, member)                                                                 \
     static ferry_ros2_cdr_result cdr_##name(const void *p, size_t n, ferry_ros2_##name##_msg *out) \
-    {                                                                                          \
-        ferry_ros2_msg msg;                                                                    \
-        ferry_ros2_cdr_result r = ferry_ros2_cdr_parse(kind, p, n, out != NULL ? &msg : NULL); \
-                                                                                               \
-        if (out != NULL) *out = msg.u.member;                                                  \
-        return r;                                                                              \
+    {                                                                                              \
+        ferry_ros2_msg msg;                                                                        \
+        ferry_ros2_cdr_result r = ferry_ros2_cdr_parse(kind, p, n, out != NULL ? &msg : NULL);     \
+                                                                                                   \
+        if (out != NULL)                                                                           \
+            *out = msg.u.member;                                                                   \
+        return r;                                                                                  \
     }
 PARSER(image, FERRY_ROS2_IMAGE, image)
 PARSER(cloud, FERRY_ROS2_CLOUD, cloud)
@@ -34,12 +35,12 @@ PARSER(imu, FERRY_ROS2_IMU, imu)
 
 static int failures;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-            failures++;                                                               \
-        }                                                                             \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* A CDR writer: 4-byte encapsulation header, then data aligned relative to its end. */
@@ -67,7 +68,8 @@ static size_t w_u32(writer *w, uint32_t v)
 {
     size_t at;
 
-    while ((w->n - 4) % 4 != 0) w->b[w->n++] = 0;
+    while ((w->n - 4) % 4 != 0)
+        w->b[w->n++] = 0;
     at = w->n;
     if (w->be) {
         w->b[w->n++] = (uint8_t)(v >> 24);
@@ -89,8 +91,10 @@ static void w_f64(writer *w, double d)
     int i;
 
     memcpy(&v, &d, sizeof v);
-    while ((w->n - 4) % 8 != 0) w->b[w->n++] = 0;
-    for (i = 0; i < 8; i++) w->b[w->n++] = (uint8_t)(v >> (w->be ? 56 - 8 * i : 8 * i));
+    while ((w->n - 4) % 8 != 0)
+        w->b[w->n++] = 0;
+    for (i = 0; i < 8; i++)
+        w->b[w->n++] = (uint8_t)(v >> (w->be ? 56 - 8 * i : 8 * i));
 }
 
 static size_t w_str(writer *w, const char *s)
@@ -124,16 +128,17 @@ static void write_image(writer *w, bool be)
 {
     size_t i;
 
-    for (i = 0; i < sizeof pixels; i++) pixels[i] = (uint8_t)(i * 7 + 1);
+    for (i = 0; i < sizeof pixels; i++)
+        pixels[i] = (uint8_t)(i * 7 + 1);
     w_init(w, be);
-    w_u32(w, (uint32_t)-5);     /* sec */
-    w_u32(w, 123456789);        /* nanosec */
+    w_u32(w, (uint32_t)-5); /* sec */
+    w_u32(w, 123456789);    /* nanosec */
     at_frame_id = w_str(w, "ab");
-    w_u32(w, 2);                /* height */
-    w_u32(w, 5);                /* width */
+    w_u32(w, 2); /* height */
+    w_u32(w, 5); /* width */
     at_encoding = w_str(w, "rgb8");
-    w_u8(w, 1);                 /* is_bigendian */
-    w_u32(w, 15);               /* step */
+    w_u8(w, 1);   /* is_bigendian */
+    w_u32(w, 15); /* step */
     at_data = w_octets(w, pixels, sizeof pixels);
 }
 
@@ -142,27 +147,29 @@ static void write_cloud(writer *w, bool be, uint32_t nfields)
     static const char *const names[] = {"x", "y", "z", "intensity"};
     uint32_t i;
 
-    for (i = 0; i < sizeof points; i++) points[i] = (uint8_t)(255 - i);
+    for (i = 0; i < sizeof points; i++)
+        points[i] = (uint8_t)(255 - i);
     w_init(w, be);
     w_u32(w, 1700000000);
     w_u32(w, 999999999);
     at_frame_id = w_str(w, "lidar_top");
-    w_u32(w, 1);                /* height */
-    w_u32(w, 4);                /* width */
+    w_u32(w, 1); /* height */
+    w_u32(w, 4); /* width */
     at_nfields = w_u32(w, nfields);
     for (i = 0; i < nfields; i++) {
         size_t at = w_str(w, names[i % 4]);
 
-        if (i == 0) at_name0 = at;
-        w_u32(w, 4 * (i % 4));  /* offset */
-        w_u8(w, 7);             /* datatype FLOAT32 */
-        w_u32(w, 1);            /* count */
+        if (i == 0)
+            at_name0 = at;
+        w_u32(w, 4 * (i % 4)); /* offset */
+        w_u8(w, 7);            /* datatype FLOAT32 */
+        w_u32(w, 1);           /* count */
     }
-    w_u8(w, 0);                 /* is_bigendian */
-    w_u32(w, 16);               /* point_step */
-    w_u32(w, 64);               /* row_step */
+    w_u8(w, 0);   /* is_bigendian */
+    w_u32(w, 16); /* point_step */
+    w_u32(w, 64); /* row_step */
     at_data = w_octets(w, points, sizeof points);
-    w_u8(w, 1);                 /* is_dense */
+    w_u8(w, 1); /* is_dense */
 }
 
 /* The value of element i of a double array, distinct for every array (base) and element. */
@@ -182,21 +189,25 @@ static void write_camera_info(writer *w, bool be, uint32_t d_count)
     w_u32(w, 1700000000);
     w_u32(w, 5);
     at_frame_id = w_str(w, "cam");
-    w_u32(w, 480);              /* height */
-    w_u32(w, 640);              /* width */
+    w_u32(w, 480); /* height */
+    w_u32(w, 640); /* width */
     at_encoding = w_str(w, "plumb_bob");
     at_d = w_u32(w, d_count);
-    for (i = 0; i < d_count; i++) w_f64(w, val(1, (int)i));
-    for (i = 0; i < 9; i++) w_f64(w, val(2, (int)i));
-    for (i = 0; i < 9; i++) w_f64(w, val(3, (int)i));
-    for (i = 0; i < 12; i++) w_f64(w, val(4, (int)i));
-    w_u32(w, 2);                /* binning_x */
-    w_u32(w, 3);                /* binning_y */
-    w_u32(w, 10);               /* roi */
+    for (i = 0; i < d_count; i++)
+        w_f64(w, val(1, (int)i));
+    for (i = 0; i < 9; i++)
+        w_f64(w, val(2, (int)i));
+    for (i = 0; i < 9; i++)
+        w_f64(w, val(3, (int)i));
+    for (i = 0; i < 12; i++)
+        w_f64(w, val(4, (int)i));
+    w_u32(w, 2);  /* binning_x */
+    w_u32(w, 3);  /* binning_y */
+    w_u32(w, 10); /* roi */
     w_u32(w, 20);
     w_u32(w, 30);
     w_u32(w, 40);
-    w_u8(w, 1);                 /* do_rectify */
+    w_u8(w, 1); /* do_rectify */
 }
 
 static void write_compressed(writer *w, bool be)
@@ -217,12 +228,18 @@ static void write_imu(writer *w, bool be)
     w_u32(w, (uint32_t)-1);
     w_u32(w, 999);
     at_frame_id = w_str(w, "imu");
-    for (i = 0; i < 4; i++) w_f64(w, val(5, i));
-    for (i = 0; i < 9; i++) w_f64(w, val(6, i));
-    for (i = 0; i < 3; i++) w_f64(w, val(7, i));
-    for (i = 0; i < 9; i++) w_f64(w, val(8, i));
-    for (i = 0; i < 3; i++) w_f64(w, val(9, i));
-    for (i = 0; i < 9; i++) w_f64(w, val(10, i));
+    for (i = 0; i < 4; i++)
+        w_f64(w, val(5, i));
+    for (i = 0; i < 9; i++)
+        w_f64(w, val(6, i));
+    for (i = 0; i < 3; i++)
+        w_f64(w, val(7, i));
+    for (i = 0; i < 9; i++)
+        w_f64(w, val(8, i));
+    for (i = 0; i < 3; i++)
+        w_f64(w, val(9, i));
+    for (i = 0; i < 9; i++)
+        w_f64(w, val(10, i));
 }
 
 /* A heap copy of exactly n bytes (at least one, so that malloc gives a block). */
@@ -234,7 +251,8 @@ static uint8_t *exact(const uint8_t *b, size_t n)
         perror("malloc");
         exit(1);
     }
-    if (n != 0) memcpy(p, b, n);
+    if (n != 0)
+        memcpy(p, b, n);
     return p;
 }
 
@@ -249,7 +267,8 @@ static bool string_inside(const char *s, const uint8_t *buf, size_t size)
 {
     size_t room;
 
-    if (!inside(s, 1, buf, size)) return false;
+    if (!inside(s, 1, buf, size))
+        return false;
     room = (size_t)(buf + size - (const uint8_t *)s);
     return memchr(s, '\0', room) != NULL;
 }
@@ -322,7 +341,8 @@ static ferry_ros2_cdr_result parse_imu(const uint8_t *b, size_t n)
     ferry_ros2_imu_msg m;
     ferry_ros2_cdr_result res = cdr_imu(p, n, &m);
 
-    if (res == FERRY_ROS2_CDR_OK) CHECK(string_inside(m.header.frame_id, p, n));
+    if (res == FERRY_ROS2_CDR_OK)
+        CHECK(string_inside(m.header.frame_id, p, n));
     free(p);
     return res;
 }
@@ -332,7 +352,8 @@ static bool doubles_are(const double *v, int n, int base)
     int i;
 
     for (i = 0; i < n; i++)
-        if (v[i] != val(base, i)) return false;
+        if (v[i] != val(base, i))
+            return false;
     return true;
 }
 
@@ -378,7 +399,8 @@ static void test_sensor_fields(bool be)
     write_imu(&w, be);
     p = exact(w.b, w.n);
     CHECK(cdr_imu(p, w.n, &im) == FERRY_ROS2_CDR_OK);
-    CHECK(im.header.sec == -1 && im.header.nanosec == 999 && strcmp(im.header.frame_id, "imu") == 0);
+    CHECK(im.header.sec == -1 && im.header.nanosec == 999 &&
+          strcmp(im.header.frame_id, "imu") == 0);
     CHECK(im.orientation.x == val(5, 0) && im.orientation.y == val(5, 1) &&
           im.orientation.z == val(5, 2) && im.orientation.w == val(5, 3));
     CHECK(doubles_are(im.orientation_covariance, 9, 6));
@@ -400,11 +422,14 @@ static void test_sensor_hostile(void)
 
     for (be = 0; be < 2; be++) {
         write_camera_info(&w, be != 0, 5);
-        for (n = 0; n < w.n; n++) CHECK(parse_camera_info(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++)
+            CHECK(parse_camera_info(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
         write_compressed(&w, be != 0);
-        for (n = 0; n < w.n; n++) CHECK(parse_compressed(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++)
+            CHECK(parse_compressed(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
         write_imu(&w, be != 0);
-        for (n = 0; n < w.n; n++) CHECK(parse_imu(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++)
+            CHECK(parse_imu(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
     }
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_camera_info(&w, false, 5);
@@ -514,9 +539,11 @@ static void test_truncations(void)
 
     for (be = 0; be < 2; be++) {
         write_image(&w, be != 0);
-        for (n = 0; n < w.n; n++) CHECK(parse_image(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++)
+            CHECK(parse_image(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
         write_cloud(&w, be != 0, 4);
-        for (n = 0; n < w.n; n++) CHECK(parse_cloud(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
+        for (n = 0; n < w.n; n++)
+            CHECK(parse_cloud(w.b, n) == FERRY_ROS2_CDR_MALFORMED);
     }
 }
 
@@ -636,7 +663,8 @@ static void test_random(void)
 
             c.b[at] = (rnd() & 1) ? values[rnd() % sizeof values] : (uint8_t)rnd();
         }
-        if (rnd() % 8 == 0) c.n = rnd() % (c.n + 1);
+        if (rnd() % 8 == 0)
+            c.n = rnd() % (c.n + 1);
         if (kind == 0)
             res = parse_image(c.b, c.n);
         else if (kind == 1)
@@ -647,9 +675,12 @@ static void test_random(void)
             res = parse_compressed(c.b, c.n);
         else
             res = parse_imu(c.b, c.n);
-        if (res == FERRY_ROS2_CDR_OK) ok++;
+        if (res == FERRY_ROS2_CDR_OK)
+            ok++;
     }
-    printf("ros2_cdr_read_test: %d of 200000 corrupted inputs parsed (and lay inside their buffer)\n", ok);
+    printf(
+        "ros2_cdr_read_test: %d of 200000 corrupted inputs parsed (and lay inside their buffer)\n",
+        ok);
 }
 
 int main(void)

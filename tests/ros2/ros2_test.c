@@ -116,11 +116,12 @@ static size_t expected_image_head(uint8_t *b, const char *frame_id)
     uint32_t u;
     int32_t sec = 1700000000;
 
-#define PUT(v)                                                                                 \
-    do {                                                                                       \
-        while ((n - 4) % 4 != 0) b[n++] = 0;                                                   \
-        memcpy(b + n, &(v), 4);                                                                \
-        n += 4;                                                                                \
+#define PUT(v)                                                                                     \
+    do {                                                                                           \
+        while ((n - 4) % 4 != 0)                                                                   \
+            b[n++] = 0;                                                                            \
+        memcpy(b + n, &(v), 4);                                                                    \
+        n += 4;                                                                                    \
     } while (0)
     b[n++] = 0;
     b[n++] = 1;
@@ -163,7 +164,8 @@ static void test_image(void)
 
     TU_CHECK(cdr != NULL);
     TU_OK(ferry_image_loan(e.a.pub, 5, 3, "bgr8", 16, &img));
-    for (i = 0; i < img.data_size; i++) ((uint8_t *)img.data)[i] = (uint8_t)(i * 7 + 1);
+    for (i = 0; i < img.data_size; i++)
+        ((uint8_t *)img.data)[i] = (uint8_t)(i * 7 + 1);
     img.header->stamp.sec = 1700000000;
     img.header->stamp.nanosec = 42;
     strcpy(img.header->frame_id, "camera_color_optical_frame");
@@ -191,7 +193,8 @@ static void test_image(void)
     TU_EQ_STR(v.header.frame_id, "camera_color_optical_frame");
     TU_EQ_U64(v.header.stamp.sec, 1700000000);
     TU_EQ_U64(v.header.stamp.nanosec, 42);
-    for (i = 0; i < 48; i++) TU_EQ_U64(((const uint8_t *)v.data)[i], (uint8_t)(i * 7 + 1));
+    for (i = 0; i < 48; i++)
+        TU_EQ_U64(((const uint8_t *)v.data)[i], (uint8_t)(i * 7 + 1));
     TU_OK(ferry_release(e.b.sub, &r));
 
     /* A corrupted sample is refused, not serialised. */
@@ -268,7 +271,8 @@ static void test_cloud(void)
     }
     TU_OK(ferry_pointcloud_loan(e.a.pub, 7, 2, fields, FERRY_POINTCLOUD_FIELDS_MAX,
                                 4 * FERRY_POINTCLOUD_FIELDS_MAX, &pc));
-    for (i = 0; i < pc.data_size; i++) ((uint8_t *)pc.data)[i] = (uint8_t)(i ^ 0x5a);
+    for (i = 0; i < pc.data_size; i++)
+        ((uint8_t *)pc.data)[i] = (uint8_t)(i ^ 0x5a);
     pc.header->stamp.sec = -3;
     pc.header->stamp.nanosec = 999999999;
     frame_id_of(pc.header->frame_id, FERRY_MSG_FRAME_ID_MAX, 'l');
@@ -288,7 +292,8 @@ static void test_cloud(void)
         TU_EQ_STR(v.header.fields[i].name, fields[i].name);
         TU_EQ_U64(v.header.fields[i].offset, 4 * i);
     }
-    for (i = 0; i < v.data_size; i++) TU_EQ_U64(((const uint8_t *)v.data)[i], (uint8_t)(i ^ 0x5a));
+    for (i = 0; i < v.data_size; i++)
+        TU_EQ_U64(((const uint8_t *)v.data)[i], (uint8_t)(i ^ 0x5a));
     TU_OK(ferry_release(e.b.sub, &r));
     TU_OK(ferry_release(e.a.sub, &s));
     close_endpoints(&e);
@@ -311,9 +316,12 @@ static void test_camera_info(void)
     ci.header->height = 720;
     strcpy(ci.header->distortion_model, "plumb_bob");
     ci.header->d_count = FERRY_CAMERA_INFO_D_MAX;
-    for (i = 0; i < (int)FERRY_CAMERA_INFO_D_MAX; i++) ci.header->d[i] = 0.5 * i - 1;
-    for (i = 0; i < 9; i++) ci.header->k[i] = 1e-300 * i;
-    for (i = 0; i < 12; i++) ci.header->p[i] = 100.25 + i;
+    for (i = 0; i < (int)FERRY_CAMERA_INFO_D_MAX; i++)
+        ci.header->d[i] = 0.5 * i - 1;
+    for (i = 0; i < 9; i++)
+        ci.header->k[i] = 1e-300 * i;
+    for (i = 0; i < 12; i++)
+        ci.header->p[i] = 100.25 + i;
     ci.header->binning_y = 2;
     ci.header->roi.width = 64;
     ci.header->roi.do_rectify = 1;
@@ -343,7 +351,8 @@ static void test_compressed(void)
     size_t i;
 
     TU_OK(ferry_compressed_image_loan(e.a.pub, "jpeg", 1001, &ci));
-    for (i = 0; i < 1001; i++) ((uint8_t *)ci.data)[i] = (uint8_t)(i * 13);
+    for (i = 0; i < 1001; i++)
+        ((uint8_t *)ci.data)[i] = (uint8_t)(i * 13);
     ci.header->stamp.nanosec = 5;
     strcpy(ci.header->frame_id, "cam");
     TU_OK(ferry_compressed_image_publish(e.a.pub, &ci));
@@ -353,7 +362,8 @@ static void test_compressed(void)
     TU_EQ_STR(v.header.format, "jpeg");
     TU_EQ_STR(v.header.frame_id, "cam");
     TU_EQ_U64(v.data_size, 1001);
-    for (i = 0; i < 1001; i++) TU_EQ_U64(((const uint8_t *)v.data)[i], (uint8_t)(i * 13));
+    for (i = 0; i < 1001; i++)
+        TU_EQ_U64(((const uint8_t *)v.data)[i], (uint8_t)(i * 13));
     TU_OK(ferry_release(e.b.sub, &r));
     TU_OK(ferry_release(e.a.sub, &s));
     close_endpoints(&e);
@@ -401,7 +411,8 @@ static void test_tensor(void)
 
     TU_CHECK(cdr != NULL);
     TU_OK(ferry_tensor_loan(e.a.pub, FERRY_DTYPE_FLOAT32, 3, shape, NULL, &t));
-    for (i = 0; i < 24; i++) ((float *)t.data)[i] = (float)i * 0.5f;
+    for (i = 0; i < 24; i++)
+        ((float *)t.data)[i] = (float)i * 0.5f;
     t.header->stamp.sec = 9;
     strcpy(t.header->frame_id, "model");
     TU_OK(ferry_tensor_publish(e.a.pub, &t));
@@ -412,7 +423,8 @@ static void test_tensor(void)
     TU_EQ_U64(v.header.ndim, 3);
     TU_CMP_I64(v.header.shape[2], ==, 4);
     TU_EQ_STR(v.header.frame_id, "model");
-    for (i = 0; i < 24; i++) TU_CHECK(((const float *)v.data)[i] == (float)i * 0.5f);
+    for (i = 0; i < 24; i++)
+        TU_CHECK(((const float *)v.data)[i] == (float)i * 0.5f);
     TU_OK(ferry_release(e.b.sub, &r));
     TU_OK(ferry_release(e.a.sub, &s));
 

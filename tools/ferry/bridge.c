@@ -58,19 +58,28 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--topic", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_TOPIC,
+    {.name = "--topic",
+     .value = "PATTERN",
+     .kind = CLI_K_CODE,
+     .code = O_TOPIC,
      .help = "bridge topics matching PATTERN (fnmatch, on names with their\n"
              "leading '/', '*' also matches '/'); repeatable (default: all)"},
-    {.name = "--direction", .value = "DIR", CLI_CHOICE_AT(bridge_args, direction),
+    {.name = "--direction",
+     .value = "DIR",
+     CLI_CHOICE_AT(bridge_args, direction),
      .choices = (const cli_choice[]){{"out", FERRY_BRIDGE_OUT},
                                      {"in", FERRY_BRIDGE_IN},
                                      {"both", FERRY_BRIDGE_BOTH},
                                      {NULL, 0}},
      .bad_choice = "invalid --direction '%s' (%s)",
      .help = "out (ferry to DDS), in (DDS to ferry) or both (default both)"},
-    {.name = "--reliable", .kind = CLI_K_CODE, .code = O_RELIABLE,
+    {.name = "--reliable",
+     .kind = CLI_K_CODE,
+     .code = O_RELIABLE,
      .help = "DDS reliability RELIABLE for every route"},
-    {.name = "--best-effort", .kind = CLI_K_CODE, .code = O_BEST_EFFORT,
+    {.name = "--best-effort",
+     .kind = CLI_K_CODE,
+     .code = O_BEST_EFFORT,
      .help = "DDS reliability BEST_EFFORT for every route\n"
              "(default: out reliable; in reliable unless a remote writer is\n"
              "best effort, transient local when every one is). A reliable\n"
@@ -80,20 +89,28 @@ static const cli_option options[] = {
              "does not"},
     CLI_OPTION_DEPTH("ferry queue depth and DDS reader and best-effort history\n"
                      "depth, 1..4096 (default 8)"),
-    {.name = "--dds-domain", .value = "N", CLI_WHOLE_AT(bridge_args, dds_domain),
-     .range = &cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN], .code = O_DDS_DOMAIN,
+    {.name = "--dds-domain",
+     .value = "N",
+     CLI_WHOLE_AT(bridge_args, dds_domain),
+     .range = &cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN],
+     .code = O_DDS_DOMAIN,
      .help = "DDS domain id, 0..232 (default $ROS_DOMAIN_ID, else the\n"
              "ferry domain)"},
-    {.name = "--config", .value = "XML|FILE", CLI_STRING_AT(bridge_args, config),
+    {.name = "--config",
+     .value = "XML|FILE",
+     CLI_STRING_AT(bridge_args, config),
      .help = "extra Cyclone DDS configuration (XML text, a file, or a\n"
              "comma-separated list as CYCLONEDDS_URI takes), applied after\n"
              "the bridge's large-sample settings and $CYCLONEDDS_URI\n"
              "(default $FERRY_BRIDGE_CONFIG)"},
-    {.name = "--seconds", .value = "SEC", CLI_REAL_AT(bridge_args, seconds),
+    {.name = "--seconds",
+     .value = "SEC",
+     CLI_REAL_AT(bridge_args, seconds),
      .range = &cli_ranges[CLI_R_BRIDGE_SECONDS],
      .help = "stop after SEC seconds, 0..1000000000 (default: run until a\n"
              "signal)"},
-    {.name = "--stats", CLI_FLAG_AT(bridge_args, stats),
+    {.name = "--stats",
+     CLI_FLAG_AT(bridge_args, stats),
      .help = "print the counters at exit, with where frames were lost"},
     CLI_OPTION_QUIET("log warnings and errors only"),
     /* The bridge has two domains: this one is ferry's. */
@@ -106,8 +123,8 @@ static const cli_option options[] = {
 
 static int parse_args(int argc, char **argv, bridge_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 22, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 22, .dest = a, .opts = &a->o};
     const char *env = getenv("FERRY_BRIDGE_CONFIG");
     int c;
 
@@ -138,8 +155,10 @@ static int parse_args(int argc, char **argv, bridge_args *a)
             break;
         }
     }
-    if (c == CLI_OPTS_EXIT) return p.status;
-    if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
+    if (optind < argc)
+        return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
     if (!a->dds_domain_set) {
         uint64_t dds_max = cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN].hi;
         const char *ros = getenv("ROS_DOMAIN_ID");
@@ -149,13 +168,16 @@ static int parse_args(int argc, char **argv, bridge_args *a)
             cli_range r = cli_ranges[CLI_R_BRIDGE_DDS_DOMAIN];
 
             r.name = "ROS_DOMAIN_ID";
-            if (!cli_parse_whole(CMD, &r, ros, &a->dds_domain)) return 2;
+            if (!cli_parse_whole(CMD, &r, ros, &a->dds_domain))
+                return 2;
             a->dds_domain_from_ros = true;
             return -1;
         }
         if (a->o.where.domain > dds_max)
-            return cli_fail(CMD, 2, "ferry domain %u is no DDS domain id (0..%" PRIu64 "): give "
-                            "--dds-domain", (unsigned)a->o.where.domain, dds_max);
+            return cli_fail(CMD, 2,
+                            "ferry domain %u is no DDS domain id (0..%" PRIu64 "): give "
+                            "--dds-domain",
+                            (unsigned)a->o.where.domain, dds_max);
         a->dds_domain = a->o.where.domain;
     }
     return -1;
@@ -164,14 +186,15 @@ static int parse_args(int argc, char **argv, bridge_args *a)
 /* One config item: XML and URIs as they are, a plain path as a file:// URI. */
 static bool append_config(char **acc, const char *item)
 {
-    const char *prefix = (item[0] == '<' || strstr(item, "://") != NULL || strchr(item, ',') != NULL)
-                             ? ""
-                             : "file://";
+    const char *prefix =
+        (item[0] == '<' || strstr(item, "://") != NULL || strchr(item, ',') != NULL) ? ""
+                                                                                     : "file://";
     size_t old = *acc != NULL ? strlen(*acc) : 0;
     size_t add = strlen(prefix) + strlen(item) + 2;
     char *s = realloc(*acc, old + add);
 
-    if (s == NULL) return false;
+    if (s == NULL)
+        return false;
     snprintf(s + old, add, "%s%s%s", old != 0 ? "," : "", prefix, item);
     *acc = s;
     return true;
@@ -199,7 +222,8 @@ static void print_stats(ferry_bridge *b)
     ferry_bridge_stats st;
     size_t i, n = 0;
 
-    if (ferry_bridge_stats_get(b, &st) != FERRY_OK) return;
+    if (ferry_bridge_stats_get(b, &st) != FERRY_OK)
+        return;
     printf("ferry bridge: stats out_taken=%" PRIu64 " out_written=%" PRIu64 " out_skipped=%" PRIu64
            " out_early=%" PRIu64 " out_invalid=%" PRIu64 " out_failed=%" PRIu64
            " out_bytes=%" PRIu64 " out_queue_dropped=%" PRIu64 " out_write_timeouts=%" PRIu64
@@ -257,7 +281,8 @@ int ferry_cmd_bridge(int argc, char **argv)
     int status;
 
     status = parse_args(argc, argv, &a);
-    if (status >= 0) return status;
+    if (status >= 0)
+        return status;
     if ((uri != NULL && uri[0] != '\0' && !append_config(&config, uri)) ||
         (a.config != NULL && !append_config(&config, a.config))) {
         free(config);
@@ -272,7 +297,8 @@ int ferry_cmd_bridge(int argc, char **argv)
     o.npatterns = a.npatterns;
     o.direction = a.direction;
     o.reliability = a.reliability;
-    if (a.o.depth != 0) o.depth = (uint32_t)a.o.depth;
+    if (a.o.depth != 0)
+        o.depth = (uint32_t)a.o.depth;
     o.dds_config = config;
     o.log = log_line;
     o.log_level = a.o.quiet ? FERRY_LOG_WARN : FERRY_LOG_INFO;
@@ -288,8 +314,7 @@ int ferry_cmd_bridge(int argc, char **argv)
                         err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(saved) : "");
     }
     if (!a.o.quiet)
-        fprintf(stderr,
-                "ferry bridge: ferry domain %u (%s) <-> DDS domain %u%s, direction %s\n",
+        fprintf(stderr, "ferry bridge: ferry domain %u (%s) <-> DDS domain %u%s, direction %s\n",
                 (unsigned)a.o.where.domain, a.o.where.dir ? a.o.where.dir : "default directory",
                 (unsigned)a.dds_domain, a.dds_domain_from_ros ? " ($ROS_DOMAIN_ID)" : "",
                 a.direction == FERRY_BRIDGE_OUT  ? "out"
@@ -303,8 +328,10 @@ int ferry_cmd_bridge(int argc, char **argv)
         if (deadline >= 0) {
             int64_t left = deadline - ferry_now().ns;
 
-            if (left <= 0) break;
-            if (left < slice) slice = left;
+            if (left <= 0)
+                break;
+            if (left < slice)
+                slice = left;
         }
         err = ferry_bridge_run(b, slice);
         if (err != FERRY_OK) {
@@ -312,7 +339,8 @@ int ferry_cmd_bridge(int argc, char **argv)
             break;
         }
     }
-    if (a.stats) print_stats(b);
+    if (a.stats)
+        print_stats(b);
     err = ferry_bridge_destroy(b);
     if (err != FERRY_OK && status <= 0)
         status = cli_fail(CMD, 1, "ferry_bridge_destroy: %s", ferry_strerror(err));
@@ -325,9 +353,10 @@ int ferry_cmd_bridge(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    return cli_fail(CMD, 2, "not built: this ferry was built without Cyclone DDS "
-                            "(install cyclonedds-dev and cyclonedds-tools, configure with "
-                            "-DFERRY_BRIDGE=ON)");
+    return cli_fail(CMD, 2,
+                    "not built: this ferry was built without Cyclone DDS "
+                    "(install cyclonedds-dev and cyclonedds-tools, configure with "
+                    "-DFERRY_BRIDGE=ON)");
 }
 
 #endif

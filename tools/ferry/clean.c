@@ -30,8 +30,10 @@ int ferry_cmd_clean(int argc, char **argv)
     cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .opts = &o};
 
     cli_opts_init(&o);
-    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
-    if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END)
+        return p.status;
+    if (optind < argc)
+        return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
 
     err = ferry_clean(o.where.dir, o.where.domain, &removed);
     /* A domain directory that does not exist holds nothing to remove. */

@@ -39,7 +39,9 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--window", .value = "N", CLI_WHOLE_AT(delay_args, window),
+    {.name = "--window",
+     .value = "N",
+     CLI_WHOLE_AT(delay_args, window),
      .range = &cli_ranges[CLI_R_DELAY_WINDOW],
      .help = "samples the periodic statistics cover, 1..1000000 (default 100)"},
     CLI_OPTION_COUNT("stop after N samples; 0 runs until a signal (default 0)"),
@@ -54,14 +56,16 @@ static const cli_option options[] = {
 
 static int parse_args(int argc, char **argv, delay_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 19, .dest = a, .opts = &a->o};
 
     memset(a, 0, sizeof *a);
     cli_opts_init(&a->o);
     a->window = WINDOW_DEFAULT;
-    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
-    if (!cli_topic_operand(CMD, argc, argv, &a->topic)) return 2;
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END)
+        return p.status;
+    if (!cli_topic_operand(CMD, argc, argv, &a->topic))
+        return 2;
     return -1;
 }
 
@@ -97,10 +101,13 @@ static void delays_add(delays *d, int64_t ns)
 {
     d->ring[d->next] = ns;
     d->next = (d->next + 1) % d->cap;
-    if (d->count < d->cap) d->count++;
+    if (d->count < d->cap)
+        d->count++;
     d->fresh++;
-    if (d->total == 0 || ns < d->min_all) d->min_all = ns;
-    if (d->total == 0 || ns > d->max_all) d->max_all = ns;
+    if (d->total == 0 || ns < d->min_all)
+        d->min_all = ns;
+    if (d->total == 0 || ns > d->max_all)
+        d->max_all = ns;
     d->total++;
     d->sum_all += (double)ns;
     /* Grown by doubling; past ALL_MAX the percentiles keep the samples they have. */
@@ -187,7 +194,8 @@ static int delay_loop(ferry_subscriber *sub, const delay_args *a, const cli_msg_
         if (err == FERRY_OK) {
             take_one(d, decoder, &s);
             err = ferry_release(sub, &s);
-            if (err != FERRY_OK) return cli_fail_err(CMD, 1, err, "ferry_release");
+            if (err != FERRY_OK)
+                return cli_fail_err(CMD, 1, err, "ferry_release");
         } else if (err != FERRY_EAGAIN) {
             return cli_fail_err(CMD, 1, err, "ferry_take");
         } else {
@@ -201,21 +209,27 @@ static int delay_loop(ferry_subscriber *sub, const delay_args *a, const cli_msg_
                 report(d);
             d->fresh = 0;
             /* A reader that left (EPIPE) ends the command like a signal does. */
-            if (ferror(stdout)) return errno == EPIPE ? 0 : 1;
+            if (ferror(stdout))
+                return errno == EPIPE ? 0 : 1;
             next_report += NS_PER_S;
-            if (next_report <= now) next_report = now + NS_PER_S;
+            if (next_report <= now)
+                next_report = now + NS_PER_S;
             continue;
         }
         if (deadline >= 0 && now >= deadline) {
             *timed_out = true;
             return 0;
         }
-        if (err == FERRY_OK) continue;
+        if (err == FERRY_OK)
+            continue;
         until = next_report;
-        if (deadline >= 0 && deadline < until) until = deadline;
-        if (until - now > WAIT_SLICE_NS) until = now + WAIT_SLICE_NS;
+        if (deadline >= 0 && deadline < until)
+            until = deadline;
+        if (until - now > WAIT_SLICE_NS)
+            until = now + WAIT_SLICE_NS;
         err = ferry_wait(sub, until - now);
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return cli_fail_err(CMD, 1, err, "ferry_wait");
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
+            return cli_fail_err(CMD, 1, err, "ferry_wait");
     }
     return 0;
 }
@@ -238,7 +252,8 @@ int ferry_cmd_delay(int argc, char **argv)
     int status;
 
     status = parse_args(argc, argv, &a);
-    if (status >= 0) return status;
+    if (status >= 0)
+        return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
     cli_msg_stamped_names(names, sizeof names);
@@ -263,7 +278,8 @@ int ferry_cmd_delay(int argc, char **argv)
 
     /* A deeper queue than the default keeps a busy moment from showing up as drops. */
     ferry_subscriber_options_init(&o);
-    if (o.depth < 16) o.depth = 16;
+    if (o.depth < 16)
+        o.depth = 16;
     if (cli_subscribe(CMD, &a.o.where, a.topic, &type, &o, &node, &sub) != 0) {
         delays_free(&d);
         return 1;
@@ -285,6 +301,7 @@ int ferry_cmd_delay(int argc, char **argv)
     if (err != FERRY_OK && status == 0)
         status = cli_fail_err(CMD, 1, err, "ferry_node_destroy");
     delays_free(&d);
-    if (fflush(stdout) != 0 && errno != EPIPE && status == 0) status = 1;
+    if (fflush(stdout) != 0 && errno != EPIPE && status == 0)
+        status = 1;
     return status;
 }

@@ -60,13 +60,18 @@ static const cli_option options[] = {
                     "sequence, publisher, publish_time_ns, size, latency_us,\n"
                     "latency_from (\"stamp\" or \"publish\"), the message's fields as\n"
                     "ROS 2 names them, and data {bytes, crc32, head, tail}"),
-    {.name = "--data", CLI_FLAG_AT(echo_args, data),
+    {.name = "--data",
+     CLI_FLAG_AT(echo_args, data),
      .help = "with --json, add the data itself as data.base64"},
-    {.name = "--field", .value = "NAME", .kind = CLI_K_CODE, .code = O_FIELD,
+    {.name = "--field",
+     .value = "NAME",
+     .kind = CLI_K_CODE,
+     .code = O_FIELD,
      .help = "print only field NAME, a dotted path (header.stamp,\n"
              "fields.0.name); repeatable; implies --json"},
     CLI_OPTION_COUNT("stop after N samples; 0 runs until a signal (default 0)"),
-    {.name = "--verify", CLI_FLAG_AT(echo_args, verify),
+    {.name = "--verify",
+     CLI_FLAG_AT(echo_args, verify),
      .help = "check each synthetic frame's header and checksum (ok / CORRUPT);\n"
              "on sensor_msgs/Image and PointCloud2 topics, the sample must be\n"
              "a valid image or cloud whose data is a synthetic frame"},
@@ -74,7 +79,9 @@ static const cli_option options[] = {
     CLI_OPTION_TYPE("type name to subscribe with at once (default: the type of the\n"
                     "topic's publishers; with none yet, it waits for one)"),
     CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default: the library's, 2)"),
-    {.name = "--history", .value = "N", CLI_WHOLE_AT(echo_args, history),
+    {.name = "--history",
+     .value = "N",
+     CLI_WHOLE_AT(echo_args, history),
      .range = &cli_ranges[CLI_R_SUB_HISTORY],
      .help = "ask each publisher for its last N samples on joining, 0..4096\n"
              "(default 0)"},
@@ -85,8 +92,8 @@ static const cli_option options[] = {
 
 static int parse_args(int argc, char **argv, echo_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 19, .dest = a, .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
@@ -96,12 +103,12 @@ static int parse_args(int argc, char **argv, echo_args *a)
             optarg[strlen(optarg) - 1] == '.')
             return cli_fail(CMD, 2, "invalid --field '%s' (a dotted path: header.stamp)", optarg);
         if (a->nfields == FIELDS_MAX)
-            return cli_fail(CMD, 2, "--field %s: at most %d --field options", optarg,
-                            FIELDS_MAX);
+            return cli_fail(CMD, 2, "--field %s: at most %d --field options", optarg, FIELDS_MAX);
         a->fields[a->nfields++] = optarg;
         a->o.json = true;
     }
-    if (c == CLI_OPTS_EXIT) return p.status;
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
     if (a->data && !a->o.json)
         return cli_fail(CMD, 2, "--data needs --json (or --field)");
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
@@ -126,17 +133,20 @@ static bool sample_intact(const echo_args *a, const ferry_sample *s, uint64_t *f
     if (a->kind == 1) {
         ferry_image_view v;
 
-        if (ferry_image_view_get(s, &v) != FERRY_OK) return false;
+        if (ferry_image_view_get(s, &v) != FERRY_OK)
+            return false;
         data = v.data;
         size = v.data_size;
     } else if (a->kind == 2) {
         ferry_pointcloud_view v;
 
-        if (ferry_pointcloud_view_get(s, &v) != FERRY_OK) return false;
+        if (ferry_pointcloud_view_get(s, &v) != FERRY_OK)
+            return false;
         data = v.data;
         size = v.data_size;
     }
-    if (!cli_frame_verify(data, size)) return false;
+    if (!cli_frame_verify(data, size))
+        return false;
     memcpy(&h, data, sizeof h);
     *frame = h.sequence;
     return true;
@@ -158,7 +168,8 @@ static void ros2_lookup(echo_args *a)
     char why[256];
     int64_t now = ferry_now().ns;
 
-    if (a->schema != NULL || !a->ros2_named || now < a->next_lookup_ns) return;
+    if (a->schema != NULL || !a->ros2_named || now < a->next_lookup_ns)
+        return;
     a->next_lookup_ns = now + LOOKUP_PERIOD_NS;
     if (ferry_ros2_type_find(ferry_node_dir(a->node), a->type.name, a->type.hash, &info) !=
         FERRY_OK)
@@ -195,11 +206,13 @@ static void sample_json(cli_json *j, echo_args *a, const char *topic, const ferr
     cli_json_str(j, 0, "publisher", id);
     cli_json_i64(j, 0, "publish_time_ns", s->publish_time.ns);
     cli_json_u64(j, 0, "size", s->size);
-    cli_json_real(j, 0, "latency_us",
-                  (double)(from_stamp ? now_real - cli_stamp_ns(m.stamp)
-                                      : now_mono - s->publish_time.ns) / 1e3);
+    cli_json_real(
+        j, 0, "latency_us",
+        (double)(from_stamp ? now_real - cli_stamp_ns(m.stamp) : now_mono - s->publish_time.ns) /
+            1e3);
     cli_json_str(j, 0, "latency_from", from_stamp ? "stamp" : "publish");
-    if (a->verify) cli_json_bool(j, 0, "intact", intact);
+    if (a->verify)
+        cli_json_bool(j, 0, "intact", intact);
     ros2_lookup(a);
     if (a->schema != NULL) {
         /* Every field of the message, its byte sequences summarised like data. */
@@ -236,7 +249,8 @@ static int print_json(const cli_json *j, const echo_args *a)
 {
     size_t i;
 
-    if (j->failed) return cli_fail(CMD, 1, "out of memory");
+    if (j->failed)
+        return cli_fail(CMD, 1, "out of memory");
     if (a->nfields == 0) {
         cli_json_write(j, 0, stdout);
         fputc('\n', stdout);
@@ -244,11 +258,14 @@ static int print_json(const cli_json *j, const echo_args *a)
     }
     for (i = 0; i < a->nfields; i++)
         if (cli_json_find(j, 0, a->fields[i]) < 0)
-            return cli_fail(CMD, 1, "--field %s: no such field in this %s sample (try --json "
-                                    "without --field to see them)", a->fields[i], a->type.name);
+            return cli_fail(CMD, 1,
+                            "--field %s: no such field in this %s sample (try --json "
+                            "without --field to see them)",
+                            a->fields[i], a->type.name);
     fputc('{', stdout);
     for (i = 0; i < a->nfields; i++) {
-        if (i != 0) fputs(", ", stdout);
+        if (i != 0)
+            fputs(", ", stdout);
         cli_json_string(stdout, a->fields[i]);
         fputs(": ", stdout);
         cli_json_write(j, cli_json_find(j, 0, a->fields[i]), stdout);
@@ -273,9 +290,8 @@ static int print_sample(cli_json *j, echo_args *a, const char *topic, const ferr
     return 0;
 }
 
-static int echo_samples(ferry_subscriber *sub, echo_args *a, const char *topic,
-                        int64_t deadline, cli_json *j, echo_totals *tot, bool *timed_out,
-                        cli_watch *wa)
+static int echo_samples(ferry_subscriber *sub, echo_args *a, const char *topic, int64_t deadline,
+                        cli_json *j, echo_totals *tot, bool *timed_out, cli_watch *wa)
 {
     while (!cli_stop_requested && (a->o.count == 0 || tot->received < a->o.count)) {
         ferry_sample s;
@@ -286,7 +302,8 @@ static int echo_samples(ferry_subscriber *sub, echo_args *a, const char *topic,
             bool intact = !a->verify || sample_intact(a, &s, &frame);
 
             tot->received++;
-            if (!intact) tot->corrupt++;
+            if (!intact)
+                tot->corrupt++;
             if (!a->o.quiet) {
                 if (print_sample(j, a, topic, &s, intact, frame) != 0) {
                     ferry_release(sub, &s);
@@ -299,10 +316,12 @@ static int echo_samples(ferry_subscriber *sub, echo_args *a, const char *topic,
                 }
             }
             err = ferry_release(sub, &s);
-            if (err != FERRY_OK) return cli_fail_err(CMD, 1, err, "ferry_release");
+            if (err != FERRY_OK)
+                return cli_fail_err(CMD, 1, err, "ferry_release");
             continue;
         }
-        if (err != FERRY_EAGAIN) return cli_fail_err(CMD, 1, err, "ferry_take");
+        if (err != FERRY_EAGAIN)
+            return cli_fail_err(CMD, 1, err, "ferry_take");
         cli_watch_tick(wa, tot->received);
         if (deadline >= 0) {
             int64_t left = deadline - ferry_now().ns;
@@ -315,7 +334,8 @@ static int echo_samples(ferry_subscriber *sub, echo_args *a, const char *topic,
         } else {
             err = ferry_wait(sub, WAIT_SLICE_NS);
         }
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return cli_fail_err(CMD, 1, err, "ferry_wait");
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
+            return cli_fail_err(CMD, 1, err, "ferry_wait");
     }
     return 0;
 }
@@ -334,7 +354,6 @@ static int echo_loop(ferry_subscriber *sub, echo_args *a, int64_t deadline, echo
     return status;
 }
 
-
 int ferry_cmd_echo(int argc, char **argv)
 {
     ferry_subscriber_options o;
@@ -351,13 +370,15 @@ int ferry_cmd_echo(int argc, char **argv)
     int status;
 
     status = parse_args(argc, argv, &a);
-    if (status >= 0) return status;
+    if (status >= 0)
+        return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
 
     status = 0;
     ferry_subscriber_options_init(&o);
-    if (a.o.depth != 0) o.depth = (uint32_t)a.o.depth;
+    if (a.o.depth != 0)
+        o.depth = (uint32_t)a.o.depth;
     o.history = (uint32_t)a.history;
 
     /* Lines go out as they come, also into a pipe, so a reader sees samples live. */
@@ -373,7 +394,8 @@ int ferry_cmd_echo(int argc, char **argv)
             a.kind = 2;
         a.decoder = cli_msg_type_find(a.type.name);
         a.ros2_named = a.decoder->name == NULL && strstr(a.type.name, "/msg/") != NULL;
-        if (cli_subscribe(CMD, &a.o.where, a.topic, &a.type, &o, &node, &sub) != 0) return 1;
+        if (cli_subscribe(CMD, &a.o.where, a.topic, &a.type, &o, &node, &sub) != 0)
+            return 1;
         a.node = node;
         status = echo_loop(sub, &a, deadline, &tot, &timed_out, &wa);
     } else {
@@ -386,7 +408,8 @@ int ferry_cmd_echo(int argc, char **argv)
         status = cli_fail_err(CMD, 1, err, "ferry_subscriber_stats_get");
     fprintf(stderr, "ferry echo: %s: received %" PRIu64 ", dropped %" PRIu64, a.topic, tot.received,
             st.dropped);
-    if (a.verify) fprintf(stderr, ", corrupt %" PRIu64, tot.corrupt);
+    if (a.verify)
+        fprintf(stderr, ", corrupt %" PRIu64, tot.corrupt);
     fprintf(stderr, ", publishers %" PRIu32 "\n", st.publishers);
     /* With a publisher and no --count, --timeout is simply how long to listen; with none, the
      * topic or the directory is likely wrong. */
@@ -395,7 +418,8 @@ int ferry_cmd_echo(int argc, char **argv)
     else if (timed_out && a.o.count != 0 && status == 0)
         status = cli_fail(CMD, 1, "timed out after %g s with %" PRIu64 " of %" PRIu64 " samples",
                           a.o.timeout_s, tot.received, a.o.count);
-    if (tot.corrupt != 0 && status == 0) status = 1;
+    if (tot.corrupt != 0 && status == 0)
+        status = 1;
 
     if (sub != NULL) {
         err = ferry_subscriber_destroy(sub);
@@ -406,6 +430,7 @@ int ferry_cmd_echo(int argc, char **argv)
             status = cli_fail_err(CMD, 1, err, "ferry_node_destroy");
     }
     ferry_ros2_schema_free(a.schema);
-    if (tot.output_failed && status == 0) status = 1;
+    if (tot.output_failed && status == 0)
+        status = 1;
     return status;
 }

@@ -35,7 +35,9 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--window", .value = "N", CLI_WHOLE_AT(hz_args, window),
+    {.name = "--window",
+     .value = "N",
+     CLI_WHOLE_AT(hz_args, window),
      .range = &cli_ranges[CLI_R_HZ_WINDOW],
      .help = "samples the statistics cover, 2..1000000 (default 100)"},
     CLI_OPTION_COUNT("stop after N rate reports; 0 runs until a signal (default 0)"),
@@ -50,13 +52,14 @@ static const cli_option options[] = {
 
 static int parse_args(int argc, char **argv, hz_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 19, .dest = a, .opts = &a->o};
 
     memset(a, 0, sizeof *a);
     cli_opts_init(&a->o);
     a->window = WINDOW_DEFAULT;
-    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END)
+        return p.status;
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
     return -1;
@@ -90,7 +93,8 @@ static void window_add(window *w, int64_t t_ns, size_t size)
     w->t_ns[w->next] = t_ns;
     w->size[w->next] = size;
     w->next = (w->next + 1) % w->cap;
-    if (w->count < w->cap) w->count++;
+    if (w->count < w->cap)
+        w->count++;
     w->fresh++;
 }
 
@@ -102,7 +106,8 @@ static bool window_report(const window *w)
     double sum = 0.0, sumsq = 0.0, mean, var, bytes = 0.0;
     size_t periods = 0;
 
-    if (w->count < 2) return false;
+    if (w->count < 2)
+        return false;
     for (i = 1; i < w->count; i++) {
         size_t prev = (first + i - 1) % w->cap, cur = (first + i) % w->cap;
         int64_t p = w->t_ns[cur] - w->t_ns[prev];
@@ -115,7 +120,8 @@ static bool window_report(const window *w)
         periods++;
     }
     span = w->t_ns[(first + w->count - 1) % w->cap] - w->t_ns[first];
-    if (span <= 0) return false;
+    if (span <= 0)
+        return false;
     mean = sum / (double)periods;
     var = sumsq / (double)periods - mean * mean;
     printf("rate %.3f Hz  period min %.3f ms max %.3f ms mean %.3f ms std %.3f ms  "
@@ -140,7 +146,8 @@ static int hz_loop(ferry_subscriber *sub, const hz_args *a, int64_t deadline, wi
             window_add(w, s.publish_time.ns, s.size);
             (*received)++;
             err = ferry_release(sub, &s);
-            if (err != FERRY_OK) return cli_fail_err(CMD, 1, err, "ferry_release");
+            if (err != FERRY_OK)
+                return cli_fail_err(CMD, 1, err, "ferry_release");
         } else if (err != FERRY_EAGAIN) {
             return cli_fail_err(CMD, 1, err, "ferry_take");
         } else {
@@ -154,21 +161,27 @@ static int hz_loop(ferry_subscriber *sub, const hz_args *a, int64_t deadline, wi
                 (*reports)++;
             w->fresh = 0;
             /* A reader that left (EPIPE) ends the command like a signal does. */
-            if (ferror(stdout)) return errno == EPIPE ? 0 : 1;
+            if (ferror(stdout))
+                return errno == EPIPE ? 0 : 1;
             next_report += NS_PER_S;
-            if (next_report <= now) next_report = now + NS_PER_S;
+            if (next_report <= now)
+                next_report = now + NS_PER_S;
             continue;
         }
         if (deadline >= 0 && now >= deadline) {
             *timed_out = true;
             return 0;
         }
-        if (err == FERRY_OK) continue;
+        if (err == FERRY_OK)
+            continue;
         until = next_report;
-        if (deadline >= 0 && deadline < until) until = deadline;
-        if (until - now > WAIT_SLICE_NS) until = now + WAIT_SLICE_NS;
+        if (deadline >= 0 && deadline < until)
+            until = deadline;
+        if (until - now > WAIT_SLICE_NS)
+            until = now + WAIT_SLICE_NS;
         err = ferry_wait(sub, until - now);
-        if (err != FERRY_OK && err != FERRY_ETIMEDOUT) return cli_fail_err(CMD, 1, err, "ferry_wait");
+        if (err != FERRY_OK && err != FERRY_ETIMEDOUT)
+            return cli_fail_err(CMD, 1, err, "ferry_wait");
     }
     return 0;
 }
@@ -190,7 +203,8 @@ int ferry_cmd_hz(int argc, char **argv)
     int status;
 
     status = parse_args(argc, argv, &a);
-    if (status >= 0) return status;
+    if (status >= 0)
+        return status;
     if (ferry_topic_validate(a.topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
     if (!window_init(&w, (size_t)a.window)) {
@@ -200,7 +214,8 @@ int ferry_cmd_hz(int argc, char **argv)
 
     /* A deeper queue than the default keeps a busy moment from showing up as drops. */
     ferry_subscriber_options_init(&o);
-    if (o.depth < 16) o.depth = 16;
+    if (o.depth < 16)
+        o.depth = 16;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     cli_stop_on_signals();

@@ -58,9 +58,12 @@ static int by_kind_then_pid(const void *pa, const void *pb)
 {
     const ferry_endpoint_info *a = pa, *b = pb;
 
-    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
-    if (a->alive != b->alive) return a->alive ? -1 : 1;
-    if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    if (a->alive != b->alive)
+        return a->alive ? -1 : 1;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
     return (a->id > b->id) - (a->id < b->id);
 }
 
@@ -71,9 +74,12 @@ static const ferry_endpoint_info *type_source(const endpoint_list *l)
     size_t i;
 
     for (i = 0; i < l->count; i++) {
-        if (!l->e[i].alive) continue;
-        if (l->e[i].kind == FERRY_ENDPOINT_PUBLISHER) return &l->e[i];
-        if (live == NULL) live = &l->e[i];
+        if (!l->e[i].alive)
+            continue;
+        if (l->e[i].kind == FERRY_ENDPOINT_PUBLISHER)
+            return &l->e[i];
+        if (live == NULL)
+            live = &l->e[i];
     }
     return live ? live : &l->e[0];
 }
@@ -102,10 +108,14 @@ static const char *huge_pages_name(ferry_huge_pages h)
 static const char *spin_mode_name(uint32_t mode)
 {
     switch (mode) {
-    case FERRY_SPIN_MODE_SPIN: return "spin";
-    case FERRY_SPIN_MODE_YIELD: return "yield";
-    case FERRY_SPIN_MODE_POLL: return "poll";
-    default: return "off";
+    case FERRY_SPIN_MODE_SPIN:
+        return "spin";
+    case FERRY_SPIN_MODE_YIELD:
+        return "yield";
+    case FERRY_SPIN_MODE_POLL:
+        return "poll";
+    default:
+        return "off";
     }
 }
 
@@ -124,16 +134,25 @@ static void print_spin(const ferry_spin_stats *sp)
 {
     printf("    waits: ");
     switch (sp->mode) {
-    case FERRY_SPIN_MODE_SPIN: printf("spin up to %.1f us", (double)sp->budget_ns / 1e3); break;
-    case FERRY_SPIN_MODE_YIELD: printf("yield, then sleep"); break;
-    case FERRY_SPIN_MODE_POLL: printf("poll, never sleep"); break;
-    default: printf("sleep at once"); break;
+    case FERRY_SPIN_MODE_SPIN:
+        printf("spin up to %.1f us", (double)sp->budget_ns / 1e3);
+        break;
+    case FERRY_SPIN_MODE_YIELD:
+        printf("yield, then sleep");
+        break;
+    case FERRY_SPIN_MODE_POLL:
+        printf("poll, never sleep");
+        break;
+    default:
+        printf("sleep at once");
+        break;
     }
     if (sp->cpu < 0)
         printf(" (its thread may run on several CPUs)");
     else
         printf(" (its thread on CPU %" PRId32 " only; peers: %" PRIu32 " there, %" PRIu32
-               " elsewhere)", sp->cpu, sp->peers_same_cpu, sp->peers_elsewhere);
+               " elsewhere)",
+               sp->cpu, sp->peers_same_cpu, sp->peers_elsewhere);
     printf("  spins %" PRIu64 ", %" PRIu64 " found", sp->spins, sp->spins_found);
     if (sp->paced_spins)
         printf("; paced %" PRIu64 ", %" PRIu64 " caught", sp->paced_spins, sp->paced_found);
@@ -168,7 +187,8 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
         const ferry_endpoint_info *e = &l->e[i];
         const ferry_publisher_stats *p = &e->pub;
 
-        if (e->kind != FERRY_ENDPOINT_PUBLISHER) continue;
+        if (e->kind != FERRY_ENDPOINT_PUBLISHER)
+            continue;
         fputs(sep, stdout);
         sep = ",\n    ";
         json_endpoint_common(e);
@@ -188,14 +208,16 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
         json_spin(&p->spin);
         putchar('}');
     }
-    if (count_kind(l, FERRY_ENDPOINT_PUBLISHER) != 0) fputs("\n  ", stdout);
+    if (count_kind(l, FERRY_ENDPOINT_PUBLISHER) != 0)
+        fputs("\n  ", stdout);
     fputs("],\n  \"subscribers\": [", stdout);
     sep = "\n    ";
     for (i = 0; i < l->count; i++) {
         const ferry_endpoint_info *e = &l->e[i];
         const ferry_subscriber_stats *s = &e->sub;
 
-        if (e->kind != FERRY_ENDPOINT_SUBSCRIBER) continue;
+        if (e->kind != FERRY_ENDPOINT_SUBSCRIBER)
+            continue;
         fputs(sep, stdout);
         sep = ",\n    ";
         json_endpoint_common(e);
@@ -208,7 +230,8 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
         json_spin(&s->spin);
         putchar('}');
     }
-    if (count_kind(l, FERRY_ENDPOINT_SUBSCRIBER) != 0) fputs("\n  ", stdout);
+    if (count_kind(l, FERRY_ENDPOINT_SUBSCRIBER) != 0)
+        fputs("\n  ", stdout);
     fputs("]\n}\n", stdout);
 }
 
@@ -233,7 +256,8 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
         const ferry_endpoint_info *e = &l->e[i];
         const ferry_publisher_stats *p = &e->pub;
 
-        if (e->kind != FERRY_ENDPOINT_PUBLISHER) continue;
+        if (e->kind != FERRY_ENDPOINT_PUBLISHER)
+            continue;
         print_endpoint_head(e, t);
         printf("    published %" PRIu64 "  deliveries %" PRIu64 "  dropped %" PRIu64
                "  subscribers %" PRIu32 "\n",
@@ -262,7 +286,8 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
         const ferry_endpoint_info *e = &l->e[i];
         const ferry_subscriber_stats *s = &e->sub;
 
-        if (e->kind != FERRY_ENDPOINT_SUBSCRIBER) continue;
+        if (e->kind != FERRY_ENDPOINT_SUBSCRIBER)
+            continue;
         print_endpoint_head(e, t);
         printf("    received %" PRIu64 "  dropped %" PRIu64 "  held %" PRIu32 "  depth %" PRIu32
                "  publishers %" PRIu32 "\n",
@@ -284,21 +309,25 @@ int ferry_cmd_info(int argc, char **argv)
     cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .opts = &o};
 
     cli_opts_init(&o);
-    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END)
+        return p.status;
     if (!cli_topic_operand(CMD, argc, argv, &topic))
         return 2;
     if (ferry_topic_validate(topic) != FERRY_OK)
         return cli_fail(CMD, 2, "invalid topic name '%s'", topic);
-    if (cli_check_root(CMD, &o.where) != 0) return 1;
+    if (cli_check_root(CMD, &o.where) != 0)
+        return 1;
 
     err = ferry_inspect(o.where.dir, o.where.domain, topic, add_endpoint, &l);
     /* A domain nobody has used yet has no directory: the topic is unknown there. */
-    if (err == FERRY_ESYS && errno == ENOENT) err = FERRY_OK;
+    if (err == FERRY_ESYS && errno == ENOENT)
+        err = FERRY_OK;
     if (err != FERRY_OK || l.out_of_memory) {
         int saved = errno;
 
         free(l.e);
-        if (l.out_of_memory) return cli_fail(CMD, 1, "out of memory");
+        if (l.out_of_memory)
+            return cli_fail(CMD, 1, "out of memory");
         return cli_fail(CMD, 1, "cannot inspect '%s': %s%s%s", topic, ferry_strerror(err),
                         err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(saved) : "");
     }
@@ -312,6 +341,7 @@ int ferry_cmd_info(int argc, char **argv)
     else
         print_text(&l, type_source(&l));
     free(l.e);
-    if (fflush(stdout) != 0) return 1;
+    if (fflush(stdout) != 0)
+        return 1;
     return 0;
 }

@@ -45,12 +45,11 @@ static void usage(FILE *to)
           to);
     for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(to, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fputs(
-        "\n"
-        "Every command takes --domain N and --dir PATH, after the command name (ferry\n"
-        "topics --domain 3); their defaults come from the environment variables FERRY_DOMAIN\n"
-        "(else 0) and FERRY_DIR (else /dev/shm/ferry-<uid>).\n",
-        to);
+    fputs("\n"
+          "Every command takes --domain N and --dir PATH, after the command name (ferry\n"
+          "topics --domain 3); their defaults come from the environment variables FERRY_DOMAIN\n"
+          "(else 0) and FERRY_DIR (else /dev/shm/ferry-<uid>).\n",
+          to);
 }
 
 static const command *find_command(const char *name)
@@ -58,7 +57,8 @@ static const command *find_command(const char *name)
     size_t i;
 
     for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(name, commands[i].name) == 0) return &commands[i];
+        if (strcmp(name, commands[i].name) == 0)
+            return &commands[i];
     return NULL;
 }
 
@@ -66,12 +66,13 @@ static const command *find_command(const char *name)
  * options every command shares that take a value (cli.h), written without '='. */
 static bool takes_value(const char *option)
 {
-    static const char *const with_value[] = {"--domain", "--dir", "--type", "--depth",
-                                             "--count", "--timeout", "--csv"};
+    static const char *const with_value[] = {"--domain", "--dir",     "--type", "--depth",
+                                             "--count",  "--timeout", "--csv"};
     size_t i;
 
     for (i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
-        if (strcmp(option, with_value[i]) == 0) return true;
+        if (strcmp(option, with_value[i]) == 0)
+            return true;
     return false;
 }
 
@@ -81,7 +82,7 @@ static void put_word(FILE *to, const char *word)
     const char *p;
 
     if (word[0] != '\0' && strspn(word, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                         "0123456789_-+=/.,:@%") == strlen(word)) {
+                                        "0123456789_-+=/.,:@%") == strlen(word)) {
         fputs(word, to);
         return;
     }
@@ -108,7 +109,8 @@ static int options_before_command(int argc, char **argv)
         else if (argv[i][0] == '-' && takes_value(argv[i]))
             i++; /* its value, which may be a command's name: `--dir pub` */
     }
-    if (at == 0) return 0;
+    if (at == 0)
+        return 0;
     fputs("ferry: options go after the command: ferry ", stderr);
     put_word(stderr, argv[at]);
     for (j = at + 1; j < argc; j++) {
@@ -146,9 +148,11 @@ int main(int argc, char **argv)
      * destroys its endpoints: writes fail with EPIPE instead and the command stops. */
     signal(SIGPIPE, SIG_IGN);
     cmd = find_command(name);
-    if (cmd != NULL) return cmd->run(argc - 1, argv + 1);
+    if (cmd != NULL)
+        return cmd->run(argc - 1, argv + 1);
     if (name[0] == '-') {
-        if (options_before_command(argc, argv) != 0) return 2;
+        if (options_before_command(argc, argv) != 0)
+            return 2;
         return cli_fail(NULL, 2, "unknown option '%s' (try 'ferry --help')", name);
     }
     return cli_fail(NULL, 2, "unknown command '%s' (try 'ferry --help')", name);

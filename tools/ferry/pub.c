@@ -41,9 +41,9 @@ typedef struct pub_args {
     const char *encoding;
     bool encoding_given;
     const char *frame_id;
-    const char *from;        /* --from FILE */
-    cli_image_file file;     /* its pixels, once loaded */
-    bool camera_info;        /* --camera-info */
+    const char *from;    /* --from FILE */
+    cli_image_file file; /* its pixels, once loaded */
+    bool camera_info;    /* --camera-info */
     /* Where the camera infos go: "<parent of topic>/camera_info". */
     char info_topic[FERRY_TOPIC_MAX + 2];
     const char *size_option; /* the first of --size, --image, --cloud given, for --from */
@@ -69,41 +69,60 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--size", .value = "BYTES", CLI_BYTES_AT(pub_args, size),
-     .range = &cli_ranges[CLI_R_PUB_SIZE], .code = O_SIZE,
+    {.name = "--size",
+     .value = "BYTES",
+     CLI_BYTES_AT(pub_args, size),
+     .range = &cli_ranges[CLI_R_PUB_SIZE],
+     .code = O_SIZE,
      .help = "frame size, 64..1024G; suffixes k, M, G (default 1M)"},
-    {.name = "--rate", .value = "HZ", CLI_REAL_AT(pub_args, rate),
+    {.name = "--rate",
+     .value = "HZ",
+     CLI_REAL_AT(pub_args, rate),
      .range = &cli_ranges[CLI_R_PUB_RATE],
      .help = "frames per second, 0.01..100000; 0 publishes as fast as\n"
              "possible (default 30)"},
     CLI_OPTION_COUNT("stop after N frame periods (a frame skipped for a full\n"
                      "pool counts); 0 publishes for ever (default 0)"),
-    {.name = "--wait-subscribers", .value = "N", CLI_WHOLE_AT(pub_args, wait_subscribers),
+    {.name = "--wait-subscribers",
+     .value = "N",
+     CLI_WHOLE_AT(pub_args, wait_subscribers),
      .range = &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS],
      .help = "wait for N subscribers (0..1024) before the first frame\n"
              "(default 0)"},
-    {.name = "--history", .value = "N", CLI_WHOLE_AT(pub_args, history),
-     .range = &cli_ranges[CLI_R_PUB_HISTORY], .code = O_HISTORY,
+    {.name = "--history",
+     .value = "N",
+     CLI_WHOLE_AT(pub_args, history),
+     .range = &cli_ranges[CLI_R_PUB_HISTORY],
+     .code = O_HISTORY,
      .help = "keep the last N frames for late joiners, 0..4096 and below\n"
              "--chunks (default 0)"},
-    {.name = "--chunks", .value = "N", CLI_WHOLE_AT(pub_args, chunks),
+    {.name = "--chunks",
+     .value = "N",
+     CLI_WHOLE_AT(pub_args, chunks),
      .range = &cli_ranges[CLI_R_PUB_CHUNKS],
      .help = "most chunks (frames) in the publisher's pool, 1..65536\n"
              "(default: the library's, 256)"},
-    {.name = "--share", .value = "N", CLI_WHOLE_AT(pub_args, share),
+    {.name = "--share",
+     .value = "N",
+     CLI_WHOLE_AT(pub_args, share),
      .range = &cli_ranges[CLI_R_PUB_SHARE],
      .help = "most chunks one subscriber may hold, queued and taken\n"
              "together, 1..--chunks; a subscriber is a process (every\n"
              "process of another user counts as one), whatever number\n"
              "of connections it makes (default: seven eighths of --chunks)"},
-    {.name = "--share-bytes", .value = "BYTES", CLI_BYTES_AT(pub_args, share_bytes),
+    {.name = "--share-bytes",
+     .value = "BYTES",
+     CLI_BYTES_AT(pub_args, share_bytes),
      .range = &cli_ranges[CLI_R_PUB_SHARE_BYTES],
      .help = "the same in bytes of chunks (default: seven eighths of the\n"
              "pool)"},
-    {.name = "--admit-blocking", CLI_FLAG_AT(pub_args, admit_blocking),
+    {.name = "--admit-blocking",
+     CLI_FLAG_AT(pub_args, admit_blocking),
      .help = "admit subscribers that ask to block the publisher\n"
              "(lossless); by default they are refused"},
-    {.name = "--huge-pages", .value = "MODE", CLI_CHOICE_AT(pub_args, huge_pages),
+    {.name = "--huge-pages",
+     .value = "MODE",
+     CLI_CHOICE_AT(pub_args, huge_pages),
      .choices = (const cli_choice[]){{"off", FERRY_HUGE_PAGES_OFF},
                                      {"thp", FERRY_HUGE_PAGES_THP},
                                      {"hugetlb", FERRY_HUGE_PAGES_HUGETLB},
@@ -112,33 +131,51 @@ static const cli_option options[] = {
      .bad_choice = "invalid --huge-pages '%s' (%s)",
      .help = "back the pool with 2 MiB pages: off, thp, hugetlb or auto\n"
              "(default off; `ferry info` shows what the pool got)"},
-    {.name = "--pool", .value = "BYTES", CLI_BYTES_AT(pub_args, pool),
+    {.name = "--pool",
+     .value = "BYTES",
+     CLI_BYTES_AT(pub_args, pool),
      .range = &cli_ranges[CLI_R_PUB_POOL],
      .help = "byte cap of the publisher's pool, 8k..4096G (default: the\n"
              "library's, raised to 4 frames when smaller)"},
-    {.name = "--image", .value = "WxH", .kind = CLI_K_CODE, .code = O_IMAGE,
+    {.name = "--image",
+     .value = "WxH",
+     .kind = CLI_K_CODE,
+     .code = O_IMAGE,
      .help = "publish sensor_msgs/Image frames of W x H pixels instead;\n"
              "their pixel bytes are a synthetic frame (echo --verify);\n"
              "a frame, header included, takes 256..1024G bytes"},
-    {.name = "--encoding", .value = "ENC", CLI_STRING_AT(pub_args, encoding), .code = O_ENCODING,
+    {.name = "--encoding",
+     .value = "ENC",
+     CLI_STRING_AT(pub_args, encoding),
+     .code = O_ENCODING,
      .help = "with --image, the image encoding (default rgb8)"},
-    {.name = "--cloud", .value = "WxH", .kind = CLI_K_CODE, .code = O_CLOUD,
+    {.name = "--cloud",
+     .value = "WxH",
+     .kind = CLI_K_CODE,
+     .code = O_CLOUD,
      .help = "publish sensor_msgs/PointCloud2 frames of H rows of W\n"
              "points instead, fields x y z intensity (float32, point\n"
              "step 16), 4..268435199 points; their point bytes are a\n"
              "synthetic frame"},
-    {.name = "--from", .value = "FILE", CLI_STRING_AT(pub_args, from), .code = O_FROM,
+    {.name = "--from",
+     .value = "FILE",
+     CLI_STRING_AT(pub_args, from),
+     .code = O_FROM,
      .help = "publish the image in FILE as sensor_msgs/Image instead,\n"
              "again at every frame: PNG, JPEG, PPM (P6) or PGM (P5),\n"
              "8-bit; mono8, rgb8 or rgba8 as the file has it"},
-    {.name = "--camera-info", CLI_FLAG_AT(pub_args, camera_info),
+    {.name = "--camera-info",
+     CLI_FLAG_AT(pub_args, camera_info),
      .help = "with --image or --from, also publish a matching\n"
              "sensor_msgs/CameraInfo on <parent of TOPIC>/camera_info\n"
              "(/camera_info for a topic without a parent), one per\n"
              "image: same size, stamp and frame_id, plumb_bob with\n"
              "zero distortion, a pinhole with fx = fy = width at the\n"
              "image centre"},
-    {.name = "--frame-id", .value = "ID", CLI_STRING_AT(pub_args, frame_id), .code = O_FRAME_ID,
+    {.name = "--frame-id",
+     .value = "ID",
+     CLI_STRING_AT(pub_args, frame_id),
+     .code = O_FRAME_ID,
      .help = "image or cloud frame_id (default: the topic's last\n"
              "segment)"},
     CLI_OPTIONS_WHERE_END,
@@ -151,8 +188,10 @@ static bool history_fits(const pub_args *a, uint64_t chunks)
     cli_range r = cli_ranges[CLI_R_PUB_HISTORY];
     char note[64];
 
-    if (a->history < chunks) return true;
-    if (r.hi > chunks - 1) r.hi = chunks - 1;
+    if (a->history < chunks)
+        return true;
+    if (r.hi > chunks - 1)
+        r.hi = chunks - 1;
     snprintf(note, sizeof note, "must also be below --chunks, %" PRIu64 "%s", chunks,
              a->chunks != 0 ? "" : " by default");
     r.note = note;
@@ -195,8 +234,10 @@ static bool image_size(pub_args *a)
         return false;
     }
     if (ferry_image_layout_get(a->encoding, a->width, a->height, 0, &l) != FERRY_OK) {
-        cli_fail(CMD, 2, "--image %s does not fit %s: rows of at most %" PRIu32 " bytes, sides "
-                 "even where the encoding subsamples", a->sides_arg, a->encoding, UINT32_MAX);
+        cli_fail(CMD, 2,
+                 "--image %s does not fit %s: rows of at most %" PRIu32 " bytes, sides "
+                 "even where the encoding subsamples",
+                 a->sides_arg, a->encoding, UINT32_MAX);
         return false;
     }
     frame = l.data_size > UINT64_MAX - header ? UINT64_MAX : header + l.data_size;
@@ -222,13 +263,16 @@ static bool info_topic(pub_args *a)
     int n;
 
     /* run() names an invalid image topic as such. */
-    if (ferry_topic_validate(a->topic) != FERRY_OK) return true;
+    if (ferry_topic_validate(a->topic) != FERRY_OK)
+        return true;
     n = snprintf(a->info_topic, sizeof a->info_topic, "%s%.*s/camera_info",
                  a->topic[0] == '/' || parent == 0 ? "" : "/", parent, a->topic);
     if (n < 0 || (size_t)n >= sizeof a->info_topic ||
         ferry_topic_validate(a->info_topic) != FERRY_OK) {
-        cli_fail(CMD, 2, "--camera-info: '%s' has no valid camera_info topic next to it (at most "
-                 "%u bytes)", a->topic, FERRY_TOPIC_MAX);
+        cli_fail(CMD, 2,
+                 "--camera-info: '%s' has no valid camera_info topic next to it (at most "
+                 "%u bytes)",
+                 a->topic, FERRY_TOPIC_MAX);
         return false;
     }
     if (strcmp(a->info_topic + 1, a->topic + (a->topic[0] == '/')) == 0) {
@@ -245,7 +289,8 @@ static int file_size(pub_args *a)
     uint64_t header = ((sizeof(ferry_image_header) + 63) / 64) * 64;
     int status = cli_image_load(CMD, a->from, &a->file);
 
-    if (status != 0) return status;
+    if (status != 0)
+        return status;
     a->width = a->file.width;
     a->height = a->file.height;
     a->encoding = a->file.encoding;
@@ -259,8 +304,8 @@ static int file_size(pub_args *a)
 
 static int parse_args(int argc, char **argv, pub_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 26, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 26, .dest = a, .opts = &a->o};
     ferry_publisher_options d;
     int c;
 
@@ -272,7 +317,8 @@ static int parse_args(int argc, char **argv, pub_args *a)
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
         case O_SIZE:
-            if (a->size_option == NULL) a->size_option = "--size";
+            if (a->size_option == NULL)
+                a->size_option = "--size";
             break;
         case O_HISTORY:
             a->history_arg = optarg;
@@ -284,13 +330,15 @@ static int parse_args(int argc, char **argv, pub_args *a)
                 return 2;
             a->sides_arg = optarg;
             a->cloud = c == O_CLOUD;
-            if (a->size_option == NULL) a->size_option = c == O_CLOUD ? "--cloud" : "--image";
+            if (a->size_option == NULL)
+                a->size_option = c == O_CLOUD ? "--cloud" : "--image";
             break;
         case O_ENCODING:
             a->encoding_given = true;
             break;
         case O_FROM:
-            if (optarg[0] == '\0') return cli_fail(CMD, 2, "--from is empty: give an image file");
+            if (optarg[0] == '\0')
+                return cli_fail(CMD, 2, "--from is empty: give an image file");
             break;
         case O_FRAME_ID:
             if (strlen(optarg) > FERRY_MSG_FRAME_ID_MAX)
@@ -299,41 +347,52 @@ static int parse_args(int argc, char **argv, pub_args *a)
             break;
         }
     }
-    if (c == CLI_OPTS_EXIT) return p.status;
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
     if (a->from != NULL && a->size_option != NULL)
         return cli_fail(CMD, 2, "--from and %s cannot be used together (the file gives the size)",
                         a->size_option);
     if (a->from != NULL && a->encoding_given)
-        return cli_fail(CMD, 2, "--from and --encoding cannot be used together (the file gives "
-                                "the encoding)");
+        return cli_fail(CMD, 2,
+                        "--from and --encoding cannot be used together (the file gives "
+                        "the encoding)");
     /* Only the synthetic images of --image have an encoding to choose: refused elsewhere, rather
      * than ignored while frames of another type go out. */
     if (a->encoding_given && a->from == NULL && (a->sides_arg == NULL || a->cloud))
-        return cli_fail(CMD, 2, "--encoding needs --image (it is the encoding of the images "
-                                "--image WxH publishes)");
+        return cli_fail(CMD, 2,
+                        "--encoding needs --image (it is the encoding of the images "
+                        "--image WxH publishes)");
     if (a->camera_info && a->from == NULL && (a->sides_arg == NULL || a->cloud))
         return cli_fail(CMD, 2, "--camera-info needs --image or --from");
     ferry_publisher_options_init(&d);
-    if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks)) return 2;
+    if (!history_fits(a, a->chunks != 0 ? a->chunks : d.max_chunks))
+        return 2;
     if (a->share > (a->chunks != 0 ? a->chunks : d.max_chunks))
-        return cli_fail(CMD, 2, "--share %" PRIu64 " is more than the pool's %" PRIu64 " chunks "
-                        "(--chunks)", a->share, a->chunks != 0 ? a->chunks : (uint64_t)d.max_chunks);
+        return cli_fail(CMD, 2,
+                        "--share %" PRIu64 " is more than the pool's %" PRIu64 " chunks "
+                        "(--chunks)",
+                        a->share, a->chunks != 0 ? a->chunks : (uint64_t)d.max_chunks);
 
     if (!cli_topic_operand(CMD, argc, argv, &a->topic))
         return 2;
-    if (a->camera_info && !info_topic(a)) return 2;
+    if (a->camera_info && !info_topic(a))
+        return 2;
     if (a->from != NULL) {
         int status = file_size(a);
 
-        if (status != 0) return status;
+        if (status != 0)
+            return status;
     }
-    if (a->cloud && !cloud_size(a)) return 2;
-    if (!a->cloud && a->from == NULL && a->width != 0 && !image_size(a)) return 2;
+    if (a->cloud && !cloud_size(a))
+        return 2;
+    if (!a->cloud && a->from == NULL && a->width != 0 && !image_size(a))
+        return 2;
     if (a->width != 0 && a->frame_id == NULL) {
         const char *slash = strrchr(a->topic, '/');
 
         a->frame_id = slash != NULL ? slash + 1 : a->topic;
-        if (strlen(a->frame_id) > FERRY_MSG_FRAME_ID_MAX) a->frame_id = "";
+        if (strlen(a->frame_id) > FERRY_MSG_FRAME_ID_MAX)
+            a->frame_id = "";
     }
     return -1;
 }
@@ -348,7 +407,8 @@ static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t
     ferry_err err;
 
     err = ferry_image_loan(pub, a->width, a->height, a->encoding, 0, &img);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     /* The loan's rows are packed (step 0 asks for the minimum), as the file's are. */
     if (a->file.pixels != NULL)
         memcpy(img.data, a->file.pixels, img.data_size);
@@ -365,7 +425,8 @@ static ferry_err publish_image(ferry_publisher *pub, const pub_args *a, uint64_t
     if (err != FERRY_OK) {
         ferry_err rel = ferry_image_loan_release(pub, &img);
 
-        if (rel != FERRY_OK) return rel;
+        if (rel != FERRY_OK)
+            return rel;
     }
     return err;
 }
@@ -380,7 +441,8 @@ static ferry_err publish_camera_info(ferry_publisher *pub, const pub_args *a, fe
     ferry_err err;
 
     err = ferry_camera_info_loan(pub, &ci);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     h = ci.header;
     h->width = a->width;
     h->height = a->height;
@@ -403,7 +465,8 @@ static ferry_err publish_camera_info(ferry_publisher *pub, const pub_args *a, fe
     if (err != FERRY_OK) {
         ferry_err rel = ferry_camera_info_loan_release(pub, &ci);
 
-        if (rel != FERRY_OK) return rel;
+        if (rel != FERRY_OK)
+            return rel;
     }
     return err;
 }
@@ -428,7 +491,8 @@ static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t
         fields[i].count = 1;
     }
     err = ferry_pointcloud_loan(pub, a->width, a->height, fields, 4, CLI_CLOUD_POINT_STEP, &pc);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     cli_frame_fill(pc.data, pc.data_size, sequence, true);
     clock_gettime(CLOCK_REALTIME, &now);
     pc.header->stamp.sec = (int32_t)now.tv_sec;
@@ -441,7 +505,8 @@ static ferry_err publish_cloud(ferry_publisher *pub, const pub_args *a, uint64_t
     if (err != FERRY_OK) {
         ferry_err rel = ferry_pointcloud_loan_release(pub, &pc);
 
-        if (rel != FERRY_OK) return rel;
+        if (rel != FERRY_OK)
+            return rel;
     }
     return err;
 }
@@ -454,7 +519,7 @@ typedef struct complaint {
 } complaint;
 
 typedef struct pub_counts {
-    uint64_t published, infos; /* images or frames; camera infos */
+    uint64_t published, infos;              /* images or frames; camera infos */
     complaint pool_full, blocked;           /* of the images or frames */
     complaint no_memory;                    /* loans refused for memory (FERRY_ENOMEM) */
     complaint info_pool_full, info_blocked; /* of the camera infos */
@@ -473,8 +538,8 @@ static void complain(complaint *c, const char *what, ferry_err err)
 
     c->count++;
     if (c->count == 1 || now - c->last_ns >= NS_PER_S) {
-        cli_fail(CMD, 0, "%s: %s (%s%s%s), %" PRIu64 " so far; going on", what,
-                 ferry_strerror(err), ferry_errname(err), err == FERRY_ENOMEM ? ", " : "",
+        cli_fail(CMD, 0, "%s: %s (%s%s%s), %" PRIu64 " so far; going on", what, ferry_strerror(err),
+                 ferry_errname(err), err == FERRY_ENOMEM ? ", " : "",
                  err == FERRY_ENOMEM ? cli_memory_why(e) : "", c->count);
         c->last_ns = now;
     }
@@ -488,14 +553,18 @@ static ferry_err idle_until(ferry_publisher *pub, ferry_publisher *info, int64_t
         int64_t left = t_ns - ferry_now().ns;
         ferry_err err;
 
-        if (left <= 0 || cli_stop_requested) return FERRY_OK;
+        if (left <= 0 || cli_stop_requested)
+            return FERRY_OK;
         if (info != NULL) {
-            if (left > WAIT_SLICE_NS / 10) left = WAIT_SLICE_NS / 10;
+            if (left > WAIT_SLICE_NS / 10)
+                left = WAIT_SLICE_NS / 10;
             err = ferry_publisher_poll(info, 0);
-            if (err != FERRY_OK) return err;
+            if (err != FERRY_OK)
+                return err;
         }
         err = ferry_publisher_poll(pub, left);
-        if (err != FERRY_OK) return err;
+        if (err != FERRY_OK)
+            return err;
     }
 }
 
@@ -503,12 +572,12 @@ static ferry_err idle_until(ferry_publisher *pub, ferry_publisher *info, int64_t
 
 /* A published image's camera info on info (NULL without --camera-info): 0, or the exit status
  * after a message. A full pool or a blocked subscriber there skips this one only. */
-static int follow_image(ferry_publisher *info, const pub_args *a, ferry_stamp stamp,
-                        pub_counts *c)
+static int follow_image(ferry_publisher *info, const pub_args *a, ferry_stamp stamp, pub_counts *c)
 {
     ferry_err err;
 
-    if (info == NULL) return 0;
+    if (info == NULL)
+        return 0;
     err = publish_camera_info(info, a, stamp);
     if (err == FERRY_OK)
         c->infos++;
@@ -559,7 +628,8 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
                 complain(blocked, "a blocking subscriber stayed full", err);
             } else {
                 *elapsed_ns = ferry_now().ns - start;
-                return cli_fail_err(CMD, 1, err, "publishing %s", a->cloud ? "a cloud" : "an image");
+                return cli_fail_err(CMD, 1, err, "publishing %s",
+                                    a->cloud ? "a cloud" : "an image");
             }
         } else {
             err = ferry_loan(pub, a->size, &payload);
@@ -592,13 +662,15 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
                 }
             }
         }
-        if (a->o.count != 0 && frames >= a->o.count) break;
+        if (a->o.count != 0 && frames >= a->o.count)
+            break;
         if (period > 0) {
             int64_t now = ferry_now().ns;
 
             next += period;
             /* After a stall, keep the rate rather than bursting to catch up. */
-            if (now - next > period) next = now;
+            if (now - next > period)
+                next = now;
             err = idle_until(pub, info, next);
             if (err != FERRY_OK) {
                 *elapsed_ns = ferry_now().ns - start;
@@ -612,13 +684,15 @@ static int publish_loop(ferry_publisher *pub, ferry_publisher *info, const pub_a
 
 static int wait_subscribers(ferry_publisher *pub, uint32_t n)
 {
-    if (n == 0) return 0;
+    if (n == 0)
+        return 0;
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "ferry pub: waiting for %" PRIu32 " subscriber%s\n", n, n == 1 ? "" : "s");
     while (!cli_stop_requested) {
         ferry_err err = ferry_publisher_wait_subscribers(pub, n, WAIT_SLICE_NS);
 
-        if (err == FERRY_OK) return 0;
+        if (err == FERRY_OK)
+            return 0;
         if (err != FERRY_ETIMEDOUT)
             return cli_fail_err(CMD, 1, err, "ferry_publisher_wait_subscribers");
     }
@@ -642,22 +716,26 @@ static int run(pub_args *ap)
         return cli_fail(CMD, 2, "invalid topic name '%s'", a.topic);
 
     ferry_publisher_options_init(&o);
-    if (o.max_sample_size < a.size) o.max_sample_size = a.size;
+    if (o.max_sample_size < a.size)
+        o.max_sample_size = a.size;
     if (a.pool != 0)
         o.pool_bytes = a.pool;
     else if (a.size <= SIZE_MAX / 4 && o.pool_bytes < 4 * a.size)
         o.pool_bytes = 4 * a.size;
     o.history = (uint32_t)a.history;
-    if (a.chunks != 0) o.max_chunks = (uint32_t)a.chunks;
+    if (a.chunks != 0)
+        o.max_chunks = (uint32_t)a.chunks;
     o.max_chunks_per_subscriber = (uint32_t)a.share;
     o.max_bytes_per_subscriber = a.share_bytes;
     o.admit_blocking = a.admit_blocking;
     o.huge_pages = a.huge_pages;
     /* Room for every subscriber waited for, or the wait could never end. */
-    if (o.max_subscribers < a.wait_subscribers) o.max_subscribers = (uint32_t)a.wait_subscribers;
+    if (o.max_subscribers < a.wait_subscribers)
+        o.max_subscribers = (uint32_t)a.wait_subscribers;
 
     cli_stop_on_signals();
-    if (cli_node(&a.o.where, CMD, &node) != FERRY_OK) return 1;
+    if (cli_node(&a.o.where, CMD, &node) != FERRY_OK)
+        return 1;
     if (a.cloud) {
         type_name = FERRY_POINTCLOUD_TYPE_NAME;
         type_hash = FERRY_POINTCLOUD_TYPE_HASH;
@@ -679,9 +757,11 @@ static int run(pub_args *ap)
          * subscriber waited for get both. */
         ferry_publisher_options_init(&io);
         io.history = o.history;
-        if (a.chunks != 0) io.max_chunks = o.max_chunks;
+        if (a.chunks != 0)
+            io.max_chunks = o.max_chunks;
         io.admit_blocking = o.admit_blocking;
-        if (io.max_subscribers < o.max_subscribers) io.max_subscribers = o.max_subscribers;
+        if (io.max_subscribers < o.max_subscribers)
+            io.max_subscribers = o.max_subscribers;
         err = ferry_publisher_create(&info, node, a.info_topic, FERRY_CAMERA_INFO_TYPE_NAME,
                                      FERRY_CAMERA_INFO_TYPE_HASH, &io);
         if (err != FERRY_OK) {
@@ -699,11 +779,12 @@ static int run(pub_args *ap)
 
     memset(&c, 0, sizeof c);
     /* Without room for the samples the calls are not timed; publishing goes on. */
-    if (!cli_lat_init(&c.calls, a.o.count != 0 && a.o.count < CALLS_MAX ? (size_t)a.o.count
-                                                                         : CALLS_MAX))
+    if (!cli_lat_init(&c.calls,
+                      a.o.count != 0 && a.o.count < CALLS_MAX ? (size_t)a.o.count : CALLS_MAX))
         cli_lat_init(&c.calls, 0);
     status = wait_subscribers(pub, (uint32_t)a.wait_subscribers);
-    if (status == 0) status = publish_loop(pub, info, &a, &c);
+    if (status == 0)
+        status = publish_loop(pub, info, &a, &c);
 
     memset(&st, 0, sizeof st);
     err = ferry_publisher_stats_get(pub, &st);
@@ -761,7 +842,8 @@ int ferry_cmd_pub(int argc, char **argv)
     pub_args a;
     int status = parse_args(argc, argv, &a);
 
-    if (status < 0) status = run(&a);
+    if (status < 0)
+        status = run(&a);
     cli_image_file_free(&a.file);
     return status;
 }

@@ -48,7 +48,8 @@ static bool add_endpoint(void *arg, const ferry_endpoint_info *info)
     topic_row *r = NULL;
     size_t i;
 
-    if (!info->alive) return true;
+    if (!info->alive)
+        return true;
     for (i = 0; i < l->count; i++) {
         if (strcmp(l->rows[i].topic, info->topic) == 0) {
             r = &l->rows[i];
@@ -111,7 +112,8 @@ static void print_table(const topic_list *l)
     int wt = (int)strlen("TOPIC"), wy = (int)strlen("TYPE");
     size_t i;
 
-    if (l->count == 0) return;
+    if (l->count == 0)
+        return;
     for (i = 0; i < l->count; i++) {
         int t = (int)strlen(l->rows[i].topic), y = (int)strlen(l->rows[i].type);
 
@@ -133,28 +135,35 @@ int ferry_cmd_topics(int argc, char **argv)
     cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 19, .opts = &o};
 
     cli_opts_init(&o);
-    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END) return p.status;
-    if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
-    if (cli_check_root(CMD, &o.where) != 0) return 1;
+    if (cli_getopt(&p, argc, argv) != CLI_OPTS_END)
+        return p.status;
+    if (optind < argc)
+        return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
+    if (cli_check_root(CMD, &o.where) != 0)
+        return 1;
 
     err = ferry_inspect(o.where.dir, o.where.domain, NULL, add_endpoint, &l);
     /* A domain nobody has used yet has no directory: it is simply empty. */
-    if (err == FERRY_ESYS && errno == ENOENT) err = FERRY_OK;
+    if (err == FERRY_ESYS && errno == ENOENT)
+        err = FERRY_OK;
     if (err != FERRY_OK || l.out_of_memory) {
         int saved = errno;
 
         free(l.rows);
-        if (l.out_of_memory) return cli_fail(CMD, 1, "out of memory");
+        if (l.out_of_memory)
+            return cli_fail(CMD, 1, "out of memory");
         return cli_fail(CMD, 1, "cannot list domain %u: %s%s%s", (unsigned)o.where.domain,
                         ferry_strerror(err), err == FERRY_ESYS ? ": " : "",
                         err == FERRY_ESYS ? strerror(saved) : "");
     }
-    if (l.count > 1) qsort(l.rows, l.count, sizeof *l.rows, by_topic);
+    if (l.count > 1)
+        qsort(l.rows, l.count, sizeof *l.rows, by_topic);
     if (o.json)
         print_json(&l);
     else
         print_table(&l);
     free(l.rows);
-    if (fflush(stdout) != 0) return 1;
+    if (fflush(stdout) != 0)
+        return 1;
     return 0;
 }

@@ -133,18 +133,54 @@ enum {
     CLI_O_OWN = 512, /* the first code of a command's own options */
 };
 
-#define CLI_OPT_HELP {"help", no_argument, NULL, CLI_O_HELP}
-#define CLI_OPT_DOMAIN {"domain", required_argument, NULL, CLI_O_DOMAIN}
-#define CLI_OPT_DIR {"dir", required_argument, NULL, CLI_O_DIR}
-#define CLI_OPT_TYPE {"type", required_argument, NULL, CLI_O_TYPE}
-#define CLI_OPT_DEPTH {"depth", required_argument, NULL, CLI_O_DEPTH}
-#define CLI_OPT_COUNT {"count", required_argument, NULL, CLI_O_COUNT}
-#define CLI_OPT_TIMEOUT {"timeout", required_argument, NULL, CLI_O_TIMEOUT}
-#define CLI_OPT_JSON {"json", no_argument, NULL, CLI_O_JSON}
-#define CLI_OPT_QUIET {"quiet", no_argument, NULL, CLI_O_QUIET}
-#define CLI_OPT_QUICK {"quick", no_argument, NULL, CLI_O_QUICK}
-#define CLI_OPT_CSV {"csv", required_argument, NULL, CLI_O_CSV}
-#define CLI_OPT_END {NULL, 0, NULL, 0}
+#define CLI_OPT_HELP                                                                               \
+    {                                                                                              \
+        "help", no_argument, NULL, CLI_O_HELP                                                      \
+    }
+#define CLI_OPT_DOMAIN                                                                             \
+    {                                                                                              \
+        "domain", required_argument, NULL, CLI_O_DOMAIN                                            \
+    }
+#define CLI_OPT_DIR                                                                                \
+    {                                                                                              \
+        "dir", required_argument, NULL, CLI_O_DIR                                                  \
+    }
+#define CLI_OPT_TYPE                                                                               \
+    {                                                                                              \
+        "type", required_argument, NULL, CLI_O_TYPE                                                \
+    }
+#define CLI_OPT_DEPTH                                                                              \
+    {                                                                                              \
+        "depth", required_argument, NULL, CLI_O_DEPTH                                              \
+    }
+#define CLI_OPT_COUNT                                                                              \
+    {                                                                                              \
+        "count", required_argument, NULL, CLI_O_COUNT                                              \
+    }
+#define CLI_OPT_TIMEOUT                                                                            \
+    {                                                                                              \
+        "timeout", required_argument, NULL, CLI_O_TIMEOUT                                          \
+    }
+#define CLI_OPT_JSON                                                                               \
+    {                                                                                              \
+        "json", no_argument, NULL, CLI_O_JSON                                                      \
+    }
+#define CLI_OPT_QUIET                                                                              \
+    {                                                                                              \
+        "quiet", no_argument, NULL, CLI_O_QUIET                                                    \
+    }
+#define CLI_OPT_QUICK                                                                              \
+    {                                                                                              \
+        "quick", no_argument, NULL, CLI_O_QUICK                                                    \
+    }
+#define CLI_OPT_CSV                                                                                \
+    {                                                                                              \
+        "csv", required_argument, NULL, CLI_O_CSV                                                  \
+    }
+#define CLI_OPT_END                                                                                \
+    {                                                                                              \
+        NULL, 0, NULL, 0                                                                           \
+    }
 
 /* The values of the shared options; cli_opts_init fills what a command gets when they are left
  * out, and a command may set its own defaults before cli_getopt runs. */
@@ -188,9 +224,9 @@ typedef struct cli_choice {
 } cli_choice;
 
 typedef struct cli_option {
-    const char *name;          /* "--size" */
-    char short_name;           /* 'o': the word "-o" alone stands for name; 0 for none */
-    const char *value;         /* its value as the help names it ("BYTES"); NULL: takes none */
+    const char *name;  /* "--size" */
+    char short_name;   /* 'o': the word "-o" alone stands for name; 0 for none */
+    const char *value; /* its value as the help names it ("BYTES"); NULL: takes none */
     cli_option_kind kind;
     size_t dest;               /* where its value goes in the parser's dest (CLI_*_AT) */
     const cli_range *range;    /* CLI_K_WHOLE, CLI_K_BYTES, CLI_K_REAL */
@@ -206,7 +242,7 @@ typedef struct cli_option {
 
 /* The offset of field in the struct type, checked to be a ctype (a distinct pointer type does
  * not compile). */
-#define CLI_AT(type, field, ctype) \
+#define CLI_AT(type, field, ctype)                                                                 \
     (offsetof(type, field) + 0 * sizeof(&((type *)0)->field == (ctype *)0))
 /* A row's kind and destination together, so that they cannot disagree: {.name = "--rate",
  * .value = "HZ", CLI_REAL_AT(pub_args, rate), .range = ...}. */
@@ -219,8 +255,10 @@ typedef struct cli_option {
 
 /* The rows of the shared options: each one's name, value and code declared once, with the help
  * a command gives it (what --count counts, what --quiet leaves out). */
-#define CLI_SHARED_ROW(name_, value_, code_, help_)                                             \
-    {.name = name_, .value = value_, .kind = CLI_K_SHARED, .code = code_, .help = help_}
+#define CLI_SHARED_ROW(name_, value_, code_, help_)                                                \
+    {                                                                                              \
+        .name = name_, .value = value_, .kind = CLI_K_SHARED, .code = code_, .help = help_         \
+    }
 #define CLI_OPTION_TYPE(help) CLI_SHARED_ROW("--type", "NAME", CLI_O_TYPE, help)
 #define CLI_OPTION_DEPTH(help) CLI_SHARED_ROW("--depth", "N", CLI_O_DEPTH, help)
 #define CLI_OPTION_COUNT(help) CLI_SHARED_ROW("--count", "N", CLI_O_COUNT, help)
@@ -234,10 +272,15 @@ extern const char cli_help_domain[];
 extern const char cli_help_dir[];
 #define CLI_OPTION_DOMAIN CLI_SHARED_ROW("--domain", "N", CLI_O_DOMAIN, cli_help_domain)
 #define CLI_OPTION_DIR CLI_SHARED_ROW("--dir", "PATH", CLI_O_DIR, cli_help_dir)
-#define CLI_OPTION_HELP                                                                        \
-    {.name = "--help", .short_name = 'h', .kind = CLI_K_SHARED, .code = CLI_O_HELP,              \
-     .help = "print this help"}
-#define CLI_OPTION_END {.name = NULL}
+#define CLI_OPTION_HELP                                                                            \
+    {                                                                                              \
+        .name = "--help", .short_name = 'h', .kind = CLI_K_SHARED, .code = CLI_O_HELP,             \
+        .help = "print this help"                                                                  \
+    }
+#define CLI_OPTION_END                                                                             \
+    {                                                                                              \
+        .name = NULL                                                                               \
+    }
 #define CLI_OPTIONS_WHERE_END CLI_OPTION_DOMAIN, CLI_OPTION_DIR, CLI_OPTION_HELP, CLI_OPTION_END
 
 /* The most rows a table may have. */
@@ -246,19 +289,19 @@ extern const char cli_help_dir[];
 /* One command's option parsing. The command sets cmd and opts, and either table, about, column
  * and dest (an option table) or options and usage (a getopt_long table and its help). */
 typedef struct cli_parser {
-    const char *cmd;               /* as messages name it: "hz", "bench transport" */
-    const cli_option *table;       /* its option table, ending in CLI_OPTION_END */
-    const char *about;             /* with table: the help above the options, "options:" last */
-    const char *epilogue;          /* with table: the help below the options, or NULL */
-    int column;                    /* with table: where the options' help starts */
-    void *dest;                    /* with table: the struct the rows' dest are offsets into */
-    const struct option *options;  /* without table: its getopt_long table, ending in
-                                    * CLI_OPT_END */
-    void (*usage)(FILE *to);       /* without table: prints the text of --help */
-    cli_opts *opts;                /* where the shared options' values go */
-    bool where_from_option;        /* FERRY_DIR and FERRY_DOMAIN count only with --dir or
-                                    * --domain (the demo: else a private directory) */
-    int status;                    /* see CLI_OPTS_EXIT */
+    const char *cmd;              /* as messages name it: "hz", "bench transport" */
+    const cli_option *table;      /* its option table, ending in CLI_OPTION_END */
+    const char *about;            /* with table: the help above the options, "options:" last */
+    const char *epilogue;         /* with table: the help below the options, or NULL */
+    int column;                   /* with table: where the options' help starts */
+    void *dest;                   /* with table: the struct the rows' dest are offsets into */
+    const struct option *options; /* without table: its getopt_long table, ending in
+                                   * CLI_OPT_END */
+    void (*usage)(FILE *to);      /* without table: prints the text of --help */
+    cli_opts *opts;               /* where the shared options' values go */
+    bool where_from_option;       /* FERRY_DIR and FERRY_DOMAIN count only with --dir or
+                                   * --domain (the demo: else a private directory) */
+    int status;                   /* see CLI_OPTS_EXIT */
     bool started;
     struct option longopts[CLI_OPTIONS_MAX + 1]; /* made from table */
 } cli_parser;
@@ -342,8 +385,8 @@ typedef enum cli_type_found {
 cli_type_found cli_topic_type(cli_watch *wa, int64_t deadline_ns, cli_type *out);
 
 /* Creates a node named cmd and a subscriber of topic with type and options o; on failure prints
- * one line naming the topic and the type (with FERRY_ETYPE, the type in use too: cli_endpoint_fail),
- * destroys what it made and returns 1, else 0. */
+ * one line naming the topic and the type (with FERRY_ETYPE, the type in use too:
+ * cli_endpoint_fail), destroys what it made and returns 1, else 0. */
 int cli_subscribe(const char *cmd, const cli_where *w, const char *topic, const cli_type *type,
                   const ferry_subscriber_options *o, ferry_node **node, ferry_subscriber **sub);
 
@@ -359,7 +402,8 @@ int cli_endpoint_fail(const char *cmd, const cli_where *w, const char *what, con
 int cli_check_root(const char *cmd, const cli_where *w);
 
 /* Prints "ferry CMD: message" to stderr; returns the exit status given. */
-int cli_fail(const char *cmd, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int cli_fail(const char *cmd, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Like cli_fail, with ": " and ferry_strerror(err) after the message, and for FERRY_ESYS errno's
  * text (errno as it was when cli_fail_err was called): "ferry hz: ferry_wait: system call failed
  * (Bad file descriptor)". */
@@ -395,9 +439,9 @@ void cli_image_file_free(cli_image_file *img);
 typedef struct cli_frame_header {
     uint64_t magic;
     uint64_t sequence;
-    uint64_t size;       /* whole frame, header included */
-    int64_t send_ns;     /* CLOCK_MONOTONIC when the sender filled it */
-    uint64_t checksum;   /* over bytes [sizeof header, size) */
+    uint64_t size;     /* whole frame, header included */
+    int64_t send_ns;   /* CLOCK_MONOTONIC when the sender filled it */
+    uint64_t checksum; /* over bytes [sizeof header, size) */
     uint64_t reserved[3];
 } cli_frame_header;
 
@@ -419,7 +463,7 @@ typedef struct cli_lat {
 } cli_lat;
 
 bool cli_lat_init(cli_lat *l, size_t capacity);
-void cli_lat_add(cli_lat *l, int64_t ns);          /* ignores samples beyond capacity */
+void cli_lat_add(cli_lat *l, int64_t ns); /* ignores samples beyond capacity */
 void cli_lat_free(cli_lat *l);
 /* Percentile p in [0,100] of the samples, in ns (sorts in place); 0 when empty. */
 int64_t cli_lat_pct(cli_lat *l, double p);

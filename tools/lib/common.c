@@ -46,31 +46,51 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_DOMAIN_ENV] = {.name = "FERRY_DOMAIN", .kind = CLI_WHOLE, .hi = FERRY_DOMAIN_MAX},
     [CLI_R_COUNT] = {.name = "--count", .kind = CLI_WHOLE, .hi = UINT64_MAX},
     [CLI_R_TIMEOUT] = {.name = "--timeout", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
-    [CLI_R_PUB_SIZE] = {.name = "--size", .kind = CLI_BYTES, .lo = sizeof(cli_frame_header),
-                        .hi = BYTES_MAX(LIB_SAMPLE_MAX), .unit = "bytes"},
+    [CLI_R_PUB_SIZE] = {.name = "--size",
+                        .kind = CLI_BYTES,
+                        .lo = sizeof(cli_frame_header),
+                        .hi = BYTES_MAX(LIB_SAMPLE_MAX),
+                        .unit = "bytes"},
     /* Below 0.01 Hz a frame takes minutes; above 100 kHz the period is too short to keep. */
-    [CLI_R_PUB_RATE] = {.name = "--rate", .kind = CLI_REAL, .real_lo = 0.01, .real_hi = 1e5,
-                        .unit = "Hz", .zero = "as fast as possible"},
-    [CLI_R_PUB_WAIT_SUBSCRIBERS] = {.name = "--wait-subscribers", .kind = CLI_WHOLE,
+    [CLI_R_PUB_RATE] = {.name = "--rate",
+                        .kind = CLI_REAL,
+                        .real_lo = 0.01,
+                        .real_hi = 1e5,
+                        .unit = "Hz",
+                        .zero = "as fast as possible"},
+    [CLI_R_PUB_WAIT_SUBSCRIBERS] = {.name = "--wait-subscribers",
+                                    .kind = CLI_WHOLE,
                                     .hi = LIB_SUBSCRIBERS_MAX},
-    [CLI_R_PUB_HISTORY] = {.name = "--history", .kind = CLI_WHOLE, .hi = LIB_HISTORY_MAX,
+    [CLI_R_PUB_HISTORY] = {.name = "--history",
+                           .kind = CLI_WHOLE,
+                           .hi = LIB_HISTORY_MAX,
                            .note = "must also be below --chunks"},
     [CLI_R_PUB_CHUNKS] = {.name = "--chunks", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_CHUNKS_MAX},
-    [CLI_R_PUB_SHARE] = {.name = "--share", .kind = CLI_WHOLE, .lo = 1, .hi = LIB_CHUNKS_MAX,
+    [CLI_R_PUB_SHARE] = {.name = "--share",
+                         .kind = CLI_WHOLE,
+                         .lo = 1,
+                         .hi = LIB_CHUNKS_MAX,
                          .note = "must also be at most --chunks"},
-    [CLI_R_PUB_SHARE_BYTES] = {.name = "--share-bytes", .kind = CLI_BYTES, .lo = 1,
-                               .hi = BYTES_MAX(LIB_POOL_MAX), .unit = "bytes"},
-    [CLI_R_PUB_POOL] = {.name = "--pool", .kind = CLI_BYTES, .lo = 2 * LIB_PAGE,
-                        .hi = BYTES_MAX(LIB_POOL_MAX), .unit = "bytes"},
+    [CLI_R_PUB_SHARE_BYTES] = {.name = "--share-bytes",
+                               .kind = CLI_BYTES,
+                               .lo = 1,
+                               .hi = BYTES_MAX(LIB_POOL_MAX),
+                               .unit = "bytes"},
+    [CLI_R_PUB_POOL] = {.name = "--pool",
+                        .kind = CLI_BYTES,
+                        .lo = 2 * LIB_PAGE,
+                        .hi = BYTES_MAX(LIB_POOL_MAX),
+                        .unit = "bytes"},
     /* Sides are the 32-bit width and height of the message headers (include/ferry/msg.h); the
      * frame they make must also fit --size's range. */
-    [CLI_R_PUB_IMAGE] = {.name = "--image", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX,
-                         .unit = "pixels a side"},
-    [CLI_R_PUB_CLOUD] = {.name = "--cloud", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX,
-                         .unit = "points a side"},
+    [CLI_R_PUB_IMAGE] =
+        {.name = "--image", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX, .unit = "pixels a side"},
+    [CLI_R_PUB_CLOUD] =
+        {.name = "--cloud", .kind = CLI_SIDES, .lo = 1, .hi = UINT32_MAX, .unit = "points a side"},
     /* At least a synthetic frame header; at most what keeps a cloud, with room for its header,
      * within the 32-bit sizes of the ROS 2 wire format (ferry bridge). */
-    [CLI_R_PUB_CLOUD_POINTS] = {.name = "--cloud", .kind = CLI_WHOLE,
+    [CLI_R_PUB_CLOUD_POINTS] = {.name = "--cloud",
+                                .kind = CLI_WHOLE,
                                 .lo = sizeof(cli_frame_header) / CLI_CLOUD_POINT_STEP,
                                 .hi = (UINT32_MAX - 4096) / CLI_CLOUD_POINT_STEP,
                                 .unit = "points"},
@@ -83,25 +103,47 @@ const cli_range cli_ranges[CLI_R_END] = {
     [CLI_R_BRIDGE_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
     [CLI_R_DEMO_SECONDS] = {.name = "--seconds", .kind = CLI_WHOLE, .lo = 1, .hi = 3600},
     [CLI_R_GPU_DEVICE] = {.name = "--device", .kind = CLI_WHOLE, .hi = 1024},
-    [CLI_R_RECORD_SECONDS] = {.name = "--seconds", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s",
+    [CLI_R_RECORD_SECONDS] = {.name = "--seconds",
+                              .kind = CLI_REAL,
+                              .real_hi = 1e9,
+                              .unit = "s",
                               .zero = "until a signal"},
-    [CLI_R_RECORD_MAX_SIZE] = {.name = "--max-size", .kind = CLI_BYTES, .lo = 1 << 20,
-                               .hi = UINT64_MAX, .unit = "bytes", .zero = "no limit"},
-    [CLI_R_RECORD_SPLIT_SIZE] = {.name = "--split-size", .kind = CLI_BYTES, .lo = 1 << 20,
-                                 .hi = UINT64_MAX, .unit = "bytes"},
-    [CLI_R_RECORD_CHUNK_SIZE] = {.name = "--chunk-size", .kind = CLI_BYTES, .lo = 4096,
-                                 .hi = 1 << 30, .unit = "bytes"},
+    [CLI_R_RECORD_MAX_SIZE] = {.name = "--max-size",
+                               .kind = CLI_BYTES,
+                               .lo = 1 << 20,
+                               .hi = UINT64_MAX,
+                               .unit = "bytes",
+                               .zero = "no limit"},
+    [CLI_R_RECORD_SPLIT_SIZE] = {.name = "--split-size",
+                                 .kind = CLI_BYTES,
+                                 .lo = 1 << 20,
+                                 .hi = UINT64_MAX,
+                                 .unit = "bytes"},
+    [CLI_R_RECORD_CHUNK_SIZE] =
+        {.name = "--chunk-size", .kind = CLI_BYTES, .lo = 4096, .hi = 1 << 30, .unit = "bytes"},
     [CLI_R_RECORD_NICE] = {.name = "--nice", .kind = CLI_WHOLE, .hi = 19},
-    [CLI_R_PLAY_RATE] = {.name = "--rate", .kind = CLI_REAL, .real_lo = 0.001, .real_hi = 1000,
+    [CLI_R_PLAY_RATE] = {.name = "--rate",
+                         .kind = CLI_REAL,
+                         .real_lo = 0.001,
+                         .real_hi = 1000,
                          .zero = "as fast as possible"},
     [CLI_R_PLAY_TIME] = {.name = "--start/--end", .kind = CLI_REAL, .real_hi = 1e9, .unit = "s"},
-    [CLI_R_VIEW_PORT] = {.name = "--port", .kind = CLI_WHOLE, .hi = 65535,
+    [CLI_R_VIEW_PORT] = {.name = "--port",
+                         .kind = CLI_WHOLE,
+                         .hi = 65535,
                          .note = "0 picks a free port"},
-    [CLI_R_VIEW_MAX_RATE] = {.name = "--max-rate", .kind = CLI_REAL, .real_lo = 0.1,
-                             .real_hi = 1e4, .unit = "Hz", .zero = "every sample"},
+    [CLI_R_VIEW_MAX_RATE] = {.name = "--max-rate",
+                             .kind = CLI_REAL,
+                             .real_lo = 0.1,
+                             .real_hi = 1e4,
+                             .unit = "Hz",
+                             .zero = "every sample"},
     [CLI_R_VIEW_JPEG_QUALITY] = {.name = "--jpeg-quality", .kind = CLI_WHOLE, .lo = 1, .hi = 100},
-    [CLI_R_VIEW_MAX_CONNS] = {.name = "--max-connections", .kind = CLI_WHOLE, .lo = 1,
-                              .hi = 65535, .note = "also at most half of ulimit -n, less 64"},
+    [CLI_R_VIEW_MAX_CONNS] = {.name = "--max-connections",
+                              .kind = CLI_WHOLE,
+                              .lo = 1,
+                              .hi = 65535,
+                              .note = "also at most half of ulimit -n, less 64"},
 };
 
 typedef enum parsed {
@@ -118,7 +160,8 @@ static parsed parse_whole(const char *text, bool suffix, uint64_t *out)
     int err;
 
     /* strtoull accepts leading blanks and a minus sign; a count or a size takes neither. */
-    if (text == NULL || text[0] < '0' || text[0] > '9') return NOT_A_NUMBER;
+    if (text == NULL || text[0] < '0' || text[0] > '9')
+        return NOT_A_NUMBER;
     errno = 0;
     v = strtoull(text, &end, 10);
     err = errno;
@@ -143,8 +186,10 @@ static parsed parse_whole(const char *text, bool suffix, uint64_t *out)
             break;
         }
     }
-    if (*end != '\0') return NOT_A_NUMBER;
-    if (err == ERANGE || v > (UINT64_MAX >> shift)) return OUT_OF_RANGE;
+    if (*end != '\0')
+        return NOT_A_NUMBER;
+    if (err == ERANGE || v > (UINT64_MAX >> shift))
+        return OUT_OF_RANGE;
     *out = (uint64_t)v << shift;
     return PARSED;
 }
@@ -154,12 +199,15 @@ static parsed parse_real(const char *text, double *out)
     char *end = NULL;
     double v;
 
-    if (text == NULL || text[0] == '\0' || text[0] == ' ' || text[0] == '\t') return NOT_A_NUMBER;
+    if (text == NULL || text[0] == '\0' || text[0] == ' ' || text[0] == '\t')
+        return NOT_A_NUMBER;
     errno = 0;
     v = strtod(text, &end);
-    if (end == text || *end != '\0' || isnan(v)) return NOT_A_NUMBER;
+    if (end == text || *end != '\0' || isnan(v))
+        return NOT_A_NUMBER;
     /* Underflow too: 1e-400 would otherwise read as 0, which can mean something else. */
-    if (errno == ERANGE) return OUT_OF_RANGE;
+    if (errno == ERANGE)
+        return OUT_OF_RANGE;
     *out = v;
     return PARSED;
 }
@@ -234,7 +282,8 @@ bool cli_parse_bytes(const char *cmd, const cli_range *r, const char *text, size
     uint64_t v;
 
     /* The table caps every byte range at SIZE_MAX. */
-    if (!cli_parse_whole(cmd, r, text, &v)) return false;
+    if (!cli_parse_whole(cmd, r, text, &v))
+        return false;
     *out = (size_t)v;
     return true;
 }
@@ -281,7 +330,8 @@ bool cli_parse_domain(const char *cmd, const char *text, uint32_t *out)
 {
     uint64_t v;
 
-    if (!cli_parse_whole(cmd, &cli_ranges[CLI_R_DOMAIN], text, &v)) return false;
+    if (!cli_parse_whole(cmd, &cli_ranges[CLI_R_DOMAIN], text, &v))
+        return false;
     *out = (uint32_t)v;
     return true;
 }
@@ -289,8 +339,9 @@ bool cli_parse_domain(const char *cmd, const char *text, uint32_t *out)
 bool cli_parse_dir(const char *cmd, const char *text, const char **out)
 {
     if (text == NULL || text[0] == '\0') {
-        cli_fail(cmd, 2, "--dir is empty: give the path of a directory, or leave --dir out for "
-                         "the default");
+        cli_fail(cmd, 2,
+                 "--dir is empty: give the path of a directory, or leave --dir out for "
+                 "the default");
         return false;
     }
     *out = text;
@@ -305,22 +356,23 @@ bool cli_where_from_env(const char *cmd, cli_where *w)
 
     /* Set but empty is a mistake rather than a wish for the default, as with --dir. */
     if (dir != NULL && dir[0] == '\0') {
-        cli_fail(cmd, 2, "FERRY_DIR is set but empty: give a directory, or unset it for "
-                         "/dev/shm/ferry-<uid>");
+        cli_fail(cmd, 2,
+                 "FERRY_DIR is set but empty: give a directory, or unset it for "
+                 "/dev/shm/ferry-<uid>");
         return false;
     }
     w->dir = dir;
     w->domain = 0;
     if (domain != NULL && domain[0] != '\0') {
-        if (!cli_parse_whole(cmd, &cli_ranges[CLI_R_DOMAIN_ENV], domain, &v)) return false;
+        if (!cli_parse_whole(cmd, &cli_ranges[CLI_R_DOMAIN_ENV], domain, &v))
+            return false;
         w->domain = (uint32_t)v;
     }
     return true;
 }
 
 /* "ferry CMD: " (or "ferry: ") and the message, without the line's end. */
-__attribute__((format(printf, 2, 0))) static void say(const char *cmd, const char *fmt,
-                                                     va_list ap)
+__attribute__((format(printf, 2, 0))) static void say(const char *cmd, const char *fmt, va_list ap)
 {
     if (cmd != NULL && cmd[0] != '\0')
         fprintf(stderr, "ferry %s: ", cmd);
@@ -357,8 +409,10 @@ int cli_fail_err(const char *cmd, int status, ferry_err err, const char *fmt, ..
     say(cmd, fmt, ap);
     va_end(ap);
     fprintf(stderr, ": %s", ferry_strerror(err));
-    if (err == FERRY_ESYS) fprintf(stderr, " (%s)", strerror(saved));
-    if (err == FERRY_ENOMEM) fprintf(stderr, " (%s)", cli_memory_why(saved));
+    if (err == FERRY_ESYS)
+        fprintf(stderr, " (%s)", strerror(saved));
+    if (err == FERRY_ENOMEM)
+        fprintf(stderr, " (%s)", cli_memory_why(saved));
     fputc('\n', stderr);
     errno = saved;
     return status;
@@ -380,7 +434,8 @@ ferry_err cli_node(const cli_where *w, const char *name, ferry_node **out)
         fprintf(stderr, "ferry %s: cannot create a node in %s (domain %u): %s", name ? name : "",
                 w->dir ? w->dir : "the default directory", (unsigned)w->domain,
                 ferry_strerror(err));
-        if (err == FERRY_ESYS) fprintf(stderr, " (%s)", strerror(saved));
+        if (err == FERRY_ESYS)
+            fprintf(stderr, " (%s)", strerror(saved));
         fputc('\n', stderr);
         errno = saved;
     }
@@ -507,7 +562,8 @@ static uint64_t checksum_bytes(const unsigned char *p, size_t n)
 
 uint64_t cli_frame_checksum(const void *frame, size_t size)
 {
-    if (frame == NULL || size < sizeof(cli_frame_header)) return 0;
+    if (frame == NULL || size < sizeof(cli_frame_header))
+        return 0;
     return checksum_bytes((const unsigned char *)frame + sizeof(cli_frame_header),
                           size - sizeof(cli_frame_header));
 }
@@ -556,7 +612,8 @@ uint64_t cli_frame_fill(void *frame, size_t size, uint64_t sequence, bool full)
     unsigned char *bytes = frame;
     cli_frame_header h;
 
-    if (frame == NULL || size < sizeof h) return 0;
+    if (frame == NULL || size < sizeof h)
+        return 0;
     if (full) {
         memset(&h, 0, sizeof h);
         h.checksum = fill_pattern(bytes + sizeof h, size - sizeof h, sequence);
@@ -575,9 +632,11 @@ bool cli_frame_verify(const void *frame, size_t size)
 {
     cli_frame_header h;
 
-    if (frame == NULL || size < sizeof h) return false;
+    if (frame == NULL || size < sizeof h)
+        return false;
     memcpy(&h, frame, sizeof h);
-    if (h.magic != CLI_FRAME_MAGIC || h.size != (uint64_t)size) return false;
+    if (h.magic != CLI_FRAME_MAGIC || h.size != (uint64_t)size)
+        return false;
     return h.checksum == cli_frame_checksum(frame, size);
 }
 
@@ -590,17 +649,21 @@ bool cli_lat_init(cli_lat *l, size_t capacity)
     l->count = 0;
     l->capacity = 0;
     l->ns = NULL;
-    if (capacity == 0) return true;
-    if (capacity > SIZE_MAX / sizeof *l->ns) return false;
+    if (capacity == 0)
+        return true;
+    if (capacity > SIZE_MAX / sizeof *l->ns)
+        return false;
     l->ns = malloc(capacity * sizeof *l->ns);
-    if (l->ns == NULL) return false;
+    if (l->ns == NULL)
+        return false;
     l->capacity = capacity;
     return true;
 }
 
 void cli_lat_add(cli_lat *l, int64_t ns)
 {
-    if (l->count < l->capacity) l->ns[l->count++] = ns;
+    if (l->count < l->capacity)
+        l->ns[l->count++] = ns;
 }
 
 void cli_lat_free(cli_lat *l)
@@ -623,14 +686,18 @@ int64_t cli_lat_pct(cli_lat *l, double p)
     double rank;
     size_t index;
 
-    if (l->count == 0) return 0;
+    if (l->count == 0)
+        return 0;
     qsort(l->ns, l->count, sizeof *l->ns, cmp_i64);
-    if (!(p > 0.0)) p = 0.0;
-    if (p > 100.0) p = 100.0;
+    if (!(p > 0.0))
+        p = 0.0;
+    if (p > 100.0)
+        p = 100.0;
     /* Nearest rank: the smallest sample with at least p% of the samples at or below it. */
     rank = ceil(p / 100.0 * (double)l->count);
     index = rank < 1.0 ? 0 : (size_t)rank - 1;
-    if (index >= l->count) index = l->count - 1;
+    if (index >= l->count)
+        index = l->count - 1;
     return l->ns[index];
 }
 
@@ -640,7 +707,8 @@ int64_t cli_lat_max(const cli_lat *l)
     size_t i;
 
     for (i = 0; i < l->count; i++)
-        if (i == 0 || l->ns[i] > m) m = l->ns[i];
+        if (i == 0 || l->ns[i] > m)
+            m = l->ns[i];
     return m;
 }
 
@@ -652,7 +720,8 @@ int64_t cli_cpu_ns(void)
 {
     struct timespec ts;
 
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -660,7 +729,8 @@ void cli_sleep_until(int64_t t_ns)
 {
     struct timespec ts;
 
-    if (t_ns <= 0) return;
+    if (t_ns <= 0)
+        return;
     ts.tv_sec = (time_t)(t_ns / 1000000000);
     ts.tv_nsec = (long)(t_ns % 1000000000);
     /* The deadline is absolute, so resuming after a signal handler keeps it. */
@@ -755,9 +825,9 @@ static bool table_start(cli_parser *p, int argc, char **argv)
             cli_fail(p->cmd, 1, "more than %d options in its table", CLI_OPTIONS_MAX);
             return false;
         }
-        p->longopts[i] = (struct option){t->name + 2, t->value != NULL ? required_argument
-                                                                       : no_argument,
-                                         NULL, TABLE_CODE + (int)i};
+        p->longopts[i] =
+            (struct option){t->name + 2, t->value != NULL ? required_argument : no_argument, NULL,
+                            TABLE_CODE + (int)i};
         /* -h is getopt_long's own; a short name stands for its row only as a word of its own. */
         if (t->short_name != 0 && t->code != CLI_O_HELP)
             for (int a = 1; a < argc; a++)
@@ -778,7 +848,8 @@ static void choice_words(const cli_choice *choices, char *buf, size_t cap)
         const char *sep = ch == choices ? "" : ch[1].word == NULL ? " or " : ", ";
         int n = snprintf(buf + used, cap - used, "%s%s", sep, ch->word);
 
-        if (n < 0) break;
+        if (n < 0)
+            break;
         used += (size_t)n;
     }
 }
@@ -829,25 +900,31 @@ void cli_usage(const cli_parser *p, FILE *to)
         const char *line = t->help, *end;
         int n;
 
-        if (line == NULL) continue;
-        if (t->short_name != 0) snprintf(short_name, sizeof short_name, "-%c, ", t->short_name);
+        if (line == NULL)
+            continue;
+        if (t->short_name != 0)
+            snprintf(short_name, sizeof short_name, "-%c, ", t->short_name);
         if (t->label != NULL)
             n = snprintf(left, sizeof left, "  %s", t->label);
         else
             n = snprintf(left, sizeof left, "  %s%s%s%s", short_name, t->name,
                          t->value != NULL ? " " : "", t->value != NULL ? t->value : "");
         /* A name too wide for the column pushes its first line of help two spaces past it. */
-        if (n >= p->column) fprintf(to, "%s  ", left);
-        else fprintf(to, "%-*s", p->column, left);
+        if (n >= p->column)
+            fprintf(to, "%s  ", left);
+        else
+            fprintf(to, "%-*s", p->column, left);
         for (;;) {
             end = strchr(line, '\n');
-            if (end == NULL) break;
+            if (end == NULL)
+                break;
             fprintf(to, "%.*s\n%*s", (int)(end - line), line, p->column, "");
             line = end + 1;
         }
         fprintf(to, "%s\n", line);
     }
-    if (p->epilogue != NULL) fputs(p->epilogue, to);
+    if (p->epilogue != NULL)
+        fputs(p->epilogue, to);
 }
 
 int cli_getopt(cli_parser *p, int argc, char **argv)
@@ -858,31 +935,37 @@ int cli_getopt(cli_parser *p, int argc, char **argv)
         p->status = 2;
         if (!p->where_from_option && !cli_where_from_env(p->cmd, &p->opts->where))
             return CLI_OPTS_EXIT;
-        if (p->table != NULL && !table_start(p, argc, argv)) return CLI_OPTS_EXIT;
+        if (p->table != NULL && !table_start(p, argc, argv))
+            return CLI_OPTS_EXIT;
         opterr = 0;
         optind = 1;
     }
-    while ((c = getopt_long(argc, argv, ":h", p->table != NULL ? p->longopts : p->options,
-                            NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", p->table != NULL ? p->longopts : p->options, NULL)) !=
+           -1) {
         /* `--domain --count 5` would take "--count" as the domain: a value given as its own
          * word that looks like a long option is a forgotten value (--opt=--x still passes). */
         if (optarg != NULL && optind >= 2 && optarg == argv[optind - 1] &&
             strncmp(optarg, "--", 2) == 0 && optarg[2] != '\0') {
-            cli_fail(p->cmd, 2, "option '%s' needs a value, not the option '%s' (try 'ferry %s "
-                                "--help')", argv[optind - 2], optarg, p->cmd);
+            cli_fail(p->cmd, 2,
+                     "option '%s' needs a value, not the option '%s' (try 'ferry %s "
+                     "--help')",
+                     argv[optind - 2], optarg, p->cmd);
             return CLI_OPTS_EXIT;
         }
         if (p->table != NULL && c >= TABLE_CODE) {
             const cli_option *t = &p->table[c - TABLE_CODE];
 
             if (t->kind != CLI_K_SHARED) {
-                if (!table_value(p, t, optarg)) return CLI_OPTS_EXIT;
-                if (t->code >= CLI_O_OWN) return t->code;
+                if (!table_value(p, t, optarg))
+                    return CLI_OPTS_EXIT;
+                if (t->code >= CLI_O_OWN)
+                    return t->code;
                 continue;
             }
             c = t->code;
         }
-        if (c >= CLI_O_OWN) return c;
+        if (c >= CLI_O_OWN)
+            return c;
         if (c == CLI_O_HELP) {
             if (p->table != NULL)
                 cli_usage(p, stdout);
@@ -895,7 +978,8 @@ int cli_getopt(cli_parser *p, int argc, char **argv)
             option_error(p->cmd, c, argv);
             return CLI_OPTS_EXIT;
         }
-        if (!shared_option(p, c, optarg)) return CLI_OPTS_EXIT;
+        if (!shared_option(p, c, optarg))
+            return CLI_OPTS_EXIT;
     }
     return CLI_OPTS_END;
 }
@@ -931,13 +1015,17 @@ static bool topic_word_char(char c)
 static const char *bracket_end(const char *p)
 {
     const char *q = p + 1;
-    if (*q == '!' || *q == '^') q++;
-    if (*q == ']') q++;
+    if (*q == '!' || *q == '^')
+        q++;
+    if (*q == ']')
+        q++;
     while (*q != '\0' && *q != ']') {
         if (q[0] == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
             const char *e = strchr(q + 2, q[1]);
-            while (e != NULL && e[1] != ']') e = strchr(e + 1, q[1]);
-            if (e == NULL) return NULL;
+            while (e != NULL && e[1] != ']')
+                e = strchr(e + 1, q[1]);
+            if (e == NULL)
+                return NULL;
             q = e + 2;
         } else if (q[0] == '\\' && q[1] != '\0') {
             q += 2;
@@ -961,14 +1049,19 @@ static bool pattern_can_match(const pattern_elem *e, size_t n)
         if (e[k].star) {
             /* Any run of characters: close the states under both kinds of character. */
             for (int round = 0; round < 3; round++) {
-                if (r[0] || r[2]) r[1] = true;
-                if (r[1]) r[2] = true;
+                if (r[0] || r[2])
+                    r[1] = true;
+                if (r[1])
+                    r[2] = true;
             }
-            for (int t = 0; t < 3; t++) next[t] = next[t] || r[t];
+            for (int t = 0; t < 3; t++)
+                next[t] = next[t] || r[t];
             continue;
         }
-        if (e[k].slash && (r[0] || r[2])) next[1] = true;
-        if (e[k].word && (r[1] || r[2])) next[2] = true;
+        if (e[k].slash && (r[0] || r[2]))
+            next[1] = true;
+        if (e[k].word && (r[1] || r[2]))
+            next[2] = true;
     }
     return reach[n][2];
 }
@@ -1012,7 +1105,8 @@ bool cli_topic_pattern_check(const char *cmd, const char *pattern)
             }
             p = end;
         } else {
-            if (*p == '\\' && p[1] != '\0') p++;
+            if (*p == '\\' && p[1] != '\0')
+                p++;
             x->literal = *p;
             x->slash = *p == '/';
             x->word = topic_word_char(*p);
@@ -1022,11 +1116,15 @@ bool cli_topic_pattern_check(const char *cmd, const char *pattern)
             }
         }
     }
-    if (pattern_can_match(e, n)) return true;
+    if (pattern_can_match(e, n))
+        return true;
     for (size_t k = 1; k < n && why == NULL; k++)
-        if (e[k].literal == '/' && e[k - 1].literal == '/') why = "an empty segment ('//')";
-    if (why == NULL && e[n - 1].literal == '/') why = "it ends with '/'";
-    if (why == NULL) why = "no topic name fits it";
+        if (e[k].literal == '/' && e[k - 1].literal == '/')
+            why = "an empty segment ('//')";
+    if (why == NULL && e[n - 1].literal == '/')
+        why = "it ends with '/'";
+    if (why == NULL)
+        why = "no topic name fits it";
     cli_fail(cmd, 2, "topic pattern '%s' can match no topic: %s (topic names are %s)", pattern, why,
              names);
     return false;
@@ -1055,7 +1153,8 @@ static bool note_publisher_type(void *arg, const ferry_endpoint_info *info)
 {
     found_type *t = arg;
 
-    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER)
+        return true;
     if (t->out != NULL) {
         snprintf(t->out->name, sizeof t->out->name, "%s", info->type_name);
         t->out->hash = info->type_hash;
@@ -1107,7 +1206,8 @@ bool cli_watch_look(cli_watch *wa)
 
     /* A domain nobody has used yet (ENOENT) is one without a publisher so far. */
     ferry_inspect(wa->opts->where.dir, wa->opts->where.domain, wa->topic, note_publisher_type, &t);
-    if (t.found) wa->seen = true;
+    if (t.found)
+        wa->seen = true;
     return t.found;
 }
 
@@ -1116,9 +1216,11 @@ void cli_watch_tick(cli_watch *wa, uint64_t received)
     const cli_where *w = &wa->opts->where;
     char where[PATH_MAX + 96], hint[PATH_MAX + 64] = "ferry topics";
 
-    if (wa->noticed || ferry_now().ns < wa->notice_ns) return;
+    if (wa->noticed || ferry_now().ns < wa->notice_ns)
+        return;
     wa->noticed = true;
-    if (received != 0 || wa->seen || cli_watch_look(wa)) return;
+    if (received != 0 || wa->seen || cli_watch_look(wa))
+        return;
     where_text(w, where, sizeof where);
     /* `ferry topics` reads FERRY_DOMAIN and FERRY_DIR as this command did; the options it got it
      * needs to be told. */
@@ -1167,12 +1269,15 @@ cli_type_found cli_topic_type(cli_watch *wa, int64_t deadline_ns, cli_type *out)
             wa->seen = true;
             return CLI_TYPE_FOUND;
         }
-        if (cli_stop_requested) return CLI_TYPE_STOPPED;
+        if (cli_stop_requested)
+            return CLI_TYPE_STOPPED;
         now = ferry_now().ns;
-        if (deadline_ns >= 0 && now >= deadline_ns) return CLI_TYPE_TIMEOUT;
+        if (deadline_ns >= 0 && now >= deadline_ns)
+            return CLI_TYPE_TIMEOUT;
         cli_watch_tick(wa, 0);
         next = now + TYPE_POLL_NS;
-        if (deadline_ns >= 0 && deadline_ns < next) next = deadline_ns;
+        if (deadline_ns >= 0 && deadline_ns < next)
+            next = deadline_ns;
         cli_sleep_until(next);
     }
 }
@@ -1188,8 +1293,10 @@ static bool note_other_type(void *arg, const ferry_endpoint_info *info)
 {
     type_in_use *u = arg;
 
-    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
-    if (info->type_hash == u->type_hash && strcmp(info->type_name, u->type_name) == 0) return true;
+    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER)
+        return true;
+    if (info->type_hash == u->type_hash && strcmp(info->type_name, u->type_name) == 0)
+        return true;
     u->found = *info;
     u->any = true;
     return false;
@@ -1218,13 +1325,16 @@ int cli_endpoint_fail(const char *cmd, const cli_where *w, const char *what, con
                         type_name, ferry_strerror(err));
     /* The same name with another hash: the hashes tell them apart. */
     if (strcmp(u.found.type_name, type_name) == 0)
-        return cli_fail(cmd, 1, "cannot %s '%s' as %s (type hash %016" PRIx64 "): the topic is in "
+        return cli_fail(cmd, 1,
+                        "cannot %s '%s' as %s (type hash %016" PRIx64 "): the topic is in "
                         "use with type %s of type hash %016" PRIx64 " (publisher pid %" PRId32
-                        ", node '%s')", what, topic, type_name, type_hash, u.found.type_name,
-                        u.found.type_hash, u.found.pid, u.found.node_name);
-    return cli_fail(cmd, 1, "cannot %s '%s' as %s: the topic is in use with type %s (publisher pid "
-                    "%" PRId32 ", node '%s')", what, topic, type_name, u.found.type_name,
-                    u.found.pid, u.found.node_name);
+                        ", node '%s')",
+                        what, topic, type_name, type_hash, u.found.type_name, u.found.type_hash,
+                        u.found.pid, u.found.node_name);
+    return cli_fail(cmd, 1,
+                    "cannot %s '%s' as %s: the topic is in use with type %s (publisher pid "
+                    "%" PRId32 ", node '%s')",
+                    what, topic, type_name, u.found.type_name, u.found.pid, u.found.node_name);
 }
 
 int cli_subscribe(const char *cmd, const cli_where *w, const char *topic, const cli_type *type,
@@ -1233,9 +1343,11 @@ int cli_subscribe(const char *cmd, const cli_where *w, const char *topic, const 
     ferry_err err;
 
     *sub = NULL;
-    if (cli_node(w, cmd, node) != FERRY_OK) return 1;
+    if (cli_node(w, cmd, node) != FERRY_OK)
+        return 1;
     err = ferry_subscriber_create(sub, *node, topic, type->name, type->hash, o);
-    if (err == FERRY_OK) return 0;
+    if (err == FERRY_OK)
+        return 0;
     cli_endpoint_fail(cmd, w, "subscribe to", topic, type->name, type->hash, err, errno);
     ferry_node_destroy(*node);
     *node = NULL;
@@ -1249,8 +1361,10 @@ static bool is_domain_dir(const char *root, const struct dirent *e)
     struct stat st;
     uint64_t v;
 
-    if (parse_whole(e->d_name, false, &v) != PARSED || v > FERRY_DOMAIN_MAX) return false;
-    if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) return false;
+    if (parse_whole(e->d_name, false, &v) != PARSED || v > FERRY_DOMAIN_MAX)
+        return false;
+    if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path)
+        return false;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -1265,8 +1379,10 @@ int cli_check_root(const char *cmd, const cli_where *w)
     d = opendir(root);
     if (d == NULL) {
         if (errno == ENOENT)
-            return cli_fail(cmd, 1, "%s does not exist: no ferry process has used it (--dir or "
-                                    "FERRY_DIR names the directory the others use)", root);
+            return cli_fail(cmd, 1,
+                            "%s does not exist: no ferry process has used it (--dir or "
+                            "FERRY_DIR names the directory the others use)",
+                            root);
         return cli_fail(cmd, 1, "cannot read %s: %s", root, strerror(errno));
     }
     while (!found && (e = readdir(d)) != NULL)

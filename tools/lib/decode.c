@@ -40,7 +40,8 @@ void cli_json_truncate(cli_json *j, size_t count)
 {
     size_t i;
 
-    if (count == 0 || count >= j->count) return;
+    if (count == 0 || count >= j->count)
+        return;
     for (i = count; i < j->count; i++)
         free(j->n[i].text);
     j->count = count;
@@ -53,7 +54,8 @@ void cli_json_truncate(cli_json *j, size_t count)
         if (n->first >= (int)count) {
             n->first = n->last = -1;
         } else if (n->last >= (int)count) {
-            for (c = n->first; j->n[c].next >= 0 && j->n[c].next < (int)count; c = j->n[c].next) {}
+            for (c = n->first; j->n[c].next >= 0 && j->n[c].next < (int)count; c = j->n[c].next) {
+            }
             j->n[c].next = -1;
             n->last = c;
         }
@@ -147,7 +149,8 @@ static void number(cli_json *j, int parent, const char *key, cli_jkind kind, con
 {
     char *c = copy(j, text);
 
-    if (c != NULL) add_node(j, parent, key, kind, c);
+    if (c != NULL)
+        add_node(j, parent, key, kind, c);
 }
 
 void cli_json_u64(cli_json *j, int parent, const char *key, uint64_t value)
@@ -226,20 +229,25 @@ int cli_json_find(const cli_json *j, int from, const char *path)
         const cli_jnode *n = &j->n[from];
         int c, index = 0;
 
-        if (n->kind != CLI_J_OBJECT && n->kind != CLI_J_ARRAY) return -1;
+        if (n->kind != CLI_J_OBJECT && n->kind != CLI_J_ARRAY)
+            return -1;
         for (c = n->first; c >= 0; c = j->n[c].next, index++) {
             const cli_jnode *child = &j->n[c];
             char want[16];
 
             if (n->kind == CLI_J_OBJECT) {
-                if (strlen(child->key) == len && strncmp(child->key, seg, len) == 0) break;
+                if (strlen(child->key) == len && strncmp(child->key, seg, len) == 0)
+                    break;
             } else if (len > 0 && len < sizeof want) {
                 snprintf(want, sizeof want, "%d", index);
-                if (strlen(want) == len && strncmp(want, seg, len) == 0) break;
+                if (strlen(want) == len && strncmp(want, seg, len) == 0)
+                    break;
             }
         }
-        if (c < 0) return -1;
-        if (dot == NULL) return c;
+        if (c < 0)
+            return -1;
+        if (dot == NULL)
+            return c;
         from = c;
         seg = dot + 1;
     }
@@ -279,7 +287,8 @@ void cli_json_write(const cli_json *j, int node, FILE *to)
     case CLI_J_ARRAY:
         fputc(n->kind == CLI_J_OBJECT ? '{' : '[', to);
         for (c = n->first; c >= 0; c = j->n[c].next) {
-            if (c != n->first) fputs(", ", to);
+            if (c != n->first)
+                fputs(", ", to);
             if (n->kind == CLI_J_OBJECT) {
                 cli_json_string(to, j->n[c].key);
                 fputs(": ", to);
@@ -324,7 +333,8 @@ void cli_json_bytes(cli_json *j, int parent, const char *key, const void *data, 
     cli_json_str(j, d, "head", hex);
     hex_bytes(hex, p + size - n, n);
     cli_json_str(j, d, "tail", hex);
-    if (base64) cli_json_str_owned(j, d, "base64", cli_base64(p, size));
+    if (base64)
+        cli_json_str_owned(j, d, "base64", cli_base64(p, size));
 }
 
 typedef struct ros2_json {
@@ -361,7 +371,8 @@ static void ros2_json_event(void *arg, const ferry_ros2_event *ev)
         return;
     case FERRY_ROS2_EV_END_STRUCT:
     case FERRY_ROS2_EV_END_ARRAY:
-        if (r->depth > 1) r->depth--;
+        if (r->depth > 1)
+            r->depth--;
         return;
     case FERRY_ROS2_EV_EMPTY:
         return;
@@ -435,12 +446,14 @@ static void decode_image(const ferry_sample *s, cli_msg *m, cli_json *j, int obj
 {
     ferry_image_view v;
 
-    if (ferry_image_view_get(s, &v) != FERRY_OK) return;
+    if (ferry_image_view_get(s, &v) != FERRY_OK)
+        return;
     m->valid = m->has_stamp = true;
     m->stamp = v.header.stamp;
     m->data = v.data;
     m->data_size = v.data_size;
-    if (j == NULL) return;
+    if (j == NULL)
+        return;
     add_header(j, obj, v.header.stamp, v.header.frame_id);
     cli_json_u64(j, obj, "height", v.header.height);
     cli_json_u64(j, obj, "width", v.header.width);
@@ -455,12 +468,14 @@ static void decode_pointcloud(const ferry_sample *s, cli_msg *m, cli_json *j, in
     uint32_t i;
     int fields;
 
-    if (ferry_pointcloud_view_get(s, &v) != FERRY_OK) return;
+    if (ferry_pointcloud_view_get(s, &v) != FERRY_OK)
+        return;
     m->valid = m->has_stamp = true;
     m->stamp = v.header.stamp;
     m->data = v.data;
     m->data_size = v.data_size;
-    if (j == NULL) return;
+    if (j == NULL)
+        return;
     add_header(j, obj, v.header.stamp, v.header.frame_id);
     cli_json_u64(j, obj, "height", v.header.height);
     cli_json_u64(j, obj, "width", v.header.width);
@@ -486,12 +501,14 @@ static void decode_tensor(const ferry_sample *s, cli_msg *m, cli_json *j, int ob
     int shape, strides;
     uint32_t i;
 
-    if (ferry_tensor_view_get(s, &v) != FERRY_OK) return;
+    if (ferry_tensor_view_get(s, &v) != FERRY_OK)
+        return;
     m->valid = m->has_stamp = true;
     m->stamp = v.header.stamp;
     m->data = v.data;
     m->data_size = v.data_size;
-    if (j == NULL) return;
+    if (j == NULL)
+        return;
     add_header(j, obj, v.header.stamp, v.header.frame_id);
     cli_json_str(j, obj, "dtype", ferry_dtype_name(v.dtype));
     shape = cli_json_array(j, obj, "shape");
@@ -527,12 +544,14 @@ static void decode_camera_info(const ferry_sample *s, cli_msg *m, cli_json *j, i
     const ferry_camera_info_header *h = &v.header;
     int roi;
 
-    if (ferry_camera_info_view_get(s, &v) != FERRY_OK) return;
+    if (ferry_camera_info_view_get(s, &v) != FERRY_OK)
+        return;
     m->valid = m->has_stamp = true;
     m->stamp = h->stamp;
     m->data = s->data;
     m->data_size = s->size;
-    if (j == NULL) return;
+    if (j == NULL)
+        return;
     add_header(j, obj, h->stamp, h->frame_id);
     cli_json_u64(j, obj, "height", h->height);
     cli_json_u64(j, obj, "width", h->width);
@@ -555,12 +574,14 @@ static void decode_compressed_image(const ferry_sample *s, cli_msg *m, cli_json 
 {
     ferry_compressed_image_view v;
 
-    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK) return;
+    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK)
+        return;
     m->valid = m->has_stamp = true;
     m->stamp = v.header.stamp;
     m->data = v.data;
     m->data_size = v.data_size;
-    if (j == NULL) return;
+    if (j == NULL)
+        return;
     add_header(j, obj, v.header.stamp, v.header.frame_id);
     cli_json_str(j, obj, "format", v.header.format);
 }
@@ -572,12 +593,14 @@ static void decode_imu(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
     const ferry_imu_header *h = &v.header;
     int o;
 
-    if (ferry_imu_view_get(s, &v) != FERRY_OK) return;
+    if (ferry_imu_view_get(s, &v) != FERRY_OK)
+        return;
     m->valid = m->has_stamp = true;
     m->stamp = h->stamp;
     m->data = s->data;
     m->data_size = s->size;
-    if (j == NULL) return;
+    if (j == NULL)
+        return;
     add_header(j, obj, h->stamp, h->frame_id);
     o = cli_json_object(j, obj, "orientation");
     cli_json_f64(j, o, "x", h->orientation.x);
@@ -617,7 +640,8 @@ const cli_msg_type *cli_msg_type_find(const char *type_name)
     size_t i;
 
     for (i = 0; i < sizeof msg_types / sizeof msg_types[0]; i++)
-        if (type_name != NULL && strcmp(type_name, msg_types[i].name) == 0) return &msg_types[i];
+        if (type_name != NULL && strcmp(type_name, msg_types[i].name) == 0)
+            return &msg_types[i];
     return &opaque_type;
 }
 
@@ -625,14 +649,17 @@ void cli_msg_stamped_names(char *buf, size_t cap)
 {
     size_t i, used = 0;
 
-    if (cap == 0) return;
+    if (cap == 0)
+        return;
     buf[0] = '\0';
     for (i = 0; i < sizeof msg_types / sizeof msg_types[0]; i++) {
         int n;
 
-        if (!msg_types[i].stamped) continue;
+        if (!msg_types[i].stamped)
+            continue;
         n = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", msg_types[i].name);
-        if (n < 0 || (size_t)n >= cap - used) return;
+        if (n < 0 || (size_t)n >= cap - used)
+            return;
         used += (size_t)n;
     }
 }
@@ -650,7 +677,8 @@ int64_t cli_realtime_ns(void)
 {
     struct timespec ts;
 
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return 0;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -686,9 +714,11 @@ char *cli_base64(const void *p, size_t n)
     size_t i, o = 0;
     char *out;
 
-    if (n / 3 >= (SIZE_MAX - 5) / 4) return NULL;
+    if (n / 3 >= (SIZE_MAX - 5) / 4)
+        return NULL;
     out = malloc((n + 2) / 3 * 4 + 1);
-    if (out == NULL) return NULL;
+    if (out == NULL)
+        return NULL;
     for (i = 0; i + 2 < n; i += 3) {
         uint32_t v = (uint32_t)b[i] << 16 | (uint32_t)b[i + 1] << 8 | b[i + 2];
 

@@ -70,8 +70,7 @@ void cli_json_f32(cli_json *j, int parent, const char *key, float value);
 
 /* Bytes as echo shows a message's data: {bytes, crc32, head, tail} (the first and last 16 in
  * hex), with base64 also {base64}. */
-void cli_json_bytes(cli_json *j, int parent, const char *key, const void *p, size_t n,
-                    bool base64);
+void cli_json_bytes(cli_json *j, int parent, const char *key, const void *p, size_t n, bool base64);
 
 /* The node at a dotted path from node from ("header.stamp.sec"; array elements by index,
  * "fields.0.name"), or -1. */

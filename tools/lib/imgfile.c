@@ -37,7 +37,8 @@ static int read_file(const char *cmd, const char *path, unsigned char **out, siz
             unsigned char *grown;
 
             cap = cap ? cap * 2 : 65536;
-            if (cap > FILE_MAX + 1) cap = FILE_MAX + 1;
+            if (cap > FILE_MAX + 1)
+                cap = FILE_MAX + 1;
             if (used == cap || (grown = realloc(buf, cap)) == NULL) {
                 free(buf);
                 fclose(f);
@@ -48,7 +49,8 @@ static int read_file(const char *cmd, const char *path, unsigned char **out, siz
         }
         n = fread(buf + used, 1, cap - used, f);
         used += n;
-        if (n == 0) break;
+        if (n == 0)
+            break;
     }
     if (ferror(f)) {
         int saved = errno;
@@ -95,7 +97,8 @@ static bool pnm_number(const unsigned char *b, size_t n, size_t *at, uint32_t *o
         v = v * 10 + (uint64_t)(b[(*at)++] - '0');
         digits++;
     }
-    if (digits == 0 || v > UINT32_MAX) return false;
+    if (digits == 0 || v > UINT32_MAX)
+        return false;
     *out = (uint32_t)v;
     return true;
 }
@@ -188,7 +191,8 @@ static int load_jpeg(const char *cmd, const char *path, const unsigned char *b, 
     tjhandle tj = tjInitDecompress();
     bool grey;
 
-    if (tj == NULL) return cli_fail(cmd, 1, "--from %s: %s", path, tjGetErrorStr2(NULL));
+    if (tj == NULL)
+        return cli_fail(cmd, 1, "--from %s: %s", path, tjGetErrorStr2(NULL));
     if (tjDecompressHeader3(tj, b, (unsigned long)n, &width, &height, &subsamp, &colorspace) != 0)
         return jpeg_fail(cmd, path, tj);
     grey = colorspace == TJCS_GRAY;
@@ -221,7 +225,8 @@ int cli_image_load(const char *cmd, const char *path, cli_image_file *img)
 
     memset(img, 0, sizeof *img);
     status = read_file(cmd, path, &b, &n);
-    if (status != 0) return status;
+    if (status != 0)
+        return status;
     if (n >= 3 && b[0] == 'P' && (b[1] == '5' || b[1] == '6'))
         status = load_pnm(cmd, path, b, n, img);
     else if (n >= sizeof png_magic && memcmp(b, png_magic, sizeof png_magic) == 0)
@@ -231,7 +236,8 @@ int cli_image_load(const char *cmd, const char *path, cli_image_file *img)
     else
         status = cli_fail(cmd, 1, "--from %s: not a PNG, JPEG, PPM (P6) or PGM (P5) file", path);
     free(b);
-    if (status != 0) cli_image_file_free(img);
+    if (status != 0)
+        cli_image_file_free(img);
     return status;
 }
 

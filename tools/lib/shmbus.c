@@ -34,7 +34,7 @@ typedef struct bus_cursor {
 } bus_cursor;
 
 typedef struct bus_slot {
-    _Atomic uint64_t seq;  /* sequence of the message held; 0 while being written */
+    _Atomic uint64_t seq; /* sequence of the message held; 0 while being written */
     _Atomic uint64_t size;
 } bus_slot;
 
@@ -76,25 +76,27 @@ static char *slot_data(bus_slot *s)
     return (char *)s + BUS_LINE;
 }
 
-cli_shm_bus *cli_shm_bus_create(uint32_t rings, uint32_t readers, uint32_t slots,
-                                size_t slot_bytes)
+cli_shm_bus *cli_shm_bus_create(uint32_t rings, uint32_t readers, uint32_t slots, size_t slot_bytes)
 {
     if (rings == 0 || readers == 0 || slots == 0 || slot_bytes == 0) {
         fprintf(stderr, "ferry: shm bus: invalid geometry\n");
         return NULL;
     }
-    cli_shm_bus shape = {.magic = BUS_MAGIC, .rings = rings, .readers = readers, .slots = slots,
-                           .slot_bytes = slot_bytes};
+    cli_shm_bus shape = {.magic = BUS_MAGIC,
+                         .rings = rings,
+                         .readers = readers,
+                         .slots = slots,
+                         .slot_bytes = slot_bytes};
     shape.slot_stride = round_up(BUS_LINE + slot_bytes, BUS_SLOT_ALIGN);
     shape.off_rings = round_up(sizeof(cli_shm_bus), BUS_LINE);
     shape.off_readers = shape.off_rings + rings * sizeof(bus_ring);
     shape.off_cursors = shape.off_readers + readers * sizeof(bus_reader);
-    shape.off_slots = round_up(shape.off_cursors + (size_t)readers * rings * sizeof(bus_cursor),
-                               BUS_SLOT_ALIGN);
+    shape.off_slots =
+        round_up(shape.off_cursors + (size_t)readers * rings * sizeof(bus_cursor), BUS_SLOT_ALIGN);
     shape.map_bytes = shape.off_slots + (size_t)rings * slots * shape.slot_stride;
 
-    void *map = mmap(NULL, shape.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+    void *map =
+        mmap(NULL, shape.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) {
         fprintf(stderr, "ferry: shm bus: mmap of %zu bytes: %s\n", shape.map_bytes,
                 strerror(errno));

@@ -274,7 +274,7 @@ typedef struct report {
     int64_t start_ns;
     uint32_t nstreams; /* cameras, then the LiDAR */
     row s[DEMO_MAX_STREAMS];
-    row cams;          /* every camera together */
+    row cams; /* every camera together */
     double fill_cpu_us, verify_cpu_us;
     /* GPU consumer */
     bool gpu_asked, gpu_ran;
@@ -432,8 +432,8 @@ static bool wait_readable(int fd, int64_t deadline, progress *pg)
  * Reading the children's reports
  * ------------------------------------------------------------------------------------------- */
 
-static int read_consumer(const demo_cfg *c, int fd, int64_t deadline, report *rep,
-                         double *xport_ns, double *verify_ns, uint64_t *frames)
+static int read_consumer(const demo_cfg *c, int fd, int64_t deadline, report *rep, double *xport_ns,
+                         double *verify_ns, uint64_t *frames)
 {
     demo_con_head head;
     if (cli_read_full(fd, &head, sizeof head, deadline) != 0 || head.streams != rep->nstreams)
@@ -504,9 +504,8 @@ static int read_gpu(const demo_cfg *c, int fd, int64_t deadline, report *rep)
     r->corrupt = g->corrupt + g->mismatches;
     r->disorder = g->disorder;
     r->device_allocs = (int64_t)g->device_allocs;
-    r->sub_cpu_us = g->received ? (double)(g->cpu_ns - g->check_cpu_ns) / 1000.0 /
-                                      (double)g->received
-                                : 0;
+    r->sub_cpu_us =
+        g->received ? (double)(g->cpu_ns - g->check_cpu_ns) / 1000.0 / (double)g->received : 0;
     rep->gpu_ran = g->status == 0;
     return g->status;
 }
@@ -695,8 +694,7 @@ static void run_pipeline(demo_cfg *c, report *rep, bool want_gpu, progress *pg)
         }
         row *r = p->role == DEMO_CAMERA ? &rep->s[p->index] : &rep->s[c->cameras];
         r->published = sr.published;
-        r->pub_cpu_us = sr.published ? (double)sr.xport_cpu_ns / 1000.0 / (double)sr.published
-                                     : 0;
+        r->pub_cpu_us = sr.published ? (double)sr.xport_cpu_ns / 1000.0 / (double)sr.published : 0;
         if (p->role == DEMO_CAMERA) {
             fill_ns += (double)sr.fill_cpu_ns;
             published += sr.published;
@@ -797,8 +795,8 @@ static void print_rt(const demo_cfg *c, const report *rep)
     printf("real-time controls: %u of %u processes pinned (round-robin over %zu CPUs)", rep->pinned,
            rep->procs, c->ncpus);
     if (c->rt)
-        printf(", %u SCHED_FIFO %d, %u memory-locked, %u prefaulted", rep->fifo,
-               DEMO_FIFO_PRIORITY, rep->locked, rep->prefaulted);
+        printf(", %u SCHED_FIFO %d, %u memory-locked, %u prefaulted", rep->fifo, DEMO_FIFO_PRIORITY,
+               rep->locked, rep->prefaulted);
     printf("\n");
     if (rep->rt_message[0])
         printf("  not all applied: %s; the demo went on without it\n", rep->rt_message);
@@ -808,11 +806,9 @@ static void print_table(const demo_cfg *c, const report *zc, const report *base,
                         bool gpu_built)
 {
     printf("\n%u camera%s x %llu frames of 1280x720 RGB8 (%zu B) at %d fps", c->cameras,
-           c->cameras == 1 ? "" : "s", (unsigned long long)c->frames, DEMO_FRAME_BYTES,
-           DEMO_FPS);
+           c->cameras == 1 ? "" : "s", (unsigned long long)c->frames, DEMO_FRAME_BYTES, DEMO_FPS);
     if (c->lidar_frames)
-        printf(", a %ux%u-point LiDAR at %d Hz", DEMO_LIDAR_ROWS, DEMO_LIDAR_COLS,
-               DEMO_LIDAR_HZ);
+        printf(", a %ux%u-point LiDAR at %d Hz", DEMO_LIDAR_ROWS, DEMO_LIDAR_COLS, DEMO_LIDAR_HZ);
     printf("; %u consumer%s\n", c->consumers, c->consumers == 1 ? "" : "s");
     printf("%-9s %-22s %6s %6s %7s %4s %9s %9s %9s %10s %10s %10s\n", "transport", "stream",
            "frames", "recv", "dropped", "bad", "p50 us", "p99 us", "max us", "pub cpu us",
@@ -842,8 +838,8 @@ static void print_table(const demo_cfg *c, const report *zc, const report *base,
         printf("fusion: /camera/%u/image_raw + %s paired by stamp (ferry_sync): %llu pairs of "
                "%llu clouds; stamp skew p50 %.1f ms, max %.1f ms%s\n",
                DEMO_FUSION_CAMERA, DEMO_LIDAR_TOPIC, (unsigned long long)zc->fr.pairs,
-               (unsigned long long)zc->s[c->cameras].published, zc->skew_p50_ms,
-               zc->skew_max_ms, zc->fr.corrupt ? "; SOME PAIRS CORRUPT" : "");
+               (unsigned long long)zc->s[c->cameras].published, zc->skew_p50_ms, zc->skew_max_ms,
+               zc->fr.corrupt ? "; SOME PAIRS CORRUPT" : "");
 
     if (baseline && zc->ran && base->ran && zc->cams.p50_us > 0) {
         double zcpu = zc->cams.pub_cpu_us + zc->cams.sub_cpu_us;
@@ -889,10 +885,10 @@ static size_t usable_cpus(int *cpus, size_t cap)
 }
 
 /* The demo's own ranges: its process table holds at most this many cameras and consumers. */
-static const cli_range cameras_range = {.name = "--cameras", .kind = CLI_WHOLE, .lo = 1,
-                                        .hi = DEMO_MAX_CAMERAS};
-static const cli_range consumers_range = {.name = "--consumers", .kind = CLI_WHOLE, .lo = 1,
-                                          .hi = DEMO_MAX_CONSUMERS};
+static const cli_range cameras_range = {
+    .name = "--cameras", .kind = CLI_WHOLE, .lo = 1, .hi = DEMO_MAX_CAMERAS};
+static const cli_range consumers_range = {
+    .name = "--consumers", .kind = CLI_WHOLE, .lo = 1, .hi = DEMO_MAX_CONSUMERS};
 
 typedef struct demo_args {
     cli_opts o; /* --dir, --domain */
@@ -914,27 +910,45 @@ static const char about[] =
     "transport for comparison, and one table shows both.\n";
 
 static const cli_option options[] = {
-    {.name = "--seconds", .value = "N", CLI_WHOLE_AT(demo_args, seconds),
+    {.name = "--seconds",
+     .value = "N",
+     CLI_WHOLE_AT(demo_args, seconds),
      .range = &cli_ranges[CLI_R_DEMO_SECONDS],
      .help = "how long the sensors run, 1..3600 (default 5)"},
-    {.name = "--cameras", .value = "N", CLI_WHOLE_AT(demo_args, cameras),
-     .range = &cameras_range, .help = "camera processes, 1..16 (default 3)"},
-    {.name = "--consumers", .value = "N", CLI_WHOLE_AT(demo_args, consumers),
-     .range = &consumers_range, .help = "consumer processes, 1..16 (default 1)"},
-    {.name = "--no-baseline", CLI_FLAG_AT(demo_args, no_baseline),
+    {.name = "--cameras",
+     .value = "N",
+     CLI_WHOLE_AT(demo_args, cameras),
+     .range = &cameras_range,
+     .help = "camera processes, 1..16 (default 3)"},
+    {.name = "--consumers",
+     .value = "N",
+     CLI_WHOLE_AT(demo_args, consumers),
+     .range = &consumers_range,
+     .help = "consumer processes, 1..16 (default 1)"},
+    {.name = "--no-baseline",
+     CLI_FLAG_AT(demo_args, no_baseline),
      .help = "skip the shm-copy comparison"},
     {.name = "--no-lidar", CLI_FLAG_AT(demo_args, no_lidar), .help = "no LiDAR, no fusion"},
-    {.name = "--no-gpu", CLI_FLAG_AT(demo_args, no_gpu),
+    {.name = "--no-gpu",
+     CLI_FLAG_AT(demo_args, no_gpu),
      .help = "no GPU consumer, even with a GPU"},
-    {.name = "--plot", .value = "FILE", CLI_STRING_AT(demo_args, plot),
+    {.name = "--plot",
+     .value = "FILE",
+     CLI_STRING_AT(demo_args, plot),
      .help = "draw latency over time and its CDF per transport (needs gnuplot)"},
-    {.name = "--pin", CLI_FLAG_AT(demo_args, pin),
+    {.name = "--pin",
+     CLI_FLAG_AT(demo_args, pin),
      .help = "pin each process to one CPU, round-robin over the usable CPUs"},
-    {.name = "--rt", CLI_FLAG_AT(demo_args, rt),
+    {.name = "--rt",
+     CLI_FLAG_AT(demo_args, rt),
      .help = "--pin, plus SCHED_FIFO priority 10, locked and prefaulted memory\n"
              "(what is not permitted is reported and left out)"},
-    {.name = "--dir", .value = "PATH", .kind = CLI_K_SHARED, .code = CLI_O_DIR,
-     .label = "--dir, --domain", .help = "use this domain instead of a private directory"},
+    {.name = "--dir",
+     .value = "PATH",
+     .kind = CLI_K_SHARED,
+     .code = CLI_O_DIR,
+     .label = "--dir, --domain",
+     .help = "use this domain instead of a private directory"},
     {.name = "--domain", .value = "N", .kind = CLI_K_SHARED, .code = CLI_O_DOMAIN},
     {.name = "--help", .short_name = 'h', .kind = CLI_K_SHARED, .code = CLI_O_HELP},
     CLI_OPTION_END,
@@ -945,10 +959,15 @@ int ferry_cmd_demo(int argc, char **argv)
     demo_args a = {.seconds = 5, .cameras = 3, .consumers = 1};
     /* Without --dir and --domain the demo runs in a private directory, whatever FERRY_DIR and
      * FERRY_DOMAIN say. */
-    cli_parser p = {.cmd = "demo", .table = options, .about = about, .column = 18,
+    cli_parser p = {.cmd = "demo",
+                    .table = options,
+                    .about = about,
+                    .column = 18,
                     .epilogue = "Exits 0 when every frame arrived intact (or was counted as "
                                 "dropped).\n",
-                    .dest = &a, .opts = &a.o, .where_from_option = true};
+                    .dest = &a,
+                    .opts = &a.o,
+                    .where_from_option = true};
     cli_opts_init(&a.o);
     if (cli_getopt(&p, argc, argv) != CLI_OPTS_END)
         return p.status;
@@ -962,8 +981,9 @@ int ferry_cmd_demo(int argc, char **argv)
     if (plot && !plot[0])
         return cli_fail("demo", 2, "--plot needs a file name");
     if (plot && !demo_plot_available())
-        return cli_fail("demo", 1, "--plot needs gnuplot, which is not installed: install "
-                                   "gnuplot-nox (apt-get install gnuplot-nox) or run 'make demo'");
+        return cli_fail("demo", 1,
+                        "--plot needs gnuplot, which is not installed: install "
+                        "gnuplot-nox (apt-get install gnuplot-nox) or run 'make demo'");
 #ifdef FERRY_HAVE_GPU
     const bool gpu_built = true;
 #else
@@ -972,10 +992,15 @@ int ferry_cmd_demo(int argc, char **argv)
 #endif
 
     static int cpus[MAX_CPUS];
-    demo_cfg cfg = {.kind = DEMO_FERRY, .cameras = (uint32_t)cameras,
-                    .consumers = (uint32_t)consumers, .frames = seconds * DEMO_FPS,
-                    .lidar_frames = lidar ? seconds * DEMO_LIDAR_HZ : 0, .fusion = lidar,
-                    .pin = pin, .rt = rt, .cpus = cpus};
+    demo_cfg cfg = {.kind = DEMO_FERRY,
+                    .cameras = (uint32_t)cameras,
+                    .consumers = (uint32_t)consumers,
+                    .frames = seconds * DEMO_FPS,
+                    .lidar_frames = lidar ? seconds * DEMO_LIDAR_HZ : 0,
+                    .fusion = lidar,
+                    .pin = pin,
+                    .rt = rt,
+                    .cpus = cpus};
     if (pin)
         cfg.ncpus = usable_cpus(cpus, MAX_CPUS);
     char private_dir[256] = "";
@@ -990,8 +1015,8 @@ int ferry_cmd_demo(int argc, char **argv)
 
     printf("ferry demo: %u camera processes, %s%u consumer process%s, %llu s; domain %u in %s\n",
            cfg.cameras, lidar ? "a LiDAR process, a fusion process, " : "", cfg.consumers,
-           cfg.consumers == 1 ? "" : "es", (unsigned long long)seconds,
-           (unsigned)cfg.where.domain, cfg.where.dir ? cfg.where.dir : "the default directory");
+           cfg.consumers == 1 ? "" : "es", (unsigned long long)seconds, (unsigned)cfg.where.domain,
+           cfg.where.dir ? cfg.where.dir : "the default directory");
     fflush(stdout);
 
     cli_catch_signal(SIGINT, on_signal);
@@ -1014,8 +1039,7 @@ int ferry_cmd_demo(int argc, char **argv)
         bc.kind = DEMO_SHM;
         bc.lidar_frames = 0;
         bc.fusion = false;
-        bc.bus = cli_shm_bus_create(bc.cameras, bc.consumers, DEMO_QUEUE_DEPTH,
-                                    DEMO_FRAME_BYTES);
+        bc.bus = cli_shm_bus_create(bc.cameras, bc.consumers, DEMO_QUEUE_DEPTH, DEMO_FRAME_BYTES);
         pg.c = &bc;
         if (bc.bus) {
             run_pipeline(&bc, base, false, &pg);
@@ -1031,8 +1055,8 @@ int ferry_cmd_demo(int argc, char **argv)
             demo_series series[4];
             size_t n = 0;
             if (zc->ran) {
-                series[n++] = (demo_series){"ferry: cameras", zc->cams.recs, zc->cams.nrecs,
-                                            zc->start_ns};
+                series[n++] =
+                    (demo_series){"ferry: cameras", zc->cams.recs, zc->cams.nrecs, zc->start_ns};
                 if (lidar)
                     series[n++] = (demo_series){"ferry: LiDAR", zc->s[cfg.cameras].recs,
                                                 zc->s[cfg.cameras].nrecs, zc->start_ns};
@@ -1041,12 +1065,12 @@ int ferry_cmd_demo(int argc, char **argv)
                                                 zc->gpu.nrecs, zc->start_ns};
             }
             if (baseline && base->ran)
-                series[n++] = (demo_series){"shm-copy: cameras", base->cams.recs,
-                                            base->cams.nrecs, base->start_ns};
+                series[n++] = (demo_series){"shm-copy: cameras", base->cams.recs, base->cams.nrecs,
+                                            base->start_ns};
             char title[160];
             snprintf(title, sizeof title,
-                     "ferry demo: %u x 1280x720 RGB8 at %d fps, %llu s, %u consumer%s",
-                     cfg.cameras, DEMO_FPS, (unsigned long long)seconds, cfg.consumers,
+                     "ferry demo: %u x 1280x720 RGB8 at %d fps, %llu s, %u consumer%s", cfg.cameras,
+                     DEMO_FPS, (unsigned long long)seconds, cfg.consumers,
                      cfg.consumers == 1 ? "" : "s");
             if (demo_plot(plot, series, n, title) == 0)
                 printf("plot: %s\n", plot);

@@ -77,7 +77,7 @@ typedef struct demo_cfg {
 
 /* Every child's first report: what real-time control it got. */
 typedef struct demo_rt_note {
-    int32_t asked;  /* 0 none, 1 pinning, 2 pinning + FIFO + lock + prefault */
+    int32_t asked; /* 0 none, 1 pinning, 2 pinning + FIFO + lock + prefault */
     int32_t pinned, fifo, locked, prefaulted;
     int32_t cpu;
     int32_t failed_errno;
@@ -135,8 +135,8 @@ typedef struct demo_gpu_result {
     uint32_t reserved;
     uint64_t received, dropped, corrupt, mismatches, disorder;
     uint64_t device_allocs, cache_hits;
-    int64_t cpu_ns;        /* the whole process, while running */
-    int64_t check_cpu_ns;  /* the CPU's own sum, for the self-check */
+    int64_t cpu_ns;       /* the whole process, while running */
+    int64_t check_cpu_ns; /* the CPU's own sum, for the self-check */
     uint64_t lat_count;
     char device[64];
 } demo_gpu_result;

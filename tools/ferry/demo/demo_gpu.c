@@ -232,8 +232,7 @@ int demo_gpu_main(const demo_cfg *c, int res)
         g->r.cache_hits = cs.hits;
     }
     if (cli_write_full(res, &g->r, sizeof g->r) == 0 &&
-        (g->r.lat_count == 0 ||
-         cli_write_full(res, g->lat, g->r.lat_count * sizeof *g->lat) == 0))
+        (g->r.lat_count == 0 || cli_write_full(res, g->lat, g->r.lat_count * sizeof *g->lat) == 0))
         rc = g->r.status == 0 ? 0 : 1;
 out:
     if (g) {

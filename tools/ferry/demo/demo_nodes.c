@@ -86,9 +86,9 @@ static int wait_ctl(ferry_publisher *pub, int ctl, void *buf, size_t len)
 }
 
 /* Creates a source's node and publisher and waits for its subscribers. */
-static bool source_open(const demo_cfg *c, const char *name, const char *topic,
-                        const char *type, uint64_t hash, size_t sample, uint32_t subscribers,
-                        ferry_node **node, ferry_publisher **pub)
+static bool source_open(const demo_cfg *c, const char *name, const char *topic, const char *type,
+                        uint64_t hash, size_t sample, uint32_t subscribers, ferry_node **node,
+                        ferry_publisher **pub)
 {
     if (cli_node(&c->where, name, node) != FERRY_OK)
         return false;
@@ -248,8 +248,8 @@ static void lidar_fields(ferry_point_field f[4])
     }
 }
 
-static ferry_err lidar_scan(ferry_publisher *pub, const float *dirs, uint64_t seq,
-                            int64_t capture, int64_t *fill_ns)
+static ferry_err lidar_scan(ferry_publisher *pub, const float *dirs, uint64_t seq, int64_t capture,
+                            int64_t *fill_ns)
 {
     ferry_point_field f[4];
     lidar_fields(f);
@@ -302,8 +302,8 @@ int demo_lidar_main(const demo_cfg *c, int res, int ctl)
         int64_t capture = ferry_now().ns;
         int64_t c0 = cli_cpu_ns(), fill = 0;
         if ((err = lidar_scan(pub, dirs, k + 1, capture, &fill)) != FERRY_OK) {
-            cli_fail("demo", 1, "%s: scan %llu: %s", DEMO_LIDAR_TOPIC,
-                     (unsigned long long)k + 1, ferry_strerror(err));
+            cli_fail("demo", 1, "%s: scan %llu: %s", DEMO_LIDAR_TOPIC, (unsigned long long)k + 1,
+                     ferry_strerror(err));
             goto report;
         }
         out.xport_cpu_ns += cli_cpu_ns() - c0 - fill;
@@ -353,8 +353,7 @@ static bool cloud_check(const ferry_sample *s, int64_t *stamp_ns)
 {
     ferry_pointcloud_view v;
     if (ferry_pointcloud_view_get(s, &v) != FERRY_OK || v.header.width != DEMO_LIDAR_COLS ||
-        v.header.height != DEMO_LIDAR_ROWS || v.header.point_step != 16 ||
-        v.header.nfields != 4)
+        v.header.height != DEMO_LIDAR_ROWS || v.header.point_step != 16 || v.header.nfields != 4)
         return false;
     for (uint32_t i = 0; i < 4; i++)
         if (strcmp(v.header.fields[i].name, lidar_field_names[i]) != 0 ||
@@ -480,10 +479,9 @@ static int consumer_ferry(consumer *k, uint32_t index, int res)
             demo_camera_topic(topic, sizeof topic, i);
         else
             snprintf(topic, sizeof topic, "%s", DEMO_LIDAR_TOPIC);
-        err = ferry_subscriber_create(&subs[i], node, topic,
-                                      cam ? FERRY_IMAGE_TYPE_NAME : FERRY_POINTCLOUD_TYPE_NAME,
-                                      cam ? FERRY_IMAGE_TYPE_HASH : FERRY_POINTCLOUD_TYPE_HASH,
-                                      &so);
+        err = ferry_subscriber_create(
+            &subs[i], node, topic, cam ? FERRY_IMAGE_TYPE_NAME : FERRY_POINTCLOUD_TYPE_NAME,
+            cam ? FERRY_IMAGE_TYPE_HASH : FERRY_POINTCLOUD_TYPE_HASH, &so);
         if (err == FERRY_OK) {
             err = ferry_waitset_add(ws, subs[i], (void *)(uintptr_t)(i + 1));
             in_ws[i] = err == FERRY_OK;
@@ -578,8 +576,8 @@ static int consumer_shm(consumer *k, uint32_t index, int res)
     while (consumer_waiting(k, started)) {
         uint32_t cam;
         size_t size;
-        int rc = cli_shm_recv(c->bus, index, own, DEMO_FRAME_BYTES, &cam, &size,
-                              100 * DEMO_NS_PER_MS);
+        int rc =
+            cli_shm_recv(c->bus, index, own, DEMO_FRAME_BYTES, &cam, &size, 100 * DEMO_NS_PER_MS);
         if (rc == 1)
             continue;
         if (rc != 0 || cam >= c->cameras) {
@@ -616,9 +614,10 @@ int demo_consumer_main(const demo_cfg *c, uint32_t index, int res)
             goto fail;
     }
     int64_t cpu0 = cli_cpu_ns();
-    int status = c->kind == DEMO_FERRY ? consumer_ferry(k, index, res)
-                                       : consumer_shm(k, index, res);
-    demo_con_head head = {.status = status, .streams = k->streams,
+    int status =
+        c->kind == DEMO_FERRY ? consumer_ferry(k, index, res) : consumer_shm(k, index, res);
+    demo_con_head head = {.status = status,
+                          .streams = k->streams,
                           .total_cpu_ns = cli_cpu_ns() - cpu0,
                           .verify_cpu_ns = k->verify_cpu_ns};
     rc = cli_write_full(res, &head, sizeof head);
@@ -753,8 +752,8 @@ static int fusion_run(const demo_cfg *c, fusion *f, int res)
                 !cloud_check(&set[1], &st_lidar))
                 f->r.corrupt++;
             else if (f->r.skew_count < c->lidar_frames)
-                f->skew[f->r.skew_count++] = st_cam > st_lidar ? st_cam - st_lidar
-                                                               : st_lidar - st_cam;
+                f->skew[f->r.skew_count++] =
+                    st_cam > st_lidar ? st_cam - st_lidar : st_lidar - st_cam;
             f->r.pairs++;
             if ((err = ferry_sync_release(f->sync, set)) != FERRY_OK) {
                 cli_fail("demo", 1, "fusion: release: %s", ferry_strerror(err));

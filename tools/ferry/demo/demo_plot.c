@@ -169,8 +169,9 @@ int demo_plot(const char *png, const demo_series *series, size_t n, const char *
         int rc = run_gnuplot(tmp);
         struct stat sb;
         if (rc == 127)
-            cli_fail("demo", 1, "--plot: cannot run gnuplot: install gnuplot-nox "
-                                "(apt-get install gnuplot-nox) or run 'make demo'");
+            cli_fail("demo", 1,
+                     "--plot: cannot run gnuplot: install gnuplot-nox "
+                     "(apt-get install gnuplot-nox) or run 'make demo'");
         else if (rc != 0)
             cli_fail("demo", 1, "--plot: gnuplot failed (exit %d)", rc);
         else if (stat(png, &sb) != 0 || sb.st_size == 0)

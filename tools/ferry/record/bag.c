@@ -88,10 +88,12 @@ static bool stats_make(stats *st, const ferry_mcap_info *in)
 
     memset(st, 0, sizeof *st);
     for (size_t i = 0; i < in->nmetadata; i++)
-        if (strcmp(in->metadata[i].name, STATS_NAME) == 0) n += in->metadata[i].n;
+        if (strcmp(in->metadata[i].name, STATS_NAME) == 0)
+            n += in->metadata[i].n;
     st->kv = malloc((n ? n : 1) * sizeof *st->kv);
     st->topics = malloc((in->nchannels ? in->nchannels : 1) * sizeof *st->topics);
-    if (st->kv == NULL || st->topics == NULL) return false;
+    if (st->kv == NULL || st->topics == NULL)
+        return false;
     for (size_t i = 0; i < in->nmetadata; i++)
         if (strcmp(in->metadata[i].name, STATS_NAME) == 0)
             for (size_t k = 0; k < in->metadata[i].n; k++)
@@ -153,7 +155,8 @@ static void compression_of(const ferry_mcap_info *in, char *out, size_t cap)
         if (strstr(out, c) == NULL)
             snprintf(out + strlen(out), cap - strlen(out), "%s%s", out[0] ? ", " : "", c);
     }
-    if (out[0] == '\0') snprintf(out, cap, "none");
+    if (out[0] == '\0')
+        snprintf(out, cap, "none");
 }
 
 /* The samples the recorder took but could not store: invalid ones, device tensors. */
@@ -161,8 +164,10 @@ static void print_losses(const stats *st, const char *topic)
 {
     int64_t invalid = stat_of(st, topic, "invalid"), skipped = stat_of(st, topic, "skipped");
 
-    if (invalid > 0) printf("  invalid %" PRId64, invalid);
-    if (skipped > 0) printf("  skipped %" PRId64 " (device tensors)", skipped);
+    if (invalid > 0)
+        printf("  invalid %" PRId64, invalid);
+    if (skipped > 0)
+        printf("  skipped %" PRId64 " (device tensors)", skipped);
 }
 
 /* Topics the recorder subscribed to that have no channel: none of their samples was stored.
@@ -178,7 +183,8 @@ static void print_unrecorded(const stats *st)
             continue;
         snprintf(topic, sizeof topic, "%.*s", (int)(dot - key), key);
         t = topic;
-        if (bsearch(&t, st->topics, st->ntopics, sizeof *st->topics, str_order) != NULL) continue;
+        if (bsearch(&t, st->topics, st->ntopics, sizeof *st->topics, str_order) != NULL)
+            continue;
         printf("Not stored:        %s  recorder dropped %" PRId64, topic,
                stat_of(st, topic, "dropped"));
         print_losses(st, topic);
@@ -189,9 +195,12 @@ static void print_unrecorded(const stats *st)
 /* The "Complete:" line's words. */
 static const char *completeness(const ferry_mcap_info *in, char *buf, size_t cap)
 {
-    if (in->truncated) return "no: truncated, read up to its last complete chunk";
-    if (in->has_summary) return "yes (summary and footer)";
-    if (in->summary_ignored[0] == '\0') return "yes (no summary: scanned)";
+    if (in->truncated)
+        return "no: truncated, read up to its last complete chunk";
+    if (in->has_summary)
+        return "yes (summary and footer)";
+    if (in->summary_ignored[0] == '\0')
+        return "yes (no summary: scanned)";
     snprintf(buf, cap, "yes (summary ignored: %s; scanned)", in->summary_ignored);
     return buf;
 }
@@ -232,23 +241,27 @@ static void print_text(const char *file, const ferry_mcap_reader *r, const stats
                i == 0 ? "Topic information:" : "                  ", wt, c->topic, wy,
                type_of(r, c), c->messages, c->message_encoding);
     }
-    if (in->nchannels == 0) printf("Topic information:\n");
+    if (in->nchannels == 0)
+        printf("Topic information:\n");
     printf("Profile:           %s\n", in->profile);
     printf("Library:           %s\n", in->library);
     human(a, sizeof a, csize);
     human(b, sizeof b, usize);
-    printf("Chunks:            %" PRIu32 " (compression %s, %s of %s)\n", in->chunk_count, comp,
-           a, b);
+    printf("Chunks:            %" PRIu32 " (compression %s, %s of %s)\n", in->chunk_count, comp, a,
+           b);
     printf("Complete:          %s\n", completeness(in, complete, sizeof complete));
     for (size_t i = 0; i < in->nchannels; i++) {
         const ferry_mcap_channel *c = &in->channels[i];
         int64_t bytes = stat_of(st, c->topic, "bytes"), dropped = stat_of(st, c->topic, "dropped");
 
-        if (bytes < 0 && c->bytes > 0) bytes = (int64_t)c->bytes;
-        if (bytes >= 0) human(a, sizeof a, (uint64_t)bytes);
+        if (bytes < 0 && c->bytes > 0)
+            bytes = (int64_t)c->bytes;
+        if (bytes >= 0)
+            human(a, sizeof a, (uint64_t)bytes);
         printf("%s %-*s  size %s", i == 0 ? "Per topic:        " : "                  ", wt,
                c->topic, bytes >= 0 ? a : "?");
-        if (dropped >= 0) printf("  recorder dropped %" PRId64, dropped);
+        if (dropped >= 0)
+            printf("  recorder dropped %" PRId64, dropped);
         print_losses(st, c->topic);
         putchar('\n');
     }
@@ -280,7 +293,8 @@ static void print_json(const char *file, const ferry_mcap_reader *r, const stats
         const ferry_mcap_channel *c = &in->channels[i];
         int64_t bytes = stat_of(st, c->topic, "bytes"), dropped = stat_of(st, c->topic, "dropped");
 
-        if (bytes < 0 && c->bytes > 0) bytes = (int64_t)c->bytes;
+        if (bytes < 0 && c->bytes > 0)
+            bytes = (int64_t)c->bytes;
         fputs(i ? ", {\"topic\": " : "{\"topic\": ", stdout);
         cli_json_string(stdout, c->topic);
         fputs(", \"type\": ", stdout);
@@ -289,7 +303,8 @@ static void print_json(const char *file, const ferry_mcap_reader *r, const stats
         cli_json_string(stdout, c->message_encoding);
         fputs(", \"metadata\": {", stdout);
         for (size_t k = 0; k < c->nmetadata; k++) {
-            if (k) fputs(", ", stdout);
+            if (k)
+                fputs(", ", stdout);
             cli_json_string(stdout, c->metadata[k].key);
             fputs(": ", stdout);
             cli_json_string(stdout, c->metadata[k].value);
@@ -325,7 +340,8 @@ int ferry_cmd_bag(int argc, char **argv)
     cli_opts_init(&o);
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
     }
-    if (c == CLI_OPTS_EXIT) return p.status;
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
     if (optind + 1 != argc)
         return cli_fail("bag info", 2, optind >= argc ? "no FILE.mcap given" : "one FILE only");
     /* A file without a usable summary is scanned, every chunk decompressed: a signal stops

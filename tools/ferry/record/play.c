@@ -61,23 +61,39 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--rate", .value = "X", CLI_REAL_AT(play_args, rate),
+    {.name = "--rate",
+     .value = "X",
+     CLI_REAL_AT(play_args, rate),
      .range = &cli_ranges[CLI_R_PLAY_RATE],
      .help = "speed factor, 0.001..1000; 0 publishes as fast as possible\n"
              "(default 1)"},
-    {.name = "--loop", CLI_FLAG_AT(play_args, loop),
+    {.name = "--loop",
+     CLI_FLAG_AT(play_args, loop),
      .help = "start again at the end, until a signal"},
-    {.name = "--topic", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_TOPIC,
+    {.name = "--topic",
+     .value = "PATTERN",
+     .kind = CLI_K_CODE,
+     .code = O_TOPIC,
      .help = "play only topics matching PATTERN (fnmatch); repeatable"},
-    {.name = "--start", .value = "S", CLI_REAL_AT(play_args, start_s),
+    {.name = "--start",
+     .value = "S",
+     CLI_REAL_AT(play_args, start_s),
      .range = &cli_ranges[CLI_R_PLAY_TIME],
      .help = "skip the first S seconds of the file (log time)"},
-    {.name = "--end", .value = "S", CLI_REAL_AT(play_args, end_s),
-     .range = &cli_ranges[CLI_R_PLAY_TIME], .code = O_END,
+    {.name = "--end",
+     .value = "S",
+     CLI_REAL_AT(play_args, end_s),
+     .range = &cli_ranges[CLI_R_PLAY_TIME],
+     .code = O_END,
      .help = "stop S seconds after the file's start (log time)"},
-    {.name = "--remap", .value = "FROM:TO", .kind = CLI_K_CODE, .code = O_REMAP,
+    {.name = "--remap",
+     .value = "FROM:TO",
+     .kind = CLI_K_CODE,
+     .code = O_REMAP,
      .help = "publish topic FROM as TO; repeatable"},
-    {.name = "--wait-subscribers", .value = "N", CLI_WHOLE_AT(play_args, wait_subscribers),
+    {.name = "--wait-subscribers",
+     .value = "N",
+     CLI_WHOLE_AT(play_args, wait_subscribers),
      .range = &cli_ranges[CLI_R_PUB_WAIT_SUBSCRIBERS],
      .help = "wait (up to --timeout, default 10 s) until every publisher\n"
              "has N subscribers before the first message; subscribers\n"
@@ -89,8 +105,8 @@ static const cli_option options[] = {
 
 static int parse_args(int argc, char **argv, play_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 24, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 24, .dest = a, .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
@@ -122,11 +138,13 @@ static int parse_args(int argc, char **argv, play_args *a)
             break;
         }
     }
-    if (c == CLI_OPTS_EXIT) return p.status;
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
     if (optind + 1 != argc)
         return cli_fail(CMD, 2, optind >= argc ? "no FILE.mcap given" : "one FILE.mcap only");
     a->file = argv[optind];
-    if (a->has_end && a->end_s < a->start_s) return cli_fail(CMD, 2, "--end is before --start");
+    if (a->has_end && a->end_s < a->start_s)
+        return cli_fail(CMD, 2, "--end is before --start");
     return -1;
 }
 
@@ -147,8 +165,8 @@ typedef struct player {
     size_t nch;
     struct pollfd *fds; /* the publishers' descriptors, for their housekeeping */
     size_t nfds;
-    int64_t wall0;      /* when the first message of this pass was due */
-    uint64_t t0;        /* its pace time (pace_time) */
+    int64_t wall0; /* when the first message of this pass was due */
+    uint64_t t0;   /* its pace time (pace_time) */
     bool first;
     uint64_t published, malformed, failed, skipped;
     const char *first_failure;
@@ -156,13 +174,15 @@ typedef struct player {
 
 static bool topic_wanted(const play_args *a, const char *topic)
 {
-    if (a->ntopics == 0) return true;
+    if (a->ntopics == 0)
+        return true;
     for (size_t i = 0; i < a->ntopics; i++) {
         const char *pat = a->topics[i];
         char with_slash[FERRY_TOPIC_MAX + 2];
 
         snprintf(with_slash, sizeof with_slash, "%s%s", pat[0] == '/' ? "" : "/", pat);
-        if (fnmatch(with_slash, topic, 0) == 0) return true;
+        if (fnmatch(with_slash, topic, 0) == 0)
+            return true;
     }
     return false;
 }
@@ -170,7 +190,8 @@ static bool topic_wanted(const play_args *a, const char *topic)
 static const char *meta_value(const ferry_mcap_channel *c, const char *key)
 {
     for (size_t i = 0; i < c->nmetadata; i++)
-        if (strcmp(c->metadata[i].key, key) == 0) return c->metadata[i].value;
+        if (strcmp(c->metadata[i].key, key) == 0)
+            return c->metadata[i].value;
     return NULL;
 }
 
@@ -205,8 +226,10 @@ static bool channel_type(const ferry_mcap_reader *r, const ferry_mcap_channel *c
                 return true;
             }
         }
-        fprintf(stderr, "ferry play: %s: ferry-raw channel without a valid ferry.type and "
-                        "ferry.type_hash; skipped\n", c->topic);
+        fprintf(stderr,
+                "ferry play: %s: ferry-raw channel without a valid ferry.type and "
+                "ferry.type_hash; skipped\n",
+                c->topic);
         return false;
     }
     fprintf(stderr, "ferry play: %s: message encoding '%s' is not played; skipped\n", c->topic,
@@ -221,7 +244,8 @@ static int make_publishers(player *P)
 
     P->ch = calloc(in->nchannels ? in->nchannels : 1, sizeof *P->ch);
     P->fds = calloc(in->nchannels ? in->nchannels : 1, sizeof *P->fds);
-    if (P->ch == NULL || P->fds == NULL) return cli_fail(CMD, 1, "out of memory");
+    if (P->ch == NULL || P->fds == NULL)
+        return cli_fail(CMD, 1, "out of memory");
     ferry_publisher_options_init(&o);
     o.max_sample_size = SAMPLE_MAX;
     o.pool_bytes = POOL_BYTES;
@@ -235,7 +259,8 @@ static int make_publishers(player *P)
         ferry_err err;
 
         pc->id = c->id;
-        if (!topic_wanted(P->a, c->topic)) continue;
+        if (!topic_wanted(P->a, c->topic))
+            continue;
         for (size_t k = 0; k < P->a->nremaps; k++) {
             const char *from = P->a->remap_from[k];
 
@@ -246,7 +271,8 @@ static int make_publishers(player *P)
             fprintf(stderr, "ferry play: '%s' is not a ferry topic name; skipped\n", topic);
             continue;
         }
-        if (!channel_type(P->r, c, &pc->kind, &type, &hash)) continue;
+        if (!channel_type(P->r, c, &pc->kind, &type, &hash))
+            continue;
         snprintf(pc->topic, sizeof pc->topic, "%s%s", topic[0] == '/' ? "" : "/", topic);
         err = ferry_publisher_create(&pc->pub, P->node, pc->topic, type, hash, &o);
         if (err != FERRY_OK)
@@ -264,7 +290,8 @@ static int make_publishers(player *P)
 static pchannel *channel_of(player *P, uint16_t id)
 {
     for (size_t i = 0; i < P->nch; i++)
-        if (P->ch[i].id == id) return &P->ch[i];
+        if (P->ch[i].id == id)
+            return &P->ch[i];
     return NULL;
 }
 
@@ -278,13 +305,16 @@ static void idle_until(player *P, int64_t t)
         int64_t left = t - ferry_now().ns;
         struct timespec ts;
 
-        if (left <= 0) return;
-        if (left > SLEEP_SLICE_NS) left = SLEEP_SLICE_NS;
+        if (left <= 0)
+            return;
+        if (left > SLEEP_SLICE_NS)
+            left = SLEEP_SLICE_NS;
         ts.tv_sec = (time_t)(left / NS_PER_S);
         ts.tv_nsec = (long)(left % NS_PER_S);
         if (ppoll(P->fds, P->nfds, &ts, NULL) > 0)
             for (size_t i = 0; i < P->nch; i++)
-                if (P->ch[i].pub != NULL) ferry_publisher_poll(P->ch[i].pub, 0);
+                if (P->ch[i].pub != NULL)
+                    ferry_publisher_poll(P->ch[i].pub, 0);
     }
 }
 
@@ -298,7 +328,8 @@ static uint64_t pace_time(const ferry_mcap_message *m)
 
 static void count_failure(player *P, const char *why)
 {
-    if (P->first_failure == NULL) P->first_failure = why;
+    if (P->first_failure == NULL)
+        P->first_failure = why;
 }
 
 static bool on_message(void *arg, const ferry_mcap_message *m)
@@ -307,7 +338,8 @@ static bool on_message(void *arg, const ferry_mcap_message *m)
     pchannel *pc = channel_of(P, m->channel_id);
     ferry_err err;
 
-    if (cli_stop_requested) return false;
+    if (cli_stop_requested)
+        return false;
     if (pc == NULL || !pc->play) {
         P->skipped++;
         return true;
@@ -320,7 +352,8 @@ static bool on_message(void *arg, const ferry_mcap_message *m)
         /* On the first message's schedule: one published late is not made up for by the
          * others (and one due before the last goes at once, after it). */
         idle_until(P, P->wall0 + (int64_t)((double)(pace_time(m) - P->t0) / P->a->rate));
-        if (cli_stop_requested) return false;
+        if (cli_stop_requested)
+            return false;
     }
     if (pc->kind != FERRY_ROS2_NONE) {
         ferry_ros2_msg msg;
@@ -369,8 +402,7 @@ static bool on_message(void *arg, const ferry_mcap_message *m)
 /* Waits until every publisher has the subscribers asked for, serving all of them meanwhile. */
 static int wait_subscribers(player *P)
 {
-    int64_t timeout = P->a->o.timeout_s >= 0.0 ? (int64_t)(P->a->o.timeout_s * 1e9)
-                                                : 10 * NS_PER_S;
+    int64_t timeout = P->a->o.timeout_s >= 0.0 ? (int64_t)(P->a->o.timeout_s * 1e9) : 10 * NS_PER_S;
     int64_t deadline = ferry_now().ns + timeout;
 
     for (;;) {
@@ -381,26 +413,29 @@ static int wait_subscribers(player *P)
         for (size_t i = 0; i < P->nch; i++) {
             ferry_err err;
 
-            if (!P->ch[i].play) continue;
-            err = ferry_publisher_wait_subscribers(P->ch[i].pub, (uint32_t)P->a->wait_subscribers,
-                                                   0);
-            if (err == FERRY_OK) continue;
+            if (!P->ch[i].play)
+                continue;
+            err =
+                ferry_publisher_wait_subscribers(P->ch[i].pub, (uint32_t)P->a->wait_subscribers, 0);
+            if (err == FERRY_OK)
+                continue;
             if (err != FERRY_ETIMEDOUT)
-                return cli_fail(CMD, 1, "%s: ferry_publisher_wait_subscribers: %s",
-                                P->ch[i].topic, ferry_strerror(err));
-            if (short_of == NULL) short_of = P->ch[i].topic;
+                return cli_fail(CMD, 1, "%s: ferry_publisher_wait_subscribers: %s", P->ch[i].topic,
+                                ferry_strerror(err));
+            if (short_of == NULL)
+                short_of = P->ch[i].topic;
             missing++;
         }
-        if (missing == 0 || cli_stop_requested) return 0;
+        if (missing == 0 || cli_stop_requested)
+            return 0;
         now = ferry_now().ns;
         if (now >= deadline) {
             if (missing == 1)
                 return cli_fail(CMD, 1, "%s: fewer than %" PRIu64 " subscribers after %.3g s",
                                 short_of, P->a->wait_subscribers, (double)timeout / 1e9);
-            return cli_fail(CMD, 1,
-                            "%s and %zu other topics: fewer than %" PRIu64
-                            " subscribers after %.3g s",
-                            short_of, missing - 1, P->a->wait_subscribers, (double)timeout / 1e9);
+            return cli_fail(
+                CMD, 1, "%s and %zu other topics: fewer than %" PRIu64 " subscribers after %.3g s",
+                short_of, missing - 1, P->a->wait_subscribers, (double)timeout / 1e9);
         }
         idle_until(P, now + SLEEP_SLICE_NS < deadline ? now + SLEEP_SLICE_NS : deadline);
     }
@@ -418,12 +453,14 @@ static void linger(player *P)
         for (size_t i = 0; i < P->nch; i++) {
             ferry_publisher_stats st;
 
-            if (P->ch[i].pub == NULL) continue;
+            if (P->ch[i].pub == NULL)
+                continue;
             if (ferry_publisher_stats_get(P->ch[i].pub, &st) == FERRY_OK && st.chunks_in_use > 0 &&
                 st.subscribers > 0)
                 busy = true;
         }
-        if (busy) cli_sleep_until(ferry_now().ns + 10000000);
+        if (busy)
+            cli_sleep_until(ferry_now().ns + 10000000);
     }
 }
 
@@ -439,7 +476,8 @@ int ferry_cmd_play(int argc, char **argv)
     ferry_err err;
 
     status = parse_args(argc, argv, &a);
-    if (status >= 0) return status;
+    if (status >= 0)
+        return status;
     memset(&P, 0, sizeof P);
     P.a = &a;
     if (sigsetjmp(cli_bus_jump, 1) != 0) {
@@ -456,8 +494,7 @@ int ferry_cmd_play(int argc, char **argv)
     }
     in = ferry_mcap_reader_info(P.r);
     if (in->truncated && !a.o.quiet)
-        fprintf(stderr, "ferry play: %s is truncated (no footer): playing what it holds\n",
-                a.file);
+        fprintf(stderr, "ferry play: %s is truncated (no footer): playing what it holds\n", a.file);
     if (in->summary_ignored[0] && !a.o.quiet)
         fprintf(stderr, "ferry play: %s: summary ignored (%s); scanned\n", a.file,
                 in->summary_ignored);
@@ -466,10 +503,13 @@ int ferry_cmd_play(int argc, char **argv)
     cli_stop_on_signals();
     ferry_mcap_reader_set_cancel(P.r, &cli_stop_requested);
     status = 1;
-    if (cli_node(&a.o.where, CMD, &P.node) != FERRY_OK) goto out;
+    if (cli_node(&a.o.where, CMD, &P.node) != FERRY_OK)
+        goto out;
     status = make_publishers(&P);
-    if (status != 0) goto out;
-    if (a.wait_subscribers > 0 && (status = wait_subscribers(&P)) != 0) goto out;
+    if (status != 0)
+        goto out;
+    if (a.wait_subscribers > 0 && (status = wait_subscribers(&P)) != 0)
+        goto out;
     do {
         P.first = true;
         err = ferry_mcap_reader_messages(P.r, start, end, on_message, &P, why, sizeof why);
@@ -479,22 +519,26 @@ int ferry_cmd_play(int argc, char **argv)
         }
     } while (a.loop && !cli_stop_requested);
     if (!a.o.quiet) {
-        fprintf(stderr, "ferry play: published %" PRIu64 ", malformed %" PRIu64
-                        ", failed %" PRIu64 ", skipped %" PRIu64 "%s%s\n",
+        fprintf(stderr,
+                "ferry play: published %" PRIu64 ", malformed %" PRIu64 ", failed %" PRIu64
+                ", skipped %" PRIu64 "%s%s\n",
                 P.published, P.malformed, P.failed, P.skipped,
                 P.first_failure != NULL ? " (first failure: " : "",
                 P.first_failure != NULL ? P.first_failure : "");
-        if (P.first_failure != NULL) fputs(")\n", stderr);
+        if (P.first_failure != NULL)
+            fputs(")\n", stderr);
     }
 out:
     linger(&P);
 gone:
     cli_bus_disarm();
     for (size_t i = 0; i < P.nch; i++)
-        if (P.ch[i].pub != NULL) ferry_publisher_destroy(P.ch[i].pub);
+        if (P.ch[i].pub != NULL)
+            ferry_publisher_destroy(P.ch[i].pub);
     free(P.ch);
     free(P.fds);
-    if (P.node != NULL) ferry_node_destroy(P.node);
+    if (P.node != NULL)
+        ferry_node_destroy(P.node);
     ferry_mcap_reader_close(P.r);
     return status;
 }

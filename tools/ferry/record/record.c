@@ -45,7 +45,7 @@ typedef struct rec_args {
     double seconds, split_seconds;
     uint64_t max_size, split_size, nice;
     size_t chunk_size;
-    int compression; /* a ferry_mcap_compression */
+    int compression;  /* a ferry_mcap_compression */
     int sched_normal; /* --sched: 1 normal, 0 idle */
     bool stats, no_crc;
 } rec_args;
@@ -70,50 +70,71 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--output", .short_name = 'o', .value = "FILE", CLI_STRING_AT(rec_args, output),
+    {.name = "--output",
+     .short_name = 'o',
+     .value = "FILE",
+     CLI_STRING_AT(rec_args, output),
      .code = O_OUTPUT,
      .help = "the MCAP file (overwritten); with --split-*, FILE without\n"
              ".mcap gets _0.mcap, _1.mcap, ..."},
-    {.name = "--seconds", .value = "S", CLI_REAL_AT(rec_args, seconds),
+    {.name = "--seconds",
+     .value = "S",
+     CLI_REAL_AT(rec_args, seconds),
      .range = &cli_ranges[CLI_R_RECORD_SECONDS],
      .help = "stop after S seconds (default: until a signal)"},
-    {.name = "--max-size", .value = "BYTES", CLI_WHOLE_AT(rec_args, max_size),
+    {.name = "--max-size",
+     .value = "BYTES",
+     CLI_WHOLE_AT(rec_args, max_size),
      .range = &cli_ranges[CLI_R_RECORD_MAX_SIZE],
      .help = "stop before the files together pass BYTES (1M..; suffixes\n"
              "k, M, G)"},
-    {.name = "--split-size", .value = "BYTES", CLI_WHOLE_AT(rec_args, split_size),
+    {.name = "--split-size",
+     .value = "BYTES",
+     CLI_WHOLE_AT(rec_args, split_size),
      .range = &cli_ranges[CLI_R_RECORD_SPLIT_SIZE],
      .help = "start a new file once one reaches BYTES (1M..)"},
-    {.name = "--split-seconds", .value = "S", CLI_REAL_AT(rec_args, split_seconds),
+    {.name = "--split-seconds",
+     .value = "S",
+     CLI_REAL_AT(rec_args, split_seconds),
      .range = &cli_ranges[CLI_R_RECORD_SECONDS],
      .help = "start a new file every S seconds"},
-    {.name = "--compression", .value = "C", CLI_CHOICE_AT(rec_args, compression),
+    {.name = "--compression",
+     .value = "C",
+     CLI_CHOICE_AT(rec_args, compression),
      .choices = (const cli_choice[]){{"none", FERRY_MCAP_NONE},
                                      {"lz4", FERRY_MCAP_LZ4},
                                      {"zstd", FERRY_MCAP_ZSTD},
                                      {NULL, 0}},
      .bad_choice = "--compression %s: %s",
      .help = "chunk compression: none, lz4 or zstd (default none)"},
-    {.name = "--chunk-size", .value = "BYTES", CLI_BYTES_AT(rec_args, chunk_size),
+    {.name = "--chunk-size",
+     .value = "BYTES",
+     CLI_BYTES_AT(rec_args, chunk_size),
      .range = &cli_ranges[CLI_R_RECORD_CHUNK_SIZE],
      .help = "uncompressed bytes per chunk, 4k..1G (default 4M)"},
-    {.name = "--no-crc", CLI_FLAG_AT(rec_args, no_crc),
+    {.name = "--no-crc",
+     CLI_FLAG_AT(rec_args, no_crc),
      .help = "write no CRCs (0: not computed), which read every byte once\n"
              "more (a quarter of a core at 250 MB/s with zlib's; ISA-L's,\n"
              "when the build has it, is 12 times faster)"},
     CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default 16)"),
-    {.name = "--sched", .value = "idle|normal", CLI_CHOICE_AT(rec_args, sched_normal),
+    {.name = "--sched",
+     .value = "idle|normal",
+     CLI_CHOICE_AT(rec_args, sched_normal),
      .choices = (const cli_choice[]){{"idle", 0}, {"normal", 1}, {NULL, 0}},
      .bad_choice = "--sched %s: %s",
      .help = "idle (the default): run under SCHED_IDLE, on CPU time no other\n"
              "task wants, so that the pipeline's publishers and consumers\n"
              "are never preempted by it (on a saturated machine it falls\n"
              "behind and counts what it drops); normal: at --nice"},
-    {.name = "--nice", .value = "N", CLI_WHOLE_AT(rec_args, nice),
+    {.name = "--nice",
+     .value = "N",
+     CLI_WHOLE_AT(rec_args, nice),
      .range = &cli_ranges[CLI_R_RECORD_NICE],
      .help = "with --sched normal, run at nice N, 0..19; 0 keeps the\n"
              "priority the recorder was started with (default 10)"},
-    {.name = "--stats", CLI_FLAG_AT(rec_args, stats),
+    {.name = "--stats",
+     CLI_FLAG_AT(rec_args, stats),
      .help = "print per topic, once a second, what was recorded and lost"},
     CLI_OPTION_QUIET("print nothing but errors (not even the summary at the end)"),
     CLI_OPTIONS_WHERE_END,
@@ -121,24 +142,28 @@ static const cli_option options[] = {
 
 static int parse_args(int argc, char **argv, rec_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 24, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 24, .dest = a, .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
     cli_opts_init(&a->o);
     a->nice = NICE_DEFAULT;
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
-        if (c == O_OUTPUT && optarg[0] == '\0') return cli_fail(CMD, 2, "empty --output");
+        if (c == O_OUTPUT && optarg[0] == '\0')
+            return cli_fail(CMD, 2, "empty --output");
     }
-    if (c == CLI_OPTS_EXIT) return p.status;
-    if (a->output == NULL) return cli_fail(CMD, 2, "no output file (-o FILE.mcap)");
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
+    if (a->output == NULL)
+        return cli_fail(CMD, 2, "no output file (-o FILE.mcap)");
     if (a->split_size != 0 && a->split_seconds > 0.0)
         return cli_fail(CMD, 2, "--split-size and --split-seconds exclude each other");
     for (int i = optind; i < argc; i++) {
         if (a->npatterns == PATTERNS_MAX)
             return cli_fail(CMD, 2, "at most %d topic patterns", PATTERNS_MAX);
-        if (!cli_topic_pattern_check(CMD, argv[i])) return 2;
+        if (!cli_topic_pattern_check(CMD, argv[i]))
+            return 2;
         snprintf(a->patterns[a->npatterns++], sizeof a->patterns[0], "%s%s",
                  argv[i][0] == '/' ? "" : "/", argv[i]);
     }
@@ -156,9 +181,9 @@ typedef struct rtopic {
     ferry_ros2_kind ros2_kind; /* one ferry knows: each sample is checked by its parser */
     char *definition;          /* malloc'd; NULL: ferry_ros2_definition(ros2_kind) */
     ferry_ros2_schema *plain;  /* a plain type's schema, for the conversion */
-    ferry_subscriber *sub; /* NULL when it could not be subscribed to */
-    const char *failure;   /* then: why */
-    bool in_file;          /* its channel is in the current file */
+    ferry_subscriber *sub;     /* NULL when it could not be subscribed to */
+    const char *failure;       /* then: why */
+    bool in_file;              /* its channel is in the current file */
     uint16_t channel;
     uint64_t recorded, bytes, dropped, invalid, skipped;
     uint64_t recorded_file, bytes_file, dropped_at_file, last_recorded;
@@ -199,16 +224,19 @@ typedef struct recorder {
 
 static bool topic_matches(const rec_args *a, const char *topic)
 {
-    if (a->npatterns == 0) return true;
+    if (a->npatterns == 0)
+        return true;
     for (size_t i = 0; i < a->npatterns; i++)
-        if (fnmatch(a->patterns[i], topic, 0) == 0) return true;
+        if (fnmatch(a->patterns[i], topic, 0) == 0)
+            return true;
     return false;
 }
 
 static rtopic *find_topic(recorder *R, const char *topic)
 {
     for (size_t i = 0; i < R->ntopics; i++)
-        if (strcmp(R->topics[i].topic, topic) == 0) return &R->topics[i];
+        if (strcmp(R->topics[i].topic, topic) == 0)
+            return &R->topics[i];
     return NULL;
 }
 
@@ -223,7 +251,8 @@ static bool ros2_type(recorder *R, rtopic *t)
     char why[256];
 
     for (int attempt = 0; attempt < 10 && err == FERRY_EAGAIN; attempt++) {
-        if (attempt > 0) cli_sleep_until(ferry_now().ns + 20000000);
+        if (attempt > 0)
+            cli_sleep_until(ferry_now().ns + 20000000);
         err = ferry_ros2_type_find(ferry_node_dir(R->node), t->type.name, t->type.hash, &info);
     }
     t->ros2_kind = ferry_ros2_kind_of_name(t->type.name);
@@ -233,10 +262,12 @@ static bool ros2_type(recorder *R, rtopic *t)
     }
     t->ros2 = true;
     if (info.wire == FERRY_ROS2_WIRE_PLAIN &&
-        ferry_ros2_schema_parse(t->type.name, info.definition, info.definition_size, &t->plain,
-                                why, sizeof why) != FERRY_OK) {
-        fprintf(stderr, "ferry record: not recording %s: %s travels in its plain (in-memory) "
-                "layout and its definition does not parse (%s)\n", t->topic, t->type.name, why);
+        ferry_ros2_schema_parse(t->type.name, info.definition, info.definition_size, &t->plain, why,
+                                sizeof why) != FERRY_OK) {
+        fprintf(stderr,
+                "ferry record: not recording %s: %s travels in its plain (in-memory) "
+                "layout and its definition does not parse (%s)\n",
+                t->topic, t->type.name, why);
         t->failure = "plain layout of a definition that does not parse";
         ferry_ros2_type_info_free(&info);
         return false;
@@ -265,8 +296,10 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     rtopic *t;
     ferry_err err;
 
-    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
-    if (!topic_matches(R->a, info->topic) || find_topic(R, info->topic) != NULL) return true;
+    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER)
+        return true;
+    if (!topic_matches(R->a, info->topic) || find_topic(R, info->topic) != NULL)
+        return true;
     if (R->ntopics == TOPICS_MAX) {
         if (!R->full_warned)
             fprintf(stderr, "ferry record: %d topics already; %s and later ones are not recorded\n",
@@ -280,8 +313,7 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     snprintf(t->type.name, sizeof t->type.name, "%s", info->type_name);
     t->type.hash = info->type_hash;
     t->kind = ferry_ros2_kind_of_ferry(t->type.name, t->type.hash);
-    if (t->kind == FERRY_ROS2_NONE && strstr(t->type.name, "/msg/") != NULL &&
-        !ros2_type(R, t)) {
+    if (t->kind == FERRY_ROS2_NONE && strstr(t->type.name, "/msg/") != NULL && !ros2_type(R, t)) {
         R->ntopics++; /* listed, not recorded: said once */
         return true;
     }
@@ -307,9 +339,10 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     }
     if (!R->a->o.quiet)
         fprintf(stderr, "ferry record: recording %s (%s%s%s)\n", t->topic, t->type.name,
-                t->kind != FERRY_ROS2_NONE ? " as "
+                t->kind != FERRY_ROS2_NONE    ? " as "
                 : t->ros2 && t->plain != NULL ? ", plain (in-memory) layout converted to CDR"
-                : t->ros2 ? ", ROS 2 CDR" : ", raw",
+                : t->ros2                     ? ", ROS 2 CDR"
+                                              : ", raw",
                 t->kind != FERRY_ROS2_NONE ? ferry_ros2_name(t->kind) : "");
     return true;
 }
@@ -328,7 +361,8 @@ static void file_path(const recorder *R, char *out, size_t cap)
         snprintf(out, cap, "%s", o);
         return;
     }
-    if (n > 5 && strcmp(o + n - 5, ".mcap") == 0) n -= 5;
+    if (n > 5 && strcmp(o + n - 5, ".mcap") == 0)
+        n -= 5;
     snprintf(out, cap, "%.*s_%u.mcap", (int)n, o, R->file_index);
 }
 
@@ -346,20 +380,26 @@ static int file_open(recorder *R)
     if (R->fd < 0 && errno == ENXIO)
         return cli_fail(CMD, 1, "%s is a FIFO (with no reader): the output must be a regular file",
                         R->path);
-    if (R->fd < 0) return cli_fail(CMD, 1, "cannot create %s: %s", R->path, strerror(errno));
+    if (R->fd < 0)
+        return cli_fail(CMD, 1, "cannot create %s: %s", R->path, strerror(errno));
     memset(&st, 0, sizeof st);
     if (fstat(R->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         fcntl(R->fd, F_SETFL, fcntl(R->fd, F_GETFL) & ~O_NONBLOCK) != 0) {
         int e = errno;
-        const char *kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
-                           : S_ISCHR(st.st_mode) ? "a character device"
-                           : S_ISBLK(st.st_mode) ? "a block device" : "not a regular file";
+        const char *kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                                                  : "not a regular file";
 
         close(R->fd);
         R->fd = -1;
-        if (S_ISREG(st.st_mode)) return cli_fail(CMD, 1, "%s: %s", R->path, strerror(e));
-        return cli_fail(CMD, 1, "%s is %s: the output must be a regular file (each chunk's "
-                        "header is written in place once the chunk is complete)", R->path, kind);
+        if (S_ISREG(st.st_mode))
+            return cli_fail(CMD, 1, "%s: %s", R->path, strerror(e));
+        return cli_fail(CMD, 1,
+                        "%s is %s: the output must be a regular file (each chunk's "
+                        "header is written in place once the chunk is complete)",
+                        R->path, kind);
     }
     memset(&wo, 0, sizeof wo);
     wo.compression = R->a->compression;
@@ -390,10 +430,11 @@ static void write_stats(recorder *R)
 {
     enum { PER_TOPIC = 5 };
     ferry_mcap_kv *kv = calloc(R->ntopics * PER_TOPIC, sizeof *kv);
-    char (*text)[FERRY_TOPIC_MAX + 64] = calloc(R->ntopics * PER_TOPIC * 2, sizeof *text);
+    char(*text)[FERRY_TOPIC_MAX + 64] = calloc(R->ntopics * PER_TOPIC * 2, sizeof *text);
     size_t n = 0;
 
-    if (kv == NULL || text == NULL) goto out;
+    if (kv == NULL || text == NULL)
+        goto out;
     for (size_t i = 0; i < R->ntopics; i++) {
         const rtopic *t = &R->topics[i];
         const char *names[PER_TOPIC] = {"recorded", "bytes", "dropped", "invalid", "skipped"};
@@ -429,7 +470,8 @@ static int file_close(recorder *R)
     ferry_err err;
     int status = 0;
 
-    if (R->w == NULL) return 0;
+    if (R->w == NULL)
+        return 0;
     update_drops(R);
     write_stats(R);
     R->bytes_before += ferry_mcap_writer_size(R->w);
@@ -465,11 +507,10 @@ static ferry_err schema_for(recorder *R, const rtopic *t, uint16_t *id)
     s->ros2 = t->ros2;
     s->type = t->type;
     if (t->ros2) {
-        const char *def = t->definition != NULL ? t->definition
-                                                : ferry_ros2_definition(t->ros2_kind);
+        const char *def =
+            t->definition != NULL ? t->definition : ferry_ros2_definition(t->ros2_kind);
 
-        err = ferry_mcap_writer_add_schema(R->w, t->type.name, "ros2msg", def, strlen(def),
-                                           &s->id);
+        err = ferry_mcap_writer_add_schema(R->w, t->type.name, "ros2msg", def, strlen(def), &s->id);
     } else if (t->kind != FERRY_ROS2_NONE) {
         const char *def = ferry_ros2_definition(t->kind);
 
@@ -480,7 +521,8 @@ static ferry_err schema_for(recorder *R, const rtopic *t, uint16_t *id)
          * encoding and no definition. */
         err = ferry_mcap_writer_add_schema(R->w, t->type.name, "", NULL, 0, &s->id);
     }
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     R->nschemas++;
     *id = s->id;
     return FERRY_OK;
@@ -506,15 +548,18 @@ static bool add_qos_profile(void *arg, const ferry_endpoint_info *info)
     qos_profiles *q = arg;
     int n;
 
-    if (info->kind != FERRY_ENDPOINT_PUBLISHER || !info->alive) return true;
-    if (q->n == QOS_PROFILES_MAX) return false;
+    if (info->kind != FERRY_ENDPOINT_PUBLISHER || !info->alive)
+        return true;
+    if (q->n == QOS_PROFILES_MAX)
+        return false;
     n = snprintf(q->yaml + q->len, sizeof q->yaml - q->len,
                  "- history: 1\n  depth: %" PRIu32 "\n  reliability: 1\n  durability: %d\n"
                  "  deadline:%s\n  lifespan:%s\n  liveliness: 1\n"
                  "  liveliness_lease_duration:%s\n  avoid_ros_namespace_conventions: false\n",
                  info->depth > 0 ? info->depth : q->volatile_depth, info->depth > 0 ? 1 : 2,
                  infinite, infinite, infinite);
-    if (n < 0 || (size_t)n >= sizeof q->yaml - q->len) return false;
+    if (n < 0 || (size_t)n >= sizeof q->yaml - q->len)
+        return false;
     q->len += (size_t)n;
     q->n++;
     return true;
@@ -530,19 +575,22 @@ static ferry_err channel_for(recorder *R, rtopic *t)
     uint16_t schema;
     ferry_err err;
 
-    if (t->in_file) return FERRY_OK;
+    if (t->in_file)
+        return FERRY_OK;
     err = schema_for(R, t, &schema);
-    if (err != FERRY_OK) return err;
+    if (err != FERRY_OK)
+        return err;
     snprintf(hash, sizeof hash, "0x%016" PRIx64, t->type.hash);
     memset(&qos, 0, sizeof qos);
     qos.volatile_depth = R->a->o.depth != 0 ? (uint32_t)R->a->o.depth : DEPTH_DEFAULT;
     ferry_inspect(R->a->o.where.dir, R->a->o.where.domain, t->topic, add_qos_profile, &qos);
-    if (qos.n == 0) snprintf(qos.yaml, sizeof qos.yaml, "[]"); /* the publisher went away */
+    if (qos.n == 0)
+        snprintf(qos.yaml, sizeof qos.yaml, "[]"); /* the publisher went away */
     err = ferry_mcap_writer_add_channel(R->w, schema, t->topic,
                                         t->kind != FERRY_ROS2_NONE || t->ros2 ? "cdr" : "ferry-raw",
-                                        meta, 3,
-                                        &t->channel);
-    if (err == FERRY_OK) t->in_file = true;
+                                        meta, 3, &t->channel);
+    if (err == FERRY_OK)
+        t->in_file = true;
     return err;
 }
 
@@ -561,7 +609,8 @@ static int maybe_rotate(recorder *R, size_t next)
         (a->split_seconds > 0.0 &&
          ferry_now().ns - R->file_start_ns >= (int64_t)(a->split_seconds * 1e9))) {
         status = file_close(R);
-        if (status != 0) return status;
+        if (status != 0)
+            return status;
         return file_open(R);
     }
     return 0;
@@ -610,13 +659,13 @@ static int record_sample(recorder *R, rtopic *t, const ferry_sample *s, int64_t 
         }
     }
     status = maybe_rotate(R, size + 64);
-    if (status != 0 || R->limit_reached) return status;
+    if (status != 0 || R->limit_reached)
+        return status;
     err = channel_for(R, t);
     if (err == FERRY_OK)
-        err = ferry_mcap_writer_write(R->w, t->channel, (uint32_t)s->sequence,
-                                      (uint64_t)(take_ns + R->realtime_offset),
-                                      (uint64_t)(s->publish_time.ns + R->realtime_offset), iov,
-                                      niov);
+        err = ferry_mcap_writer_write(
+            R->w, t->channel, (uint32_t)s->sequence, (uint64_t)(take_ns + R->realtime_offset),
+            (uint64_t)(s->publish_time.ns + R->realtime_offset), iov, niov);
     if (err != FERRY_OK)
         return cli_fail(CMD, 1, "writing %s: %s%s%s", R->path, ferry_strerror(err),
                         err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(errno) : "");
@@ -630,18 +679,21 @@ static int record_sample(recorder *R, rtopic *t, const ferry_sample *s, int64_t 
 /* Takes what t has queued, up to a burst. */
 static int drain(recorder *R, rtopic *t)
 {
-    if (t->sub == NULL) return 0;
+    if (t->sub == NULL)
+        return 0;
     for (int i = 0; i < TAKE_BURST && !R->limit_reached; i++) {
         ferry_sample s;
         ferry_err err = ferry_take(t->sub, &s);
         int status;
 
-        if (err == FERRY_EAGAIN) return 0;
-        if (err != FERRY_OK) return cli_fail(CMD, 1, "%s: ferry_take: %s", t->topic,
-                                             ferry_strerror(err));
+        if (err == FERRY_EAGAIN)
+            return 0;
+        if (err != FERRY_OK)
+            return cli_fail(CMD, 1, "%s: ferry_take: %s", t->topic, ferry_strerror(err));
         status = record_sample(R, t, &s, ferry_now().ns);
         err = ferry_release(t->sub, &s);
-        if (status != 0) return status;
+        if (status != 0)
+            return status;
         if (err != FERRY_OK)
             return cli_fail(CMD, 1, "%s: ferry_release: %s", t->topic, ferry_strerror(err));
     }
@@ -660,25 +712,29 @@ static void print_stats(recorder *R, bool final)
             continue;
         }
         printf("%s%s: recorded %" PRIu64, final ? "total " : "", t->topic, t->recorded);
-        if (!final) printf(" (%+" PRId64 ")", (int64_t)(t->recorded - t->last_recorded));
+        if (!final)
+            printf(" (%+" PRId64 ")", (int64_t)(t->recorded - t->last_recorded));
         printf(" dropped %" PRIu64 " bytes %" PRIu64, t->dropped, t->bytes);
-        if (t->invalid != 0) printf(" invalid %" PRIu64, t->invalid);
-        if (t->skipped != 0) printf(" skipped %" PRIu64 " (device tensors)", t->skipped);
+        if (t->invalid != 0)
+            printf(" invalid %" PRIu64, t->invalid);
+        if (t->skipped != 0)
+            printf(" skipped %" PRIu64 " (device tensors)", t->skipped);
         putchar('\n');
         t->last_recorded = t->recorded;
     }
-    if (R->ntopics == 0 && !final) printf("no topic yet\n");
+    if (R->ntopics == 0 && !final)
+        printf("no topic yet\n");
     if (final) {
         double secs = (double)(ferry_now().ns - R->start_ns) / 1e9;
         uint64_t messages = 0;
 
-        for (size_t i = 0; i < R->ntopics; i++) messages += R->topics[i].recorded;
+        for (size_t i = 0; i < R->ntopics; i++)
+            messages += R->topics[i].recorded;
         printf("recorded %" PRIu64 " messages into %u file%s (%s%s), %" PRIu64
                " bytes in %.3f s (%.1f MB/s), cpu %.3f s\n",
                messages, R->file_index, R->file_index == 1 ? "" : "s", R->a->output,
                R->file_index > 1 ? " split" : "", R->bytes_before, secs,
-               secs > 0 ? (double)R->bytes_before / 1e6 / secs : 0.0,
-               (double)cli_cpu_ns() / 1e9);
+               secs > 0 ? (double)R->bytes_before / 1e6 / secs : 0.0, (double)cli_cpu_ns() / 1e9);
     }
     fflush(stdout);
 }
@@ -695,18 +751,23 @@ static int record_loop(recorder *R)
         int64_t now = ferry_now().ns, wait = next_second - now;
         ferry_err err;
 
-        if (stop >= 0 && now >= stop) break;
+        if (stop >= 0 && now >= stop)
+            break;
         if (now >= next_second) {
             rescan(R);
             update_drops(R);
-            if (a->stats) print_stats(R, false);
+            if (a->stats)
+                print_stats(R, false);
             next_second += NS_PER_S;
-            if (next_second <= now) next_second = now + NS_PER_S;
+            if (next_second <= now)
+                next_second = now + NS_PER_S;
             /* A time split happens at the next sample, or here when none comes. */
-            if (a->split_seconds > 0.0 && maybe_rotate(R, 0) != 0) return 1;
+            if (a->split_seconds > 0.0 && maybe_rotate(R, 0) != 0)
+                return 1;
             continue;
         }
-        if (stop >= 0 && stop - now < wait) wait = stop - now;
+        if (stop >= 0 && stop - now < wait)
+            wait = stop - now;
         if (R->ntopics == 0) {
             cli_sleep_until(now + (wait < 100000000 ? wait : 100000000));
             continue;
@@ -717,14 +778,16 @@ static int record_loop(recorder *R)
         for (size_t i = 0; i < count; i++) {
             int status = drain(R, ready[i]);
 
-            if (status != 0) return status;
+            if (status != 0)
+                return status;
         }
     }
     /* What is queued when the recording ends is still recorded. */
     for (size_t i = 0; i < R->ntopics && !R->limit_reached; i++) {
         int status = drain(R, &R->topics[i]);
 
-        if (status != 0) return status;
+        if (status != 0)
+            return status;
     }
     return 0;
 }
@@ -736,9 +799,11 @@ int ferry_cmd_record(int argc, char **argv)
     int status;
 
     status = parse_args(argc, argv, &a);
-    if (status >= 0) return status;
+    if (status >= 0)
+        return status;
     R = calloc(1, sizeof *R);
-    if (R == NULL) return cli_fail(CMD, 1, "out of memory");
+    if (R == NULL)
+        return cli_fail(CMD, 1, "out of memory");
     R->cdr = malloc(sizeof *R->cdr);
     R->a = &a;
     R->fd = -1;
@@ -772,27 +837,34 @@ int ferry_cmd_record(int argc, char **argv)
     R->realtime_offset = cli_realtime_ns() - R->start_ns;
     setvbuf(stdout, NULL, _IOLBF, 0);
     status = 1;
-    if (cli_node(&a.o.where, CMD, &R->node) != FERRY_OK) goto out;
+    if (cli_node(&a.o.where, CMD, &R->node) != FERRY_OK)
+        goto out;
     if (ferry_waitset_create(&R->ws, R->node) != FERRY_OK) {
         cli_fail(CMD, 1, "ferry_waitset_create failed");
         goto out;
     }
-    if (file_open(R) != 0) goto out;
+    if (file_open(R) != 0)
+        goto out;
     rescan(R);
     status = record_loop(R);
     update_drops(R);
-    if (file_close(R) != 0 && status == 0) status = 1;
+    if (file_close(R) != 0 && status == 0)
+        status = 1;
     if (R->limit_reached && !a.o.quiet)
         fprintf(stderr, "ferry record: --max-size reached\n");
-    if (!a.o.quiet) print_stats(R, true);
+    if (!a.o.quiet)
+        print_stats(R, true);
     if (!a.sched_normal) {
         uint64_t dropped = 0;
 
-        for (size_t i = 0; i < R->ntopics; i++) dropped += R->topics[i].dropped;
+        for (size_t i = 0; i < R->ntopics; i++)
+            dropped += R->topics[i].dropped;
         if (dropped > 0)
-            fprintf(stderr, "ferry record: %" PRIu64 " samples dropped under SCHED_IDLE, which "
+            fprintf(stderr,
+                    "ferry record: %" PRIu64 " samples dropped under SCHED_IDLE, which "
                     "gets only CPU time nobody else wants; --sched normal gives the recorder a "
-                    "share of a busy CPU\n", dropped);
+                    "share of a busy CPU\n",
+                    dropped);
     }
 out:
     if (R->w != NULL) {
@@ -800,12 +872,15 @@ out:
         close(R->fd);
     }
     for (size_t i = 0; i < R->ntopics; i++) {
-        if (R->topics[i].sub == NULL) continue;
+        if (R->topics[i].sub == NULL)
+            continue;
         ferry_waitset_remove(R->ws, R->topics[i].sub);
         ferry_subscriber_destroy(R->topics[i].sub);
     }
-    if (R->ws != NULL) ferry_waitset_destroy(R->ws);
-    if (R->node != NULL) ferry_node_destroy(R->node);
+    if (R->ws != NULL)
+        ferry_waitset_destroy(R->ws);
+    if (R->node != NULL)
+        ferry_node_destroy(R->node);
     for (size_t i = 0; i < R->ntopics; i++) {
         free(R->topics[i].definition);
         ferry_ros2_schema_free(R->topics[i].plain);

@@ -104,33 +104,51 @@ static const char about[] =
     "options:\n";
 
 static const cli_option options[] = {
-    {.name = "--port", .value = "N", CLI_WHOLE_AT(view_args, port),
+    {.name = "--port",
+     .value = "N",
+     CLI_WHOLE_AT(view_args, port),
      .range = &cli_ranges[CLI_R_VIEW_PORT],
      .help = "TCP port, 0..65535; 0 picks a free one (default 8765)"},
-    {.name = "--bind", .value = "ADDR", CLI_STRING_AT(view_args, bind), .code = O_BIND,
+    {.name = "--bind",
+     .value = "ADDR",
+     CLI_STRING_AT(view_args, bind),
+     .code = O_BIND,
      .help = "address to listen on (default 127.0.0.1; 0.0.0.0 opens the\n"
              "view to the network, over plain HTTP: the token is seen by\n"
              "anyone on the path)"},
-    {.name = "--topic", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_TOPIC,
+    {.name = "--topic",
+     .value = "PATTERN",
+     .kind = CLI_K_CODE,
+     .code = O_TOPIC,
      .help = "offer only topics matching PATTERN (a name or a shell\n"
              "pattern such as '/cam/*'); may be repeated (default: all)"},
-    {.name = "--max-rate", .value = "HZ", CLI_REAL_AT(view_args, max_rate),
+    {.name = "--max-rate",
+     .value = "HZ",
+     CLI_REAL_AT(view_args, max_rate),
      .range = &cli_ranges[CLI_R_VIEW_MAX_RATE],
      .help = "most messages a second sent per topic, 0.1..10000; 0 sends\n"
              "every sample (default 30)"},
-    {.name = "--jpeg-quality", .value = "Q", CLI_WHOLE_AT(view_args, jpeg_quality),
+    {.name = "--jpeg-quality",
+     .value = "Q",
+     CLI_WHOLE_AT(view_args, jpeg_quality),
      .range = &cli_ranges[CLI_R_VIEW_JPEG_QUALITY],
      .help = "JPEG quality of the compressed channels, 1..100 (default 80)"},
-    {.name = "--origin", .value = "PATTERN", .kind = CLI_K_CODE, .code = O_ORIGIN,
+    {.name = "--origin",
+     .value = "PATTERN",
+     .kind = CLI_K_CODE,
+     .code = O_ORIGIN,
      .help = "also let browsers connect from pages of these origins (a\n"
              "shell pattern such as 'https://app.foxglove.dev'); may be\n"
              "repeated. They still need the token. (default: the view's\n"
              "own page only)"},
-    {.name = "--no-token", CLI_FLAG_AT(view_args, no_token),
+    {.name = "--no-token",
+     CLI_FLAG_AT(view_args, no_token),
      .help = "serve anyone who reaches the port, without a token (every\n"
              "user of this host; the network with --bind): says so on\n"
              "stderr"},
-    {.name = "--max-connections", .value = "N", CLI_WHOLE_AT(view_args, max_conns),
+    {.name = "--max-connections",
+     .value = "N",
+     CLI_WHOLE_AT(view_args, max_conns),
      .range = &cli_ranges[CLI_R_VIEW_MAX_CONNS],
      .help = "connections open at once, 1..65535 and at most half of\n"
              "ulimit -n less 64 (default 256, or a quarter of ulimit -n\n"
@@ -142,8 +160,8 @@ static const cli_option options[] = {
 
 static int parse_args(int argc, char **argv, view_args *a)
 {
-    cli_parser p = {.cmd = CMD, .table = options, .about = about, .column = 20, .dest = a,
-                    .opts = &a->o};
+    cli_parser p = {
+        .cmd = CMD, .table = options, .about = about, .column = 20, .dest = a, .opts = &a->o};
     int c;
 
     memset(a, 0, sizeof *a);
@@ -155,7 +173,8 @@ static int parse_args(int argc, char **argv, view_args *a)
     while ((c = cli_getopt(&p, argc, argv)) >= CLI_O_OWN) {
         switch (c) {
         case O_BIND:
-            if (optarg[0] == '\0') return cli_fail(CMD, 2, "--bind: empty address");
+            if (optarg[0] == '\0')
+                return cli_fail(CMD, 2, "--bind: empty address");
             break;
         case O_TOPIC: {
             char *buf;
@@ -180,8 +199,10 @@ static int parse_args(int argc, char **argv, view_args *a)
             break;
         }
     }
-    if (c == CLI_OPTS_EXIT) return p.status;
-    if (optind < argc) return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
+    if (c == CLI_OPTS_EXIT)
+        return p.status;
+    if (optind < argc)
+        return cli_fail(CMD, 2, "unexpected argument '%s'", argv[optind]);
     return -1;
 }
 
@@ -195,9 +216,11 @@ static bool topic_wanted(const view_args *a, const char *topic)
 {
     unsigned i;
 
-    if (a->npatterns == 0) return true;
+    if (a->npatterns == 0)
+        return true;
     for (i = 0; i < a->npatterns; i++)
-        if (fnmatch(a->patterns[i], topic, 0) == 0) return true;
+        if (fnmatch(a->patterns[i], topic, 0) == 0)
+            return true;
     return false;
 }
 
@@ -219,7 +242,8 @@ static void broadcast(view_server *srv, view_msg *m)
 {
     view_client *c;
 
-    if (m == NULL) return;
+    if (m == NULL)
+        return;
     for (c = srv->clients; c != NULL; c = c->next)
         client_queue(c, view_msg_ref(m));
     view_msg_unref(m);
@@ -236,7 +260,8 @@ static void topic_release_held(view_topic *t)
 {
     ferry_err err;
 
-    if (!t->has_held) return;
+    if (!t->has_held)
+        return;
     t->has_held = false;
     err = ferry_release(t->sub, &t->held);
     if (err != FERRY_OK)
@@ -260,7 +285,8 @@ static void topic_unsubscribe(view_server *srv, view_topic *t)
 {
     ferry_err err;
 
-    if (t->sub == NULL) return;
+    if (t->sub == NULL)
+        return;
     topic_forget(t);
     if (t->fd_wsi != NULL) {
         /* The adopted descriptor is a duplicate: closing it leaves the subscriber's own. */
@@ -283,9 +309,10 @@ static bool topic_subscribe(view_server *srv, view_topic *t, view_client *c)
     ferry_err err;
     int fd, dupfd;
 
-    if (t->sub != NULL) return true;
+    if (t->sub != NULL)
+        return true;
     ferry_subscriber_options_init(&o);
-    o.depth = 2; /* drop-oldest (the default policy): the publisher never waits for a viewer */
+    o.depth = 2;    /* drop-oldest (the default policy): the publisher never waits for a viewer */
     o.max_held = 4; /* the newest, kept for the clients, and the one being taken */
     o.spin_ns = FERRY_SPIN_OFF; /* a viewer is not worth a spinning CPU */
     err = ferry_subscriber_create(&t->sub, srv->node, t->name, t->type_name, t->type_hash, &o);
@@ -307,7 +334,8 @@ static bool topic_subscribe(view_server *srv, view_topic *t, view_client *c)
         u.filefd = dupfd;
         t->fd_wsi = lws_adopt_descriptor_vhost(srv->vh, LWS_ADOPT_RAW_FILE_DESC, u,
                                                "ferry-subscriber", NULL);
-        if (t->fd_wsi != NULL) lws_set_opaque_user_data(t->fd_wsi, t);
+        if (t->fd_wsi != NULL)
+            lws_set_opaque_user_data(t->fd_wsi, t);
     }
     return true;
 }
@@ -333,13 +361,16 @@ static view_msg *topic_message(view_server *srv, view_topic *t, int ch)
             view_msg *refusal = NULL;
 
             t->made[ch] = view_jpeg_msg(srv, t, &t->held, t->held_ns, &refusal);
-            if (refusal != NULL) broadcast(srv, refusal);
+            if (refusal != NULL)
+                broadcast(srv, refusal);
         }
 #endif
         t->unmade[ch] = t->made[ch] == NULL;
         for (k = 0; k < CH_COUNT; k++)
-            if (t->subs[k] > 0 && t->made[k] == NULL && !t->unmade[k]) break;
-        if (k == CH_COUNT) topic_release_held(t);
+            if (t->subs[k] > 0 && t->made[k] == NULL && !t->unmade[k])
+                break;
+        if (k == CH_COUNT)
+            topic_release_held(t);
     }
     return t->made[ch] != NULL ? view_msg_ref(t->made[ch]) : NULL;
 }
@@ -368,7 +399,8 @@ static bool topic_sample(view_server *srv, view_topic *t, const ferry_sample *s)
                          ? t->next_ns + srv->period_ns
                          : pt + srv->period_ns;
     }
-    if (t->subs[CH_RAW] == 0 && t->subs[CH_JPEG] == 0) return false;
+    if (t->subs[CH_RAW] == 0 && t->subs[CH_JPEG] == 0)
+        return false;
     topic_forget(t);
     t->held = *s;
     t->has_held = true;
@@ -396,14 +428,16 @@ static void topic_drain(view_server *srv, view_topic *t)
 
         if (err == FERRY_EAGAIN) {
             /* Nothing queued: what woke the descriptor was housekeeping. */
-            if (n == 0) ferry_wait(t->sub, 0);
+            if (n == 0)
+                ferry_wait(t->sub, 0);
             return;
         }
         if (err != FERRY_OK) {
             fprintf(stderr, "ferry view: %s: ferry_take: %s\n", t->name, ferry_strerror(err));
             return;
         }
-        if (topic_sample(srv, t, &s)) continue;
+        if (topic_sample(srv, t, &s))
+            continue;
         err = ferry_release(t->sub, &s);
         if (err != FERRY_OK)
             fprintf(stderr, "ferry view: %s: ferry_release: %s\n", t->name, ferry_strerror(err));
@@ -464,7 +498,8 @@ static view_sub *sub_find(view_client *c, uint32_t id, unsigned *at)
 
     for (i = 0; i < c->nsubs; i++)
         if (c->subs[i].id == id) {
-            if (at != NULL) *at = i;
+            if (at != NULL)
+                *at = i;
             return &c->subs[i];
         }
     return NULL;
@@ -496,7 +531,8 @@ static void client_subscribe(view_client *c, uint32_t id, uint32_t chan)
         client_queue(c, view_status_msg(2, "at most %d subscriptions", VIEW_SUBS_MAX));
         return;
     }
-    if (!topic_subscribe(srv, t, c)) return;
+    if (!topic_subscribe(srv, t, c))
+        return;
     s = &c->subs[c->nsubs++];
     memset(s, 0, sizeof *s);
     s->id = id;
@@ -530,9 +566,11 @@ static void client_ack(view_client *c, uint32_t id)
 {
     view_sub *s = sub_find(c, id, NULL);
 
-    if (s == NULL || !s->unacked) return;
+    if (s == NULL || !s->unacked)
+        return;
     s->unacked = false;
-    if (sub_owed(s)) lws_callback_on_writable(c->wsi);
+    if (sub_owed(s))
+        lws_callback_on_writable(c->wsi);
 }
 
 static void client_text(view_client *c, const unsigned char *text, size_t len)
@@ -542,7 +580,8 @@ static void client_text(view_client *c, const unsigned char *text, size_t len)
     char buf[160];
     unsigned i;
 
-    if (o == NULL) return;
+    if (o == NULL)
+        return;
     why = view_op_parse(text, len, o, buf, sizeof buf);
     if (why != NULL) {
         client_queue(c, view_status_msg(2, "%s", why));
@@ -566,7 +605,8 @@ static void client_text(view_client *c, const unsigned char *text, size_t len)
     } else {
         /* Printable and short, whatever the client sent. */
         for (i = 0; o->op[i] != '\0'; i++)
-            if (o->op[i] < 0x20 || o->op[i] > 0x7e) o->op[i] = '?';
+            if (o->op[i] < 0x20 || o->op[i] > 0x7e)
+                o->op[i] = '?';
         client_queue(c, view_status_msg(2, "unsupported op '%.40s'", o->op));
     }
     free(o);
@@ -577,9 +617,11 @@ static bool client_owed(const view_client *c)
 {
     unsigned i;
 
-    if (c->out_count > 0) return true;
+    if (c->out_count > 0)
+        return true;
     for (i = 0; i < c->nsubs; i++)
-        if (sub_owed(&c->subs[i])) return true;
+        if (sub_owed(&c->subs[i]))
+            return true;
     return false;
 }
 
@@ -611,7 +653,8 @@ static int client_write(view_client *c)
         for (i = 0; i < c->nsubs && s == NULL; i++) {
             view_sub *cand = &c->subs[(c->rr + i) % c->nsubs];
 
-            if (!sub_owed(cand)) continue;
+            if (!sub_owed(cand))
+                continue;
             m = topic_message(c->srv, cand->topic, cand->ch);
             if (m == NULL) {
                 cand->frame = cand->topic->frames; /* none to be had of this sample */
@@ -620,7 +663,8 @@ static int client_write(view_client *c)
             s = cand;
             c->rr = (c->rr + i + 1) % c->nsubs;
         }
-        if (s == NULL) return 0;
+        if (s == NULL)
+            return 0;
         passed = s->topic->frames - s->frame - 1;
         s->dropped += passed;
         c->srv->messages_dropped += passed;
@@ -638,7 +682,8 @@ static int client_write(view_client *c)
         c->srv->messages_sent++;
     }
     view_msg_unref(m);
-    if (n < 0) return -1;
+    if (n < 0)
+        return -1;
     /* What the kernel did not take, libwebsockets keeps and sends as the socket drains. Until
      * then the client's messages are not read: libwebsockets 4.1, reading the end of a
      * connection while it holds such a rest, defers the close to flush it and reads the end
@@ -648,7 +693,8 @@ static int client_write(view_client *c)
         c->rx_paused = true;
         lws_rx_flow_control(c->wsi, 0);
     }
-    if (c->rx_paused || client_owed(c)) lws_callback_on_writable(c->wsi);
+    if (c->rx_paused || client_owed(c))
+        lws_callback_on_writable(c->wsi);
     return 0;
 }
 
@@ -669,8 +715,10 @@ static void client_close(view_client *c)
         c->prev->next = c->next;
     else if (srv->clients == c)
         srv->clients = c->next;
-    if (c->next != NULL) c->next->prev = c->prev;
-    if (c->srv != NULL) srv->nclients--;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    if (c->srv != NULL)
+        srv->nclients--;
     c->srv = NULL;
 }
 
@@ -696,26 +744,32 @@ static bool scan_endpoint(void *arg, const ferry_endpoint_info *info)
     view_topic *t;
     size_t i;
 
-    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER) return true;
+    if (!info->alive || info->kind != FERRY_ENDPOINT_PUBLISHER)
+        return true;
     kind = ferry_ros2_kind_of_ferry(info->type_name, info->type_hash);
     /* The images of a ROS 2 node on rmw_ferry_cpp (type "sensor_msgs/msg/Image", whatever hash
      * its node computed) are CDR already: each sample is parsed before it is sent. */
     ros2_cdr = kind == FERRY_ROS2_NONE && strstr(info->type_name, "/msg/") != NULL &&
                (ferry_ros2_kind_of_name(info->type_name) == FERRY_ROS2_IMAGE ||
                 ferry_ros2_kind_of_name(info->type_name) == FERRY_ROS2_COMPRESSED);
-    if (ros2_cdr) kind = ferry_ros2_kind_of_name(info->type_name);
-    if (kind == FERRY_ROS2_NONE || ferry_ros2_name(kind) == NULL) return true;
-    if (!topic_wanted(srv->a, info->topic)) return true;
+    if (ros2_cdr)
+        kind = ferry_ros2_kind_of_name(info->type_name);
+    if (kind == FERRY_ROS2_NONE || ferry_ros2_name(kind) == NULL)
+        return true;
+    if (!topic_wanted(srv->a, info->topic))
+        return true;
     for (i = 0; i < srv->ntopics; i++) {
         t = srv->topics[i];
-        if (strcmp(t->name, info->topic) != 0) continue;
+        if (strcmp(t->name, info->topic) != 0)
+            continue;
         if (strcmp(t->type_name, info->type_name) == 0 && t->type_hash == info->type_hash) {
             t->seen = true;
             return true;
         }
     }
     for (i = 0; i < sc->nfound; i++)
-        if (strcmp(sc->found[i]->name, info->topic) == 0) return true;
+        if (strcmp(sc->found[i]->name, info->topic) == 0)
+            return true;
     if (srv->ntopics + sc->nfound >= VIEW_TOPICS_MAX) {
         sc->full = true;
         return true;
@@ -742,7 +796,8 @@ static void topic_remove(view_server *srv, size_t at)
 
     for (c = srv->clients; c != NULL; c = c->next)
         for (i = c->nsubs; i-- > 0;)
-            if (c->subs[i].topic == t) sub_remove(c, i);
+            if (c->subs[i].topic == t)
+                sub_remove(c, i);
     topic_unsubscribe(srv, t);
     srv->topics[at] = srv->topics[--srv->ntopics];
     free(t);
@@ -756,7 +811,8 @@ static void scan(view_server *srv)
     ferry_err err;
     int k;
 
-    if (sc == NULL) return;
+    if (sc == NULL)
+        return;
     sc->srv = srv;
     for (i = 0; i < srv->ntopics; i++)
         srv->topics[i]->seen = false;
@@ -772,12 +828,15 @@ static void scan(view_server *srv)
     for (i = srv->ntopics; i-- > 0;) {
         view_topic *t = srv->topics[i];
 
-        if (t->seen) continue;
+        if (t->seen)
+            continue;
         for (k = 0; k < CH_COUNT; k++)
-            if (t->chan[k] != 0) gone[ngone++] = t->chan[k];
+            if (t->chan[k] != 0)
+                gone[ngone++] = t->chan[k];
         topic_remove(srv, i);
     }
-    if (ngone > 0) broadcast(srv, view_unadvertise_msg(gone, ngone));
+    if (ngone > 0)
+        broadcast(srv, view_unadvertise_msg(gone, ngone));
     /* New: channel ids are never reused, so a client cannot confuse a topic that came back
      * (perhaps with another type) with the one it knew. */
     from = srv->ntopics;
@@ -792,11 +851,13 @@ static void scan(view_server *srv)
         char name[FERRY_TOPIC_MAX + 16];
         bool taken = false;
 
-        if (t->kind != FERRY_ROS2_IMAGE) continue;
+        if (t->kind != FERRY_ROS2_IMAGE)
+            continue;
         snprintf(name, sizeof name, "%s/compressed", t->name);
         for (j = 0; j < srv->ntopics && !taken; j++)
             taken = strcmp(srv->topics[j]->name, name) == 0;
-        if (!taken) t->chan[CH_JPEG] = ++srv->next_chan;
+        if (!taken)
+            t->chan[CH_JPEG] = ++srv->next_chan;
     }
 #endif
     broadcast(srv, view_advertise_msg(srv, from, false));
@@ -829,9 +890,11 @@ static bool token_ok(view_server *srv, struct lws *wsi)
     unsigned char diff = 0;
     size_t i, n = sizeof srv->token - 1;
 
-    if (srv->a->no_token) return true;
+    if (srv->a->no_token)
+        return true;
     v = lws_get_urlarg_by_name(wsi, "token=", buf, (int)sizeof buf);
-    if (v == NULL || strlen(v) != n) return false;
+    if (v == NULL || strlen(v) != n)
+        return false;
     for (i = 0; i < n; i++)
         diff |= (unsigned char)(v[i] ^ srv->token[i]);
     return diff == 0;
@@ -846,14 +909,18 @@ static bool origin_allowed(view_server *srv, struct lws *wsi)
     char origin[256], host[256], own[300];
     unsigned i;
 
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) <= 0) return true;
-    if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) < 0) return false;
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) <= 0)
+        return true;
+    if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) < 0)
+        return false;
     if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) > 0) {
         snprintf(own, sizeof own, "http://%s", host);
-        if (strcmp(origin, own) == 0) return true;
+        if (strcmp(origin, own) == 0)
+            return true;
     }
     for (i = 0; i < srv->a->norigins; i++)
-        if (fnmatch(srv->a->origins[i], origin, 0) == 0) return true;
+        if (fnmatch(srv->a->origins[i], origin, 0) == 0)
+            return true;
     return false;
 }
 
@@ -888,7 +955,8 @@ static view_conn *conn_victim(view_server *srv)
     view_conn *c;
 
     for (c = srv->conn_head; c != NULL; c = c->next)
-        if (!c->kept) return c->pass < srv->pass ? c : NULL;
+        if (!c->kept)
+            return c->pass < srv->pass ? c : NULL;
     return NULL;
 }
 
@@ -911,7 +979,8 @@ static bool conn_open(view_server *srv, struct lws *wsi)
 
     if (srv->conn_free == NULL) {
         c = conn_victim(srv);
-        if (c == NULL) return false;
+        if (c == NULL)
+            return false;
         conn_close(srv, c);
         srv->n_shed++;
     }
@@ -936,8 +1005,10 @@ static bool conn_open(view_server *srv, struct lws *wsi)
  * line, in one line. */
 static void conn_note(view_server *srv, int64_t now, bool now_anyway)
 {
-    if (now < srv->next_note_ns && !now_anyway) return;
-    if (srv->n_shed + srv->n_refused + srv->n_failed + srv->n_lws_lines == 0) return;
+    if (now < srv->next_note_ns && !now_anyway)
+        return;
+    if (srv->n_shed + srv->n_refused + srv->n_failed + srv->n_lws_lines == 0)
+        return;
     if (srv->n_shed + srv->n_refused + srv->n_failed > 0)
         fprintf(stderr,
                 "ferry view: at --max-connections %u: %" PRIu64
@@ -960,7 +1031,8 @@ static void conn_expire(view_server *srv, int64_t now)
 
     for (; c != NULL && now - c->since_ns >= VIEW_REQUEST_NS; c = next) {
         next = c->next;
-        if (!c->kept) conn_close(srv, c);
+        if (!c->kept)
+            conn_close(srv, c);
     }
 }
 
@@ -982,7 +1054,8 @@ static void accept_failed(view_server *srv)
         srv->n_shed++;
         return;
     }
-    if (srv->listen_fd < 0 || srv->spare_fd < 0) return;
+    if (srv->listen_fd < 0 || srv->spare_fd < 0)
+        return;
     close(srv->spare_fd);
     fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
@@ -1007,8 +1080,10 @@ static int find_listen_fd(int port)
         int on = 0;
         socklen_t olen = sizeof on;
 
-        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &olen) != 0 || !on) continue;
-        if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) continue;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &olen) != 0 || !on)
+            continue;
+        if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+            continue;
         if (ss.ss_family == AF_INET && ntohs(((struct sockaddr_in *)&ss)->sin_port) == port)
             return fd;
         if (ss.ss_family == AF_INET6 && ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) == port)
@@ -1027,7 +1102,8 @@ static int fd_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
 /* Refuses a request: 403 (best effort: the caller closes the connection in any case). */
 static void forbid(struct lws *wsi)
 {
-    if (lws_return_http_status(wsi, HTTP_STATUS_FORBIDDEN, NULL) != 0) return;
+    if (lws_return_http_status(wsi, HTTP_STATUS_FORBIDDEN, NULL) != 0)
+        return;
 }
 
 static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -1070,14 +1146,17 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         view_conn *c = conn_of(wsi);
 
         (void)len;
-        if (c == NULL) return -1;
+        if (c == NULL)
+            return -1;
         if (!token_ok(srv, wsi)) {
             forbid(wsi);
             return -1;
         }
-        if (!srv->a->no_token) c->kept = true;
+        if (!srv->a->no_token)
+            c->kept = true;
         if (uri == NULL || (strcmp(uri, "/") != 0 && strcmp(uri, "/index.html") != 0)) {
-            if (lws_return_http_status(wsi, HTTP_STATUS_NOT_FOUND, NULL)) return -1;
+            if (lws_return_http_status(wsi, HTTP_STATUS_NOT_FOUND, NULL))
+                return -1;
             return lws_http_transaction_completed(wsi) ? -1 : 0;
         }
         h->sent = 0;
@@ -1098,7 +1177,8 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         size_t n = view_page_len - h->sent;
         bool last;
 
-        if (n > sizeof buf - LWS_PRE) n = sizeof buf - LWS_PRE;
+        if (n > sizeof buf - LWS_PRE)
+            n = sizeof buf - LWS_PRE;
         last = h->sent + n == view_page_len;
         memcpy(buf + LWS_PRE, view_page + h->sent, n);
         if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) !=
@@ -1128,7 +1208,8 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
         /* The upgrade: a connection with a slot, the token, and no foreign Origin. */
         view_conn *k = conn_of(wsi);
 
-        if (k == NULL) return 1;
+        if (k == NULL)
+            return 1;
         if (!token_ok(srv, wsi) || !origin_allowed(srv, wsi)) {
             forbid(wsi);
             return 1;
@@ -1148,7 +1229,8 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
         }
         c->srv = srv;
         c->next = srv->clients;
-        if (srv->clients != NULL) srv->clients->prev = c;
+        if (srv->clients != NULL)
+            srv->clients->prev = c;
         srv->clients = c;
         srv->nclients++;
         srv->clients_total++;
@@ -1169,19 +1251,24 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
     case LWS_CALLBACK_RECEIVE: {
         bool final = lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0;
 
-        if (c->srv == NULL || c->kicked) return 0;
+        if (c->srv == NULL || c->kicked)
+            return 0;
         if (lws_frame_is_binary(wsi)) {
             /* Client Message Data and service calls: not offered (no such capability). */
-            if (final) client_queue(c, view_status_msg(2, "binary messages are not supported"));
+            if (final)
+                client_queue(c, view_status_msg(2, "binary messages are not supported"));
             return 0;
         }
         if (final && c->rx_len == 0 && !c->rx_overflow) {
-            if (len > VIEW_RX_MAX) goto too_large;
+            if (len > VIEW_RX_MAX)
+                goto too_large;
             client_text(c, in, len);
             return 0;
         }
-        if (c->rx_overflow || c->rx_len + len > VIEW_RX_MAX) goto too_large;
-        if (c->rx == NULL && (c->rx = malloc(VIEW_RX_MAX)) == NULL) return -1;
+        if (c->rx_overflow || c->rx_len + len > VIEW_RX_MAX)
+            goto too_large;
+        if (c->rx == NULL && (c->rx = malloc(VIEW_RX_MAX)) == NULL)
+            return -1;
         memcpy(c->rx + c->rx_len, in, len);
         c->rx_len += len;
         if (final) {
@@ -1196,11 +1283,14 @@ static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
         return -1;
     }
     case LWS_CALLBACK_SERVER_WRITEABLE:
-        if (c->srv == NULL) return -1;
-        if (c->kicked && c->out_count == 0) return -1;
+        if (c->srv == NULL)
+            return -1;
+        if (c->kicked && c->out_count == 0)
+            return -1;
         return client_write(c);
     case LWS_CALLBACK_CLOSED:
-        if (c->srv != NULL) client_close(c);
+        if (c->srv != NULL)
+            client_close(c);
         return 0;
     default:
         break;
@@ -1216,9 +1306,11 @@ static int fd_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, 
     (void)user;
     (void)in;
     (void)len;
-    if (reason != LWS_CALLBACK_RAW_RX_FILE) return 0;
+    if (reason != LWS_CALLBACK_RAW_RX_FILE)
+        return 0;
     t = lws_get_opaque_user_data(wsi);
-    if (t == NULL) return -1;
+    if (t == NULL)
+        return -1;
     topic_drain(server_of(wsi), t);
     return 0;
 }
@@ -1254,7 +1346,8 @@ static void tick(lws_sorted_usec_list_t *sul)
     for (i = 0; i < srv->ntopics; i++) {
         view_topic *t = srv->topics[i];
 
-        if (t->sub == NULL) continue;
+        if (t->sub == NULL)
+            continue;
         if (t->subs[CH_RAW] == 0 && t->subs[CH_JPEG] == 0 && now >= t->idle_until_ns) {
             topic_unsubscribe(srv, t);
             continue;
@@ -1265,11 +1358,13 @@ static void tick(lws_sorted_usec_list_t *sul)
          * its memory back and the clients still get it when they can. */
         if (t->has_held && now - t->held_at >= TICK_NS)
             for (k = 0; k < CH_COUNT; k++)
-                if (t->subs[k] > 0) view_msg_unref(topic_message(srv, t, k));
+                if (t->subs[k] > 0)
+                    view_msg_unref(topic_message(srv, t, k));
     }
     if (now >= srv->next_stats_ns) {
         for (c = srv->clients; c != NULL; c = c->next)
-            if (c->stats && !c->kicked) client_queue(c, view_stats_msg(c));
+            if (c->stats && !c->kicked)
+                client_queue(c, view_stats_msg(c));
         srv->next_stats_ns = now + STATS_PERIOD_NS;
     }
     conn_expire(srv, now);
@@ -1317,7 +1412,8 @@ static void lws_log_keep(int level, const char *line)
     size_t n;
 
     (void)level;
-    if (lws_first_error[0] != '\0') return;
+    if (lws_first_error[0] != '\0')
+        return;
     snprintf(lws_first_error, sizeof lws_first_error, "%s", line);
     n = strlen(lws_first_error);
     while (n > 0 && (lws_first_error[n - 1] == '\n' || lws_first_error[n - 1] == '\r'))
@@ -1339,23 +1435,26 @@ static int listen_fail(const view_args *a)
     if (getaddrinfo(a->bind, port, &hints, &ai) != 0 || ai == NULL) {
         /* libwebsockets also takes an interface's name: its own words then. */
         if (if_nametoindex(a->bind) != 0)
-            return cli_fail(CMD, 1, "cannot listen on %s port %" PRIu64 "%s%s", a->bind,
-                            a->port, lws_first_error[0] != '\0' ? ": libwebsockets: " : "",
-                            lws_first_error);
-        return cli_fail(CMD, 1, "cannot listen on %s: not an IP address or interface of this host", a->bind);
+            return cli_fail(CMD, 1, "cannot listen on %s port %" PRIu64 "%s%s", a->bind, a->port,
+                            lws_first_error[0] != '\0' ? ": libwebsockets: " : "", lws_first_error);
+        return cli_fail(CMD, 1, "cannot listen on %s: not an IP address or interface of this host",
+                        a->bind);
     }
     fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
         err = errno;
     } else {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) err = errno;
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+            err = errno;
         close(fd);
     }
     freeaddrinfo(ai);
-    if (err == EADDRINUSE) return cli_fail(CMD, 1, "port %" PRIu64 " is in use on %s", a->port, a->bind);
+    if (err == EADDRINUSE)
+        return cli_fail(CMD, 1, "port %" PRIu64 " is in use on %s", a->port, a->bind);
     if (err == EADDRNOTAVAIL)
-        return cli_fail(CMD, 1, "cannot listen on %s: not an IP address or interface of this host", a->bind);
+        return cli_fail(CMD, 1, "cannot listen on %s: not an IP address or interface of this host",
+                        a->bind);
     if (err == EACCES)
         return cli_fail(CMD, 1, "port %" PRIu64 " needs privileges (ports below 1024 do)", a->port);
     if (err != 0)
@@ -1374,7 +1473,8 @@ static int budget(view_server *srv, view_args *a)
     uint64_t avail;
     unsigned i;
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        rl.rlim_cur = 1024;
     avail = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 20) ? (1u << 20) : rl.rlim_cur;
     if (avail < VIEW_FD_RESERVE + 16)
         return cli_fail(CMD, 1, "the descriptor limit (ulimit -n) is %" PRIu64 ": at least %d",
@@ -1384,20 +1484,23 @@ static int budget(view_server *srv, view_args *a)
         a->max_conns = avail / 4 < VIEW_CONNS_DEFAULT_MAX ? avail / 4 : VIEW_CONNS_DEFAULT_MAX;
     else if (a->max_conns > avail / 2)
         return cli_fail(CMD, 2,
-                        "--max-connections %" PRIu64 ": the descriptor limit (ulimit -n) of %" PRIu64
-                        " allows at most %" PRIu64,
+                        "--max-connections %" PRIu64
+                        ": the descriptor limit (ulimit -n) of %" PRIu64 " allows at most %" PRIu64,
                         a->max_conns, avail + VIEW_FD_RESERVE, avail / 2);
     srv->max_conns = (unsigned)a->max_conns;
     srv->fd_limit = 2 * srv->max_conns + VIEW_TOPICS_MAX + 16;
-    if (srv->fd_limit > avail) srv->fd_limit = (unsigned)avail;
+    if (srv->fd_limit > avail)
+        srv->fd_limit = (unsigned)avail;
     srv->conns = calloc(srv->max_conns, sizeof *srv->conns);
-    if (srv->conns == NULL) return cli_fail(CMD, 1, "out of memory");
+    if (srv->conns == NULL)
+        return cli_fail(CMD, 1, "out of memory");
     for (i = srv->max_conns; i-- > 0;) {
         srv->conns[i].next = srv->conn_free;
         srv->conn_free = &srv->conns[i];
     }
     srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (srv->spare_fd < 0) return cli_fail(CMD, 1, "/dev/null: %s", strerror(errno));
+    if (srv->spare_fd < 0)
+        return cli_fail(CMD, 1, "/dev/null: %s", strerror(errno));
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
         return cli_fail(CMD, 1, "getrandom: %s", strerror(errno));
     for (i = 0; i < VIEW_TOKEN_BYTES; i++)
@@ -1424,9 +1527,11 @@ int ferry_cmd_view(int argc, char **argv)
     }
     srv->listen_fd = srv->spare_fd = -1;
     status = parse_args(argc, argv, a);
-    if (status >= 0) goto out;
+    if (status >= 0)
+        goto out;
     status = budget(srv, a);
-    if (status >= 0) goto out;
+    if (status >= 0)
+        goto out;
     status = 0;
     srv->a = a;
     srv->period_ns = a->max_rate > 0.0 ? (int64_t)(1e9 / a->max_rate) : 0;
@@ -1459,7 +1564,8 @@ int ferry_cmd_view(int argc, char **argv)
     info.user = srv;
     info.vhost_name = "ferry";
     info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 | LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND;
-    if (strchr(a->bind, ':') == NULL) info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+    if (strchr(a->bind, ':') == NULL)
+        info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     /* The largest message libwebsockets reads of a client in one piece; longer ones come in
      * pieces and are bounded by VIEW_RX_MAX. */
     info.pt_serv_buf_size = 16384;
@@ -1486,7 +1592,8 @@ int ferry_cmd_view(int argc, char **argv)
         char query[sizeof srv->token + 8] = "";
 
         srv->listen_fd = find_listen_fd(port);
-        if (!a->no_token) snprintf(query, sizeof query, "?token=%s", srv->token);
+        if (!a->no_token)
+            snprintf(query, sizeof query, "?token=%s", srv->token);
         printf("ferry view: serving http://%s%s%s:%d/%s (Foxglove: ws://%s%s%s:%d/%s)\n",
                v6 ? "[" : "", a->bind, v6 ? "]" : "", port, query, v6 ? "[" : "", a->bind,
                v6 ? "]" : "", port, query);
@@ -1508,7 +1615,8 @@ int ferry_cmd_view(int argc, char **argv)
             status = cli_fail(CMD, 1, "the event loop failed");
             break;
         }
-        if (srv->accept_failures > 0) accept_failed(srv);
+        if (srv->accept_failures > 0)
+            accept_failed(srv);
     }
     conn_note(srv, ferry_now().ns, true);
     printf("ferry view: %" PRIu64 " clients, %" PRIu64 " messages sent, %" PRIu64
@@ -1523,14 +1631,16 @@ out:
     }
     log_srv = NULL;
     free(srv->conns);
-    if (srv->spare_fd >= 0) close(srv->spare_fd);
+    if (srv->spare_fd >= 0)
+        close(srv->spare_fd);
     for (i = 0; i < srv->ntopics; i++) {
         srv->topics[i]->fd_wsi = NULL;
         topic_unsubscribe(srv, srv->topics[i]);
         free(srv->topics[i]);
     }
 #ifdef FERRY_HAVE_TURBOJPEG
-    if (srv->tj != NULL) tjDestroy(srv->tj);
+    if (srv->tj != NULL)
+        tjDestroy(srv->tj);
     tjFree(srv->jpeg);
 #endif
     if (srv->node != NULL) {

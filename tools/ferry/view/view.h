@@ -134,8 +134,8 @@ typedef struct view_topic {
      * message of it or a newer sample replaces it. Messages are made when the first client is
      * ready to send one, so a sample that no client takes in time costs no serialisation and
      * no JPEG, and what is sent is the newest there is when the socket can take it. */
-    uint64_t frames;          /* samples kept for the clients so far: the newest's number */
-    ferry_sample held;        /* the newest, while has_held */
+    uint64_t frames;   /* samples kept for the clients so far: the newest's number */
+    ferry_sample held; /* the newest, while has_held */
     bool has_held;
     int64_t held_ns;          /* wall clock when it was taken: its Message Data timestamp */
     int64_t held_at;          /* the same on ferry's clock */
@@ -171,7 +171,7 @@ typedef struct view_client {
     bool stats;
     bool acks;      /* asked to acknowledge each message (ferryAckMode) */
     bool rx_paused; /* not read while libwebsockets holds the rest of a message */
-    bool kicked; /* broke a bound: closing */
+    bool kicked;    /* broke a bound: closing */
 } view_client;
 
 struct view_server {
@@ -203,7 +203,7 @@ struct view_server {
     view_conn *conns; /* max_conns slots */
     view_conn *conn_head, *conn_tail, *conn_free;
     unsigned nconns, max_conns;
-    unsigned fd_limit; /* libwebsockets' fd_limit_per_thread */
+    unsigned fd_limit;       /* libwebsockets' fd_limit_per_thread */
     uint64_t pass;           /* lws_service calls so far */
     int listen_fd, spare_fd; /* for accepts that fail for want of descriptors */
     uint64_t accept_failures;

@@ -22,9 +22,11 @@ view_msg *view_msg_new(size_t len, bool binary)
 {
     view_msg *m;
 
-    if (len > VIEW_MSG_MAX) return NULL;
+    if (len > VIEW_MSG_MAX)
+        return NULL;
     m = calloc(1, sizeof *m);
-    if (m == NULL) return NULL;
+    if (m == NULL)
+        return NULL;
     m->mem = malloc(LWS_PRE + len);
     if (m->mem == NULL) {
         free(m);
@@ -47,7 +49,8 @@ view_msg *view_msg_ref(view_msg *m)
  * report the next use of a shared message as a use after free. */
 __attribute__((noinline)) void view_msg_unref(view_msg *m)
 {
-    if (m == NULL || --m->refs > 0) return;
+    if (m == NULL || --m->refs > 0)
+        return;
     free(m->mem);
     free(m);
 }
@@ -59,7 +62,8 @@ bool view_text_open(view_text *t)
     t->buf = NULL;
     t->len = 0;
     t->f = open_memstream(&t->buf, &t->len);
-    if (t->f == NULL) return false;
+    if (t->f == NULL)
+        return false;
     fwrite(pre, 1, sizeof pre, t->f);
     return true;
 }
@@ -95,7 +99,8 @@ view_msg *view_status_msg(int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (!view_text_open(&t)) return NULL;
+    if (!view_text_open(&t))
+        return NULL;
     fprintf(t.f, "{\"op\":\"status\",\"level\":%d,\"message\":", level);
     cli_json_string(t.f, text);
     fputs("}", t.f);
@@ -125,13 +130,17 @@ view_msg *view_advertise_msg(view_server *srv, size_t from, bool always)
     size_t i;
     int k;
 
-    if (from >= srv->ntopics && !always) return NULL;
-    if (!view_text_open(&t)) return NULL;
+    if (from >= srv->ntopics && !always)
+        return NULL;
+    if (!view_text_open(&t))
+        return NULL;
     fputs("{\"op\":\"advertise\",\"channels\":[", t.f);
     for (i = from; i < srv->ntopics; i++)
         for (k = 0; k < CH_COUNT; k++) {
-            if (srv->topics[i]->chan[k] == 0) continue;
-            if (!first) fputs(",", t.f);
+            if (srv->topics[i]->chan[k] == 0)
+                continue;
+            if (!first)
+                fputs(",", t.f);
             first = false;
             channel_json(t.f, srv->topics[i], k);
         }
@@ -144,7 +153,8 @@ view_msg *view_unadvertise_msg(const uint32_t *ids, size_t n)
     view_text t;
     size_t i;
 
-    if (!view_text_open(&t)) return NULL;
+    if (!view_text_open(&t))
+        return NULL;
     fputs("{\"op\":\"unadvertise\",\"channelIds\":[", t.f);
     for (i = 0; i < n; i++)
         fprintf(t.f, "%s%" PRIu32, i ? "," : "", ids[i]);
@@ -154,14 +164,16 @@ view_msg *view_unadvertise_msg(const uint32_t *ids, size_t n)
 
 /* {"op":"ferryStats","subscriptions":[{"id","sent","dropped","gaps","capped"}]}, since each
  * subscription began: messages sent, messages passed over because a newer one came before the
- * client could take them, samples the view never saw, samples left out for --max-rate. The page shows dropped + gaps as its drops; only
- * for clients that asked (Foxglove's client refuses unknown ops). */
+ * client could take them, samples the view never saw, samples left out for --max-rate. The page
+ * shows dropped + gaps as its drops; only for clients that asked (Foxglove's client refuses unknown
+ * ops). */
 view_msg *view_stats_msg(view_client *c)
 {
     view_text t;
     unsigned i;
 
-    if (!view_text_open(&t)) return NULL;
+    if (!view_text_open(&t))
+        return NULL;
     fputs("{\"op\":\"ferryStats\",\"subscriptions\":[", t.f);
     for (i = 0; i < c->nsubs; i++) {
         const view_sub *s = &c->subs[i];
@@ -180,7 +192,8 @@ view_msg *view_server_info_msg(view_server *srv)
 {
     view_text t;
 
-    if (!view_text_open(&t)) return NULL;
+    if (!view_text_open(&t))
+        return NULL;
     fputs("{\"op\":\"serverInfo\",\"name\":\"ferry view\",\"capabilities\":[],"
           "\"metadata\":{\"domain\":",
           t.f);
@@ -207,14 +220,17 @@ view_msg *view_raw_msg(view_server *srv, view_topic *t, const ferry_sample *s, i
         if (ferry_ros2_cdr_parse(t->kind, s->data, s->size, &msg) != FERRY_ROS2_CDR_OK)
             return NULL;
         m = view_msg_new(VIEW_DATA_HEAD + s->size, true);
-        if (m == NULL) return NULL;
+        if (m == NULL)
+            return NULL;
         m->recv_ns = now;
         memcpy(m->body + VIEW_DATA_HEAD, s->data, s->size);
         return m;
     }
-    if (ferry_ros2_cdr_encode(t->kind, s, cdr) != FERRY_OK) return NULL;
+    if (ferry_ros2_cdr_encode(t->kind, s, cdr) != FERRY_OK)
+        return NULL;
     m = view_msg_new(VIEW_DATA_HEAD + cdr->size, true);
-    if (m == NULL) return NULL;
+    if (m == NULL)
+        return NULL;
     m->recv_ns = now;
     p = m->body + VIEW_DATA_HEAD;
     for (i = 0; i < cdr->niov && i < 3; i++) {
@@ -228,10 +244,14 @@ view_msg *view_raw_msg(view_server *srv, view_topic *t, const ferry_sample *s, i
 static int jpeg_format(const char *encoding, int *subsamp)
 {
     *subsamp = TJSAMP_420;
-    if (strcmp(encoding, "rgb8") == 0) return TJPF_RGB;
-    if (strcmp(encoding, "bgr8") == 0) return TJPF_BGR;
-    if (strcmp(encoding, "rgba8") == 0) return TJPF_RGBA;
-    if (strcmp(encoding, "bgra8") == 0) return TJPF_BGRA;
+    if (strcmp(encoding, "rgb8") == 0)
+        return TJPF_RGB;
+    if (strcmp(encoding, "bgr8") == 0)
+        return TJPF_BGR;
+    if (strcmp(encoding, "rgba8") == 0)
+        return TJPF_RGBA;
+    if (strcmp(encoding, "bgra8") == 0)
+        return TJPF_BGRA;
     if (strcmp(encoding, "mono8") == 0 || strcmp(encoding, "8UC1") == 0) {
         *subsamp = TJSAMP_GRAY;
         return TJPF_GRAY;
@@ -257,8 +277,7 @@ view_msg *view_jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, 
         const ferry_ros2_image_msg *im = &msg.u.image;
 
         if (ferry_ros2_cdr_parse(FERRY_ROS2_IMAGE, s->data, s->size, &msg) != FERRY_ROS2_CDR_OK ||
-            im->height == 0 || im->width == 0 ||
-            (uint64_t)im->step * im->height > im->data_size ||
+            im->height == 0 || im->width == 0 || (uint64_t)im->step * im->height > im->data_size ||
             strlen(im->encoding) >= sizeof v.header.encoding ||
             strlen(im->header.frame_id) >= sizeof v.header.frame_id)
             return NULL;
@@ -292,23 +311,26 @@ view_msg *view_jpeg_msg(view_server *srv, view_topic *t, const ferry_sample *s, 
     /* A buffer of the worst case for the geometry, kept between frames: TurboJPEG then never
      * reallocates it (TJFLAG_NOREALLOC). */
     need = tjBufSize((int)v.header.width, (int)v.header.height, subsamp);
-    if (need == (unsigned long)-1 || need > INT_MAX) return NULL;
+    if (need == (unsigned long)-1 || need > INT_MAX)
+        return NULL;
     if (need > srv->jpeg_cap) {
         tjFree(srv->jpeg);
         srv->jpeg = tjAlloc((int)need);
         srv->jpeg_cap = srv->jpeg != NULL ? need : 0;
-        if (srv->jpeg == NULL) return NULL;
+        if (srv->jpeg == NULL)
+            return NULL;
     }
     size = srv->jpeg_cap;
     if (tjCompress2(srv->tj, v.data, (int)v.header.width, (int)v.header.step, (int)v.header.height,
                     pf, &srv->jpeg, &size, subsamp, (int)srv->a->jpeg_quality,
                     TJFLAG_FASTDCT | TJFLAG_NOREALLOC) != 0)
         return NULL;
-    if (ferry_ros2_cdr_encode_compressed(v.header.stamp, v.header.frame_id, "jpeg", srv->jpeg,
-                                         size, &srv->cdr) != FERRY_OK)
+    if (ferry_ros2_cdr_encode_compressed(v.header.stamp, v.header.frame_id, "jpeg", srv->jpeg, size,
+                                         &srv->cdr) != FERRY_OK)
         return NULL;
     m = view_msg_new(VIEW_DATA_HEAD + srv->cdr.size, true);
-    if (m == NULL) return NULL;
+    if (m == NULL)
+        return NULL;
     m->recv_ns = now;
     p = m->body + VIEW_DATA_HEAD;
     for (unsigned i = 0; i < srv->cdr.niov; i++) {
@@ -328,10 +350,12 @@ static bool json_u32(struct lejp_ctx *ctx, char reason, uint32_t *out)
     char *end;
     unsigned long long v;
 
-    if (reason != LEJPCB_VAL_NUM_INT || ctx->buf[0] == '-') return false;
+    if (reason != LEJPCB_VAL_NUM_INT || ctx->buf[0] == '-')
+        return false;
     errno = 0;
     v = strtoull(ctx->buf, &end, 10);
-    if (errno != 0 || *end != '\0' || v > UINT32_MAX) return false;
+    if (errno != 0 || *end != '\0' || v > UINT32_MAX)
+        return false;
     *out = (uint32_t)v;
     return true;
 }
@@ -342,7 +366,8 @@ static int op_path(const struct lejp_ctx *ctx)
     size_t i;
 
     for (i = 0; i < sizeof op_paths / sizeof *op_paths; i++)
-        if (strcmp(ctx->path, op_paths[i]) == 0) return (int)i;
+        if (strcmp(ctx->path, op_paths[i]) == 0)
+            return (int)i;
     return -1;
 }
 
@@ -351,7 +376,8 @@ static signed char op_cb(struct lejp_ctx *ctx, char reason)
     view_op *o = ctx->user;
     int path = op_path(ctx);
 
-    if (o->bad || path < 0) return 0;
+    if (o->bad || path < 0)
+        return 0;
     switch (path) {
     case 0: /* op */
         if (reason == LEJPCB_VAL_STR_CHUNK) {
@@ -378,7 +404,8 @@ static signed char op_cb(struct lejp_ctx *ctx, char reason)
         break;
     case 2: /* subscriptions[].id */
     case 3: /* subscriptions[].channelId */
-        if (!(reason & LEJP_FLAG_CB_IS_VALUE)) break;
+        if (!(reason & LEJP_FLAG_CB_IS_VALUE))
+            break;
         if (o->nitems == 0) {
             o->bad = true;
             break;
@@ -395,7 +422,8 @@ static signed char op_cb(struct lejp_ctx *ctx, char reason)
             o->items[o->nitems - 1].has_chan = true;
         break;
     case 4: /* subscriptionIds[] */
-        if (!(reason & LEJP_FLAG_CB_IS_VALUE)) break;
+        if (!(reason & LEJP_FLAG_CB_IS_VALUE))
+            break;
         if (o->nids == VIEW_OP_ITEMS_MAX) {
             o->bad = true;
             o->why = "too many ids in one message";
