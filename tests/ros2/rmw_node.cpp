@@ -15,7 +15,8 @@
 //   rmw_node publishers TOPIC N SECONDS     exits 0 once N publishers (by gid) each sent it 5
 //                                           messages or more
 //
-// A publisher waits for a subscription before it starts (at most 30 s); every mode prints one
+// A publisher waits for a subscription (RMW_NODE_SUBSCRIPTIONS=N: N of them) before it starts (at
+// most 30 s); every mode prints one
 // result line and exits 0 on success, 1 on failure. With RMW_NODE_JOIN_LATE=1 the listeners
 // (listener, image-sub, loan-listener) may join a stream late, as across a bridge, where a far
 // publisher starts once the bridge subscribed and before the far end matched: their first
@@ -64,10 +65,13 @@ int late_start_max(int count) {return count / 2 + 1;}
 template<class Pub>
 bool wait_for_subscription(const std::shared_ptr<rclcpp::Node> & node, const Pub & pub)
 {
+  // RMW_NODE_SUBSCRIPTIONS=N: wait for N subscriptions (default 1).
+  const char * want_env = getenv("RMW_NODE_SUBSCRIPTIONS");
+  size_t want = want_env != nullptr ? static_cast<size_t>(std::max(1, atoi(want_env))) : 1;
   auto end = Clock::now() + 30s;
-  while (pub->get_subscription_count() == 0) {
+  while (pub->get_subscription_count() < want) {
     if (Clock::now() > end || !rclcpp::ok()) {
-      fprintf(stderr, "%s: no subscription within 30 s\n", node->get_name());
+      fprintf(stderr, "%s: not %zu subscription(s) within 30 s\n", node->get_name(), want);
       return false;
     }
     rclcpp::spin_some(node);

@@ -32,12 +32,12 @@ finish "$l" loan_listener || fail "loan listener"
 # 1c. A peer stopped in mid-stream (SIGSTOP, as a debugger or a swapped-out process does) for
 #     2 s of a 100 Hz stream: the other listener gets every message meanwhile, and the stopped one,
 #     resumed, gets every message from where it was (its queue held them), none lost or reordered.
-#     It may have joined a little late (RMW_NODE_JOIN_LATE): it is started beside the talker.
+#     The talker starts once both listeners subscribed (RMW_NODE_SUBSCRIPTIONS=2).
 bg listener_run 60 "$NODE" listener /stopped 300 50
 l=$PID
-bare listener_stop env RMW_NODE_JOIN_LATE=1 "$NODE" listener /stopped 300 50
+bare listener_stop "$NODE" listener /stopped 300 50
 ls_pid=$PID
-bg talker_stop 60 "$NODE" talker /stopped 300 100
+bg talker_stop 60 env RMW_NODE_SUBSCRIPTIONS=2 "$NODE" talker /stopped 300 100
 t=$PID
 for _ in $(seq 300); do grep -q "10 published" "$OUT/talker_stop" 2>/dev/null && break; sleep 0.1; done
 kill -STOP "$ls_pid"
@@ -47,6 +47,7 @@ finish "$t" talker_stop || fail "talker beside a stopped listener"
 finish "$l" listener_run || fail "the running listener beside a stopped one"
 finish "$ls_pid" listener_stop || fail "the stopped listener, resumed"
 grep -q "received 300 of 300" "$OUT/listener_run" || fail "the running listener's count"
+grep -q "received 300 of 300" "$OUT/listener_stop" || fail "the stopped listener's count"
 
 # 2. Camera frames: sensor_msgs/Image 1280x720 rgb8, 30 frames at 30 Hz, every byte checked on
 #    the other side.
