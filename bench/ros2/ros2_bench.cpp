@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "rclcpp/rclcpp.hpp"
 #include "sensor_msgs/msg/image.hpp"
 #include "std_msgs/msg/string.hpp"
@@ -39,45 +40,8 @@ using namespace std::chrono_literals;
 namespace
 {
 
-int64_t mono_ns()
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using namespace ros2_bench;
 
-int64_t cpu_ns()
-{
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (static_cast<int64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000 +
-         (static_cast<int64_t>(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000;
-}
-
-rclcpp::QoS qos()
-{
-  return rclcpp::QoS(rclcpp::KeepLast(10)).reliable();
-}
-
-template<class Pub>
-bool wait_subscription(const rclcpp::Node::SharedPtr & node, const Pub & pub)
-{
-  auto end = std::chrono::steady_clock::now() + 30s;
-  while (pub->get_subscription_count() == 0) {
-    if (std::chrono::steady_clock::now() > end) {
-      return false;
-    }
-    rclcpp::spin_some(node);
-    std::this_thread::sleep_for(5ms);
-  }
-  // A moment for the subscription's side of the match (DDS matches each side on its own).
-  auto settle = std::chrono::steady_clock::now() + 500ms;
-  while (std::chrono::steady_clock::now() < settle) {
-    rclcpp::spin_some(node);
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
 
 int pub_main(const std::string & kind, const std::vector<std::string> & a)
 {

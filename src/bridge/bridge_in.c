@@ -283,15 +283,18 @@ static size_t carried_bytes(const ferry_ros2_msg *m)
 
 /* Publishes a parsed message; what an error means for the sample: too big or refused is the
  * sample's fault, a full pool or a blocked subscriber is the moment's. */
-static carry carry_msg(in_route *r, const ferry_ros2_msg *m, const char **why)
+static carry carry_of(ferry_err err, const char **why)
 {
-    ferry_err err = ferry_ros2_publish(r->pub, m, why);
-
     if (err == FERRY_OK)
         return CARRY_OK;
     if (**why == '\0')
         *why = ferry_strerror(err);
     return err == FERRY_EINVAL || err == FERRY_ETOOBIG ? CARRY_INVALID : CARRY_DROPPED;
+}
+
+static carry carry_msg(in_route *r, const ferry_ros2_msg *m, const char **why)
+{
+    return carry_of(ferry_ros2_publish(r->pub, m, why), why);
 }
 
 static void vector3_of(ferry_vector3 *to, const geometry_msgs_msg_dds__Vector3_ *from)
@@ -469,14 +472,8 @@ static carry carry_serdata(in_route *r, struct ddsi_serdata *sd, size_t *bytes, 
 
     if (r->raw != NULL) {
         /* A type known by its definition: its bytes, checked, into the loan. */
-        ferry_err err = ferry__bridge_raw_publish(r, sd, why);
-
         *bytes = size;
-        if (err == FERRY_OK)
-            return CARRY_OK;
-        if (**why == '\0')
-            *why = ferry_strerror(err);
-        return err == FERRY_EINVAL || err == FERRY_ETOOBIG ? CARRY_INVALID : CARRY_DROPPED;
+        return carry_of(ferry__bridge_raw_publish(r, sd, why), why);
     }
     if (size < 4)
         return (*why = "malformed CDR", CARRY_INVALID);

@@ -22,6 +22,12 @@
 #define TYPE_RETRY_NS (1 * NS_PER_S)
 #define PUBLICATIONS_MAX 512
 
+/* How long an in route whose opening failed waits before it tries again. */
+static int64_t retry_after(const in_route *r)
+{
+    return r->kind == FERRY_ROS2_NONE && r->raw == NULL ? TYPE_RETRY_NS : RETRY_NS;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Scans
  * ------------------------------------------------------------------------------------------- */
@@ -268,17 +274,14 @@ void ferry__bridge_scan_in(ferry_bridge *b)
             r->history = t->history < b->o.depth ? t->history : b->o.depth;
             b->ins[b->nins++] = r;
             if (!ferry__bridge_in_open(b, r, true))
-                r->retry_ns =
-                    now + (r->kind == FERRY_ROS2_NONE && r->raw == NULL ? TYPE_RETRY_NS : RETRY_NS);
+                r->retry_ns = now + retry_after(r);
         } else if (r->pub == NULL) {
             if (now >= r->retry_ns) {
                 r->reliable = reliable;
                 r->transient = transient;
                 r->history = t->history < b->o.depth ? t->history : b->o.depth;
                 if (!ferry__bridge_in_open(b, r, false))
-                    r->retry_ns =
-                        now +
-                        (r->kind == FERRY_ROS2_NONE && r->raw == NULL ? TYPE_RETRY_NS : RETRY_NS);
+                    r->retry_ns = now + retry_after(r);
             }
         } else if ((r->reliable && !reliable &&
                     b->o.reliability == FERRY_BRIDGE_RELIABILITY_AUTO) ||

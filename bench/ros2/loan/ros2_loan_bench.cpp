@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "../bench_util.hpp"
 #include "ferry_bench_msgs/msg/frame.hpp"
 #include "rclcpp/rclcpp.hpp"
 
@@ -32,43 +33,16 @@ using Frame = ferry_bench_msgs::msg::Frame;
 namespace
 {
 
-int64_t mono_ns()
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using namespace ros2_bench;
 
-int64_t cpu_ns()
-{
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (static_cast<int64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000 +
-         (static_cast<int64_t>(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000;
-}
-
-rclcpp::QoS qos()
-{
-  return rclcpp::QoS(rclcpp::KeepLast(10)).reliable();
-}
 
 int pub_main(double hz, int count)
 {
   auto node = rclcpp::Node::make_shared("loan_pub");
   auto pub = node->create_publisher<Frame>("/bench/frame", qos());
-  auto end = std::chrono::steady_clock::now() + 30s;
-  while (pub->get_subscription_count() == 0) {
-    if (std::chrono::steady_clock::now() > end) {
-      fprintf(stderr, "ros2_loan_bench pub: no subscription\n");
-      return 1;
-    }
-    rclcpp::spin_some(node);
-    std::this_thread::sleep_for(5ms);
-  }
-  auto settle = std::chrono::steady_clock::now() + 500ms;
-  while (std::chrono::steady_clock::now() < settle) {
-    rclcpp::spin_some(node);
-    std::this_thread::sleep_for(5ms);
+  if (!wait_subscription(node, pub)) {
+    fprintf(stderr, "ros2_loan_bench pub: no subscription\n");
+    return 1;
   }
   int64_t period = static_cast<int64_t>(1e9 / hz);
   int64_t cpu0 = cpu_ns(), t0 = mono_ns(), next = t0;
