@@ -88,28 +88,30 @@ wait_line "$WORK/launch.log" "ferry bridge: " 60 ||
     fail "the launch file did not start the bridge within 60 s: $(tail -n 5 "$WORK/launch.log")"
 
 # 1-4: the listeners first (each waits up to 90 s), then the talkers (each waits for a
-# subscription: on A the bridge's, on B the bridge's DDS reader).
-b l_ab "$NODE" listener /chat_ab 40 90
+# subscription: on A the bridge's, on B the bridge's DDS reader). A's talkers start once the bridge
+# subscribed, before DDS discovery has matched its writer with B's reader, which can take seconds
+# on a loaded machine: their streams last 6-10 s, and B's listeners may join in the first half.
+b l_ab "$NODE" listener /chat_ab 200 90
 L1=$LAST_PID
 a l_ba "$NODE" listener /chat_ba 40 90
 L2=$LAST_PID
-b v_ab "$NODE" loan-listener /vec_ab 40 90
+b v_ab "$NODE" loan-listener /vec_ab 200 90
 L3=$LAST_PID
 a v_ba "$NODE" loan-listener /vec_ba 40 90
 L4=$LAST_PID
-b i_ab "$NODE" image-sub /img_ab 20 90
+b i_ab "$NODE" image-sub /img_ab 60 90
 L5=$LAST_PID
 a i_ba "$NODE" image-sub /img_ba 20 90
 L6=$LAST_PID
-a t_ab "$NODE" talker /chat_ab 40 20
+a t_ab "$NODE" talker /chat_ab 200 20
 T1=$LAST_PID
 b t_ba "$NODE" talker /chat_ba 40 20
 T2=$LAST_PID
-a lt_ab "$NODE" loan-talker /vec_ab 40 20
+a lt_ab "$NODE" loan-talker /vec_ab 200 20
 T3=$LAST_PID
 b lt_ba "$NODE" loan-talker /vec_ba 40 20
 T4=$LAST_PID
-a ip_ab "$NODE" image-pub /img_ab 320 240 20 10
+a ip_ab "$NODE" image-pub /img_ab 320 240 60 10
 T5=$LAST_PID
 b ip_ba "$NODE" image-pub /img_ba 320 240 20 10
 T6=$LAST_PID
@@ -147,9 +149,9 @@ wait "$TG"
 #    nothing is dropped meanwhile).
 PYPATH=$(dirname "$FERRY")/python
 if PYTHONPATH=$PYPATH python3 -c 'import ferry' 2>/dev/null; then
-    b l_bad "$NODE" listener /bad_ab 60 90
+    b l_bad "$NODE" listener /bad_ab 200 90
     LB=$LAST_PID
-    a l_bad_a "$NODE" listener /bad_ab 60 90
+    a l_bad_a "$NODE" listener /bad_ab 200 90
     LBA=$LAST_PID
     hash=
     for _ in $(seq 100); do
@@ -168,7 +170,7 @@ with ferry.Node(name="hostile") as node:
     pub = node.publisher(sys.argv[1], "std_msgs/msg/String", type_hash=int(sys.argv[2], 16),
                          admit_blocking=True, block_timeout_ns=10**10)
     pub.wait_subscribers(2, timeout=60)      # the bridge and the rmw_ferry_cpp listener
-    for k in range(1, 61):
+    for k in range(1, 201):
         pub.publish_copy(bad[k % len(bad)])
         text = ("hello %d" % k).encode() + b"\x00"
         pub.publish_copy(b"\x00\x01\x00\x00" + struct.pack("<I", len(text)) + text)
@@ -176,7 +178,7 @@ with ferry.Node(name="hostile") as node:
             print("sent 20", flush=True)
         time.sleep(0.05)
     time.sleep(1)
-print("sent 60 and 60 malformed", flush=True)
+print("sent 200 and 200 malformed", flush=True)
 EOF
     if [ -z "$hash" ]; then
         status=1
