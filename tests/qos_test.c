@@ -1,7 +1,8 @@
 /*
  * Quality of service: drop-oldest overflow counts exactly what it dropped, a blocking subscriber
  * holds the publisher back for block_timeout_ns and no longer, an exhausted pool fails at once or
- * after the timeout, and a chunk coming back from another process unblocks a waiting loan.
+ * after the timeout, a chunk coming back from another process unblocks a waiting loan, and a
+ * subscriber that requires reliability or durability connects only to publishers that offer it.
  */
 #include "testutil.h"
 
@@ -367,11 +368,95 @@ static void test_returned_chunk_unblocks_loan(void)
     TU_OK(ferry_node_destroy(node));
 }
 
+/* --- required policies ------------------------------------------------------------------- */
+
+/* A subscriber requiring `require` of a publisher with best_effort and history: both sides run
+ * their housekeeping until the subscriber connected (want_connected) or was refused. */
+static void match_case(uint32_t require, bool best_effort, uint32_t history, bool want_connected)
+{
+    ferry_node *node = tu_node("match");
+    ferry_publisher_options po;
+    ferry_publisher_options_init(&po);
+    po.best_effort = best_effort;
+    po.history = history;
+    ferry_publisher *pub = NULL;
+    TU_OK(ferry_publisher_create(&pub, node, "/match", TYPE, ferry_hash(TYPE), &po));
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.require = require;
+    ferry_subscriber *sub = NULL;
+    TU_OK(ferry_subscriber_create(&sub, node, "/match", TYPE, ferry_hash(TYPE), &so));
+    ferry_publisher_stats ps;
+    ferry_subscriber_stats ss;
+    ferry_time t0 = ferry_now();
+    for (;;) {
+        TU_OK(ferry_publisher_poll(pub, TU_MS));
+        ferry_err e = ferry_subscriber_wait_publishers(sub, 1, TU_MS);
+        TU_CHECK(e == FERRY_OK || e == FERRY_ETIMEDOUT);
+        TU_OK(ferry_publisher_stats_get(pub, &ps));
+        TU_OK(ferry_subscriber_stats_get(sub, &ss));
+        if ((want_connected && ss.publishers == 1 && ps.subscribers == 1) ||
+            (!want_connected && ss.incompatible == 1))
+            break;
+        TU_CHECK_MSG(tu_since(t0) < TU_WAIT_NS, "neither connected nor refused after 10 s");
+    }
+    if (want_connected) {
+        TU_EQ_U64(ss.incompatible, 0);
+        TU_EQ_U64(ps.incompatible, 0);
+    } else {
+        /* Refused for good: never connected, counted on both sides with the policy it lacked,
+         * and not tried again. */
+        uint32_t lacking = require & ~((best_effort ? 0u : (uint32_t)FERRY_QOS_RELIABLE) |
+                                       (history ? (uint32_t)FERRY_QOS_DURABLE : 0u));
+        TU_EQ_U64(ss.incompatible_policies, lacking);
+        for (int i = 0; i < 50; i++) {
+            TU_OK(ferry_publisher_poll(pub, TU_MS));
+            ferry_subscriber_wait_publishers(sub, 1, TU_MS);
+        }
+        TU_OK(ferry_publisher_stats_get(pub, &ps));
+        TU_OK(ferry_subscriber_stats_get(sub, &ss));
+        TU_EQ_U64(ss.publishers, 0);
+        TU_EQ_U64(ps.subscribers, 0);
+        TU_EQ_U64(ss.incompatible, 1);
+        TU_EQ_U64(ps.incompatible, 1);
+        TU_EQ_U64(ps.incompatible_policies, lacking);
+        void *p = NULL;
+        TU_OK(ferry_loan(pub, 64, &p));
+        TU_OK(ferry_publish(pub, p, 0));
+        TU_OK(ferry_publisher_stats_get(pub, &ps));
+        TU_EQ_U64(ps.deliveries, 0);
+        ferry_sample s;
+        TU_ERR(ferry_take(sub, &s), FERRY_EAGAIN);
+    }
+    TU_OK(ferry_subscriber_destroy(sub));
+    TU_OK(ferry_publisher_destroy(pub));
+    TU_OK(ferry_node_destroy(node));
+}
+
+static void test_required_policies(void)
+{
+    match_case(0, true, 0, true);                                       /* requires nothing */
+    match_case(FERRY_QOS_RELIABLE, false, 0, true);                     /* the default offer */
+    match_case(FERRY_QOS_RELIABLE, true, 0, false);                     /* best effort */
+    match_case(FERRY_QOS_DURABLE, false, 0, false);                     /* no history */
+    match_case(FERRY_QOS_DURABLE | FERRY_QOS_RELIABLE, false, 4, true); /* history kept */
+    match_case(FERRY_QOS_DURABLE | FERRY_QOS_RELIABLE, true, 0, false); /* lacks both */
+    ferry_node *node = tu_node("match");
+    ferry_subscriber_options so;
+    ferry_subscriber_options_init(&so);
+    so.require = 4; /* no such policy */
+    ferry_subscriber *sub = NULL;
+    TU_ERR(ferry_subscriber_create(&sub, node, "/match", TYPE, ferry_hash(TYPE), &so),
+           FERRY_EINVAL);
+    TU_OK(ferry_node_destroy(node));
+}
+
 int main(void)
 {
     TU_RUN(test_drop_oldest);
     TU_RUN(test_block_policy);
     TU_RUN(test_pool_exhausted);
     TU_RUN(test_returned_chunk_unblocks_loan);
+    TU_RUN(test_required_policies);
     return 0;
 }

@@ -41,7 +41,7 @@ extern "C" {
 /** Version of the library and of the shared-memory and socket protocol. */
 #define FERRY_VERSION_MAJOR 0    /**< library version, major part */
 #define FERRY_VERSION_MINOR 1    /**< library version, minor part */
-#define FERRY_PROTOCOL_VERSION 3 /**< protocol version; a peer of another version is refused */
+#define FERRY_PROTOCOL_VERSION 4 /**< protocol version; a peer of another version is refused */
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -68,6 +68,7 @@ typedef enum ferry_err {
     FERRY_ENODEV,    /**< no such device (no GPU, no CUDA driver) */
     FERRY_ENOTSUP,   /**< not supported by this build or this platform */
     FERRY_EFOREIGN,  /**< the sample or loan belongs to another publisher or subscriber */
+    FERRY_EQOS,      /**< the publisher does not offer a policy the subscriber requires */
     FERRY_ERR_COUNT_ /**< number of codes; not an error */
 } ferry_err;
 
@@ -275,6 +276,17 @@ typedef enum ferry_huge_pages {
                                        the warning); never a value of the stats */
 } ferry_huge_pages;
 
+/** Policies that a publisher offers and a subscriber may require
+ * (ferry_subscriber_options.require), matched as DDS matches its endpoints: a subscriber connects
+ * only to a publisher that offers every policy it requires. */
+typedef enum ferry_qos_policy {
+    /** Every sample published reaches the subscriber's queue (a full queue drops its oldest, as
+     *  a keep-last history does). Offered unless ferry_publisher_options.best_effort. */
+    FERRY_QOS_RELIABLE = 1,
+    /** The publisher keeps samples for subscribers that join later (its history option). */
+    FERRY_QOS_DURABLE = 2,
+} ferry_qos_policy;
+
 /** Options of ferry_publisher_create; ferry_publisher_options_init gives the defaults. */
 typedef struct ferry_publisher_options {
     /** Largest payload one loan may ask for. Default 64 MiB. */
@@ -333,6 +345,11 @@ typedef struct ferry_publisher_options {
      *  pool rounds pool_bytes up to 2 MiB and spends 2 MiB on the segment's header and chunk
      *  table; chunks of 2 MiB and more are rounded up to 2 MiB. */
     ferry_huge_pages huge_pages;
+    /** Offer no reliability: subscribers that require FERRY_QOS_RELIABLE are refused
+     *  (FERRY_EQOS), as a DDS best-effort writer does not match a reliable reader. What the
+     *  others receive is unchanged. Default false: the publisher offers FERRY_QOS_RELIABLE, and
+     *  FERRY_QOS_DURABLE when it keeps history. */
+    bool best_effort;
 } ferry_publisher_options;
 
 /** Fills o with the defaults. Fields left zero also mean the default. */
@@ -494,6 +511,9 @@ typedef struct ferry_publisher_stats {
                                       as of the last carve or ferry_publisher_stats_get; 0 with
                                       4 KiB pages */
     ferry_spin_stats spin;       /**< how its blocking waits spin (loans, blocking subscribers) */
+    uint64_t incompatible;       /**< subscribers refused for requiring a policy this publisher
+                                      does not offer (FERRY_EQOS; also in rejected) */
+    uint32_t incompatible_policies; /**< the FERRY_QOS_* bits the last of them lacked */
 } ferry_publisher_stats;
 
 /**
@@ -556,6 +576,11 @@ typedef struct ferry_subscriber_options {
      *  and QoS are unchanged; with FERRY_OVERFLOW_BLOCK a full queue may hold its publisher up
      *  to that long. Default false. */
     bool background;
+    /** Policies a publisher must offer for this subscriber to connect to it, FERRY_QOS_*
+     *  bits: the request-offered rule of DDS. A publisher that lacks one refuses the subscriber
+     *  (FERRY_EQOS); both sides count it (stats incompatible, incompatible_policies) and neither
+     *  counts the other as connected. Default 0: any publisher. */
+    uint32_t require;
 } ferry_subscriber_options;
 
 /** How often ferry_wait and waitsets look at a background subscriber's queues, at most. */
@@ -679,6 +704,9 @@ typedef struct ferry_subscriber_stats {
     uint64_t rejected;        /**< connections refused (type, credentials, protocol) */
     uint64_t protocol_errors; /**< publishers disconnected for breaking the protocol */
     ferry_spin_stats spin;    /**< how ferry_wait spins */
+    uint64_t incompatible;    /**< publishers that refused us for lacking a required policy
+                                   (FERRY_EQOS; also in rejected) */
+    uint32_t incompatible_policies; /**< the FERRY_QOS_* bits the last of them lacked */
 } ferry_subscriber_stats;
 
 /**

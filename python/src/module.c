@@ -55,6 +55,8 @@ static const pyf_error_spec error_specs[] = {
      "FERRY_ENOTSUP: not supported by this build or this platform."},
     {FERRY_EFOREIGN, "ferry.ForeignError", NULL,
      "FERRY_EFOREIGN: the sample or loan belongs to another publisher or subscriber."},
+    {FERRY_EQOS, "ferry.QosError", NULL,
+     "FERRY_EQOS: the publisher does not offer a policy the subscriber requires."},
 };
 
 static bool errors_create(PyObject *module)

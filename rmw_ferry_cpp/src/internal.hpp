@@ -111,6 +111,7 @@ struct Publisher
   std::mutex lock;  // ferry's publisher is used by one thread at a time
   std::atomic<uint64_t> loans_refused{0};
   uint64_t graph_id = 0;
+  uint64_t incompatible_reported = 0;  // offered-QoS-incompatible events already reported
 };
 
 // Subscriber side (also a service's requests and a client's responses).
@@ -144,6 +145,7 @@ struct Subscription
   // Liveliness-changed events: the publisher counts already reported.
   uint32_t alive_reported = 0;
   uint64_t gone_reported = 0;
+  uint64_t incompatible_reported = 0;  // requested-QoS-incompatible events already reported
 };
 
 // Services and clients: a request topic and a response topic, each message prefixed by a

@@ -158,6 +158,9 @@ rmw_ret_t publisher_open(
   // A KEEP_ALL reliable subscription may hold the publisher up (100 ms at most a message), as a
   // KEEP_ALL DDS reader does its writer; the others drop their oldest when full.
   o.admit_blocking = p->qos.reliability == RMW_QOS_POLICY_RELIABILITY_RELIABLE;
+  // Matched as DDS matches: a reliable subscription does not take a best-effort publisher, a
+  // transient-local one does not take a volatile publisher (one without history).
+  o.best_effort = p->qos.reliability == RMW_QOS_POLICY_RELIABILITY_BEST_EFFORT;
   if (p->qos.durability == RMW_QOS_POLICY_DURABILITY_TRANSIENT_LOCAL) {
     o.history = p->qos.history == RMW_QOS_POLICY_HISTORY_KEEP_ALL ? kHistoryMax :
       static_cast<uint32_t>(std::min<size_t>(p->qos.depth, kHistoryMax));
@@ -267,6 +270,10 @@ rmw_ret_t subscription_open(
     FERRY_OVERFLOW_BLOCK : FERRY_OVERFLOW_DROP_OLDEST;
   if (s->qos.durability == RMW_QOS_POLICY_DURABILITY_TRANSIENT_LOCAL) {
     o.history = keep_all ? kHistoryMax : std::min<uint32_t>(o.depth, kHistoryMax);
+    o.require |= FERRY_QOS_DURABLE;
+  }
+  if (s->qos.reliability == RMW_QOS_POLICY_RELIABILITY_RELIABLE) {
+    o.require |= FERRY_QOS_RELIABLE;
   }
   o.max_publishers = 128;
   o.max_held = 64;

@@ -77,11 +77,33 @@ static bool guard_take(GuardCondition * gc)
   return true;
 }
 
+// The policy of the FERRY_QOS_* bits a refused peer lacked (reliability first, as DDS says one).
+static rmw_qos_policy_kind_t policy_kind(uint32_t bits)
+{
+  return (bits & FERRY_QOS_RELIABLE) ? RMW_QOS_POLICY_RELIABILITY :
+         (bits & FERRY_QOS_DURABLE) ? RMW_QOS_POLICY_DURABILITY : RMW_QOS_POLICY_INVALID;
+}
+
+static bool publisher_event_ready(Publisher * p)
+{
+  std::unique_lock<std::mutex> guard(p->lock, std::try_to_lock);
+  ferry_publisher_stats st;
+  return guard.owns_lock() && p->fpub && ferry_publisher_stats_get(p->fpub, &st) == FERRY_OK &&
+         st.incompatible > p->incompatible_reported;
+}
+
 // An event's data is its publisher or subscription (rmw_event_fini frees nothing of ours).
 static bool event_ready(const rmw_event_t * ev)
 {
-  if ((ev->event_type != RMW_EVENT_MESSAGE_LOST &&
-    ev->event_type != RMW_EVENT_LIVELINESS_CHANGED) || !ev->data)
+  if (!ev->data) {
+    return false;
+  }
+  if (ev->event_type == RMW_EVENT_OFFERED_QOS_INCOMPATIBLE) {
+    return publisher_event_ready(static_cast<Publisher *>(ev->data));
+  }
+  if (ev->event_type != RMW_EVENT_MESSAGE_LOST &&
+    ev->event_type != RMW_EVENT_LIVELINESS_CHANGED &&
+    ev->event_type != RMW_EVENT_REQUESTED_QOS_INCOMPATIBLE)
   {
     return false;
   }
@@ -96,6 +118,9 @@ static bool event_ready(const rmw_event_t * ev)
   }
   if (ev->event_type == RMW_EVENT_MESSAGE_LOST) {
     return st.dropped > s->lost_reported;
+  }
+  if (ev->event_type == RMW_EVENT_REQUESTED_QOS_INCOMPATIBLE) {
+    return st.incompatible > s->incompatible_reported;
   }
   return st.publishers != s->alive_reported || st.publishers_lost != s->gone_reported;
 }
@@ -193,6 +218,14 @@ rmw_ret_t rmw_wait(
   for (size_t i = 0; i < ncls; i++) {
     auto * cl = static_cast<Client *>(cls->clients[i]);
     add_ctx(cl ? cl->node : nullptr);
+  }
+  for (size_t i = 0; i < nevs; i++) {
+    auto * ev = static_cast<const rmw_event_t *>(evs->events[i]);
+    if (ev && ev->data && ev->event_type == RMW_EVENT_OFFERED_QOS_INCOMPATIBLE) {
+      add_ctx(static_cast<Publisher *>(ev->data)->node);
+    } else if (ev && ev->data && ev->event_type != RMW_EVENT_LIVELINESS_LOST) {
+      add_ctx(static_cast<Subscription *>(ev->data)->node);  // a subscription's event
+    }
   }
   // An executor that only ever polls (spin_some: a zero timeout) still serves its publishers'
   // housekeeping, at most every 5 ms.
@@ -373,9 +406,19 @@ static rmw_ret_t event_init(
       // A publisher's own liveliness cannot be lost while its process lives: never raised.
       break;
     case RMW_EVENT_REQUESTED_QOS_INCOMPATIBLE:
+      // Publishers that refused this subscription: it requires reliability or durability
+      // that they do not offer (ferry_subscriber_options.require).
+      if (!sub) {
+        RMW_SET_ERROR_MSG("requested-QoS-incompatible events are a subscription's");
+        return RMW_RET_INVALID_ARGUMENT;
+      }
+      break;
     case RMW_EVENT_OFFERED_QOS_INCOMPATIBLE:
-      // Accepted and never raised: ferry matches every reliability and durability pairing
-      // (a reliable subscription of a best-effort publisher gets what it publishes).
+      // Subscriptions this publisher refused for the same reason.
+      if (!pub) {
+        RMW_SET_ERROR_MSG("offered-QoS-incompatible events are a publisher's");
+        return RMW_RET_INVALID_ARGUMENT;
+      }
       break;
     default:
       set_error("rmw_ferry_cpp: event type %d is not supported", static_cast<int>(event_type));
@@ -457,12 +500,34 @@ rmw_ret_t rmw_take_event(const rmw_event_t * event_handle, void * event_info, bo
         *taken = true;
         return RMW_RET_OK;
       }
-    case RMW_EVENT_REQUESTED_QOS_INCOMPATIBLE:
-    case RMW_EVENT_OFFERED_QOS_INCOMPATIBLE: {
+    case RMW_EVENT_REQUESTED_QOS_INCOMPATIBLE: {
+        auto * s = static_cast<Subscription *>(event_handle->data);
+        std::lock_guard<std::mutex> guard(s->lock);
+        ferry_subscriber_stats st{};
+        if (s->fsub) {
+          ferry_subscriber_stats_get(s->fsub, &st);
+        }
         auto * info = static_cast<rmw_qos_incompatible_event_status_t *>(event_info);
-        info->total_count = 0;
-        info->total_count_change = 0;
-        info->last_policy_kind = RMW_QOS_POLICY_INVALID;
+        info->total_count = static_cast<int32_t>(st.incompatible);
+        info->total_count_change = static_cast<int32_t>(st.incompatible - s->incompatible_reported);
+        info->last_policy_kind = policy_kind(st.incompatible_policies);
+        s->incompatible_reported = st.incompatible;
+        *taken = true;
+        return RMW_RET_OK;
+      }
+    case RMW_EVENT_OFFERED_QOS_INCOMPATIBLE: {
+        auto * p = static_cast<Publisher *>(event_handle->data);
+        std::lock_guard<std::mutex> guard(p->lock);
+        ferry_publisher_stats st{};
+        if (p->fpub) {
+          ferry_publisher_poll(p->fpub, 0);
+          ferry_publisher_stats_get(p->fpub, &st);
+        }
+        auto * info = static_cast<rmw_qos_incompatible_event_status_t *>(event_info);
+        info->total_count = static_cast<int32_t>(st.incompatible);
+        info->total_count_change = static_cast<int32_t>(st.incompatible - p->incompatible_reported);
+        info->last_policy_kind = policy_kind(st.incompatible_policies);
+        p->incompatible_reported = st.incompatible;
         *taken = true;
         return RMW_RET_OK;
       }

@@ -29,6 +29,7 @@ static const struct {
     [FERRY_ENOTSUP] = {"FERRY_ENOTSUP", "not supported"},
     [FERRY_EFOREIGN] = {"FERRY_EFOREIGN",
                         "sample or loan belongs to another publisher or subscriber"},
+    [FERRY_EQOS] = {"FERRY_EQOS", "publisher does not offer a policy the subscriber requires"},
 };
 
 const char *ferry_strerror(ferry_err err)

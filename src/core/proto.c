@@ -21,7 +21,7 @@ ferry_err ferry__hello_decode(const void *buf, size_t len, ferry__hello *out)
         !terminated(out->node_name, sizeof out->node_name))
         return FERRY_EPROTO;
     if (out->depth == 0 || out->depth > 4096 || out->history > 4096 ||
-        out->overflow > FERRY_OVERFLOW_BLOCK)
+        out->overflow > FERRY_OVERFLOW_BLOCK || (out->require & ~FERRY__QOS_ALL) != 0)
         return FERRY_EPROTO;
     return FERRY_OK;
 }
@@ -40,6 +40,15 @@ ferry_err ferry__welcome_decode(const void *buf, size_t len, ferry__welcome *out
     if (out->status < 0 || out->status >= FERRY_ERR_COUNT_)
         return FERRY_EPROTO;
     return FERRY_OK;
+}
+
+const char *ferry__qos_names(uint32_t bits)
+{
+    bits &= FERRY__QOS_ALL;
+    return bits == FERRY__QOS_ALL       ? "reliability and durability"
+           : bits == FERRY_QOS_RELIABLE ? "reliability"
+           : bits == FERRY_QOS_DURABLE  ? "durability"
+                                        : "nothing";
 }
 
 static bool is_pow2(uint32_t v)

@@ -65,6 +65,8 @@ typedef struct ferry__hello {
     uint32_t depth;
     uint32_t overflow;
     uint32_t history;
+    uint32_t require; /* FERRY_QOS_* bits the publisher must offer */
+    uint32_t reserved;
     char topic[FERRY_TOPIC_MAX + 2];
     char type_name[FERRY_TYPE_NAME_MAX + 1];
     char node_name[FERRY_NODE_NAME_MAX + 1];
@@ -89,9 +91,15 @@ typedef struct ferry__welcome {
     uint32_t depth;
     uint32_t deliver_capacity;
     uint32_t return_capacity;
+    uint32_t offered; /* FERRY_QOS_* bits the publisher offers, also in a refusal */
     char type_name[FERRY_TYPE_NAME_MAX + 1];
     char reason[FERRY__REASON_MAX]; /* a refusal's cause, for the refused side to print */
 } ferry__welcome;
+
+/* Every FERRY_QOS_* bit a hello may require. */
+#define FERRY__QOS_ALL ((uint32_t)(FERRY_QOS_RELIABLE | FERRY_QOS_DURABLE))
+/* The policies of FERRY_QOS_* bits, for a log line: "reliability", "durability" or both. */
+const char *ferry__qos_names(uint32_t bits);
 
 /* Checks a received message; fills a NUL-terminated copy. FERRY_EPROTO when malformed. */
 ferry_err ferry__hello_decode(const void *buf, size_t len, ferry__hello *out);

@@ -110,6 +110,12 @@ void ferry__pub_conn_close(ferry_publisher *pub, pconn *c, bool lost);
 void ferry__pub_conn_fail(ferry_publisher *pub, pconn *c, const char *why);
 /* Frees a pending connection's place, closing its socket. */
 void ferry__pub_pending_close(ferry_publisher *pub, pending *p);
+/* The FERRY_QOS_* policies pub offers: reliability unless best_effort, durability with history. */
+static inline uint32_t ferry__pub_offered(const ferry_publisher *pub)
+{
+    return (pub->opt.best_effort ? 0u : (uint32_t)FERRY_QOS_RELIABLE) |
+           (pub->opt.history ? (uint32_t)FERRY_QOS_DURABLE : 0u);
+}
 /* Sends one attachment; false when the connection failed and was closed. */
 bool ferry__pub_send_attachment(ferry_publisher *pub, pconn *c, const struct attachment *a);
 /* Accepts, handshakes, reads goodbyes and wake-ups for at most timeout_ns, then drains returns

@@ -114,6 +114,7 @@ static void welcome_init(const ferry_publisher *pub, ferry__welcome *w, ferry_er
     w->pid = (int32_t)getpid();
     w->publisher_id = pub->ep.id;
     w->type_hash = pub->ep.type_hash;
+    w->offered = ferry__pub_offered(pub);
     memcpy(w->type_name, pub->ep.type_name, sizeof w->type_name);
 }
 
@@ -211,6 +212,16 @@ static void handshake(ferry_publisher *pub, pending *p)
                  hello.type_name, (unsigned long long)hello.type_hash, pub->ep.type_name,
                  (unsigned long long)pub->ep.type_hash);
         reject(pub, p, FERRY_ETYPE, why);
+        return;
+    }
+    uint32_t lacking = hello.require & ~ferry__pub_offered(pub);
+    if (lacking) {
+        pub->stats.incompatible++;
+        pub->stats.incompatible_policies = lacking;
+        snprintf(why, sizeof why,
+                 "incompatible QoS: it requires %s, which this publisher does not offer",
+                 ferry__qos_names(lacking));
+        reject(pub, p, FERRY_EQOS, why);
         return;
     }
     if (hello.overflow == FERRY_OVERFLOW_BLOCK && !pub->opt.admit_blocking) {

@@ -39,6 +39,8 @@ static ferry_err options_resolve(ferry_subscriber_options *o)
         return FERRY_EINVAL;
     if (o->overflow != FERRY_OVERFLOW_DROP_OLDEST && o->overflow != FERRY_OVERFLOW_BLOCK)
         return FERRY_EINVAL;
+    if (o->require & ~FERRY__QOS_ALL)
+        return FERRY_EINVAL;
     if (!ferry__spin_valid(o->spin_ns))
         return FERRY_EINVAL;
     return FERRY_OK;

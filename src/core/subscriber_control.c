@@ -222,8 +222,13 @@ static void welcome(ferry_subscriber *sub, sconn *c)
         sub->stats.rejected++;
         /* A type, permission or protocol refusal stays true; a publisher short of memory or
          * descriptors, or at its limit of subscribers, is tried again at the next scan. */
-        if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO)
+        if (w.status == FERRY_ETYPE || w.status == FERRY_EPERM || w.status == FERRY_EPROTO ||
+            w.status == FERRY_EQOS)
             remember_refused(sub, c->name);
+        if (w.status == FERRY_EQOS) {
+            sub->stats.incompatible++;
+            sub->stats.incompatible_policies = sub->opt.require & ~w.offered;
+        }
         sub->type_refused |= w.status == FERRY_ETYPE;
         ferry__log_peer(
             sub->ep.node, &sub->ep.peer_log, FERRY_LOG_WARN,
@@ -401,6 +406,7 @@ static void connect_place(ferry_subscriber *sub, sconn *c)
     h.depth = sub->opt.depth;
     h.overflow = (uint32_t)sub->opt.overflow;
     h.history = sub->opt.history;
+    h.require = sub->opt.require;
     memcpy(h.topic, sub->ep.topic, sizeof h.topic);
     memcpy(h.type_name, sub->ep.type_name, sizeof h.type_name);
     memcpy(h.node_name, sub->ep.node->name, sizeof h.node_name);

@@ -27,6 +27,7 @@ CLASSES = {
     16: ("NoDeviceError", None),
     17: ("NotSupportedError", None),
     18: ("ForeignError", None),
+    19: ("QosError", None),
 }
 
 
@@ -37,7 +38,7 @@ def test_every_code_has_a_class():
         if builtin is not None:
             assert issubclass(cls, builtin)
         assert ferry.strerror(code)
-    assert len(set(CLASSES)) == 18
+    assert len(set(CLASSES)) == 19
 
 
 def raises(cls, code):

@@ -14,6 +14,13 @@
 //   rmw_node loan-listener TOPIC COUNT SECONDS  exits 0 once x = 1..COUNT came in order
 //   rmw_node publishers TOPIC N SECONDS     exits 0 once N publishers (by gid) each sent it 5
 //                                           messages or more
+//   rmw_node incompatible pub|sub TOPIC POLICY SECONDS
+//                                           POLICY reliability: a best-effort publisher and a
+//                                           reliable subscription; durability: a volatile
+//                                           publisher and a transient-local subscription. Each
+//                                           side runs SECONDS (the publisher at 20 Hz) and exits
+//                                           0 when its QoS-incompatible event named POLICY and
+//                                           nothing matched: no message received, no peer counted
 //
 // A publisher waits for a subscription (RMW_NODE_SUBSCRIPTIONS=N: N of them) before it starts (at
 // most 30 s); every mode prints one
@@ -360,6 +367,59 @@ int client(const std::string & name, int count, int seconds)
 
 }  // namespace
 
+// Either side of a pair of endpoints whose QoS DDS would not match (see the usage above).
+int incompatible(const std::string & side, const std::string & topic, const std::string & policy,
+  int seconds)
+{
+  bool reliability = policy == "reliability";
+  auto node = rclcpp::Node::make_shared("incompatible_" + side);
+  int events = 0, received = 0;
+  rmw_qos_policy_kind_t last = RMW_QOS_POLICY_INVALID;
+  auto on_event = [&](rclcpp::QOSOfferedIncompatibleQoSInfo & info) {
+      events = info.total_count;
+      last = info.last_policy_kind;
+    };
+  std::shared_ptr<rclcpp::Publisher<std_msgs::msg::String>> pub;
+  std::shared_ptr<rclcpp::Subscription<std_msgs::msg::String>> sub;
+  if (side == "pub") {
+    rclcpp::PublisherOptions o;
+    o.event_callbacks.incompatible_qos_callback = on_event;
+    rclcpp::QoS q(10);
+    if (reliability) {
+      q.best_effort();
+    }
+    pub = node->create_publisher<std_msgs::msg::String>(topic, q, o);
+  } else {
+    rclcpp::SubscriptionOptions o;
+    o.event_callbacks.incompatible_qos_callback = on_event;
+    rclcpp::QoS q(10);
+    q.reliable();
+    if (!reliability) {
+      q.transient_local();
+    }
+    sub = node->create_subscription<std_msgs::msg::String>(
+      topic, q, [&](const std_msgs::msg::String &) {received++;}, o);
+  }
+  auto end = Clock::now() + std::chrono::seconds(seconds);
+  auto next = Clock::now();
+  while (rclcpp::ok() && Clock::now() < end) {
+    if (pub && Clock::now() >= next) {
+      std_msgs::msg::String m;
+      m.data = "unmatched";
+      pub->publish(m);
+      next += 50ms;
+    }
+    rclcpp::spin_some(node);
+    std::this_thread::sleep_for(5ms);
+  }
+  rmw_qos_policy_kind_t want = reliability ? RMW_QOS_POLICY_RELIABILITY :
+    RMW_QOS_POLICY_DURABILITY;
+  size_t peers = pub ? pub->get_subscription_count() : sub->get_publisher_count();
+  printf("incompatible %s: %d event(s), last policy %d (want %d), %zu matched, %d received\n",
+    side.c_str(), events, static_cast<int>(last), static_cast<int>(want), peers, received);
+  return events >= 1 && last == want && peers == 0 && received == 0 ? 0 : 1;
+}
+
 int main(int argc, char ** argv)
 {
   rclcpp::init(argc, argv);
@@ -381,6 +441,8 @@ int main(int argc, char ** argv)
     rc = loan_listener(a[1], std::stoi(a[2]), std::stoi(a[3]));
   } else if (a.size() == 4 && a[0] == "publishers") {
     rc = publishers(a[1], std::stoul(a[2]), std::stoi(a[3]));
+  } else if (a.size() == 5 && a[0] == "incompatible") {
+    rc = incompatible(a[1], a[2], a[3], std::stoi(a[4]));
   } else if (a.size() == 4 && a[0] == "client") {
     rc = client(a[1], std::stoi(a[2]), std::stoi(a[3]));
   } else {

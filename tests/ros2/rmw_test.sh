@@ -49,6 +49,19 @@ finish "$ls_pid" listener_stop || fail "the stopped listener, resumed"
 grep -q "received 300 of 300" "$OUT/listener_run" || fail "the running listener's count"
 grep -q "received 300 of 300" "$OUT/listener_stop" || fail "the stopped listener's count"
 
+# 1d. QoS matched as DDS matches it: a reliable subscription and a best-effort publisher, then a
+#     transient-local subscription and a volatile publisher, do not match. Each side gets its
+#     QoS-incompatible event (rclcpp's event callbacks) naming the policy, counts no peer, and the
+#     subscription receives none of the 40 messages published meanwhile.
+for policy in reliability durability; do
+    bg incompatible_sub_$policy 60 "$NODE" incompatible sub /mismatch_$policy $policy 3
+    s=$PID
+    run incompatible_pub_$policy 60 "$NODE" incompatible pub /mismatch_$policy $policy 3 ||
+        fail "the $policy-incompatible publisher"
+    finish "$s" incompatible_sub_$policy || fail "the $policy-incompatible subscription"
+    cat "$OUT/incompatible_pub_$policy" "$OUT/incompatible_sub_$policy"
+done
+
 # 2. Camera frames: sensor_msgs/Image 1280x720 rgb8, 30 frames at 30 Hz, every byte checked on
 #    the other side.
 bg image-sub 90 "$NODE" image-sub /camera/image_raw 30 80
