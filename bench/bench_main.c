@@ -27,6 +27,11 @@ const bench_entry bench_entries[] = {
     {"ferry-no-spin", &bench_transport_ferry, "no-spin", false},
     {"ferry-busy-poll", &bench_transport_ferry, "busy-poll", false},
     {"ferry-huge-pages", &bench_transport_ferry, "huge", false},
+    /* A subscriber in an event loop: poll(2) on its descriptor, with and without the
+     * anticipation of steady streams (ferry_subscriber_wake_at/catch), and a waitset. */
+    {"ferry-fd", &bench_transport_ferry, "fd", false},
+    {"ferry-fd-plain", &bench_transport_ferry, "fd-plain", false},
+    {"ferry-waitset", &bench_transport_ferry, "waitset", false},
 #ifdef FERRY_BENCH_HAVE_ICEORYX
     {"iceoryx", &bench_transport_iceoryx, "", true},
 #endif

@@ -5,6 +5,10 @@
  */
 #include "bench.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
 #include <ferry/ferry.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +30,12 @@ typedef struct fb_state {
     bool busy_poll; /* "busy-poll": the subscriber polls instead of sleeping */
     bool no_spin;   /* "no-spin": both sides sleep at once (FERRY_SPIN_OFF) */
     bool huge;      /* "huge": the pool on huge pages where the machine offers them */
+    /* How the subscriber sleeps: ferry_wait (0), or as an event loop does: poll(2) on its
+     * descriptor with the anticipation of ferry_subscriber_wake_at/catch ("fd") or without it
+     * ("fd-plain"), or a ferry_waitset ("waitset"). */
+    enum { FB_WAIT, FB_FD, FB_FD_PLAIN, FB_WAITSET } wait;
+    int fd;
+    ferry_waitset *ws;
 } fb_state;
 
 static int fail(const char *what, ferry_err err)
@@ -49,6 +59,12 @@ static int fb_prepare(void **state, const bench_params *p)
         s->no_spin = true;
     } else if (strcmp(v, "huge") == 0) {
         s->huge = true;
+    } else if (strcmp(v, "fd") == 0) {
+        s->wait = FB_FD;
+    } else if (strcmp(v, "fd-plain") == 0) {
+        s->wait = FB_FD_PLAIN;
+    } else if (strcmp(v, "waitset") == 0) {
+        s->wait = FB_WAITSET;
     } else if (v[0]) {
         fprintf(stderr, "ferry bench: ferry-zero-copy: unknown variant '%s'\n", v);
         free(s);
@@ -181,7 +197,36 @@ static int fb_sub_open(void *state)
     err = ferry_subscriber_wait_publishers(s->sub, 1, FB_CONNECT_NS);
     if (err)
         return fail("waiting for the publisher", err);
+    if ((s->wait == FB_FD || s->wait == FB_FD_PLAIN) &&
+        (err = ferry_subscriber_fd(s->sub, &s->fd)) != FERRY_OK)
+        return fail("subscriber descriptor", err);
+    if (s->wait == FB_WAITSET && ((err = ferry_waitset_create(&s->ws, s->node)) != FERRY_OK ||
+                                  (err = ferry_waitset_add(s->ws, s->sub, s)) != FERRY_OK))
+        return fail("waitset", err);
     return 0;
+}
+
+/* An event loop's wait on the subscriber's descriptor (the "fd" rows): poll(2) until it is
+ * readable or left runs out, and with anticipation until a steady stream's next sample is due,
+ * then ferry_subscriber_catch. 1 when left ran out. */
+static int fb_poll_fd(fb_state *s, int64_t left)
+{
+    int64_t at = 0, now = ferry_now().ns, sleep = left;
+    if (s->wait == FB_FD && ferry_subscriber_wake_at(s->sub, &at) == FERRY_OK && at != 0 &&
+        (sleep < 0 || at - now < sleep))
+        sleep = at > now ? at - now : 0;
+    else
+        at = 0;
+    struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = sleep / 1000000000, .tv_nsec = sleep % 1000000000};
+    int r = ppoll(&pfd, 1, sleep < 0 ? NULL : &ts, NULL);
+    if (r < 0 && errno != EINTR)
+        return fail("poll", FERRY_ESYS);
+    if (r == 0 && at != 0) {
+        ferry_subscriber_catch(s->sub, at);
+        return 0;
+    }
+    return r == 0 && sleep == left ? 1 : 0;
 }
 
 static int fb_sub_recv(void *state, const void **data, size_t *size, int64_t *recv_ns,
@@ -205,7 +250,19 @@ static int fb_sub_recv(void *state, const void **data, size_t *size, int64_t *re
             if (left <= 0)
                 return 1;
         }
-        err = ferry_wait(s->sub, left);
+        if (s->wait == FB_FD || s->wait == FB_FD_PLAIN) {
+            int r = fb_poll_fd(s, left);
+            if (r != 0)
+                return r;
+            continue;
+        }
+        if (s->wait == FB_WAITSET) {
+            void *ready;
+            size_t n;
+            err = ferry_waitset_wait(s->ws, left, &ready, 1, &n);
+        } else {
+            err = ferry_wait(s->sub, left);
+        }
         if (err == FERRY_ETIMEDOUT)
             return 1;
         if (err)
@@ -224,6 +281,9 @@ static void fb_sub_close(void *state)
 {
     fb_state *s = state;
     ferry_err err;
+    if (s->ws && (err = ferry_waitset_destroy(s->ws)) != FERRY_OK)
+        fail("waitset destroy", err);
+    s->ws = NULL;
     if (s->sub && (err = ferry_subscriber_destroy(s->sub)) != FERRY_OK)
         fail("subscriber destroy", err);
     if (s->node && (err = ferry_node_destroy(s->node)) != FERRY_OK)

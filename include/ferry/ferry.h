@@ -693,6 +693,37 @@ FERRY_API ferry_err ferry_subscriber_type(ferry_subscriber *sub, const char **ty
  */
 FERRY_API ferry_err ferry_subscriber_fd(ferry_subscriber *sub, int *fd);
 
+/**
+ * For a loop that sleeps on ferry_subscriber_fd() (poll, epoll, an executor): when to stop
+ * sleeping to catch the next sample of a steady stream (a paced camera) awake, as ferry_wait does
+ * on its own. A sleeping reader pays a wake-up per sample (80-180 us on an idle core); one that
+ * sleeps until *wake_at_ns and then calls ferry_subscriber_catch() spins across the sample's
+ * arrival instead. The stream is learned from the takes that follow an empty one (the loop's
+ * wake-ups). *wake_at_ns is a CLOCK_MONOTONIC time (ferry_now), or 0 when nothing is anticipated:
+ * the stream is not steady yet, its next sample is not due within a period, this second's spin
+ * budget (1/32 of the time) is spent, or spinning cannot help (this thread and its publishers
+ * on one CPU, or spin_ns FERRY_SPIN_OFF).
+ * @retval FERRY_OK      *wake_at_ns is filled
+ * @retval FERRY_EINVAL  a pointer is NULL
+ */
+FERRY_API ferry_err ferry_subscriber_wake_at(ferry_subscriber *sub, int64_t *wake_at_ns);
+
+/**
+ * Spins across the arrival of the sample ferry_subscriber_wake_at() anticipated, called when the
+ * loop's sleep until wake_at_ns ended. It polls the queues, with the publishers asked to make no
+ * system call meanwhile, for at most FERRY_PACE_SPIN_MAX_NS past the time the sample was due,
+ * then arms the descriptor again. How late the sleep ended (now less wake_at_ns) teaches how
+ * early to wake next time.
+ * @retval FERRY_OK         a sample is queued: ferry_take gives it
+ * @retval FERRY_ETIMEDOUT  none came within the spin (or wake_at_ns is 0); wait on the
+ *                          descriptor as before
+ * @retval FERRY_EINVAL     sub is NULL
+ */
+FERRY_API ferry_err ferry_subscriber_catch(ferry_subscriber *sub, int64_t wake_at_ns);
+
+/** The longest spin of ferry_subscriber_catch past the time the anticipated sample was due. */
+#define FERRY_PACE_SPIN_MAX_NS 300000
+
 /** A subscriber's counters. All are since creation. */
 typedef struct ferry_subscriber_stats {
     uint64_t received;        /**< samples taken */

@@ -77,6 +77,29 @@ static bool guard_take(GuardCondition * gc)
   return true;
 }
 
+// The subscription whose steady stream's next sample is anticipated first, and when to wake for
+// it (ferry_subscriber_wake_at); null when none is.
+static Subscription * soonest_subscription(rmw_subscriptions_t * subs, size_t n, int64_t * at)
+{
+  Subscription * first = nullptr;
+  *at = 0;
+  for (size_t i = 0; i < n; i++) {
+    auto * s = static_cast<Subscription *>(subs->subscribers[i]);
+    if (!s) {
+      continue;
+    }
+    std::unique_lock<std::mutex> guard(s->lock, std::try_to_lock);
+    int64_t a = 0;
+    if (guard.owns_lock() && s->fsub && ferry_subscriber_wake_at(s->fsub, &a) == FERRY_OK &&
+      a != 0 && (!first || a < *at))
+    {
+      first = s;
+      *at = a;
+    }
+  }
+  return first;
+}
+
 // The policy of the FERRY_QOS_* bits a refused peer lacked (reliability first, as DDS says one).
 static rmw_qos_policy_kind_t policy_kind(uint32_t bits)
 {
@@ -308,15 +331,35 @@ rmw_ret_t rmw_wait(
       }
     }
     // Events have no descriptor (a drop is the publisher's doing): look again within 100 ms.
-    int timeout_ms = left < 0 ? -1 : static_cast<int>(std::min<int64_t>((left + 999999) / 1000000,
-      INT32_MAX));
-    if (nevs > 0 && (timeout_ms < 0 || timeout_ms > 100)) {
-      timeout_ms = 100;
+    int64_t sleep_ns = left;
+    if (nevs > 0 && (sleep_ns < 0 || sleep_ns > 100000000)) {
+      sleep_ns = 100000000;
     }
-    int r = poll(ws->fds.data(), ws->fds.size(), timeout_ms);
+    // A steady stream's next sample (a camera): awake a little before it is due and spin across
+    // its arrival (ferry_subscriber_catch) rather than pay a wake-up from sleep for each frame.
+    int64_t catch_at = 0;
+    Subscription * soon = soonest_subscription(subs, nsubs, &catch_at);
+    int64_t now = mono_ns();
+    if (soon && (sleep_ns < 0 || catch_at - now < sleep_ns)) {
+      sleep_ns = std::max<int64_t>(catch_at - now, 0);
+    } else {
+      soon = nullptr;
+    }
+    timespec ts{};
+    if (sleep_ns >= 0) {
+      ts.tv_sec = static_cast<time_t>(sleep_ns / 1000000000);
+      ts.tv_nsec = static_cast<long>(sleep_ns % 1000000000);
+    }
+    int r = ppoll(ws->fds.data(), ws->fds.size(), sleep_ns < 0 ? nullptr : &ts, nullptr);
     if (r < 0 && errno != EINTR) {
       set_error("poll: %s", strerror(errno));
       return RMW_RET_ERROR;
+    }
+    if (r == 0 && soon) {
+      std::unique_lock<std::mutex> guard(soon->lock, std::try_to_lock);
+      if (guard.owns_lock() && soon->fsub) {
+        ferry_subscriber_catch(soon->fsub, catch_at);
+      }
     }
     if (r <= 0) {
       continue;

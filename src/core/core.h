@@ -83,6 +83,8 @@ bool ferry__subscriber_background(const ferry_subscriber *sub);
 /* Arms the doorbells and runs housekeeping; true when a sample is queued. */
 bool ferry__subscriber_arm(ferry_subscriber *sub);
 void ferry__subscriber_housekeep(ferry_subscriber *sub);
+/* A wait found a sample queued after it slept: the stream's pace learns from it (spin.h). */
+void ferry__subscriber_arrived(ferry_subscriber *sub);
 int ferry__subscriber_poll_fd(const ferry_subscriber *sub);
 
 #endif

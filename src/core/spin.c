@@ -143,6 +143,7 @@ void ferry__pace_arrived(ferry__pace *p, int64_t now)
     if (p->last == 0 || interval < FERRY__PACE_MIN_NS || interval > FERRY__PACE_MAX_NS) {
         p->steady = 0;
         p->period = 0;
+        p->dev = 0;
     } else if (p->period == 0) {
         p->period = interval;
     } else {
@@ -151,6 +152,7 @@ void ferry__pace_arrived(ferry__pace *p, int64_t now)
             off = -off;
         p->steady = off <= pace_tolerance(p->period) ? p->steady + 1 : 0;
         p->period += (interval - p->period) / 8;
+        p->dev += (off - p->dev) / 8;
     }
     p->last = now;
 }
@@ -166,7 +168,8 @@ int64_t ferry__pace_wake_at(ferry__pace *p, int64_t now)
     if (p->spent >= 1000000000LL / 32)
         return 0;
     int64_t due = p->last + p->period;
-    int64_t lead = 2 * p->late + 30000;
+    /* Early enough for a late wake-up and for a sample that comes as early as they stray. */
+    int64_t lead = 2 * p->late + 2 * p->dev + 30000;
     if (lead > FERRY__PACE_LEAD_MAX_NS)
         lead = FERRY__PACE_LEAD_MAX_NS;
     int64_t at = due - lead;

@@ -66,15 +66,16 @@ typedef struct ferry__spin {
  * 1/32 of the wall time in all (a publisher that keeps a steady period and then stops, or lies
  * about nothing it could: arrival times are this side's own clock).
  */
-#define FERRY__PACE_STEADY 4             /* intervals within tolerance before it anticipates */
-#define FERRY__PACE_MIN_NS 250000LL      /* periods shorter than this: the budget handles them */
-#define FERRY__PACE_MAX_NS 1000000000LL  /* longer: not a stream worth a spin */
-#define FERRY__PACE_SPIN_MAX_NS 300000LL /* the longest spin past the time a frame was due */
-#define FERRY__PACE_LEAD_MAX_NS 500000LL /* the earliest wake before it */
+#define FERRY__PACE_STEADY 4            /* intervals within tolerance before it anticipates */
+#define FERRY__PACE_MIN_NS 250000LL     /* periods shorter than this: the budget handles them */
+#define FERRY__PACE_MAX_NS 1000000000LL /* longer: not a stream worth a spin */
+#define FERRY__PACE_SPIN_MAX_NS ((int64_t)FERRY_PACE_SPIN_MAX_NS) /* the longest spin past due */
+#define FERRY__PACE_LEAD_MAX_NS 500000LL                          /* the earliest wake before it */
 
 typedef struct ferry__pace {
     int64_t last;          /* when the last sample was seen arriving; 0: none yet */
     int64_t period;        /* the intervals' moving average */
+    int64_t dev;           /* how far they stray from it (moving average of the difference) */
     uint32_t steady;       /* intervals in a row within tolerance of it */
     int64_t late;          /* how late timed sleeps woke (moving average) */
     int64_t second, spent; /* the one-second window and the spin spent in it */

@@ -96,11 +96,12 @@ struct ferry_subscriber {
      * doorbells stay clear while the subscriber spins or polls: publishers make no system call
      * for it. */
     bool fd_given;
-    bool untyped;       /* created without a type: adopts the first publisher's (ep.type_name "") */
-    bool type_refused;  /* a publisher of another type refused us, or we it */
-    ferry__spin spin;   /* ferry_wait's spin before it sleeps */
-    ferry__pace pace;   /* ferry_wait's anticipation of a steady stream's next sample */
-    bool paused;        /* lifecycle not active: publishers skip us, stragglers are given back */
+    bool untyped;      /* created without a type: adopts the first publisher's (ep.type_name "") */
+    bool type_refused; /* a publisher of another type refused us, or we it */
+    ferry__spin spin;  /* ferry_wait's spin before it sleeps */
+    ferry__pace pace; /* the anticipation of a steady stream's next sample (ferry_wait, fd loops) */
+    bool take_empty;  /* the last take found nothing: the next that finds a sample saw it come */
+    bool paused;      /* lifecycle not active: publishers skip us, stragglers are given back */
     uint64_t discarded; /* queued samples given back unread while paused */
     int64_t next_rescan;
     int64_t next_housekeep;

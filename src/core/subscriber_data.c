@@ -8,8 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -363,9 +361,19 @@ ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
     if (sub->held >= sub->opt.max_held)
         return FERRY_ELIMIT;
     if (try_take(sub, sample)) {
+        /* A loop on the descriptor woke for it: when it came paces the anticipation. That is
+         * its publish time (this side's wake-up, which comes later by a varying amount, would
+         * blur the period); a time in the future or over a second old is not believed. A
+         * publisher that lies about it can only move when this side spins, within its budget. */
+        if (sub->take_empty && sub->fd_given) {
+            int64_t now = ferry__clock_ns(), at = sample->publish_time.ns;
+            ferry__pace_arrived(&sub->pace, at <= now && now - at < 1000000000LL ? at : now);
+        }
+        sub->take_empty = false;
         busy_housekeep(sub);
         return FERRY_OK;
     }
+    sub->take_empty = true;
     /* About to report "nothing": arm the doorbells where the descriptor was handed out (so that
      * it fires on the next delivery) and run housekeeping at a bounded rate (so a pending
      * hang-up cannot keep the fd readable). A subscriber without it waits in ferry_wait, which
@@ -379,8 +387,10 @@ ferry_err ferry_take(ferry_subscriber *sub, ferry_sample *sample)
         ferry__sub_housekeep(sub, 0);
     /* Once more where a sample may have come meanwhile: before the doorbells were set, or from
      * a publisher that housekeeping just connected. */
-    if ((armed || kept) && try_take(sub, sample))
+    if ((armed || kept) && try_take(sub, sample)) {
+        sub->take_empty = false;
         return FERRY_OK;
+    }
     return FERRY_EAGAIN;
 }
 
@@ -533,6 +543,48 @@ static bool anticipate(ferry_subscriber *sub, int64_t deadline)
     return found;
 }
 
+void ferry__subscriber_arrived(ferry_subscriber *sub)
+{
+    ferry__pace_arrived(&sub->pace, ferry__clock_ns());
+    sub->take_empty = false;
+}
+
+ferry_err ferry_subscriber_wake_at(ferry_subscriber *sub, int64_t *wake_at_ns)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (!wake_at_ns)
+        return FERRY_EINVAL;
+    *wake_at_ns = sub->spin.max == 0 || sub->opt.busy_poll
+                      ? 0
+                      : ferry__pace_wake_at(&sub->pace, ferry__clock_ns());
+    return FERRY_OK;
+}
+
+ferry_err ferry_subscriber_catch(ferry_subscriber *sub, int64_t wake_at_ns)
+{
+    ferry_err err = ferry__subscriber_check(sub);
+    if (err)
+        return err;
+    if (ferry__subscriber_ready(sub))
+        return FERRY_OK; /* it came early: the take that follows records it */
+    int64_t now = ferry__clock_ns();
+    if (wake_at_ns <= 0 || wake_at_ns > now || sub->spin.max == 0)
+        return FERRY_ETIMEDOUT;
+    int64_t until = ferry__pace_spin_until(&sub->pace, wake_at_ns, now);
+    bool found = false;
+    if (until > now) {
+        /* Doorbells clear while it spins: the publisher makes no system call for this sample. */
+        found = arm(sub, 0) || poll_ready_until(sub, until);
+        ferry__pace_spent(&sub->pace, now, ferry__clock_ns(), found);
+    }
+    /* Armed again for the loop's next sleep: the descriptor fires as after an empty take. */
+    if (sub->fd_given)
+        found = arm(sub, FERRY__DOORBELL_NOTIFIER) || found;
+    return found ? FERRY_OK : FERRY_ETIMEDOUT;
+}
+
 ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
 {
     ferry_err err = ferry__subscriber_check(sub);
@@ -548,6 +600,7 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
             if (waited) {
                 sub->busy_since = ferry__clock_ns();
                 ferry__pace_arrived(&sub->pace, sub->busy_since);
+                sub->take_empty = false;
             } else {
                 busy_housekeep(sub);
             }
@@ -556,6 +609,7 @@ ferry_err ferry_wait(ferry_subscriber *sub, int64_t timeout_ns)
         if (!waited && timeout_ns != 0 && ferry__spin_until(&sub->spin, ready, sub, deadline)) {
             sub->busy_since = ferry__clock_ns();
             ferry__pace_arrived(&sub->pace, sub->busy_since);
+            sub->take_empty = false;
             return FERRY_OK;
         }
         if (!waited && timeout_ns != 0 && anticipate(sub, deadline)) {

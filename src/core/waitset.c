@@ -117,13 +117,36 @@ ferry_err ferry_waitset_remove(ferry_waitset *ws, ferry_subscriber *sub)
     return FERRY_ESTATE;
 }
 
-static size_t collect(ferry_waitset *ws, void **ready, size_t capacity)
+/* The members with a sample queued; after a sleep (waited), each of them saw its sample come,
+ * which paces its anticipation (spin.h). */
+static size_t collect(ferry_waitset *ws, void **ready, size_t capacity, bool waited)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < ws->count && n < capacity; i++)
-        if (ferry__subscriber_ready(ws->members[i].sub))
+        if (ferry__subscriber_ready(ws->members[i].sub)) {
+            if (waited)
+                ferry__subscriber_arrived(ws->members[i].sub);
             ready[n++] = ws->members[i].context;
+        }
     return n;
+}
+
+/* The member whose steady stream's next sample is anticipated first, and when to wake for it
+ * (ferry_subscriber_wake_at); NULL when none is. */
+static ferry_subscriber *soonest(ferry_waitset *ws, int64_t *at)
+{
+    ferry_subscriber *first = NULL;
+    *at = 0;
+    for (uint32_t i = 0; i < ws->count; i++) {
+        int64_t a = 0;
+        if (!ferry__subscriber_background(ws->members[i].sub) &&
+            ferry_subscriber_wake_at(ws->members[i].sub, &a) == FERRY_OK && a != 0 &&
+            (first == NULL || a < *at)) {
+            first = ws->members[i].sub;
+            *at = a;
+        }
+    }
+    return first;
 }
 
 ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready, size_t capacity,
@@ -136,12 +159,12 @@ ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready
         return FERRY_EINVAL;
     *count = 0;
     int64_t deadline = ferry__deadline(timeout_ns);
-    for (;;) {
-        size_t n = collect(ws, ready, capacity);
+    for (bool waited = false;; waited = true) {
+        size_t n = collect(ws, ready, capacity, waited);
         if (n == 0) {
             for (uint32_t i = 0; i < ws->count; i++)
                 ferry__subscriber_arm(ws->members[i].sub);
-            n = collect(ws, ready, capacity);
+            n = collect(ws, ready, capacity, waited);
         }
         if (n > 0) {
             *count = n;
@@ -153,13 +176,23 @@ ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready
             if (ferry__subscriber_background(ws->members[i].sub) &&
                 (sleep < 0 || sleep > FERRY_BACKGROUND_POLL_NS))
                 sleep = FERRY_BACKGROUND_POLL_NS;
+        /* A steady stream's next sample: awake a little before it is due, and spin across its
+         * arrival rather than pay a wake-up for it. */
+        int64_t at = 0, now = ferry__clock_ns();
+        ferry_subscriber *soon = left != 0 ? soonest(ws, &at) : NULL;
+        if (soon && (sleep < 0 || at - now < sleep))
+            sleep = at > now ? at - now : 0;
+        else
+            soon = NULL;
         ferry__event ev[32];
         int got = ferry__poller_wait(ws->epfd, ev, 32, sleep);
+        if (soon && got == 0)
+            ferry_subscriber_catch(soon, at);
         for (int i = 0; i < got; i++)
             if (ev[i].tag < ws->count && !ferry__subscriber_ready(ws->members[ev[i].tag].sub))
                 ferry__subscriber_housekeep(ws->members[ev[i].tag].sub);
         if (left == 0) {
-            *count = collect(ws, ready, capacity);
+            *count = collect(ws, ready, capacity, false);
             return *count ? FERRY_OK : FERRY_ETIMEDOUT;
         }
     }

@@ -1,6 +1,8 @@
 /* The OS seam on Linux: waiting (the poller, notifiers, futexes and directory watches). */
 #include "platform/posix.h"
 
+#include <stdatomic.h>
+
 int ferry__poller_create(void)
 {
     return epoll_create1(EPOLL_CLOEXEC);
@@ -17,21 +19,40 @@ int ferry__poller_del(int poller, int fd)
     return epoll_ctl(poller, EPOLL_CTL_DEL, fd, NULL);
 }
 
+/* epoll_pwait2 is refused (an older kernel, a seccomp filter): milliseconds from then on. */
+static _Atomic bool no_pwait2;
+
 int ferry__poller_wait(int poller, ferry__event *events, int capacity, int64_t timeout_ns)
 {
     struct epoll_event evs[32];
     if (capacity > 32)
         capacity = 32;
-    int ms;
-    if (timeout_ns < 0)
-        ms = -1;
-    else if (timeout_ns == 0)
-        ms = 0;
-    else if (timeout_ns > (int64_t)INT_MAX * 1000000)
-        ms = INT_MAX;
-    else
-        ms = (int)((timeout_ns + 999999) / 1000000);
-    int n = epoll_wait(poller, evs, capacity, ms);
+    int n = -1;
+    /* A timeout that is not whole milliseconds (an anticipated sample, spin.h) to the
+     * nanosecond: rounded up to the next millisecond, the wait would end after the sample. */
+    if (timeout_ns > 0 && timeout_ns % 1000000 != 0 && timeout_ns < 1000000000 &&
+        !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)timeout_ns};
+        n = epoll_pwait2(poller, evs, capacity, &ts, NULL);
+        if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+            atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+            n = -2;
+        }
+    } else {
+        n = -2;
+    }
+    if (n == -2) {
+        int ms;
+        if (timeout_ns < 0)
+            ms = -1;
+        else if (timeout_ns == 0)
+            ms = 0;
+        else if (timeout_ns > (int64_t)INT_MAX * 1000000)
+            ms = INT_MAX;
+        else
+            ms = (int)((timeout_ns + 999999) / 1000000);
+        n = epoll_wait(poller, evs, capacity, ms);
+    }
     if (n < 0)
         return errno == EINTR ? 0 : -1;
     for (int i = 0; i < n; i++) {
