@@ -364,33 +364,35 @@ static ferry_err write_check_tensor(const void *view, size_t *bulk_size)
  * The kinds
  * ------------------------------------------------------------------------------------------- */
 
-#define KIND(k, ftype, fhash, d, definition_, V, M, view_fn, check_fn, mem)                        \
+#define KIND(k, ftype, fhash, d, definition_, V, M, magic, view_fn, check_fn, mem)                 \
     {                                                                                              \
         .kind = (k), .ferry_type = (ftype), .ferry_hash = (fhash), .def = &(d),                    \
         .definition = (definition_), .view_size = sizeof(V), .msg_size = sizeof(M),                \
-        .stamp = offsetof(V, header.stamp), .view_get = (view_fn), .write_check = (check_fn),      \
+        .stamp = offsetof(V, header.stamp), .msg_header = offsetof(M, header),                     \
+        .fixed_magic = (magic), .view_get = (view_fn), .write_check = (check_fn),                  \
         .members = (mem), .nmembers = NMEMBERS(mem)                                                \
     }
 
 const ferry_ros2_kind_desc ferry_ros2_kind_descs[] = {
     KIND(FERRY_ROS2_IMAGE, FERRY_IMAGE_TYPE_NAME, FERRY_IMAGE_TYPE_HASH, def_image,
-         TEXT_IMAGE USES_HEADER, ferry_image_view, image_msg, view_image, NULL, image_members),
+         TEXT_IMAGE USES_HEADER, ferry_image_view, image_msg, 0, view_image, NULL, image_members),
     KIND(FERRY_ROS2_CLOUD, FERRY_POINTCLOUD_TYPE_NAME, FERRY_POINTCLOUD_TYPE_HASH, def_cloud,
          TEXT_CLOUD USES_HEADER USES("sensor_msgs/PointField", TEXT_POINT_FIELD),
-         ferry_pointcloud_view, cloud_msg, view_cloud, NULL, cloud_members),
+         ferry_pointcloud_view, cloud_msg, 0, view_cloud, NULL, cloud_members),
     KIND(FERRY_ROS2_CAMERA_INFO, FERRY_CAMERA_INFO_TYPE_NAME, FERRY_CAMERA_INFO_TYPE_HASH,
          def_camera_info,
          TEXT_CAMERA_INFO USES_HEADER USES("sensor_msgs/RegionOfInterest", TEXT_ROI),
-         ferry_camera_info_view, camera_info_msg, view_camera_info, NULL, camera_info_members),
+         ferry_camera_info_view, camera_info_msg, FERRY_CAMERA_INFO_MAGIC, view_camera_info, NULL,
+         camera_info_members),
     KIND(FERRY_ROS2_COMPRESSED, FERRY_COMPRESSED_IMAGE_TYPE_NAME, FERRY_COMPRESSED_IMAGE_TYPE_HASH,
          def_compressed, TEXT_COMPRESSED USES_HEADER, ferry_compressed_image_view, compressed_msg,
-         view_compressed, NULL, compressed_members),
+         0, view_compressed, NULL, compressed_members),
     KIND(FERRY_ROS2_IMU, FERRY_IMU_TYPE_NAME, FERRY_IMU_TYPE_HASH, def_imu,
          TEXT_IMU USES_HEADER USES("geometry_msgs/Quaternion", TEXT_QUATERNION)
              USES("geometry_msgs/Vector3", TEXT_VECTOR3),
-         ferry_imu_view, imu_msg, view_imu, NULL, imu_members),
+         ferry_imu_view, imu_msg, FERRY_IMU_MAGIC, view_imu, NULL, imu_members),
     KIND(FERRY_ROS2_TENSOR, FERRY_TENSOR_TYPE_NAME, FERRY_TENSOR_TYPE_HASH, def_tensor,
-         TEXT_TENSOR USES_HEADER, ferry_tensor_view, tensor_msg, view_tensor, write_check_tensor,
+         TEXT_TENSOR USES_HEADER, ferry_tensor_view, tensor_msg, 0, view_tensor, write_check_tensor,
          tensor_members),
 };
 

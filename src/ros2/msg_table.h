@@ -105,6 +105,11 @@ typedef struct ferry_ros2_kind_desc {
     size_t view_size;              /**< sizeof the kind's view */
     size_t msg_size;               /**< sizeof the kind's parsed message */
     size_t stamp;                  /**< the header stamp's offset (ferry_stamp) in the view */
+    size_t msg_header;             /**< the ferry_ros2_header's offset in the parsed message */
+    /** The magic of a kind whose sample is its view's header alone, without a bulk (camera
+     *  infos, IMU samples): ferry_ros2_publish fills such a header by walking the members. 0
+     *  for the others, which are published by their own functions. */
+    uint32_t fixed_magic;
     /** Validates s into view (view_size bytes): the kind's ferry_*_view_get. */
     ferry_err (*view_get)(const ferry_sample *s, void *view);
     /** Where the writer needs more than the view's check (NULL: nothing more): may refuse the
