@@ -43,6 +43,9 @@
     "float64[9] orientation_covariance\ngeometry_msgs/Vector3 angular_velocity\n"                  \
     "float64[9] angular_velocity_covariance\ngeometry_msgs/Vector3 linear_acceleration\n"          \
     "float64[9] linear_acceleration_covariance\n"
+#define TEXT_POINT "float64 x\nfloat64 y\nfloat64 z\n"
+#define TEXT_POSE "Point position\nQuaternion orientation\n"
+#define TEXT_POSE_STAMPED "std_msgs/Header header\nPose pose\n"
 /* ferry's own type for tensors: the dtype as NumPy names it, the sizes, the elements in C order. */
 #define TEXT_TENSOR "std_msgs/Header header\nstring dtype\nint64[] shape\nuint8[] data\n"
 
@@ -65,6 +68,10 @@ static const ferry_ros2_msg_def def_quaternion = {"geometry_msgs/msg/Quaternion"
 static const ferry_ros2_msg_def def_vector3 = {"geometry_msgs/msg/Vector3", TEXT_VECTOR3};
 static const ferry_ros2_msg_def def_imu = {"sensor_msgs/msg/Imu", TEXT_IMU};
 static const ferry_ros2_msg_def def_tensor = {"ferry_msgs/msg/Tensor", TEXT_TENSOR};
+static const ferry_ros2_msg_def def_point = {"geometry_msgs/msg/Point", TEXT_POINT};
+static const ferry_ros2_msg_def def_pose = {"geometry_msgs/msg/Pose", TEXT_POSE};
+static const ferry_ros2_msg_def def_pose_stamped = {"geometry_msgs/msg/PoseStamped",
+                                                    TEXT_POSE_STAMPED};
 
 const ferry_ros2_msg_def *const ferry_ros2_msg_defs[] = {
     &def_time,        &def_header,     &def_image,      &def_point_field, &def_cloud, &def_roi,
@@ -288,6 +295,22 @@ static const ferry_ros2_member tensor_members[] = {
     BULK(ferry_tensor_view, tensor_msg),
 };
 
+/* geometry_msgs/PoseStamped; its Point is a ferry_vector3. */
+typedef ferry_ros2_pose_stamped_msg pose_stamped_msg;
+static const ferry_ros2_member pose_members[] = {
+    NESTED("position", def_point, vector3_members, offsetof(ferry_pose, position),
+           offsetof(ferry_pose, position)),
+    NESTED("orientation", def_quaternion, quaternion_members, offsetof(ferry_pose, orientation),
+           offsetof(ferry_pose, orientation)),
+};
+static const ferry_ros2_member pose_stamped_header[] =
+    HEADER_MEMBERS(ferry_pose_stamped_view, FERRY_MSG_FRAME_ID_MAX);
+static const ferry_ros2_member pose_stamped_members[] = {
+    HEADER(ferry_pose_stamped_view, pose_stamped_msg, pose_stamped_header),
+    NESTED("pose", def_pose, pose_members, offsetof(ferry_pose_stamped_view, header.pose),
+           offsetof(pose_stamped_msg, pose)),
+};
+
 /* ---------------------------------------------------------------------------------------------
  * Views: each kind's validation, its error made the writer's (FERRY_EINVAL)
  * ------------------------------------------------------------------------------------------- */
@@ -315,6 +338,11 @@ static ferry_err view_compressed(const ferry_sample *s, void *v)
 static ferry_err view_imu(const ferry_sample *s, void *v)
 {
     return ferry_imu_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
+}
+
+static ferry_err view_pose_stamped(const ferry_sample *s, void *v)
+{
+    return ferry_pose_stamped_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
 }
 
 /* A device tensor is a valid sample whose elements are not here to write: FERRY_ENOTSUP. */
@@ -394,6 +422,12 @@ const ferry_ros2_kind_desc ferry_ros2_kind_descs[] = {
     KIND(FERRY_ROS2_TENSOR, FERRY_TENSOR_TYPE_NAME, FERRY_TENSOR_TYPE_HASH, def_tensor,
          TEXT_TENSOR USES_HEADER, ferry_tensor_view, tensor_msg, 0, view_tensor, write_check_tensor,
          tensor_members),
+    KIND(FERRY_ROS2_POSE_STAMPED, FERRY_POSE_STAMPED_TYPE_NAME, FERRY_POSE_STAMPED_TYPE_HASH,
+         def_pose_stamped,
+         TEXT_POSE_STAMPED USES_HEADER USES("geometry_msgs/Pose", TEXT_POSE) USES(
+             "geometry_msgs/Point", TEXT_POINT) USES("geometry_msgs/Quaternion", TEXT_QUATERNION),
+         ferry_pose_stamped_view, pose_stamped_msg, FERRY_POSE_STAMPED_MAGIC, view_pose_stamped,
+         NULL, pose_stamped_members),
 };
 
 _Static_assert(sizeof ferry_ros2_kind_descs / sizeof ferry_ros2_kind_descs[0] ==

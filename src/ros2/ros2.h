@@ -36,12 +36,13 @@ extern "C" {
 /** The ferry types with a ROS 2 message type. */
 typedef enum ferry_ros2_kind {
     FERRY_ROS2_NONE = 0,
-    FERRY_ROS2_IMAGE,       /**< sensor_msgs/Image <-> sensor_msgs/msg/Image */
-    FERRY_ROS2_CLOUD,       /**< sensor_msgs/PointCloud2 <-> sensor_msgs/msg/PointCloud2 */
-    FERRY_ROS2_CAMERA_INFO, /**< sensor_msgs/CameraInfo <-> sensor_msgs/msg/CameraInfo */
-    FERRY_ROS2_COMPRESSED,  /**< sensor_msgs/CompressedImage <-> sensor_msgs/msg/CompressedImage */
-    FERRY_ROS2_IMU,         /**< sensor_msgs/Imu <-> sensor_msgs/msg/Imu */
-    FERRY_ROS2_TENSOR,      /**< ferry/Tensor (host) <-> ferry_msgs/msg/Tensor (ferry's own) */
+    FERRY_ROS2_IMAGE,        /**< sensor_msgs/Image <-> sensor_msgs/msg/Image */
+    FERRY_ROS2_CLOUD,        /**< sensor_msgs/PointCloud2 <-> sensor_msgs/msg/PointCloud2 */
+    FERRY_ROS2_CAMERA_INFO,  /**< sensor_msgs/CameraInfo <-> sensor_msgs/msg/CameraInfo */
+    FERRY_ROS2_COMPRESSED,   /**< sensor_msgs/CompressedImage <-> sensor_msgs/msg/CompressedImage */
+    FERRY_ROS2_IMU,          /**< sensor_msgs/Imu <-> sensor_msgs/msg/Imu */
+    FERRY_ROS2_TENSOR,       /**< ferry/Tensor (host) <-> ferry_msgs/msg/Tensor (ferry's own) */
+    FERRY_ROS2_POSE_STAMPED, /**< geometry_msgs/PoseStamped <-> geometry_msgs/msg/PoseStamped */
     FERRY_ROS2_KIND_COUNT_
 } ferry_ros2_kind;
 
@@ -203,6 +204,12 @@ typedef struct ferry_ros2_tensor_msg {
     uint32_t data_size;
 } ferry_ros2_tensor_msg;
 
+/** A PoseStamped as serialised. */
+typedef struct ferry_ros2_pose_stamped_msg {
+    ferry_ros2_header header;
+    ferry_pose pose;
+} ferry_ros2_pose_stamped_msg;
+
 /** One parsed message of any kind. */
 typedef struct ferry_ros2_msg {
     ferry_ros2_kind kind;
@@ -213,6 +220,7 @@ typedef struct ferry_ros2_msg {
         ferry_ros2_compressed_msg compressed;
         ferry_ros2_imu_msg imu;
         ferry_ros2_tensor_msg tensor;
+        ferry_ros2_pose_stamped_msg pose_stamped;
     } u;
 } ferry_ros2_msg;
 
