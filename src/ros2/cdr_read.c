@@ -107,27 +107,9 @@ static ferry_ros2_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t siz
     return FERRY_ROS2_CDR_OK;
 }
 
-/* The bytes an element of m takes in the parsed message, and at least on the wire. */
-static size_t msg_elem_size(const ferry_ros2_member *m)
-{
-    switch (m->type) {
-    case FERRY_ROS2_M_BOOL:
-    case FERRY_ROS2_M_U8:
-        return 1;
-    case FERRY_ROS2_M_I32:
-    case FERRY_ROS2_M_U32:
-        return 4;
-    case FERRY_ROS2_M_I64:
-    case FERRY_ROS2_M_F64:
-        return 8;
-    default:
-        return m->msg_stride;
-    }
-}
-
 static size_t wire_elem_min(const ferry_ros2_member *m)
 {
-    return m->type == FERRY_ROS2_M_STRUCT ? 1 : msg_elem_size(m);
+    return m->type == FERRY_ROS2_M_STRUCT ? 1 : ferry_ros2_elem_size(m, false);
 }
 
 /* Room for an element past those a message keeps: read and checked, then dropped. */
@@ -179,11 +161,12 @@ static bool get_seq(cdr_reader *c, const ferry_ros2_member *m, uint8_t *msg)
     uint32_t count, k;
 
     if (!cdr_u32(c, &count) || count > (c->size - c->pos) / wire_elem_min(m) ||
-        msg_elem_size(m) > sizeof scratch)
+        ferry_ros2_elem_size(m, false) > sizeof scratch)
         return false;
     memcpy(msg + m->msg_count, &count, sizeof count);
     for (k = 0; k < count; k++)
-        if (!get_one(c, m, k < m->len ? msg + m->msg + k * msg_elem_size(m) : scratch))
+        if (!get_one(c, m,
+                     k < m->len ? msg + m->msg + k * ferry_ros2_elem_size(m, false) : scratch))
             return false;
     return true;
 }
@@ -209,7 +192,7 @@ static bool get_members(cdr_reader *c, const ferry_ros2_member *m, uint32_t n, u
             break;
         case FERRY_ROS2_A_FIXED:
             for (k = 0; k < m->len; k++)
-                if (!get_one(c, m, at + k * msg_elem_size(m)))
+                if (!get_one(c, m, at + k * ferry_ros2_elem_size(m, false)))
                     return false;
             break;
         default:

@@ -74,24 +74,6 @@ static void put_bulk(cdr_writer *w, const void *data, size_t size)
     w->pos = 0;
 }
 
-/* The bytes an element of m takes in the view. */
-static size_t view_elem_size(const ferry_ros2_member *m)
-{
-    switch (m->type) {
-    case FERRY_ROS2_M_BOOL:
-    case FERRY_ROS2_M_U8:
-        return 1;
-    case FERRY_ROS2_M_I32:
-    case FERRY_ROS2_M_U32:
-        return 4;
-    case FERRY_ROS2_M_I64:
-    case FERRY_ROS2_M_F64:
-        return 8;
-    default:
-        return m->view_stride;
-    }
-}
-
 static void put_members(cdr_writer *w, const ferry_ros2_member *m, uint32_t n, const uint8_t *view,
                         size_t bulk_size);
 
@@ -149,7 +131,7 @@ static void put_members(cdr_writer *w, const ferry_ros2_member *m, uint32_t n, c
             break;
         case FERRY_ROS2_A_FIXED:
             for (k = 0; k < m->len; k++)
-                put_one(w, m, at + k * view_elem_size(m));
+                put_one(w, m, at + k * ferry_ros2_elem_size(m, true));
             break;
         default:
             memcpy(&count, view + m->view_count, sizeof count);
@@ -159,7 +141,7 @@ static void put_members(cdr_writer *w, const ferry_ros2_member *m, uint32_t n, c
             }
             put_u32(w, count);
             for (k = 0; k < count; k++)
-                put_one(w, m, at + k * view_elem_size(m));
+                put_one(w, m, at + k * ferry_ros2_elem_size(m, true));
             break;
         }
     }

@@ -315,35 +315,18 @@ static const ferry_ros2_member pose_stamped_members[] = {
  * Views: each kind's validation, its error made the writer's (FERRY_EINVAL)
  * ------------------------------------------------------------------------------------------- */
 
-static ferry_err view_image(const ferry_sample *s, void *v)
-{
-    return ferry_image_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
-}
+#define VIEW_FN(name, get, V)                                                                      \
+    static ferry_err name(const ferry_sample *s, void *v)                                          \
+    {                                                                                              \
+        return get(s, (V *)v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;                               \
+    }
 
-static ferry_err view_cloud(const ferry_sample *s, void *v)
-{
-    return ferry_pointcloud_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
-}
-
-static ferry_err view_camera_info(const ferry_sample *s, void *v)
-{
-    return ferry_camera_info_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
-}
-
-static ferry_err view_compressed(const ferry_sample *s, void *v)
-{
-    return ferry_compressed_image_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
-}
-
-static ferry_err view_imu(const ferry_sample *s, void *v)
-{
-    return ferry_imu_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
-}
-
-static ferry_err view_pose_stamped(const ferry_sample *s, void *v)
-{
-    return ferry_pose_stamped_view_get(s, v) == FERRY_OK ? FERRY_OK : FERRY_EINVAL;
-}
+VIEW_FN(view_image, ferry_image_view_get, ferry_image_view)
+VIEW_FN(view_cloud, ferry_pointcloud_view_get, ferry_pointcloud_view)
+VIEW_FN(view_camera_info, ferry_camera_info_view_get, ferry_camera_info_view)
+VIEW_FN(view_compressed, ferry_compressed_image_view_get, ferry_compressed_image_view)
+VIEW_FN(view_imu, ferry_imu_view_get, ferry_imu_view)
+VIEW_FN(view_pose_stamped, ferry_pose_stamped_view_get, ferry_pose_stamped_view)
 
 /* A device tensor is a valid sample whose elements are not here to write: FERRY_ENOTSUP. */
 static ferry_err view_tensor(const ferry_sample *s, void *v)
@@ -433,6 +416,23 @@ const ferry_ros2_kind_desc ferry_ros2_kind_descs[] = {
 _Static_assert(sizeof ferry_ros2_kind_descs / sizeof ferry_ros2_kind_descs[0] ==
                    FERRY_ROS2_KIND_COUNT_ - 1,
                "one entry per kind");
+
+size_t ferry_ros2_elem_size(const ferry_ros2_member *m, bool in_view)
+{
+    switch (m->type) {
+    case FERRY_ROS2_M_BOOL:
+    case FERRY_ROS2_M_U8:
+        return 1;
+    case FERRY_ROS2_M_I32:
+    case FERRY_ROS2_M_U32:
+        return 4;
+    case FERRY_ROS2_M_I64:
+    case FERRY_ROS2_M_F64:
+        return 8;
+    default:
+        return in_view ? m->view_stride : m->msg_stride;
+    }
+}
 
 const ferry_ros2_kind_desc *ferry_ros2_kind_desc_of(ferry_ros2_kind kind)
 {

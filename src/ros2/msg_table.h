@@ -24,6 +24,7 @@
 
 #include "ros2.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -119,6 +120,10 @@ typedef struct ferry_ros2_kind_desc {
     const ferry_ros2_member *members;
     uint32_t nmembers;
 } ferry_ros2_kind_desc;
+
+/** The bytes an element of m takes in the view (in_view) or in the parsed message: its
+ *  primitive's size, or the stride of a nested message. */
+size_t ferry_ros2_elem_size(const ferry_ros2_member *m, bool in_view);
 
 /** The entry of a kind; NULL for FERRY_ROS2_NONE and others. */
 const ferry_ros2_kind_desc *ferry_ros2_kind_desc_of(ferry_ros2_kind kind);

@@ -210,23 +210,6 @@ static ferry_err publish_compressed(ferry_publisher *pub, const ferry_ros2_compr
 static bool fill_members(const ferry_ros2_member *m, uint32_t n, const uint8_t *msg, uint8_t *view,
                          const char **why);
 
-static size_t elem_size(const ferry_ros2_member *m, bool in_view)
-{
-    switch (m->type) {
-    case FERRY_ROS2_M_BOOL:
-    case FERRY_ROS2_M_U8:
-        return 1;
-    case FERRY_ROS2_M_I32:
-    case FERRY_ROS2_M_U32:
-        return 4;
-    case FERRY_ROS2_M_I64:
-    case FERRY_ROS2_M_F64:
-        return 8;
-    default:
-        return in_view ? m->view_stride : m->msg_stride;
-    }
-}
-
 static bool fill_one(const ferry_ros2_member *m, const uint8_t *from, uint8_t *to, const char **why)
 {
     const char *s;
@@ -242,7 +225,7 @@ static bool fill_one(const ferry_ros2_member *m, const uint8_t *from, uint8_t *t
     case FERRY_ROS2_M_U32:
     case FERRY_ROS2_M_I64:
     case FERRY_ROS2_M_F64:
-        memcpy(to, from, elem_size(m, true));
+        memcpy(to, from, ferry_ros2_elem_size(m, true));
         return true;
     case FERRY_ROS2_M_STRING:
         memcpy(&s, from, sizeof s);
@@ -278,7 +261,8 @@ static bool fill_members(const ferry_ros2_member *m, uint32_t n, const uint8_t *
             memcpy(view + m->view_count, &count, sizeof count);
         }
         for (k = 0; k < count; k++)
-            if (!fill_one(m, from + k * elem_size(m, false), to + k * elem_size(m, true), why))
+            if (!fill_one(m, from + k * ferry_ros2_elem_size(m, false),
+                          to + k * ferry_ros2_elem_size(m, true), why))
                 return false;
     }
     return true;

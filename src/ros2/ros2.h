@@ -1,10 +1,11 @@
 /*
  * ROS 2's view of ferry's message types, without DDS: for the recorder, the player and the live
- * view (tools/ferry) and for the bridge (src/bridge). One table says, for every ferry type that has
- * a ROS 2 counterpart, its ROS 2 name and its message definition (ros2msg, as rosbag2 stores it);
- * a CDR writer turns a taken ferry sample into ROS 2's serialisation without copying its bulk; a
- * CDR reader parses such a serialisation in place; and a publisher side turns a parsed message
- * into a ferry sample (the one copy, into the loan).
+ * view (tools/ferry) and for the bridge (src/bridge). One table (msg_table.h) describes every ferry
+ * type that has a ROS 2 counterpart: its ROS 2 name, its message definition (ros2msg, as rosbag2
+ * stores it) and its fields with their offsets in the view and in the parsed message below; a CDR
+ * writer turns a taken ferry sample into ROS 2's serialisation without copying its bulk; a CDR
+ * reader parses such a serialisation in place; and a publisher side turns a parsed message into
+ * a ferry sample (the one copy, into the loan). The three walk the table.
  *
  * Internal to ferry (the static library ferry_ros2, linked by the CLI and the bridge); not
  * installed. Every input is untrusted: samples come from other processes (their views are

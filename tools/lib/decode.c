@@ -440,23 +440,6 @@ ferry_ros2_walk_result cli_json_ros2(cli_json *j, int obj, const ferry_ros2_sche
 static void add_members(cli_json *j, int obj, const ferry_ros2_member *m, uint32_t n,
                         const uint8_t *view);
 
-static size_t view_elem_size(const ferry_ros2_member *m)
-{
-    switch (m->type) {
-    case FERRY_ROS2_M_BOOL:
-    case FERRY_ROS2_M_U8:
-        return 1;
-    case FERRY_ROS2_M_I32:
-    case FERRY_ROS2_M_U32:
-        return 4;
-    case FERRY_ROS2_M_I64:
-    case FERRY_ROS2_M_F64:
-        return 8;
-    default:
-        return m->view_stride;
-    }
-}
-
 static void add_one(cli_json *j, int obj, const char *key, const ferry_ros2_member *m,
                     const uint8_t *at)
 {
@@ -530,7 +513,7 @@ static void add_members(cli_json *j, int obj, const ferry_ros2_member *m, uint32
         }
         a = cli_json_array(j, obj, m->name);
         for (k = 0; k < count; k++)
-            add_one(j, a, NULL, m, at + k * view_elem_size(m));
+            add_one(j, a, NULL, m, at + k * ferry_ros2_elem_size(m, true));
     }
 }
 
