@@ -11,9 +11,11 @@
  *   ferry_*_view of msg.h or tensor.h, a validated copy of a sample) and the parsed message of
  *   ros2.h (ferry_ros2_*_msg, pointing into a serialisation).
  *
- * The CDR writer, the CDR reader, the definitions and the decoder of `ferry echo --json` walk these
- * members; tests/ros2/msg_table_test.c checks them against the .msg texts, and the texts against
- * ROS 2's own files where ROS 2 is installed. What is genuinely particular to a kind stays explicit
+ * The CDR writer, the CDR reader, the definitions, the decoder of `ferry echo --json`, the
+ * republication of the fixed-size kinds (publish.c) and the bridge's conversions to and from
+ * Cyclone's types (src/bridge/bridge_dds.c) walk these members; tests/ros2/msg_table_test.c
+ * checks them against the .msg texts, and the texts against ROS 2's own files where ROS 2 is
+ * installed. What is genuinely particular to a kind stays explicit
  * beside its entry: the view function that validates a sample, the bulk (pixels, points, compressed
  * bytes, elements) that the writer leaves in the sample, and the tensor's dtype and strides.
  *
