@@ -233,6 +233,16 @@ assert d["angular_velocity_covariance"] == [-1] + [0] * 8, d
 assert d["linear_acceleration"] == {"x": 0, "y": 0, "z": 9.80665}, d
 assert d["linear_acceleration_covariance"] == [0.01, None, 0, 0, 0.01, 0, 0, 0, 0.01], d
 '
+    peer_echo pose pose /pose 1 "echo /pose --json --count 1"
+    check pose '
+assert len(lines) == 1, lines
+d = lines[0]
+assert list(d)[8:] == ["header", "pose", "data"], list(d)
+assert d["type"] == "geometry_msgs/PoseStamped" and d["size"] == 328, d
+assert d["header"] == {"stamp": {"sec": 1700000002, "nanosec": 7}, "frame_id": "map"}, d
+assert d["pose"] == {"position": {"x": 1.5, "y": -2.5, "z": 0.25},
+                     "orientation": {"x": 0, "y": 0, "z": 0.6, "w": 0.8}}, d
+'
     peer_echo imu_field imu /imu 1 \
         "echo /imu --field angular_velocity.z --field linear_acceleration_covariance.4 --count 1"
     check imu_field '

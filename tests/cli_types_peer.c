@@ -1,11 +1,11 @@
 /*
  * The publisher side of cli_ros_test.sh for the message types that `ferry pub` does not
- * publish: sensor_msgs/CompressedImage and sensor_msgs/Imu with known values (the test checks
- * them in `ferry echo --json`), and an invalid sample of either type.
+ * publish: sensor_msgs/CompressedImage, sensor_msgs/Imu and geometry_msgs/PoseStamped with known
+ * values (the test checks them in `ferry echo --json`), and an invalid sample of the first two.
  *
  *   cli_types_peer DIR DOMAIN KIND TOPIC COUNT
  *
- * KIND is compressed, imu, bad-compressed or bad-imu. The peer waits up to 10 s for one
+ * KIND is compressed, imu, pose, bad-compressed or bad-imu. The peer waits up to 10 s for one
  * subscriber, publishes COUNT samples 20 ms apart, then stays until the subscriber has left
  * (at most 10 s more) so that none of its samples is lost to the publisher going away.
  * Exit status: 0 published, 1 failed, 2 usage.
@@ -103,18 +103,43 @@ static ferry_err publish_bad(ferry_publisher *pub)
     return err;
 }
 
+static ferry_err publish_pose(ferry_publisher *pub)
+{
+    ferry_pose_stamped p;
+    ferry_err err;
+
+    err = ferry_pose_stamped_loan(pub, &p);
+    if (err != FERRY_OK)
+        return err;
+    p.header->stamp.sec = 1700000002;
+    p.header->stamp.nanosec = 7;
+    snprintf(p.header->frame_id, sizeof p.header->frame_id, "map");
+    p.header->pose.position = (ferry_vector3){1.5, -2.5, 0.25};
+    p.header->pose.orientation = (ferry_quaternion){0, 0, 0.6, 0.8};
+    err = ferry_pose_stamped_publish(pub, &p);
+    if (err != FERRY_OK)
+        ferry_pose_stamped_loan_release(pub, &p);
+    return err;
+}
+
 static int run(ferry_node *node, const char *kind, const char *topic, unsigned long count)
 {
     bool imu = strstr(kind, "imu") != NULL, bad = strncmp(kind, "bad-", 4) == 0;
+    bool pose = strcmp(kind, "pose") == 0;
     ferry_publisher_stats st;
     ferry_publisher *pub;
     unsigned long n;
     ferry_err err;
     int64_t until;
 
-    err = ferry_publisher_create(
-        &pub, node, topic, imu ? FERRY_IMU_TYPE_NAME : FERRY_COMPRESSED_IMAGE_TYPE_NAME,
-        imu ? FERRY_IMU_TYPE_HASH : FERRY_COMPRESSED_IMAGE_TYPE_HASH, NULL);
+    err = ferry_publisher_create(&pub, node, topic,
+                                 pose  ? FERRY_POSE_STAMPED_TYPE_NAME
+                                 : imu ? FERRY_IMU_TYPE_NAME
+                                       : FERRY_COMPRESSED_IMAGE_TYPE_NAME,
+                                 pose  ? FERRY_POSE_STAMPED_TYPE_HASH
+                                 : imu ? FERRY_IMU_TYPE_HASH
+                                       : FERRY_COMPRESSED_IMAGE_TYPE_HASH,
+                                 NULL);
     if (err != FERRY_OK)
         return fail("ferry_publisher_create", err);
     err = ferry_publisher_wait_subscribers(pub, 1, WAIT_NS);
@@ -125,7 +150,10 @@ static int run(ferry_node *node, const char *kind, const char *topic, unsigned l
     for (n = 0; n < count; n++) {
         if (n != 0)
             ferry_publisher_poll(pub, GAP_NS);
-        err = bad ? publish_bad(pub) : imu ? publish_imu(pub) : publish_compressed(pub);
+        err = bad    ? publish_bad(pub)
+              : pose ? publish_pose(pub)
+              : imu  ? publish_imu(pub)
+                     : publish_compressed(pub);
         if (err != FERRY_OK) {
             ferry_publisher_destroy(pub);
             return fail("publishing", err);
@@ -141,7 +169,8 @@ static int run(ferry_node *node, const char *kind, const char *topic, unsigned l
 
 int main(int argc, char **argv)
 {
-    static const char *const kinds[] = {"compressed", "imu", "bad-compressed", "bad-imu"};
+    static const char *const kinds[] = {"compressed", "imu", "pose", "bad-compressed", "bad-imu"};
+    const size_t nkinds = sizeof kinds / sizeof kinds[0];
     ferry_node_options o;
     ferry_node *node;
     unsigned long count;
@@ -154,11 +183,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: cli_types_peer DIR DOMAIN KIND TOPIC COUNT\n");
         return 2;
     }
-    for (k = 0; k < 4 && strcmp(argv[3], kinds[k]) != 0; k++)
+    for (k = 0; k < nkinds && strcmp(argv[3], kinds[k]) != 0; k++)
         ;
     count = strtoul(argv[5], &end, 10);
-    if (k == 4 || *end != '\0' || count == 0) {
-        fprintf(stderr, "cli_types_peer: KIND is compressed, imu, bad-compressed or bad-imu; "
+    if (k == nkinds || *end != '\0' || count == 0) {
+        fprintf(stderr, "cli_types_peer: KIND is compressed, imu, pose, bad-compressed or bad-imu; "
                         "COUNT at least 1\n");
         return 2;
     }

@@ -60,6 +60,8 @@ static void test_constants(void)
     TU_EQ_U64(FERRY_CAMERA_INFO_TYPE_HASH, ferry_hash(FERRY_CAMERA_INFO_TYPE_NAME));
     TU_EQ_U64(FERRY_COMPRESSED_IMAGE_TYPE_HASH, ferry_hash(FERRY_COMPRESSED_IMAGE_TYPE_NAME));
     TU_EQ_U64(FERRY_IMU_TYPE_HASH, ferry_hash(FERRY_IMU_TYPE_NAME));
+    TU_EQ_U64(FERRY_POSE_STAMPED_TYPE_HASH, ferry_hash(FERRY_POSE_STAMPED_TYPE_NAME));
+    TU_EQ_U64(sizeof(ferry_pose_stamped_header), 328);
     TU_EQ_U64(sizeof(ferry_camera_info_header), 744);
     TU_EQ_U64(sizeof(ferry_compressed_image_header), 352);
     TU_EQ_U64(sizeof(ferry_imu_header), 568);
@@ -493,11 +495,72 @@ static void test_imu(void)
     close_endpoints(&e);
 }
 
+/* A pose: loaned with the identity, refused unterminated, viewed as sent; a corrupted copy
+ * (magic, version, size, frame_id) refused without the view written. */
+static void test_pose_stamped(void)
+{
+    endpoints e =
+        open_endpoints("/pose", FERRY_POSE_STAMPED_TYPE_NAME, FERRY_POSE_STAMPED_TYPE_HASH);
+    ferry_pose_stamped p;
+    TU_ERR(ferry_pose_stamped_loan(NULL, &p), FERRY_EINVAL);
+    TU_ERR(ferry_pose_stamped_loan(e.pub, NULL), FERRY_EINVAL);
+    TU_OK(ferry_pose_stamped_loan(e.pub, &p));
+    TU_CHECK(p.header->pose.orientation.w == 1.0 && p.header->pose.position.x == 0.0);
+    TU_EQ_U64(p.payload_size, sizeof(ferry_pose_stamped_header));
+    p.header->stamp.sec = 7;
+    p.header->stamp.nanosec = 8;
+    strcpy(p.header->frame_id, "map");
+    p.header->pose.position = (ferry_vector3){1.5, -2.5, 0.25};
+    p.header->pose.orientation = (ferry_quaternion){0.0, 0.0, 0.6, 0.8};
+    ferry_pose_stamped_header sent = *p.header;
+    memset(p.header->frame_id, 'x', sizeof p.header->frame_id);
+    TU_ERR(ferry_pose_stamped_publish(e.pub, &p), FERRY_EINVAL);
+    memcpy(p.header->frame_id, sent.frame_id, sizeof sent.frame_id);
+    TU_ERR(ferry_pose_stamped_publish(NULL, &p), FERRY_EINVAL);
+    TU_OK(ferry_pose_stamped_publish(e.pub, &p));
+    TU_CHECK(p.payload == NULL);
+
+    ferry_sample s;
+    TU_TAKE(e.sub, &s);
+    ferry_pose_stamped_view v;
+    TU_ERR(ferry_pose_stamped_view_get(&s, NULL), FERRY_EINVAL);
+    TU_OK(ferry_pose_stamped_view_get(&s, &v));
+    TU_CHECK(memcmp(&v.header, &sent, sizeof sent) == 0);
+    for (int i = 0; i < 5; i++) {
+        unsigned char *buf = copy_of(&s, s.size + 64);
+        ferry_sample fake = s;
+        fake.data = buf;
+        if (i == 0)
+            buf[0] ^= 1; /* magic */
+        else if (i == 1)
+            buf[4] ^= 1; /* version */
+        else if (i == 2)
+            memset(buf + offsetof(ferry_pose_stamped_header, frame_id), 'x',
+                   FERRY_MSG_FRAME_ID_MAX + 1);
+        else
+            fake.size = i == 3 ? s.size + 8 : s.size - 8;
+        memset(&v, 0x5a, sizeof v);
+        ferry_err err = ferry_pose_stamped_view_get(&fake, &v);
+        TU_CHECK_MSG(err == FERRY_EPROTO, "pose corruption %d: got %s", i, ferry_errname(err));
+        const unsigned char *q = (const unsigned char *)&v;
+        for (size_t k = 0; k < sizeof v; k++)
+            TU_CHECK_MSG(q[k] == 0x5a, "pose corruption %d: view written at %zu", i, k);
+        free(buf);
+    }
+    ferry_imu_view iv;
+    TU_ERR(ferry_imu_view_get(&s, &iv), FERRY_EPROTO);
+    TU_OK(ferry_release(e.sub, &s));
+    TU_OK(ferry_pose_stamped_loan(e.pub, &p));
+    TU_OK(ferry_pose_stamped_loan_release(e.pub, &p));
+    close_endpoints(&e);
+}
+
 int main(void)
 {
     TU_RUN(test_constants);
     TU_RUN(test_camera_info);
     TU_RUN(test_compressed_image);
     TU_RUN(test_imu);
+    TU_RUN(test_pose_stamped);
     return 0;
 }

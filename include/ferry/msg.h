@@ -38,8 +38,10 @@ extern "C" {
 #define FERRY_CAMERA_INFO_TYPE_HASH UINT64_C(0x9c7672bb573d83c4) /**< type hash of calibrations */
 #define FERRY_COMPRESSED_IMAGE_TYPE_NAME "sensor_msgs/CompressedImage" /**< compressed images */
 #define FERRY_COMPRESSED_IMAGE_TYPE_HASH UINT64_C(0x4cce1d7c5b62f817)  /**< compressed images */
-#define FERRY_IMU_TYPE_NAME "sensor_msgs/Imu"            /**< type name of IMU samples */
-#define FERRY_IMU_TYPE_HASH UINT64_C(0xd4539f50b3cee860) /**< type hash of IMU samples */
+#define FERRY_IMU_TYPE_NAME "sensor_msgs/Imu"                     /**< type name of IMU samples */
+#define FERRY_IMU_TYPE_HASH UINT64_C(0xd4539f50b3cee860)          /**< type hash of IMU samples */
+#define FERRY_POSE_STAMPED_TYPE_NAME "geometry_msgs/PoseStamped"  /**< type name of poses */
+#define FERRY_POSE_STAMPED_TYPE_HASH UINT64_C(0x87c23d1a5f6f5f66) /**< type hash of poses */
 
 /** Version of the sensor_msgs header layouts; a view refuses any other. Version 2 raised the
  *  frame id to 255 bytes and the fields of a point cloud to 64, and added the camera info,
@@ -51,6 +53,7 @@ extern "C" {
 #define FERRY_CAMERA_INFO_MAGIC 0x4e494346u      /**< "FCIN", of ferry_camera_info_header */
 #define FERRY_COMPRESSED_IMAGE_MAGIC 0x504d4346u /**< "FCMP", of ferry_compressed_image_header */
 #define FERRY_IMU_MAGIC 0x554d4946u              /**< "FIMU", of ferry_imu_header */
+#define FERRY_POSE_STAMPED_MAGIC 0x534f5046u     /**< "FPOS", of ferry_pose_stamped_header */
 /** Alignment of the data from the start of the payload. */
 #define FERRY_MSG_DATA_ALIGN 64u
 
@@ -549,6 +552,75 @@ typedef struct ferry_imu_view {
  * @retval FERRY_EPROTO  the sample is not a valid IMU sample; *out is untouched
  */
 FERRY_API ferry_err ferry_imu_view_get(const ferry_sample *s, ferry_imu_view *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Poses (geometry_msgs/PoseStamped)
+ * ------------------------------------------------------------------------------------------- */
+
+/** A position and an orientation (geometry_msgs/Pose: its Point is a ferry_vector3). */
+typedef struct ferry_pose {
+    ferry_vector3 position;       /**< x, y, z */
+    ferry_quaternion orientation; /**< x, y, z, w */
+} ferry_pose;
+
+/** The pose header: the whole sample (328 bytes, host byte order); no data follows. */
+typedef struct ferry_pose_stamped_header {
+    uint32_t magic;       /**< FERRY_POSE_STAMPED_MAGIC */
+    uint16_t version;     /**< FERRY_MSG_VERSION */
+    uint16_t header_size; /**< sizeof(ferry_pose_stamped_header), also the sample's size */
+    ferry_stamp stamp;    /**< the time of the pose */
+    char frame_id[FERRY_MSG_FRAME_ID_MAX + 1]; /**< NUL-terminated; the frame it is in */
+    ferry_pose pose;                           /**< the pose */
+} ferry_pose_stamped_header;
+
+/** A loaned pose: filled by ferry_pose_stamped_loan, given to ferry_pose_stamped_publish. */
+typedef struct ferry_pose_stamped {
+    ferry_pose_stamped_header *header; /**< writable: every field but magic, version, header_size */
+    void *payload;                     /**< the loan (== header) */
+    size_t payload_size;               /**< sizeof(ferry_pose_stamped_header) */
+} ferry_pose_stamped;
+
+/**
+ * Loans one sample of exactly sizeof(ferry_pose_stamped_header) bytes and fills magic, version
+ * and size; the orientation is the identity (w = 1), everything else zero. The loan belongs to
+ * the caller until ferry_pose_stamped_publish or ferry_pose_stamped_loan_release succeeds.
+ * Nothing is loaned on error.
+ *
+ * @param out  receives the loan; cleared on error
+ * @retval FERRY_OK       *out holds the loan
+ * @retval FERRY_EINVAL   pub or out is NULL
+ * @retval FERRY_ETOOBIG  the sample exceeds the publisher's max_sample_size
+ * @retval FERRY_ESTATE, FERRY_EPOOL, FERRY_ETIMEDOUT, FERRY_ENOMEM, FERRY_ECLOSED  as ferry_loan
+ */
+FERRY_API ferry_err ferry_pose_stamped_loan(ferry_publisher *pub, ferry_pose_stamped *out);
+
+/**
+ * Publishes a loaned pose, checking its header first. After FERRY_OK the sample belongs to
+ * ferry and *pose is cleared; on an error it is still the caller's.
+ * @retval FERRY_OK      published
+ * @retval FERRY_EINVAL  pub or pose is NULL, pose holds no loan, or its header is not valid
+ * @retval others        as ferry_publish
+ */
+FERRY_API ferry_err ferry_pose_stamped_publish(ferry_publisher *pub, ferry_pose_stamped *pose);
+
+/** Gives an unpublished pose loan back; errors as ferry_image_loan_release. */
+FERRY_API ferry_err ferry_pose_stamped_loan_release(ferry_publisher *pub, ferry_pose_stamped *pose);
+
+/** A validated pose: a copy of the sample's header, frame_id terminated. */
+typedef struct ferry_pose_stamped_view {
+    ferry_pose_stamped_header header; /**< the validated copy */
+} ferry_pose_stamped_view;
+
+/**
+ * Validates a taken sample as a pose and copies it: magic, version, header size, a sample of
+ * exactly the header's size, a terminated frame_id. The numbers are not judged.
+ *
+ * @retval FERRY_OK      *out is filled
+ * @retval FERRY_EINVAL  s or out is NULL
+ * @retval FERRY_EPROTO  the sample is not a valid pose; *out is untouched
+ */
+FERRY_API ferry_err ferry_pose_stamped_view_get(const ferry_sample *s,
+                                                ferry_pose_stamped_view *out);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
 #include <dds/ddsi/ddsi_serdata.h>
 #undef asm
 
-#include "ros2_sensor_msgs.h"
+#include "msg_table.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -263,22 +263,19 @@ static bool writer_ignored(ferry_bridge *b, in_route *r, dds_instance_handle_t h
 
 typedef enum carry { CARRY_OK, CARRY_INVALID, CARRY_DROPPED } carry;
 
-/* The bytes a message carries for the counters: its bulk, or the whole header of the types
+/* The bytes a message carries for the counters: its bulk, or the whole header of the kinds
  * without one. */
 static size_t carried_bytes(const ferry_ros2_msg *m)
 {
-    switch (m->kind) {
-    case FERRY_ROS2_IMAGE:
-        return m->u.image.data_size;
-    case FERRY_ROS2_CLOUD:
-        return m->u.cloud.data_size;
-    case FERRY_ROS2_COMPRESSED:
-        return m->u.compressed.data_size;
-    case FERRY_ROS2_CAMERA_INFO:
-        return sizeof(ferry_camera_info_header);
-    default:
-        return sizeof(ferry_imu_header);
-    }
+    const ferry_ros2_kind_desc *d = ferry_ros2_kind_desc_of(m->kind);
+    uint32_t i, size;
+
+    for (i = 0; i < d->nmembers; i++)
+        if (d->members[i].type == FERRY_ROS2_M_BULK) {
+            memcpy(&size, (const uint8_t *)&m->u + d->members[i].msg_count, sizeof size);
+            return size;
+        }
+    return d->view_size;
 }
 
 /* Publishes a parsed message; what an error means for the sample: too big or refused is the
@@ -297,164 +294,23 @@ static carry carry_msg(in_route *r, const ferry_ros2_msg *m, const char **why)
     return carry_of(ferry_ros2_publish(r->pub, m, why), why);
 }
 
-static void vector3_of(ferry_vector3 *to, const geometry_msgs_msg_dds__Vector3_ *from)
-{
-    to->x = from->x_;
-    to->y = from->y_;
-    to->z = from->z_;
-}
-
-/* The slow path of the types without a bulk of data: deserialised by Cyclone, then carried as
- * from the CDR reader. */
-static carry carry_deserialised_small(in_route *r, const struct ddsi_serdata *sd, size_t *bytes,
-                                      const char **why)
-{
-    carry c = (*why = "cannot deserialise", CARRY_INVALID);
-
-    if (r->kind == FERRY_ROS2_CAMERA_INFO) {
-        sensor_msgs_msg_dds__CameraInfo_ s;
-        ferry_ros2_msg msg = {.kind = FERRY_ROS2_CAMERA_INFO};
-        ferry_ros2_camera_info_msg *m = &msg.u.camera_info;
-
-        memset(&s, 0, sizeof s);
-        if (ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
-            m->header.sec = s.header_.stamp_.sec_;
-            m->header.nanosec = s.header_.stamp_.nanosec_;
-            m->header.frame_id = s.header_.frame_id_;
-            m->height = s.height_;
-            m->width = s.width_;
-            m->distortion_model = s.distortion_model_;
-            m->d_count = s.d_._buffer != NULL ? s.d_._length : 0;
-            if (m->d_count <= FERRY_CAMERA_INFO_D_MAX)
-                memcpy(m->d, s.d_._buffer, m->d_count * sizeof m->d[0]);
-            memcpy(m->k, s.k_, sizeof m->k);
-            memcpy(m->r, s.r_, sizeof m->r);
-            memcpy(m->p, s.p_, sizeof m->p);
-            m->binning_x = s.binning_x_;
-            m->binning_y = s.binning_y_;
-            m->roi_x_offset = s.roi_.x_offset_;
-            m->roi_y_offset = s.roi_.y_offset_;
-            m->roi_height = s.roi_.height_;
-            m->roi_width = s.roi_.width_;
-            memcpy(&m->roi_do_rectify, &s.roi_.do_rectify_, 1);
-            *bytes = carried_bytes(&msg);
-            c = carry_msg(r, &msg, why);
-        }
-        dds_sample_free(&s, ferry__bridge_descriptor(r->kind), DDS_FREE_CONTENTS);
-    } else if (r->kind == FERRY_ROS2_COMPRESSED) {
-        sensor_msgs_msg_dds__CompressedImage_ s;
-        ferry_ros2_msg msg = {.kind = FERRY_ROS2_COMPRESSED};
-        ferry_ros2_compressed_msg *m = &msg.u.compressed;
-
-        memset(&s, 0, sizeof s);
-        if (ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
-            m->header.sec = s.header_.stamp_.sec_;
-            m->header.nanosec = s.header_.stamp_.nanosec_;
-            m->header.frame_id = s.header_.frame_id_;
-            m->format = s.format_;
-            m->data = s.data_._buffer;
-            m->data_size = s.data_._buffer != NULL ? s.data_._length : 0;
-            *bytes = carried_bytes(&msg);
-            c = carry_msg(r, &msg, why);
-        }
-        dds_sample_free(&s, ferry__bridge_descriptor(r->kind), DDS_FREE_CONTENTS);
-    } else {
-        sensor_msgs_msg_dds__Imu_ s;
-        ferry_ros2_msg msg = {.kind = FERRY_ROS2_IMU};
-        ferry_ros2_imu_msg *m = &msg.u.imu;
-
-        memset(&s, 0, sizeof s);
-        if (ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
-            m->header.sec = s.header_.stamp_.sec_;
-            m->header.nanosec = s.header_.stamp_.nanosec_;
-            m->header.frame_id = s.header_.frame_id_;
-            m->orientation.x = s.orientation_.x_;
-            m->orientation.y = s.orientation_.y_;
-            m->orientation.z = s.orientation_.z_;
-            m->orientation.w = s.orientation_.w_;
-            memcpy(m->orientation_covariance, s.orientation_covariance_,
-                   sizeof m->orientation_covariance);
-            vector3_of(&m->angular_velocity, &s.angular_velocity_);
-            memcpy(m->angular_velocity_covariance, s.angular_velocity_covariance_,
-                   sizeof m->angular_velocity_covariance);
-            vector3_of(&m->linear_acceleration, &s.linear_acceleration_);
-            memcpy(m->linear_acceleration_covariance, s.linear_acceleration_covariance_,
-                   sizeof m->linear_acceleration_covariance);
-            *bytes = carried_bytes(&msg);
-            c = carry_msg(r, &msg, why);
-        }
-        dds_sample_free(&s, ferry__bridge_descriptor(r->kind), DDS_FREE_CONTENTS);
-    }
-    return c;
-}
-
 /* The slow path, for encapsulations the CDR reader does not take (XCDR2): Cyclone deserialises
  * the sample onto the heap, and it is carried from there. */
 static carry carry_deserialised(in_route *r, const struct ddsi_serdata *sd, size_t *bytes,
                                 const char **why)
 {
-    carry c;
+    const dds_topic_descriptor_t *desc = ferry__bridge_descriptor(r->kind);
+    carry c = (*why = "cannot deserialise", CARRY_INVALID);
+    void *s = calloc(1, desc->m_size);
+    ferry_ros2_msg msg;
 
-    if (r->kind != FERRY_ROS2_IMAGE && r->kind != FERRY_ROS2_CLOUD)
-        return carry_deserialised_small(r, sd, bytes, why);
-    if (r->kind == FERRY_ROS2_IMAGE) {
-        sensor_msgs_msg_dds__Image_ s;
-        ferry_ros2_msg msg = {.kind = FERRY_ROS2_IMAGE};
-        ferry_ros2_image_msg *m = &msg.u.image;
-
-        memset(&s, 0, sizeof s);
-        if (!ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
-            c = (*why = "cannot deserialise", CARRY_INVALID);
-        } else {
-            m->header.sec = s.header_.stamp_.sec_;
-            m->header.nanosec = s.header_.stamp_.nanosec_;
-            m->header.frame_id = s.header_.frame_id_;
-            m->height = s.height_;
-            m->width = s.width_;
-            m->encoding = s.encoding_;
-            m->is_bigendian = s.is_bigendian_;
-            m->step = s.step_;
-            m->data = s.data_._buffer;
-            m->data_size = s.data_._length;
-            *bytes = carried_bytes(&msg);
-            c = carry_msg(r, &msg, why);
-        }
-        dds_sample_free(&s, ferry__bridge_descriptor(FERRY_ROS2_IMAGE), DDS_FREE_CONTENTS);
-    } else {
-        sensor_msgs_msg_dds__PointCloud2_ s;
-        ferry_ros2_msg msg = {.kind = FERRY_ROS2_CLOUD};
-        ferry_ros2_cloud_msg *m = &msg.u.cloud;
-        uint32_t i;
-
-        memset(&s, 0, sizeof s);
-        if (!ddsi_serdata_to_sample(sd, &s, NULL, NULL)) {
-            c = (*why = "cannot deserialise", CARRY_INVALID);
-        } else {
-            m->header.sec = s.header_.stamp_.sec_;
-            m->header.nanosec = s.header_.stamp_.nanosec_;
-            m->header.frame_id = s.header_.frame_id_;
-            m->height = s.height_;
-            m->width = s.width_;
-            m->nfields = s.fields_._buffer != NULL ? s.fields_._length : 0;
-            for (i = 0; i < m->nfields && i < FERRY_POINTCLOUD_FIELDS_MAX; i++) {
-                m->fields[i].name = s.fields_._buffer[i].name_;
-                m->fields[i].offset = s.fields_._buffer[i].offset_;
-                m->fields[i].datatype = s.fields_._buffer[i].datatype_;
-                m->fields[i].count = s.fields_._buffer[i].count_;
-            }
-            /* The booleans are bytes from the network: read them as bytes, a bool of another
-             * value than 0 or 1 would be undefined behaviour. */
-            memcpy(&m->is_bigendian, &s.is_bigendian_, 1);
-            memcpy(&m->is_dense, &s.is_dense_, 1);
-            m->point_step = s.point_step_;
-            m->row_step = s.row_step_;
-            m->data = s.data_._buffer;
-            m->data_size = s.data_._length;
-            *bytes = carried_bytes(&msg);
-            c = carry_msg(r, &msg, why);
-        }
-        dds_sample_free(&s, ferry__bridge_descriptor(FERRY_ROS2_CLOUD), DDS_FREE_CONTENTS);
+    if (s == NULL)
+        return (*why = "out of memory", CARRY_DROPPED);
+    if (ddsi_serdata_to_sample(sd, s, NULL, NULL) && ferry__bridge_dds_to_msg(r->kind, s, &msg)) {
+        *bytes = carried_bytes(&msg);
+        c = carry_msg(r, &msg, why);
     }
+    dds_sample_free(s, desc, DDS_FREE_ALL);
     return c;
 }
 

@@ -6,7 +6,8 @@
  * the scans that find topics on both sides; bridge_out.c the ferry -> DDS direction; bridge_in.c
  * the DDS -> ferry direction, which reads samples with the CDR reader of src/ros2/ros2.h;
  * bridge_raw.c the ROS 2 types known by their definition only (rmw_ferry_cpp's topics), carried
- * as bytes through a Cyclone sertype of its own.
+ * as bytes through a Cyclone sertype of its own; bridge_dds.c the carried kinds' views and
+ * messages as Cyclone's generated types, by the table of src/ros2/msg_table.h.
  *
  * Concurrency: the bridge's, one thread at a time. Only the data-available listener (bridge.c)
  * runs on Cyclone's threads, and it touches nothing but the eventfd.
@@ -178,6 +179,15 @@ ferry_ros2_kind ferry__bridge_kind_of_dds(const char *type_name);
 const char *ferry__bridge_ferry_type(ferry_ros2_kind k);
 uint64_t ferry__bridge_ferry_hash_of(ferry_ros2_kind k);
 const dds_topic_descriptor_t *ferry__bridge_descriptor(ferry_ros2_kind k);
+
+/* bridge_dds.c: a carried kind's view (ferry_ros2_kind_desc.view_get's) as a sample of its DDS
+ * type in sample (sample_cap bytes, at least the descriptor's m_size, aligned as max_align_t),
+ * pointing into the view and into room (room_cap bytes, for sequences of structs); and a sample
+ * Cyclone deserialised as a parsed message pointing into it. False when the view does not fit
+ * (a bulk over 4 GiB, no room) or the kind's members and its DDS type disagree. */
+bool ferry__bridge_dds_from_view(ferry_ros2_kind k, const void *view, void *sample,
+                                 size_t sample_cap, void *room, size_t room_cap);
+bool ferry__bridge_dds_to_msg(ferry_ros2_kind k, const void *sample, ferry_ros2_msg *msg);
 bool ferry__bridge_normalise(const char *topic, char out[FERRY_TOPIC_MAX + 2]);
 bool ferry__bridge_pattern_match(const ferry_bridge *b, const char *topic);
 bool ferry__bridge_is_bridge_node(const char *name);

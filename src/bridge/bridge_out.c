@@ -14,7 +14,7 @@
 
 #include <ferry/msg.h>
 
-#include "ros2_sensor_msgs.h"
+#include "msg_table.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -297,190 +297,37 @@ void ferry__bridge_out_check_qos(ferry_bridge *b, out_route *r)
     r->qos_reported = st.total_count;
 }
 
-static dds_return_t write_image(out_route *r, const ferry_image_view *v)
-{
-    sensor_msgs_msg_dds__Image_ m;
-
-    memset(&m, 0, sizeof m);
-    m.header_.stamp_.sec_ = v->header.stamp.sec;
-    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
-    /* The view's header is the bridge's own validated copy; DDS only reads these. */
-    m.header_.frame_id_ = (char *)v->header.frame_id;
-    m.height_ = v->header.height;
-    m.width_ = v->header.width;
-    m.encoding_ = (char *)v->header.encoding;
-    m.is_bigendian_ = v->header.is_bigendian;
-    m.step_ = v->header.step;
-    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
-    m.data_._length = (uint32_t)v->data_size;
-    m.data_._maximum = (uint32_t)v->data_size;
-    m.data_._release = false;
-    return dds_write(r->writer, &m);
-}
-
-static dds_return_t write_cloud(out_route *r, const ferry_pointcloud_view *v)
-{
-    sensor_msgs_msg_dds__PointCloud2_ m;
-    sensor_msgs_msg_dds__PointField_ fields[FERRY_POINTCLOUD_FIELDS_MAX];
-    uint32_t i;
-
-    memset(&m, 0, sizeof m);
-    for (i = 0; i < v->header.nfields; i++) {
-        fields[i].name_ = (char *)v->header.fields[i].name;
-        fields[i].offset_ = v->header.fields[i].offset;
-        fields[i].datatype_ = v->header.fields[i].datatype;
-        fields[i].count_ = v->header.fields[i].count;
-    }
-    m.header_.stamp_.sec_ = v->header.stamp.sec;
-    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
-    m.header_.frame_id_ = (char *)v->header.frame_id;
-    m.height_ = v->header.height;
-    m.width_ = v->header.width;
-    m.fields_._buffer = fields;
-    m.fields_._length = v->header.nfields;
-    m.fields_._maximum = v->header.nfields;
-    m.fields_._release = false;
-    m.is_bigendian_ = v->header.is_bigendian != 0;
-    m.point_step_ = v->header.point_step;
-    m.row_step_ = v->header.row_step;
-    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
-    m.data_._length = (uint32_t)v->data_size;
-    m.data_._maximum = (uint32_t)v->data_size;
-    m.data_._release = false;
-    m.is_dense_ = v->header.is_dense != 0;
-    return dds_write(r->writer, &m);
-}
-
-static dds_return_t write_camera_info(out_route *r, const ferry_camera_info_view *v)
-{
-    const ferry_camera_info_header *h = &v->header;
-    sensor_msgs_msg_dds__CameraInfo_ m;
-
-    memset(&m, 0, sizeof m);
-    m.header_.stamp_.sec_ = h->stamp.sec;
-    m.header_.stamp_.nanosec_ = h->stamp.nanosec;
-    m.header_.frame_id_ = (char *)h->frame_id;
-    m.height_ = h->height;
-    m.width_ = h->width;
-    m.distortion_model_ = (char *)h->distortion_model;
-    m.d_._buffer = (double *)(uintptr_t)h->d;
-    m.d_._length = m.d_._maximum = h->d_count;
-    m.d_._release = false;
-    memcpy(m.k_, h->k, sizeof m.k_);
-    memcpy(m.r_, h->r, sizeof m.r_);
-    memcpy(m.p_, h->p, sizeof m.p_);
-    m.binning_x_ = h->binning_x;
-    m.binning_y_ = h->binning_y;
-    m.roi_.x_offset_ = h->roi.x_offset;
-    m.roi_.y_offset_ = h->roi.y_offset;
-    m.roi_.height_ = h->roi.height;
-    m.roi_.width_ = h->roi.width;
-    m.roi_.do_rectify_ = h->roi.do_rectify != 0;
-    return dds_write(r->writer, &m);
-}
-
-static dds_return_t write_compressed(out_route *r, const ferry_compressed_image_view *v)
-{
-    sensor_msgs_msg_dds__CompressedImage_ m;
-
-    memset(&m, 0, sizeof m);
-    m.header_.stamp_.sec_ = v->header.stamp.sec;
-    m.header_.stamp_.nanosec_ = v->header.stamp.nanosec;
-    m.header_.frame_id_ = (char *)v->header.frame_id;
-    m.format_ = (char *)v->header.format;
-    m.data_._buffer = (uint8_t *)(uintptr_t)v->data;
-    m.data_._length = m.data_._maximum = (uint32_t)v->data_size;
-    m.data_._release = false;
-    return dds_write(r->writer, &m);
-}
-
-static void copy_vector3(geometry_msgs_msg_dds__Vector3_ *to, const ferry_vector3 *from)
-{
-    to->x_ = from->x;
-    to->y_ = from->y;
-    to->z_ = from->z;
-}
-
-static dds_return_t write_imu(out_route *r, const ferry_imu_view *v)
-{
-    const ferry_imu_header *h = &v->header;
-    sensor_msgs_msg_dds__Imu_ m;
-
-    memset(&m, 0, sizeof m);
-    m.header_.stamp_.sec_ = h->stamp.sec;
-    m.header_.stamp_.nanosec_ = h->stamp.nanosec;
-    m.header_.frame_id_ = (char *)h->frame_id;
-    m.orientation_.x_ = h->orientation.x;
-    m.orientation_.y_ = h->orientation.y;
-    m.orientation_.z_ = h->orientation.z;
-    m.orientation_.w_ = h->orientation.w;
-    memcpy(m.orientation_covariance_, h->orientation_covariance, sizeof m.orientation_covariance_);
-    copy_vector3(&m.angular_velocity_, &h->angular_velocity);
-    memcpy(m.angular_velocity_covariance_, h->angular_velocity_covariance,
-           sizeof m.angular_velocity_covariance_);
-    copy_vector3(&m.linear_acceleration_, &h->linear_acceleration);
-    memcpy(m.linear_acceleration_covariance_, h->linear_acceleration_covariance,
-           sizeof m.linear_acceleration_covariance_);
-    return dds_write(r->writer, &m);
-}
-
 /* Validates a taken sample as r's kind and writes it to DDS; false when it is not valid.
  * *bytes: the data bytes carried (pixels, points, compressed bytes; the header for the rest). */
+/* Room for a carried kind's DDS sample and for its sequences of structs (a cloud's fields). */
+#define DDS_SAMPLE_MAX 1024u
+#define DDS_ROOM_MAX 4096u
+
 static bool write_sample(out_route *r, const ferry_sample *s, dds_return_t *rc, size_t *bytes)
 {
-    switch (r->kind) {
-    case FERRY_ROS2_IMAGE: {
-        ferry_image_view v;
+    const ferry_ros2_kind_desc *d = ferry_ros2_kind_desc_of(r->kind);
+    _Alignas(max_align_t) uint8_t view[FERRY_ROS2_VIEW_MAX], sample[DDS_SAMPLE_MAX];
+    _Alignas(max_align_t) uint8_t room[DDS_ROOM_MAX];
+    uint32_t i;
 
-        if (ferry_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
-            return false;
-        *rc = write_image(r, &v);
-        *bytes = v.data_size;
-        return true;
-    }
-    case FERRY_ROS2_CLOUD: {
-        ferry_pointcloud_view v;
-
-        if (ferry_pointcloud_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
-            return false;
-        *rc = write_cloud(r, &v);
-        *bytes = v.data_size;
-        return true;
-    }
-    case FERRY_ROS2_CAMERA_INFO: {
-        ferry_camera_info_view v;
-
-        if (ferry_camera_info_view_get(s, &v) != FERRY_OK)
-            return false;
-        *rc = write_camera_info(r, &v);
-        *bytes = s->size;
-        return true;
-    }
-    case FERRY_ROS2_COMPRESSED: {
-        ferry_compressed_image_view v;
-
-        if (ferry_compressed_image_view_get(s, &v) != FERRY_OK || v.data_size > UINT32_MAX)
-            return false;
-        *rc = write_compressed(r, &v);
-        *bytes = v.data_size;
-        return true;
-    }
-    case FERRY_ROS2_IMU: {
-        ferry_imu_view v;
-
-        if (ferry_imu_view_get(s, &v) != FERRY_OK)
-            return false;
-        *rc = write_imu(r, &v);
-        *bytes = s->size;
-        return true;
-    }
-    default: /* FERRY_ROS2_NONE: a type known by its definition; tensors get no route */
+    if (d == NULL) { /* FERRY_ROS2_NONE: a type known by its definition */
         if (r->raw == NULL)
-            break;
+            return false;
         *bytes = s->size;
         return ferry__bridge_raw_write(r, s, rc);
     }
-    return false;
+    /* The view is the bridge's own validated copy; the DDS sample points into it and into the
+     * ferry sample's bulk, and Cyclone's serialisation is the one copy. */
+    if (d->view_size > sizeof view || d->view_get(s, view) != FERRY_OK ||
+        !ferry__bridge_dds_from_view(r->kind, view, sample, sizeof sample, room, sizeof room))
+        return false;
+    *rc = dds_write(r->writer, sample);
+    /* The data bytes carried: the bulk, or the whole sample of a kind without one. */
+    *bytes = s->size;
+    for (i = 0; i < d->nmembers; i++)
+        if (d->members[i].type == FERRY_ROS2_M_BULK)
+            memcpy(bytes, view + d->members[i].view_count, sizeof *bytes);
+    return true;
 }
 
 /* True when the sample came from a bridge and must not go back to DDS. */

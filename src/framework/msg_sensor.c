@@ -1,7 +1,7 @@
 /*
- * Typed frames (include/ferry/msg.h) of the types without pixel arithmetic: camera infos and
- * IMU samples, one fixed header each that is the whole sample, and compressed images, a header
- * and bytes of any length. As in msg.c, a header read from a sample is copied first and
+ * Typed frames (include/ferry/msg.h) of the types without pixel arithmetic: camera infos, IMU
+ * samples and poses, one fixed header each that is the whole sample, and compressed images, a
+ * header and bytes of any length. As in msg.c, a header read from a sample is copied first and
  * validated on the copy.
  */
 #include "msg_internal.h"
@@ -18,6 +18,14 @@ _Static_assert(sizeof(ferry_compressed_image_header) == 352,
                "ferry_compressed_image_header layout");
 _Static_assert(offsetof(ferry_imu_header, orientation) == 272, "ferry_imu_header layout");
 _Static_assert(sizeof(ferry_imu_header) == 568, "ferry_imu_header layout");
+_Static_assert(offsetof(ferry_pose_stamped_header, pose) == 272,
+               "ferry_pose_stamped_header layout");
+_Static_assert(sizeof(ferry_pose_stamped_header) == 328, "ferry_pose_stamped_header layout");
+
+/* The largest header that is a whole sample and needs only a terminated frame_id. */
+#define FERRY_MSG_PLAIN_HEADER_MAX sizeof(ferry_imu_header)
+_Static_assert(sizeof(ferry_pose_stamped_header) <= FERRY_MSG_PLAIN_HEADER_MAX,
+               "the plain headers fit");
 
 /* Loans a sample of size bytes whose first clear bytes (the header and its padding, at most
  * size) are cleared, and gives the header magic, version and header_size. */
@@ -197,23 +205,68 @@ ferry_err ferry_compressed_image_view_get(const ferry_sample *s, ferry_compresse
 }
 
 /* ---------------------------------------------------------------------------------------------
- * IMU samples
+ * Headers that are the whole sample and need only a terminated frame_id: IMU samples, poses
  * ------------------------------------------------------------------------------------------- */
 
-static bool msg_imu_check(const ferry_imu_header *h, size_t size)
+/* The header's frame_id: at the same offset in each of them. */
+_Static_assert(offsetof(ferry_imu_header, frame_id) ==
+                   offsetof(ferry_pose_stamped_header, frame_id),
+               "one frame_id offset for the plain headers");
+#define PLAIN_FRAME_ID offsetof(ferry_imu_header, frame_id)
+
+static bool msg_plain_check(const void *h, uint32_t magic, size_t header_size, size_t size)
 {
-    return ferry__msg_prefix_ok(h, FERRY_IMU_MAGIC, sizeof *h) && size == sizeof *h &&
-           ferry__msg_terminated(h->frame_id, sizeof h->frame_id);
+    return ferry__msg_prefix_ok(h, magic, header_size) && size == header_size &&
+           ferry__msg_terminated((const char *)h + PLAIN_FRAME_ID, FERRY_MSG_FRAME_ID_MAX + 1);
+}
+
+/* Loans a plain header; *header is the payload. */
+static ferry_err msg_plain_loan(ferry_publisher *pub, uint32_t magic, size_t header_size,
+                                void **header)
+{
+    if (!pub)
+        return FERRY_EINVAL;
+    return msg_loan_header(pub, header_size, header_size, magic, header_size, header);
+}
+
+/* Publishes a plain header loaned as payload (payload_size bytes) once it checks out. */
+static ferry_err msg_plain_publish(ferry_publisher *pub, void *payload, size_t payload_size,
+                                   uint32_t magic, size_t header_size)
+{
+    uint8_t h[FERRY_MSG_PLAIN_HEADER_MAX];
+
+    if (!pub || !payload || payload_size != header_size || header_size > sizeof h)
+        return FERRY_EINVAL;
+    memcpy(h, payload, header_size);
+    if (!msg_plain_check(h, magic, header_size, payload_size))
+        return FERRY_EINVAL;
+    return ferry_publish(pub, payload, payload_size);
+}
+
+/* Copies and checks a taken plain header into out (header_size bytes). */
+static ferry_err msg_plain_view(const ferry_sample *s, uint32_t magic, size_t header_size,
+                                void *out)
+{
+    uint8_t h[FERRY_MSG_PLAIN_HEADER_MAX];
+
+    if (!s || !out)
+        return FERRY_EINVAL;
+    if (!s->data || s->size != header_size || header_size > sizeof h)
+        return FERRY_EPROTO;
+    memcpy(h, s->data, header_size);
+    if (!msg_plain_check(h, magic, header_size, s->size))
+        return FERRY_EPROTO;
+    memcpy(out, h, header_size);
+    return FERRY_OK;
 }
 
 ferry_err ferry_imu_loan(ferry_publisher *pub, ferry_imu *out)
 {
     ferry__msg_clear(out, sizeof *out);
-    if (!pub || !out)
+    if (!out)
         return FERRY_EINVAL;
     void *payload;
-    ferry_err err = msg_loan_header(pub, sizeof(ferry_imu_header), sizeof(ferry_imu_header),
-                                    FERRY_IMU_MAGIC, sizeof(ferry_imu_header), &payload);
+    ferry_err err = msg_plain_loan(pub, FERRY_IMU_MAGIC, sizeof(ferry_imu_header), &payload);
     if (err != FERRY_OK)
         return err;
     out->header = payload;
@@ -225,13 +278,10 @@ ferry_err ferry_imu_loan(ferry_publisher *pub, ferry_imu *out)
 
 ferry_err ferry_imu_publish(ferry_publisher *pub, ferry_imu *imu)
 {
-    if (!pub || !imu || !imu->payload || imu->payload_size != sizeof(ferry_imu_header))
+    if (!imu)
         return FERRY_EINVAL;
-    ferry_imu_header h;
-    memcpy(&h, imu->payload, sizeof h);
-    if (!msg_imu_check(&h, imu->payload_size))
-        return FERRY_EINVAL;
-    ferry_err err = ferry_publish(pub, imu->payload, imu->payload_size);
+    ferry_err err = msg_plain_publish(pub, imu->payload, imu->payload_size, FERRY_IMU_MAGIC,
+                                      sizeof(ferry_imu_header));
     if (err == FERRY_OK)
         memset(imu, 0, sizeof *imu);
     return err;
@@ -246,14 +296,45 @@ ferry_err ferry_imu_loan_release(ferry_publisher *pub, ferry_imu *imu)
 
 ferry_err ferry_imu_view_get(const ferry_sample *s, ferry_imu_view *out)
 {
-    if (!s || !out)
+    return msg_plain_view(s, FERRY_IMU_MAGIC, sizeof(ferry_imu_header), out);
+}
+
+ferry_err ferry_pose_stamped_loan(ferry_publisher *pub, ferry_pose_stamped *out)
+{
+    ferry__msg_clear(out, sizeof *out);
+    if (!out)
         return FERRY_EINVAL;
-    if (!s->data || s->size != sizeof(ferry_imu_header))
-        return FERRY_EPROTO;
-    ferry_imu_view v;
-    memcpy(&v.header, s->data, sizeof v.header);
-    if (!msg_imu_check(&v.header, s->size))
-        return FERRY_EPROTO;
-    *out = v;
+    void *payload;
+    ferry_err err =
+        msg_plain_loan(pub, FERRY_POSE_STAMPED_MAGIC, sizeof(ferry_pose_stamped_header), &payload);
+    if (err != FERRY_OK)
+        return err;
+    out->header = payload;
+    out->header->pose.orientation.w = 1.0;
+    out->payload = payload;
+    out->payload_size = sizeof(ferry_pose_stamped_header);
     return FERRY_OK;
+}
+
+ferry_err ferry_pose_stamped_publish(ferry_publisher *pub, ferry_pose_stamped *pose)
+{
+    if (!pose)
+        return FERRY_EINVAL;
+    ferry_err err = msg_plain_publish(pub, pose->payload, pose->payload_size,
+                                      FERRY_POSE_STAMPED_MAGIC, sizeof(ferry_pose_stamped_header));
+    if (err == FERRY_OK)
+        memset(pose, 0, sizeof *pose);
+    return err;
+}
+
+ferry_err ferry_pose_stamped_loan_release(ferry_publisher *pub, ferry_pose_stamped *pose)
+{
+    if (!pose)
+        return FERRY_EINVAL;
+    return ferry__msg_loan_release(pub, pose, sizeof *pose, pose->payload);
+}
+
+ferry_err ferry_pose_stamped_view_get(const ferry_sample *s, ferry_pose_stamped_view *out)
+{
+    return msg_plain_view(s, FERRY_POSE_STAMPED_MAGIC, sizeof(ferry_pose_stamped_header), out);
 }

@@ -1,8 +1,9 @@
 /*
  * The CDR reader of ros2.h: ROS 2's messages read straight from their plain-CDR (XCDR1)
- * serialisation, every length checked against the bytes there are.
+ * serialisation into the parsed messages of ros2.h by walking the kind's members (msg_table.h),
+ * every length checked against the bytes there are.
  */
-#include "ros2.h"
+#include "msg_table.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,36 +63,6 @@ static bool cdr_u64(cdr_reader *c, uint64_t *v)
     return true;
 }
 
-static bool cdr_f64(cdr_reader *c, double *v)
-{
-    uint64_t x;
-
-    if (!cdr_u64(c, &x))
-        return false;
-    memcpy(v, &x, sizeof *v);
-    return true;
-}
-
-static bool cdr_f64s(cdr_reader *c, double *v, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        if (!cdr_f64(c, &v[i]))
-            return false;
-    return true;
-}
-
-static bool cdr_i32(cdr_reader *c, int32_t *v)
-{
-    uint32_t x;
-
-    if (!cdr_u32(c, &x))
-        return false;
-    memcpy(v, &x, sizeof *v);
-    return true;
-}
-
 /* A string: at least its NUL, which must be the last of its bytes. */
 static bool cdr_string(cdr_reader *c, const char **s)
 {
@@ -136,159 +107,117 @@ static ferry_ros2_cdr_result cdr_open(cdr_reader *c, const void *ser, size_t siz
     return FERRY_ROS2_CDR_OK;
 }
 
-/* Time_ stamp, string frame_id */
-static bool cdr_header(cdr_reader *c, ferry_ros2_header *h)
+static size_t wire_elem_min(const ferry_ros2_member *m)
 {
-    return cdr_i32(c, &h->sec) && cdr_u32(c, &h->nanosec) && cdr_string(c, &h->frame_id);
+    return m->type == FERRY_ROS2_M_STRUCT ? 1 : ferry_ros2_elem_size(m, false);
 }
 
-static bool parse_image(cdr_reader *c, ferry_ros2_image_msg *out)
+/* Room for an element past those a message keeps: read and checked, then dropped. */
+#define SCRATCH_MAX 256u
+
+static bool get_members(cdr_reader *c, const ferry_ros2_member *m, uint32_t n, uint8_t *msg);
+
+static bool get_one(cdr_reader *c, const ferry_ros2_member *m, uint8_t *at)
 {
-    return cdr_header(c, &out->header) && cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
-           cdr_string(c, &out->encoding) && cdr_u8(c, &out->is_bigendian) &&
-           cdr_u32(c, &out->step) && cdr_octets(c, &out->data, &out->data_size);
-}
+    const char *s;
+    uint64_t u64;
+    uint32_t u32;
 
-static bool parse_cloud(cdr_reader *c, ferry_ros2_cloud_msg *out)
-{
-    uint32_t i;
-
-    if (!cdr_header(c, &out->header) || !cdr_u32(c, &out->height) || !cdr_u32(c, &out->width) ||
-        !cdr_u32(c, &out->nfields))
-        return false;
-    /* Every field is read, also past the ones kept: each takes at least 13 bytes, so a count
-     * that the data cannot hold fails within size / 13 rounds. */
-    for (i = 0; i < out->nfields; i++) {
-        ferry_ros2_field_msg f;
-
-        if (!cdr_string(c, &f.name) || !cdr_u32(c, &f.offset) || !cdr_u8(c, &f.datatype) ||
-            !cdr_u32(c, &f.count))
+    switch (m->type) {
+    case FERRY_ROS2_M_BOOL:
+    case FERRY_ROS2_M_U8:
+        return cdr_u8(c, at);
+    case FERRY_ROS2_M_I32:
+    case FERRY_ROS2_M_U32:
+        if (!cdr_u32(c, &u32))
             return false;
-        if (i < FERRY_POINTCLOUD_FIELDS_MAX)
-            out->fields[i] = f;
+        memcpy(at, &u32, sizeof u32);
+        return true;
+    case FERRY_ROS2_M_I64:
+    case FERRY_ROS2_M_F64:
+        if (!cdr_u64(c, &u64))
+            return false;
+        memcpy(at, &u64, sizeof u64);
+        return true;
+    case FERRY_ROS2_M_STRING:
+    case FERRY_ROS2_M_DTYPE:
+        if (!cdr_string(c, &s))
+            return false;
+        memcpy(at, &s, sizeof s);
+        return true;
+    case FERRY_ROS2_M_STRUCT:
+        return get_members(c, m->members, m->nmembers, at);
+    default:
+        return false;
     }
-    return cdr_u8(c, &out->is_bigendian) && cdr_u32(c, &out->point_step) &&
-           cdr_u32(c, &out->row_step) && cdr_octets(c, &out->data, &out->data_size) &&
-           cdr_u8(c, &out->is_dense);
 }
 
-/* A sequence<double> of which the first max elements are kept; *count as sent. Each element
- * takes 8 bytes, so a count that the data cannot hold fails within size / 8 rounds. */
-static bool cdr_f64_seq(cdr_reader *c, double *v, size_t max, uint32_t *count)
+/* A sequence: its count as sent, then every element, of which the first m->len are kept. Each
+ * element takes at least wire_elem_min bytes, so a count that the data cannot hold fails at
+ * once. */
+static bool get_seq(cdr_reader *c, const ferry_ros2_member *m, uint8_t *msg)
 {
-    uint32_t i;
+    _Alignas(max_align_t) uint8_t scratch[SCRATCH_MAX];
+    uint32_t count, k;
 
-    if (!cdr_u32(c, count))
+    if (!cdr_u32(c, &count) || count > (c->size - c->pos) / wire_elem_min(m) ||
+        ferry_ros2_elem_size(m, false) > sizeof scratch)
         return false;
-    if (*count > (c->size - c->pos) / 8)
-        return false;
-    for (i = 0; i < *count; i++) {
-        double x;
-
-        if (!cdr_f64(c, &x))
+    memcpy(msg + m->msg_count, &count, sizeof count);
+    for (k = 0; k < count; k++)
+        if (!get_one(c, m,
+                     k < m->len ? msg + m->msg + k * ferry_ros2_elem_size(m, false) : scratch))
             return false;
-        if (i < max)
-            v[i] = x;
-    }
     return true;
 }
 
-static bool parse_camera_info(cdr_reader *c, ferry_ros2_camera_info_msg *out)
+static bool get_members(cdr_reader *c, const ferry_ros2_member *m, uint32_t n, uint8_t *msg)
 {
-    return cdr_header(c, &out->header) && cdr_u32(c, &out->height) && cdr_u32(c, &out->width) &&
-           cdr_string(c, &out->distortion_model) &&
-           cdr_f64_seq(c, out->d, FERRY_CAMERA_INFO_D_MAX, &out->d_count) &&
-           cdr_f64s(c, out->k, 9) && cdr_f64s(c, out->r, 9) && cdr_f64s(c, out->p, 12) &&
-           cdr_u32(c, &out->binning_x) && cdr_u32(c, &out->binning_y) &&
-           cdr_u32(c, &out->roi_x_offset) && cdr_u32(c, &out->roi_y_offset) &&
-           cdr_u32(c, &out->roi_height) && cdr_u32(c, &out->roi_width) &&
-           cdr_u8(c, &out->roi_do_rectify);
-}
+    const uint8_t *data;
+    uint32_t i, k, size;
 
-static bool parse_compressed(cdr_reader *c, ferry_ros2_compressed_msg *out)
-{
-    return cdr_header(c, &out->header) && cdr_string(c, &out->format) &&
-           cdr_octets(c, &out->data, &out->data_size);
-}
+    for (i = 0; i < n; i++, m++) {
+        uint8_t *at = msg + m->msg;
 
-static bool cdr_vector3(cdr_reader *c, ferry_vector3 *v)
-{
-    return cdr_f64(c, &v->x) && cdr_f64(c, &v->y) && cdr_f64(c, &v->z);
-}
-
-static bool parse_imu(cdr_reader *c, ferry_ros2_imu_msg *out)
-{
-    return cdr_header(c, &out->header) && cdr_f64(c, &out->orientation.x) &&
-           cdr_f64(c, &out->orientation.y) && cdr_f64(c, &out->orientation.z) &&
-           cdr_f64(c, &out->orientation.w) && cdr_f64s(c, out->orientation_covariance, 9) &&
-           cdr_vector3(c, &out->angular_velocity) &&
-           cdr_f64s(c, out->angular_velocity_covariance, 9) &&
-           cdr_vector3(c, &out->linear_acceleration) &&
-           cdr_f64s(c, out->linear_acceleration_covariance, 9);
-}
-
-static bool cdr_i64(cdr_reader *c, int64_t *v)
-{
-    uint64_t x;
-
-    if (!cdr_u64(c, &x))
-        return false;
-    memcpy(v, &x, sizeof *v);
-    return true;
-}
-
-static bool parse_tensor(cdr_reader *c, ferry_ros2_tensor_msg *out)
-{
-    uint32_t i;
-
-    if (!cdr_header(c, &out->header) || !cdr_string(c, &out->dtype) || !cdr_u32(c, &out->ndim) ||
-        out->ndim > (c->size - c->pos) / 8)
-        return false;
-    for (i = 0; i < out->ndim; i++) {
-        int64_t d;
-
-        if (!cdr_i64(c, &d))
-            return false;
-        if (i < FERRY_TENSOR_DIMS_MAX)
-            out->shape[i] = d;
+        switch (m->array) {
+        case FERRY_ROS2_A_NONE:
+            if (m->type == FERRY_ROS2_M_BULK) {
+                if (!cdr_octets(c, &data, &size))
+                    return false;
+                memcpy(at, &data, sizeof data);
+                memcpy(msg + m->msg_count, &size, sizeof size);
+            } else if (!get_one(c, m, at)) {
+                return false;
+            }
+            break;
+        case FERRY_ROS2_A_FIXED:
+            for (k = 0; k < m->len; k++)
+                if (!get_one(c, m, at + k * ferry_ros2_elem_size(m, false)))
+                    return false;
+            break;
+        default:
+            if (!get_seq(c, m, msg))
+                return false;
+            break;
+        }
     }
-    return cdr_octets(c, &out->data, &out->data_size);
+    return true;
 }
 
 ferry_ros2_cdr_result ferry_ros2_cdr_parse(ferry_ros2_kind kind, const void *ser, size_t size,
                                            ferry_ros2_msg *out)
 {
+    const ferry_ros2_kind_desc *d = ferry_ros2_kind_desc_of(kind);
     ferry_ros2_cdr_result res;
     cdr_reader c;
-    bool ok;
 
-    if (out == NULL || kind <= FERRY_ROS2_NONE || kind >= FERRY_ROS2_KIND_COUNT_)
+    if (out == NULL || d == NULL || d->msg_size > sizeof out->u)
         return FERRY_ROS2_CDR_MALFORMED;
     memset(out, 0, sizeof *out);
     res = cdr_open(&c, ser, size);
     if (res != FERRY_ROS2_CDR_OK)
         return res;
-    switch (kind) {
-    case FERRY_ROS2_IMAGE:
-        ok = parse_image(&c, &out->u.image);
-        break;
-    case FERRY_ROS2_CLOUD:
-        ok = parse_cloud(&c, &out->u.cloud);
-        break;
-    case FERRY_ROS2_CAMERA_INFO:
-        ok = parse_camera_info(&c, &out->u.camera_info);
-        break;
-    case FERRY_ROS2_COMPRESSED:
-        ok = parse_compressed(&c, &out->u.compressed);
-        break;
-    case FERRY_ROS2_IMU:
-        ok = parse_imu(&c, &out->u.imu);
-        break;
-    default:
-        ok = parse_tensor(&c, &out->u.tensor);
-        break;
-    }
-    if (!ok) {
+    if (!get_members(&c, d->members, d->nmembers, (uint8_t *)&out->u)) {
         memset(out, 0, sizeof *out);
         return FERRY_ROS2_CDR_MALFORMED;
     }

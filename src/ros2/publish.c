@@ -1,8 +1,11 @@
 /*
  * The publisher side of ros2.h: a parsed ROS 2 message checked field by field and published
- * through a loan, the loan being the one copy of its bulk.
+ * through a loan, the loan being the one copy of its bulk. Images, point clouds, compressed
+ * images and tensors are checked and loaned by their own functions (encodings, geometry, point
+ * fields, dtypes); the kinds whose sample is one fixed header are filled by walking their
+ * members (msg_table.h).
  */
-#include "ros2.h"
+#include "msg_table.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -171,50 +174,6 @@ static ferry_err publish_cloud(ferry_publisher *pub, const ferry_ros2_cloud_msg 
     return FERRY_OK;
 }
 
-static ferry_err publish_camera_info(ferry_publisher *pub, const ferry_ros2_camera_info_msg *m,
-                                     const char **why)
-{
-    ferry_camera_info ci;
-    ferry_camera_info_header *h;
-    ferry_err err;
-
-    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why))
-        return FERRY_EINVAL;
-    if (!bounded_string(m->distortion_model, FERRY_DISTORTION_MODEL_MAX))
-        return invalid(why, "distortion_model too long");
-    if (m->d_count > FERRY_CAMERA_INFO_D_MAX)
-        return invalid(why, "too many coefficients in d");
-    if (m->roi_do_rectify > 1)
-        return invalid(why, "boolean neither 0 nor 1");
-    err = ferry_camera_info_loan(pub, &ci);
-    if (err != FERRY_OK)
-        return failed(why, err);
-    h = ci.header;
-    h->stamp = stamp_of(&m->header);
-    memcpy(h->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
-    h->height = m->height;
-    h->width = m->width;
-    memcpy(h->distortion_model, m->distortion_model, strlen(m->distortion_model) + 1);
-    h->d_count = m->d_count;
-    memcpy(h->d, m->d, m->d_count * sizeof h->d[0]);
-    memcpy(h->k, m->k, sizeof h->k);
-    memcpy(h->r, m->r, sizeof h->r);
-    memcpy(h->p, m->p, sizeof h->p);
-    h->binning_x = m->binning_x;
-    h->binning_y = m->binning_y;
-    h->roi.x_offset = m->roi_x_offset;
-    h->roi.y_offset = m->roi_y_offset;
-    h->roi.height = m->roi_height;
-    h->roi.width = m->roi_width;
-    h->roi.do_rectify = m->roi_do_rectify;
-    err = ferry_camera_info_publish(pub, &ci);
-    if (err != FERRY_OK) {
-        ferry_camera_info_loan_release(pub, &ci);
-        return failed(why, err);
-    }
-    return FERRY_OK;
-}
-
 static ferry_err publish_compressed(ferry_publisher *pub, const ferry_ros2_compressed_msg *m,
                                     const char **why)
 {
@@ -242,31 +201,104 @@ static ferry_err publish_compressed(ferry_publisher *pub, const ferry_ros2_compr
     return FERRY_OK;
 }
 
-static ferry_err publish_imu(ferry_publisher *pub, const ferry_ros2_imu_msg *m, const char **why)
+/* ---------------------------------------------------------------------------------------------
+ * Kinds whose sample is one fixed header (camera infos, IMU samples): the header filled from the
+ * parsed message by walking the kind's members, checked by the kind's own view, then copied into
+ * a loan.
+ * ------------------------------------------------------------------------------------------- */
+
+static bool fill_members(const ferry_ros2_member *m, uint32_t n, const uint8_t *msg, uint8_t *view,
+                         const char **why);
+
+static bool fill_one(const ferry_ros2_member *m, const uint8_t *from, uint8_t *to, const char **why)
 {
-    ferry_imu imu;
-    ferry_imu_header *h;
+    const char *s;
+
+    switch (m->type) {
+    case FERRY_ROS2_M_BOOL:
+        if (*from > 1)
+            return (*why = "boolean neither 0 nor 1", false);
+        *to = *from;
+        return true;
+    case FERRY_ROS2_M_U8:
+    case FERRY_ROS2_M_I32:
+    case FERRY_ROS2_M_U32:
+    case FERRY_ROS2_M_I64:
+    case FERRY_ROS2_M_F64:
+        memcpy(to, from, ferry_ros2_elem_size(m, true));
+        return true;
+    case FERRY_ROS2_M_STRING:
+        memcpy(&s, from, sizeof s);
+        if (!bounded_string(s, m->max)) {
+            snprintf(why_buf, sizeof why_buf, "%s too long", m->name);
+            return (*why = why_buf, false);
+        }
+        memcpy(to, s, strlen(s) + 1);
+        return true;
+    case FERRY_ROS2_M_STRUCT:
+        return fill_members(m->members, m->nmembers, from, to, why);
+    default: /* a bulk or a dtype: not in a fixed header */
+        return (*why = "kind", false);
+    }
+}
+
+static bool fill_members(const ferry_ros2_member *m, uint32_t n, const uint8_t *msg, uint8_t *view,
+                         const char **why)
+{
+    uint32_t i, k, count;
+
+    for (i = 0; i < n; i++, m++) {
+        const uint8_t *from = msg + m->msg;
+        uint8_t *to = view + m->view;
+
+        count = m->array == FERRY_ROS2_A_FIXED ? m->len : 1;
+        if (m->array == FERRY_ROS2_A_SEQ) {
+            memcpy(&count, msg + m->msg_count, sizeof count);
+            if (count > m->len) {
+                snprintf(why_buf, sizeof why_buf, "too many elements in %s", m->name);
+                return (*why = why_buf, false);
+            }
+            memcpy(view + m->view_count, &count, sizeof count);
+        }
+        for (k = 0; k < count; k++)
+            if (!fill_one(m, from + k * ferry_ros2_elem_size(m, false),
+                          to + k * ferry_ros2_elem_size(m, true), why))
+                return false;
+    }
+    return true;
+}
+
+static ferry_err publish_fixed(ferry_publisher *pub, const ferry_ros2_kind_desc *d,
+                               const ferry_ros2_msg *msg, const char **why)
+{
+    _Alignas(max_align_t) uint8_t view[FERRY_ROS2_VIEW_MAX], check[FERRY_ROS2_VIEW_MAX];
+    struct {
+        uint32_t magic;
+        uint16_t version;
+        uint16_t header_size;
+    } prefix = {d->fixed_magic, FERRY_MSG_VERSION, (uint16_t)d->view_size};
+    ferry_sample s;
+    void *payload;
     ferry_err err;
 
-    if (!header_ok(&m->header, FERRY_MSG_FRAME_ID_MAX, why))
+    if (d->view_size > sizeof view)
+        return invalid(why, "kind");
+    memset(view, 0, d->view_size);
+    memcpy(view, &prefix, sizeof prefix);
+    if (!fill_members(d->members, d->nmembers, (const uint8_t *)&msg->u, view, why))
         return FERRY_EINVAL;
-    err = ferry_imu_loan(pub, &imu);
+    memset(&s, 0, sizeof s);
+    s.data = view;
+    s.size = d->view_size;
+    if (d->view_get(&s, check) != FERRY_OK)
+        return invalid(why, "not a valid message");
+    err = ferry_loan(pub, d->view_size, &payload);
     if (err != FERRY_OK)
         return failed(why, err);
-    h = imu.header;
-    h->stamp = stamp_of(&m->header);
-    memcpy(h->frame_id, m->header.frame_id, strlen(m->header.frame_id) + 1);
-    h->orientation = m->orientation;
-    memcpy(h->orientation_covariance, m->orientation_covariance, sizeof h->orientation_covariance);
-    h->angular_velocity = m->angular_velocity;
-    memcpy(h->angular_velocity_covariance, m->angular_velocity_covariance,
-           sizeof h->angular_velocity_covariance);
-    h->linear_acceleration = m->linear_acceleration;
-    memcpy(h->linear_acceleration_covariance, m->linear_acceleration_covariance,
-           sizeof h->linear_acceleration_covariance);
-    err = ferry_imu_publish(pub, &imu);
+    memcpy(payload, view, d->view_size);
+    err = ferry_publish(pub, payload, d->view_size);
     if (err != FERRY_OK) {
-        ferry_imu_loan_release(pub, &imu);
+        ferry_loan_release(pub, payload);
         return failed(why, err);
     }
     return FERRY_OK;
@@ -329,6 +361,7 @@ static ferry_err publish_tensor(ferry_publisher *pub, const ferry_ros2_tensor_ms
 
 ferry_err ferry_ros2_publish(ferry_publisher *pub, const ferry_ros2_msg *msg, const char **why)
 {
+    const ferry_ros2_kind_desc *d;
     const char *ignored;
 
     if (why == NULL)
@@ -341,15 +374,17 @@ ferry_err ferry_ros2_publish(ferry_publisher *pub, const ferry_ros2_msg *msg, co
         return publish_image(pub, &msg->u.image, why);
     case FERRY_ROS2_CLOUD:
         return publish_cloud(pub, &msg->u.cloud, why);
-    case FERRY_ROS2_CAMERA_INFO:
-        return publish_camera_info(pub, &msg->u.camera_info, why);
     case FERRY_ROS2_COMPRESSED:
         return publish_compressed(pub, &msg->u.compressed, why);
-    case FERRY_ROS2_IMU:
-        return publish_imu(pub, &msg->u.imu, why);
     case FERRY_ROS2_TENSOR:
         return publish_tensor(pub, &msg->u.tensor, why);
     default:
-        return invalid(why, "kind");
+        d = ferry_ros2_kind_desc_of(msg->kind);
+        if (d == NULL || d->fixed_magic == 0)
+            return invalid(why, "kind");
+        if (!header_ok((const ferry_ros2_header *)((const uint8_t *)&msg->u + d->msg_header),
+                       FERRY_MSG_FRAME_ID_MAX, why))
+            return FERRY_EINVAL;
+        return publish_fixed(pub, d, msg, why);
     }
 }

@@ -1,10 +1,11 @@
 /*
  * ROS 2's view of ferry's message types, without DDS: for the recorder, the player and the live
- * view (tools/ferry) and for the bridge (src/bridge). One table says, for every ferry type that has
- * a ROS 2 counterpart, its ROS 2 name and its message definition (ros2msg, as rosbag2 stores it);
- * a CDR writer turns a taken ferry sample into ROS 2's serialisation without copying its bulk; a
- * CDR reader parses such a serialisation in place; and a publisher side turns a parsed message
- * into a ferry sample (the one copy, into the loan).
+ * view (tools/ferry) and for the bridge (src/bridge). One table (msg_table.h) describes every ferry
+ * type that has a ROS 2 counterpart: its ROS 2 name, its message definition (ros2msg, as rosbag2
+ * stores it) and its fields with their offsets in the view and in the parsed message below; a CDR
+ * writer turns a taken ferry sample into ROS 2's serialisation without copying its bulk; a CDR
+ * reader parses such a serialisation in place; and a publisher side turns a parsed message into
+ * a ferry sample (the one copy, into the loan). The three walk the table.
  *
  * Internal to ferry (the static library ferry_ros2, linked by the CLI and the bridge); not
  * installed. Every input is untrusted: samples come from other processes (their views are
@@ -36,12 +37,13 @@ extern "C" {
 /** The ferry types with a ROS 2 message type. */
 typedef enum ferry_ros2_kind {
     FERRY_ROS2_NONE = 0,
-    FERRY_ROS2_IMAGE,       /**< sensor_msgs/Image <-> sensor_msgs/msg/Image */
-    FERRY_ROS2_CLOUD,       /**< sensor_msgs/PointCloud2 <-> sensor_msgs/msg/PointCloud2 */
-    FERRY_ROS2_CAMERA_INFO, /**< sensor_msgs/CameraInfo <-> sensor_msgs/msg/CameraInfo */
-    FERRY_ROS2_COMPRESSED,  /**< sensor_msgs/CompressedImage <-> sensor_msgs/msg/CompressedImage */
-    FERRY_ROS2_IMU,         /**< sensor_msgs/Imu <-> sensor_msgs/msg/Imu */
-    FERRY_ROS2_TENSOR,      /**< ferry/Tensor (host) <-> ferry_msgs/msg/Tensor (ferry's own) */
+    FERRY_ROS2_IMAGE,        /**< sensor_msgs/Image <-> sensor_msgs/msg/Image */
+    FERRY_ROS2_CLOUD,        /**< sensor_msgs/PointCloud2 <-> sensor_msgs/msg/PointCloud2 */
+    FERRY_ROS2_CAMERA_INFO,  /**< sensor_msgs/CameraInfo <-> sensor_msgs/msg/CameraInfo */
+    FERRY_ROS2_COMPRESSED,   /**< sensor_msgs/CompressedImage <-> sensor_msgs/msg/CompressedImage */
+    FERRY_ROS2_IMU,          /**< sensor_msgs/Imu <-> sensor_msgs/msg/Imu */
+    FERRY_ROS2_TENSOR,       /**< ferry/Tensor (host) <-> ferry_msgs/msg/Tensor (ferry's own) */
+    FERRY_ROS2_POSE_STAMPED, /**< geometry_msgs/PoseStamped <-> geometry_msgs/msg/PoseStamped */
     FERRY_ROS2_KIND_COUNT_
 } ferry_ros2_kind;
 
@@ -203,6 +205,12 @@ typedef struct ferry_ros2_tensor_msg {
     uint32_t data_size;
 } ferry_ros2_tensor_msg;
 
+/** A PoseStamped as serialised. */
+typedef struct ferry_ros2_pose_stamped_msg {
+    ferry_ros2_header header;
+    ferry_pose pose;
+} ferry_ros2_pose_stamped_msg;
+
 /** One parsed message of any kind. */
 typedef struct ferry_ros2_msg {
     ferry_ros2_kind kind;
@@ -213,6 +221,7 @@ typedef struct ferry_ros2_msg {
         ferry_ros2_compressed_msg compressed;
         ferry_ros2_imu_msg imu;
         ferry_ros2_tensor_msg tensor;
+        ferry_ros2_pose_stamped_msg pose_stamped;
     } u;
 } ferry_ros2_msg;
 

@@ -396,6 +396,72 @@ static void test_imu(void)
     close_endpoints(&e);
 }
 
+/* --- poses (the kind added last: one entry of src/ros2/msg_table.c) --------------------------- */
+
+static void test_pose_stamped(void)
+{
+    endpoints e = open_endpoints(FERRY_ROS2_POSE_STAMPED);
+    const double values[7] = {1.5, -2.5, 0.25, 0.0, 0.0, 0.6, 0.8};
+    ferry_ros2_cdr *cdr = malloc(sizeof *cdr);
+    ferry_pose_stamped_view v;
+    ferry_pose_stamped p;
+    ferry_ros2_msg msg;
+    const char *why = NULL;
+    ferry_sample s, r;
+    uint8_t expect[128];
+    size_t n = 0, i;
+    int32_t sec = 1700000000;
+    uint32_t nanosec = 5, len = 4;
+
+    TU_CHECK(cdr != NULL);
+    TU_OK(ferry_pose_stamped_loan(e.a.pub, &p));
+    p.header->stamp.sec = sec;
+    p.header->stamp.nanosec = nanosec;
+    strcpy(p.header->frame_id, "map");
+    p.header->pose.position = (ferry_vector3){values[0], values[1], values[2]};
+    p.header->pose.orientation = (ferry_quaternion){values[3], values[4], values[5], values[6]};
+    TU_OK(ferry_pose_stamped_publish(e.a.pub, &p));
+    TU_TAKE(e.a.sub, &s);
+
+    /* Written by hand: CDR_LE, the stamp, "map" with its NUL, padding to 8 (relative to the byte
+     * after the encapsulation header), seven doubles. */
+    memcpy(expect, "\x00\x01\x00\x00", 4);
+    n = 4;
+    memcpy(expect + n, &sec, 4);
+    memcpy(expect + n + 4, &nanosec, 4);
+    memcpy(expect + n + 8, &len, 4);
+    memcpy(expect + n + 12, "map", 4);
+    n += 16;
+    while ((n - 4) % 8 != 0)
+        expect[n++] = 0;
+    for (i = 0; i < 7; i++, n += 8)
+        memcpy(expect + n, &values[i], 8);
+    TU_OK(ferry_ros2_cdr_encode(FERRY_ROS2_POSE_STAMPED, &s, cdr));
+    TU_EQ_U64(cdr->niov, 1);
+    TU_EQ_U64(cdr->size, n);
+    TU_CHECK(memcmp(cdr->iov[0].iov_base, expect, n) == 0);
+    TU_EQ_U64(cdr->stamp_ns, (uint64_t)sec * 1000000000u + nanosec);
+
+    round_trip(&e, &s, &r);
+    TU_OK(ferry_pose_stamped_view_get(&r, &v));
+    TU_EQ_STR(v.header.frame_id, "map");
+    TU_CHECK(v.header.stamp.sec == sec && v.header.stamp.nanosec == nanosec);
+    TU_CHECK(v.header.pose.position.y == -2.5 && v.header.pose.orientation.w == 0.8);
+    TU_OK(ferry_release(e.b.sub, &r));
+
+    /* Refused as a view refuses: a stamp out of range, a truncated message. */
+    TU_CHECK(ferry_ros2_cdr_parse(FERRY_ROS2_POSE_STAMPED, expect, n, &msg) == FERRY_ROS2_CDR_OK);
+    TU_CHECK(msg.u.pose_stamped.pose.orientation.z == 0.6);
+    msg.u.pose_stamped.header.nanosec = 1000000000u;
+    TU_ERR(ferry_ros2_publish(e.b.pub, &msg, &why), FERRY_EINVAL);
+    TU_EQ_STR(why, "stamp");
+    TU_CHECK(ferry_ros2_cdr_parse(FERRY_ROS2_POSE_STAMPED, expect, n - 1, &msg) ==
+             FERRY_ROS2_CDR_MALFORMED);
+    TU_OK(ferry_release(e.a.sub, &s));
+    free(cdr);
+    close_endpoints(&e);
+}
+
 /* --- tensors --------------------------------------------------------------------------------- */
 
 static void test_tensor(void)
@@ -510,5 +576,6 @@ int main(void)
     TU_RUN(test_compressed);
     TU_RUN(test_imu);
     TU_RUN(test_tensor);
+    TU_RUN(test_pose_stamped);
     return 0;
 }

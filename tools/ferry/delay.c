@@ -172,7 +172,7 @@ static void take_one(delays *d, const cli_msg_type *decoder, const ferry_sample 
     cli_msg m;
 
     memset(&m, 0, sizeof m);
-    decoder->decode(s, &m, NULL, 0);
+    cli_msg_decode(decoder, s, &m, NULL, 0);
     if (!m.valid)
         d->invalid++;
     else if (!m.has_stamp || cli_stamp_ns(m.stamp) == 0)

@@ -196,7 +196,7 @@ static void sample_json(cli_json *j, echo_args *a, const char *topic, const ferr
     bool from_stamp;
 
     memset(&m, 0, sizeof m);
-    a->decoder->decode(s, &m, NULL, 0);
+    cli_msg_decode(a->decoder, s, &m, NULL, 0);
     from_stamp = m.has_stamp && cli_stamp_ns(m.stamp) != 0;
     cli_json_reset(j);
     cli_json_str(j, 0, "topic", topic);
@@ -234,7 +234,7 @@ static void sample_json(cli_json *j, echo_args *a, const char *topic, const ferr
         return;
     }
     if (m.valid) {
-        a->decoder->decode(s, &m, j, 0);
+        cli_msg_decode(a->decoder, s, &m, j, 0);
     } else {
         cli_json_str(j, 0, "invalid", "the sample is not a valid message of its type");
         m.data = s->data;

@@ -1,12 +1,16 @@
 /*
- * Message decoders for `ferry echo --json` and `ferry delay`, and the JSON tree they fill.
- * A new message type is one decode function and one row of msg_types.
+ * Message decoders for `ferry echo --json` and `ferry delay`, and the JSON tree they fill. The
+ * message types are src/ros2's kinds, each walked by its members (msg_table.h).
  */
 #include "decode.h"
 
 #include <ferry/tensor.h>
 
+#include "msg_table.h"
+
 #include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -428,221 +432,163 @@ ferry_ros2_walk_result cli_json_ros2(cli_json *j, int obj, const ferry_ros2_sche
 /* ---------------------------------------------------------------------------------------------
  * Decoders
  *
- * Each adds the fields of its ROS 2 message in the message's order, under the names ROS 2 gives
- * them, so that `--field header.stamp` means what it means to `ros2 topic echo`.
+ * The ROS 2 kinds walk their members (src/ros2/msg_table.h) over the sample's view: the fields of
+ * the ROS 2 message in the message's order, under the names ROS 2 gives them, so that `--field
+ * header.stamp` means what it means to `ros2 topic echo`; the bulk is the data, not a field.
  * ------------------------------------------------------------------------------------------- */
 
-static void add_header(cli_json *j, int obj, ferry_stamp stamp, const char *frame_id)
+static void add_members(cli_json *j, int obj, const ferry_ros2_member *m, uint32_t n,
+                        const uint8_t *view);
+
+static void add_one(cli_json *j, int obj, const char *key, const ferry_ros2_member *m,
+                    const uint8_t *at)
 {
-    int h = cli_json_object(j, obj, "header");
-    int s = cli_json_object(j, h, "stamp");
+    ferry_dtype dtype;
+    uint32_t u32;
+    int32_t i32;
+    int64_t i64;
+    double f64;
 
-    cli_json_i64(j, s, "sec", stamp.sec);
-    cli_json_u64(j, s, "nanosec", stamp.nanosec);
-    cli_json_str(j, h, "frame_id", frame_id);
-}
-
-static void decode_image(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
-{
-    ferry_image_view v;
-
-    if (ferry_image_view_get(s, &v) != FERRY_OK)
+    switch (m->type) {
+    case FERRY_ROS2_M_BOOL:
+        if (m->json & FERRY_ROS2_J_NUMBER)
+            cli_json_u64(j, obj, key, *at);
+        else
+            cli_json_bool(j, obj, key, *at != 0);
         return;
-    m->valid = m->has_stamp = true;
-    m->stamp = v.header.stamp;
-    m->data = v.data;
-    m->data_size = v.data_size;
-    if (j == NULL)
+    case FERRY_ROS2_M_U8:
+        cli_json_u64(j, obj, key, *at);
         return;
-    add_header(j, obj, v.header.stamp, v.header.frame_id);
-    cli_json_u64(j, obj, "height", v.header.height);
-    cli_json_u64(j, obj, "width", v.header.width);
-    cli_json_str(j, obj, "encoding", v.header.encoding);
-    cli_json_u64(j, obj, "is_bigendian", v.header.is_bigendian);
-    cli_json_u64(j, obj, "step", v.header.step);
-}
-
-static void decode_pointcloud(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
-{
-    ferry_pointcloud_view v;
-    uint32_t i;
-    int fields;
-
-    if (ferry_pointcloud_view_get(s, &v) != FERRY_OK)
+    case FERRY_ROS2_M_I32:
+        memcpy(&i32, at, sizeof i32);
+        cli_json_i64(j, obj, key, i32);
         return;
-    m->valid = m->has_stamp = true;
-    m->stamp = v.header.stamp;
-    m->data = v.data;
-    m->data_size = v.data_size;
-    if (j == NULL)
+    case FERRY_ROS2_M_U32:
+        memcpy(&u32, at, sizeof u32);
+        cli_json_u64(j, obj, key, u32);
         return;
-    add_header(j, obj, v.header.stamp, v.header.frame_id);
-    cli_json_u64(j, obj, "height", v.header.height);
-    cli_json_u64(j, obj, "width", v.header.width);
-    fields = cli_json_array(j, obj, "fields");
-    for (i = 0; i < v.header.nfields; i++) {
-        const ferry_point_field *f = &v.header.fields[i];
-        int o = cli_json_object(j, fields, NULL);
-
-        cli_json_str(j, o, "name", f->name);
-        cli_json_u64(j, o, "offset", f->offset);
-        cli_json_u64(j, o, "datatype", f->datatype);
-        cli_json_u64(j, o, "count", f->count);
-    }
-    cli_json_u64(j, obj, "is_bigendian", v.header.is_bigendian);
-    cli_json_u64(j, obj, "point_step", v.header.point_step);
-    cli_json_u64(j, obj, "row_step", v.header.row_step);
-    cli_json_bool(j, obj, "is_dense", v.header.is_dense != 0);
-}
-
-static void decode_tensor(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
-{
-    ferry_tensor_view v;
-    int shape, strides;
-    uint32_t i;
-
-    if (ferry_tensor_view_get(s, &v) != FERRY_OK)
+    case FERRY_ROS2_M_I64:
+        memcpy(&i64, at, sizeof i64);
+        cli_json_i64(j, obj, key, i64);
         return;
-    m->valid = m->has_stamp = true;
-    m->stamp = v.header.stamp;
-    m->data = v.data;
-    m->data_size = v.data_size;
-    if (j == NULL)
+    case FERRY_ROS2_M_F64:
+        memcpy(&f64, at, sizeof f64);
+        cli_json_f64(j, obj, key, f64);
         return;
-    add_header(j, obj, v.header.stamp, v.header.frame_id);
-    cli_json_str(j, obj, "dtype", ferry_dtype_name(v.dtype));
-    shape = cli_json_array(j, obj, "shape");
-    strides = cli_json_array(j, obj, "strides");
-    for (i = 0; i < v.header.ndim; i++) {
-        cli_json_i64(j, shape, NULL, v.header.shape[i]);
-        cli_json_i64(j, strides, NULL, v.header.strides[i]);
+    case FERRY_ROS2_M_STRING:
+        cli_json_str(j, obj, key, (const char *)at);
+        return;
+    case FERRY_ROS2_M_DTYPE:
+        memcpy(&dtype, at, sizeof dtype);
+        cli_json_str(j, obj, key, ferry_dtype_name(dtype));
+        return;
+    case FERRY_ROS2_M_STRUCT:
+        add_members(j, cli_json_object(j, obj, key), m->members, m->nmembers, at);
+        return;
+    default:
+        return;
     }
 }
 
-static void add_reals(cli_json *j, int obj, const char *key, const double *v, size_t n)
+static void add_members(cli_json *j, int obj, const ferry_ros2_member *m, uint32_t n,
+                        const uint8_t *view)
 {
-    int a = cli_json_array(j, obj, key);
-    size_t i;
+    uint32_t i, k, count;
 
-    for (i = 0; i < n; i++)
-        cli_json_f64(j, a, NULL, v[i]);
+    for (i = 0; i < n; i++, m++) {
+        const uint8_t *at = view + m->view;
+        int a;
+
+        if (m->type == FERRY_ROS2_M_BULK)
+            continue;
+        if (m->array == FERRY_ROS2_A_NONE) {
+            add_one(j, obj, m->name, m, at);
+            continue;
+        }
+        count = m->len;
+        if (m->array == FERRY_ROS2_A_SEQ) {
+            memcpy(&count, view + m->view_count, sizeof count);
+            if (count > m->len) /* a view never has more */
+                count = m->len;
+        }
+        a = cli_json_array(j, obj, m->name);
+        for (k = 0; k < count; k++)
+            add_one(j, a, NULL, m, at + k * ferry_ros2_elem_size(m, true));
+    }
 }
 
-static void add_vector3(cli_json *j, int obj, const char *key, const ferry_vector3 *v)
+/* What a tensor shows beyond its ROS 2 message: its strides. */
+static void add_tensor_strides(cli_json *j, int obj, const void *view)
 {
-    int o = cli_json_object(j, obj, key);
+    const ferry_tensor_view *v = view;
+    int strides = cli_json_array(j, obj, "strides");
+    uint32_t i;
 
-    cli_json_f64(j, o, "x", v->x);
-    cli_json_f64(j, o, "y", v->y);
-    cli_json_f64(j, o, "z", v->z);
+    for (i = 0; i < v->header.ndim; i++)
+        cli_json_i64(j, strides, NULL, v->header.strides[i]);
 }
 
-/* A camera info has no data of its own: data covers the whole sample. */
-static void decode_camera_info(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+void cli_msg_decode(const cli_msg_type *t, const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
 {
-    ferry_camera_info_view v;
-    const ferry_camera_info_header *h = &v.header;
-    int roi;
+    const ferry_ros2_kind_desc *d = t->kind;
+    _Alignas(max_align_t) uint8_t view[FERRY_ROS2_VIEW_MAX];
+    const void *data = s->data;
+    size_t size = s->size;
+    uint32_t i;
 
-    if (ferry_camera_info_view_get(s, &v) != FERRY_OK)
+    memset(m, 0, sizeof *m);
+    if (d == NULL) { /* any other type: the payload as it is */
+        m->valid = true;
+        m->data = s->data;
+        m->data_size = s->size;
         return;
+    }
+    if (d->view_size > sizeof view || d->view_get(s, view) != FERRY_OK)
+        return;
+    /* A kind without a bulk (a camera info, an IMU sample) has no data of its own: data covers
+     * the whole sample. */
+    for (i = 0; i < d->nmembers; i++)
+        if (d->members[i].type == FERRY_ROS2_M_BULK) {
+            memcpy(&data, view + d->members[i].view, sizeof data);
+            memcpy(&size, view + d->members[i].view_count, sizeof size);
+        }
     m->valid = m->has_stamp = true;
-    m->stamp = h->stamp;
-    m->data = s->data;
-    m->data_size = s->size;
+    memcpy(&m->stamp, view + d->stamp, sizeof m->stamp);
+    m->data = data;
+    m->data_size = size;
     if (j == NULL)
         return;
-    add_header(j, obj, h->stamp, h->frame_id);
-    cli_json_u64(j, obj, "height", h->height);
-    cli_json_u64(j, obj, "width", h->width);
-    cli_json_str(j, obj, "distortion_model", h->distortion_model);
-    add_reals(j, obj, "d", h->d, h->d_count);
-    add_reals(j, obj, "k", h->k, 9);
-    add_reals(j, obj, "r", h->r, 9);
-    add_reals(j, obj, "p", h->p, 12);
-    cli_json_u64(j, obj, "binning_x", h->binning_x);
-    cli_json_u64(j, obj, "binning_y", h->binning_y);
-    roi = cli_json_object(j, obj, "roi");
-    cli_json_u64(j, roi, "x_offset", h->roi.x_offset);
-    cli_json_u64(j, roi, "y_offset", h->roi.y_offset);
-    cli_json_u64(j, roi, "height", h->roi.height);
-    cli_json_u64(j, roi, "width", h->roi.width);
-    cli_json_bool(j, roi, "do_rectify", h->roi.do_rectify != 0);
+    add_members(j, obj, d->members, d->nmembers, view);
+    if (d->kind == FERRY_ROS2_TENSOR)
+        add_tensor_strides(j, obj, view);
 }
 
-static void decode_compressed_image(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
+/* One type per kind of src/ros2, then the opaque type. */
+static cli_msg_type msg_types[FERRY_ROS2_KIND_COUNT_];
+static pthread_once_t msg_types_once = PTHREAD_ONCE_INIT;
+
+static void msg_types_init(void)
 {
-    ferry_compressed_image_view v;
+    int k;
 
-    if (ferry_compressed_image_view_get(s, &v) != FERRY_OK)
-        return;
-    m->valid = m->has_stamp = true;
-    m->stamp = v.header.stamp;
-    m->data = v.data;
-    m->data_size = v.data_size;
-    if (j == NULL)
-        return;
-    add_header(j, obj, v.header.stamp, v.header.frame_id);
-    cli_json_str(j, obj, "format", v.header.format);
+    for (k = FERRY_ROS2_NONE + 1; k < FERRY_ROS2_KIND_COUNT_; k++) {
+        const ferry_ros2_kind_desc *d = ferry_ros2_kind_desc_of((ferry_ros2_kind)k);
+
+        msg_types[k - 1].name = d->ferry_type;
+        msg_types[k - 1].stamped = true; /* every kind has a std_msgs/Header */
+        msg_types[k - 1].kind = d;
+    }
 }
-
-/* An IMU sample has no data of its own: data covers the whole sample. */
-static void decode_imu(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
-{
-    ferry_imu_view v;
-    const ferry_imu_header *h = &v.header;
-    int o;
-
-    if (ferry_imu_view_get(s, &v) != FERRY_OK)
-        return;
-    m->valid = m->has_stamp = true;
-    m->stamp = h->stamp;
-    m->data = s->data;
-    m->data_size = s->size;
-    if (j == NULL)
-        return;
-    add_header(j, obj, h->stamp, h->frame_id);
-    o = cli_json_object(j, obj, "orientation");
-    cli_json_f64(j, o, "x", h->orientation.x);
-    cli_json_f64(j, o, "y", h->orientation.y);
-    cli_json_f64(j, o, "z", h->orientation.z);
-    cli_json_f64(j, o, "w", h->orientation.w);
-    add_reals(j, obj, "orientation_covariance", h->orientation_covariance, 9);
-    add_vector3(j, obj, "angular_velocity", &h->angular_velocity);
-    add_reals(j, obj, "angular_velocity_covariance", h->angular_velocity_covariance, 9);
-    add_vector3(j, obj, "linear_acceleration", &h->linear_acceleration);
-    add_reals(j, obj, "linear_acceleration_covariance", h->linear_acceleration_covariance, 9);
-}
-
-/* Any other type: the payload as it is. */
-static void decode_opaque(const ferry_sample *s, cli_msg *m, cli_json *j, int obj)
-{
-    (void)j;
-    (void)obj;
-    m->valid = true;
-    m->data = s->data;
-    m->data_size = s->size;
-}
-
-static const cli_msg_type msg_types[] = {
-    {FERRY_IMAGE_TYPE_NAME, true, decode_image},
-    {FERRY_POINTCLOUD_TYPE_NAME, true, decode_pointcloud},
-    {FERRY_CAMERA_INFO_TYPE_NAME, true, decode_camera_info},
-    {FERRY_COMPRESSED_IMAGE_TYPE_NAME, true, decode_compressed_image},
-    {FERRY_IMU_TYPE_NAME, true, decode_imu},
-    {FERRY_TENSOR_TYPE_NAME, true, decode_tensor},
-};
-
-static const cli_msg_type opaque_type = {NULL, false, decode_opaque};
 
 const cli_msg_type *cli_msg_type_find(const char *type_name)
 {
     size_t i;
 
-    for (i = 0; i < sizeof msg_types / sizeof msg_types[0]; i++)
+    pthread_once(&msg_types_once, msg_types_init);
+    for (i = 0; i + 1 < FERRY_ROS2_KIND_COUNT_; i++)
         if (type_name != NULL && strcmp(type_name, msg_types[i].name) == 0)
             return &msg_types[i];
-    return &opaque_type;
+    return &msg_types[FERRY_ROS2_KIND_COUNT_ - 1];
 }
 
 void cli_msg_stamped_names(char *buf, size_t cap)
@@ -652,7 +598,8 @@ void cli_msg_stamped_names(char *buf, size_t cap)
     if (cap == 0)
         return;
     buf[0] = '\0';
-    for (i = 0; i < sizeof msg_types / sizeof msg_types[0]; i++) {
+    pthread_once(&msg_types_once, msg_types_init);
+    for (i = 0; i + 1 < FERRY_ROS2_KIND_COUNT_; i++) {
         int n;
 
         if (!msg_types[i].stamped)

@@ -1,8 +1,8 @@
 /*
  * What `ferry echo --json` and `ferry delay` know about the message types: a decoder per type
- * name (one row of the table in decode.c each) that validates a taken sample with the type's
- * view and reports its header stamp, its data and, for echo, its fields as a JSON tree; and the
- * small JSON tree they are built in, which --field selects from by dotted path.
+ * name (one per kind of src/ros2's table, msg_table.h) that validates a taken sample with the
+ * type's view and reports its header stamp, its data and, for echo, its fields as a JSON tree; and
+ * the small JSON tree they are built in, which --field selects from by dotted path.
  * Single-threaded: a tree belongs to one command.
  */
 #ifndef FERRY_CLI_DECODE_H
@@ -95,18 +95,22 @@ typedef struct cli_msg {
     size_t data_size;
 } cli_msg;
 
+struct ferry_ros2_kind_desc;
+
 typedef struct cli_msg_type {
-    const char *name; /* the type name publishers use */
+    const char *name; /* the type name publishers use; NULL for the opaque type */
     bool stamped;     /* its samples carry a header stamp (what `ferry delay` needs) */
-    /* Validates s as this type and fills m; when j is not NULL, also adds the message's fields
-     * (everything but the data) under node obj. An invalid sample leaves m->valid false and
-     * adds nothing. */
-    void (*decode)(const ferry_sample *s, cli_msg *m, cli_json *j, int obj);
+    const struct ferry_ros2_kind_desc *kind; /* its entry in src/ros2's table; NULL: opaque */
 } cli_msg_type;
 
-/* The decoder of type_name; for a type without one, the opaque decoder (name NULL, no stamp,
- * the data is the whole payload). Never NULL. */
+/* The decoder of type_name: one per kind of src/ros2 (ros2.h); for a type without one, the
+ * opaque decoder (name NULL, no stamp, the data is the whole payload). Never NULL. */
 const cli_msg_type *cli_msg_type_find(const char *type_name);
+
+/* Validates s as type t and fills m; when j is not NULL, also adds the message's fields
+ * (everything but the data) under node obj. An invalid sample leaves m->valid false and adds
+ * nothing. */
+void cli_msg_decode(const cli_msg_type *t, const ferry_sample *s, cli_msg *m, cli_json *j, int obj);
 
 /* The fields of a message of a ROS 2 type known by its definition (ros2_types.h), walked from
  * buf as wire says, added under node obj: arrays over CLI_JSON_ELEMENTS_MAX elements become
