@@ -15,6 +15,17 @@
 
 #define CMD "info"
 
+/* Peers refused for QoS (ferry_subscriber_options.require), when there were any. */
+static void print_incompatible(const char *peers, uint64_t count, uint32_t policies)
+{
+    if (count == 0)
+        return;
+    printf("    %s of incompatible QoS %" PRIu64 " (the last: %s%s%s)\n", peers, count,
+           (policies & FERRY_QOS_RELIABLE) ? "reliability" : "",
+           (policies & FERRY_QOS_RELIABLE) && (policies & FERRY_QOS_DURABLE) ? " and " : "",
+           (policies & FERRY_QOS_DURABLE) ? "durability" : "");
+}
+
 static const char about[] =
     "usage: ferry info TOPIC [options]\n"
     "Shows the publishers and subscribers of TOPIC with their counters. Endpoints whose\n"
@@ -200,11 +211,12 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
                ", \"subscribers\": %" PRIu32 ", \"subscribers_lost\": %" PRIu64
                ", \"chunks_reclaimed\": %" PRIu64 ", \"rejected\": %" PRIu64
                ", \"protocol_errors\": %" PRIu64 ", \"huge_pages\": \"%s\""
-               ", \"huge_bytes\": %" PRIu64,
+               ", \"huge_bytes\": %" PRIu64 ", \"incompatible\": %" PRIu64,
                p->published, p->deliveries, p->dropped, p->bytes_copied, p->chunks_total,
                p->chunks_free, p->chunks_loaned, p->chunks_in_use, p->size_classes, p->pool_bytes,
                p->pool_bytes_cap, p->subscribers, p->subscribers_lost, p->chunks_reclaimed,
-               p->rejected, p->protocol_errors, huge_pages_name(p->huge_pages), p->huge_bytes);
+               p->rejected, p->protocol_errors, huge_pages_name(p->huge_pages), p->huge_bytes,
+               p->incompatible);
         json_spin(&p->spin);
         putchar('}');
     }
@@ -224,9 +236,10 @@ static void print_json(const endpoint_list *l, const ferry_endpoint_info *t)
         printf(", \"received\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"held\": %" PRIu32
                ", \"depth\": %" PRIu32 ", \"publishers\": %" PRIu32
                ", \"publishers_lost\": %" PRIu64 ", \"bytes_copied\": %" PRIu64
-               ", \"rejected\": %" PRIu64 ", \"protocol_errors\": %" PRIu64,
+               ", \"rejected\": %" PRIu64 ", \"protocol_errors\": %" PRIu64
+               ", \"incompatible\": %" PRIu64,
                s->received, s->dropped, s->held, e->depth, s->publishers, s->publishers_lost,
-               s->bytes_copied, s->rejected, s->protocol_errors);
+               s->bytes_copied, s->rejected, s->protocol_errors, s->incompatible);
         json_spin(&s->spin);
         putchar('}');
     }
@@ -273,6 +286,7 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
         printf("    subscribers lost %" PRIu64 "  chunks reclaimed %" PRIu64 "  rejected %" PRIu64
                "  protocol errors %" PRIu64 "\n",
                p->subscribers_lost, p->chunks_reclaimed, p->rejected, p->protocol_errors);
+        print_incompatible("subscribers", p->incompatible, p->incompatible_policies);
         if (p->huge_pages == FERRY_HUGE_PAGES_OFF)
             printf("    pages 4 KiB\n");
         else
@@ -295,6 +309,7 @@ static void print_text(const endpoint_list *l, const ferry_endpoint_info *t)
         printf("    publishers lost %" PRIu64 "  rejected %" PRIu64 "  protocol errors %" PRIu64
                "  bytes copied %" PRIu64 "\n",
                s->publishers_lost, s->rejected, s->protocol_errors, s->bytes_copied);
+        print_incompatible("publishers", s->incompatible, s->incompatible_policies);
         print_spin(&s->spin);
     }
 }
