@@ -8,6 +8,8 @@
  */
 #include "testutil.h"
 
+#include "../ros2/pair.h"
+
 #include "bridge_internal.h"
 #include "msg_table.h"
 
@@ -17,29 +19,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct pair {
-    ferry_publisher *pub;
-    ferry_subscriber *sub;
-} pair;
-
-static pair open_pair(ferry_node *node, const char *topic, ferry_ros2_kind kind)
-{
-    pair p;
-
-    TU_OK(ferry_publisher_create(&p.pub, node, topic, ferry_ros2_ferry_type(kind),
-                                 ferry_ros2_ferry_hash(kind), NULL));
-    TU_OK(ferry_subscriber_create(&p.sub, node, topic, ferry_ros2_ferry_type(kind),
-                                  ferry_ros2_ferry_hash(kind), NULL));
-    tu_connect_local(p.pub, 1, p.sub, 1);
-    return p;
-}
-
-static void close_pair(pair *p)
-{
-    TU_OK(ferry_subscriber_destroy(p->sub));
-    TU_OK(ferry_publisher_destroy(p->pub));
-}
 
 static _Alignas(max_align_t) uint8_t view[FERRY_ROS2_VIEW_MAX];
 static _Alignas(max_align_t) uint8_t sample[1024];

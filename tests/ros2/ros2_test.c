@@ -8,6 +8,8 @@
  */
 #include "testutil.h"
 
+#include "pair.h"
+
 #include "ros2.h"
 
 #include <ferry/msg.h>
@@ -16,28 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct pair {
-    ferry_publisher *pub;
-    ferry_subscriber *sub;
-} pair;
-
 typedef struct endpoints {
     ferry_node *node;
     pair a, b; /* a: the original; b: the republished copy */
     ferry_ros2_kind kind;
 } endpoints;
-
-static pair open_pair(ferry_node *node, const char *topic, ferry_ros2_kind kind)
-{
-    pair p;
-
-    TU_OK(ferry_publisher_create(&p.pub, node, topic, ferry_ros2_ferry_type(kind),
-                                 ferry_ros2_ferry_hash(kind), NULL));
-    TU_OK(ferry_subscriber_create(&p.sub, node, topic, ferry_ros2_ferry_type(kind),
-                                  ferry_ros2_ferry_hash(kind), NULL));
-    tu_connect_local(p.pub, 1, p.sub, 1);
-    return p;
-}
 
 static endpoints open_endpoints(ferry_ros2_kind kind)
 {
