@@ -77,11 +77,11 @@ static bool guard_take(GuardCondition * gc)
   return true;
 }
 
-// The subscription whose steady stream's next sample is anticipated first, and when to wake for
-// it (ferry_subscriber_wake_at); null when none is.
-static Subscription * soonest_subscription(rmw_subscriptions_t * subs, size_t n, int64_t * at)
+// The index of the subscription whose steady stream's next sample is anticipated first, and when
+// to wake for it (ferry_subscriber_wake_at); n when none is.
+static size_t soonest_subscription(rmw_subscriptions_t * subs, size_t n, int64_t * at)
 {
-  Subscription * first = nullptr;
+  size_t first = n;
   *at = 0;
   for (size_t i = 0; i < n; i++) {
     auto * s = static_cast<Subscription *>(subs->subscribers[i]);
@@ -91,9 +91,9 @@ static Subscription * soonest_subscription(rmw_subscriptions_t * subs, size_t n,
     std::unique_lock<std::mutex> guard(s->lock, std::try_to_lock);
     int64_t a = 0;
     if (guard.owns_lock() && s->fsub && ferry_subscriber_wake_at(s->fsub, &a) == FERRY_OK &&
-      a != 0 && (!first || a < *at))
+      a != 0 && (first == n || a < *at))
     {
-      first = s;
+      first = i;
       *at = a;
     }
   }
@@ -338,12 +338,12 @@ rmw_ret_t rmw_wait(
     // A steady stream's next sample (a camera): awake a little before it is due and spin across
     // its arrival (ferry_subscriber_catch) rather than pay a wake-up from sleep for each frame.
     int64_t catch_at = 0;
-    Subscription * soon = soonest_subscription(subs, nsubs, &catch_at);
+    size_t soon_i = soonest_subscription(subs, nsubs, &catch_at);
     int64_t now = mono_ns();
-    if (soon && (sleep_ns < 0 || catch_at - now < sleep_ns)) {
+    Subscription * soon = nullptr;
+    if (soon_i < nsubs && (sleep_ns < 0 || catch_at - now < sleep_ns)) {
+      soon = static_cast<Subscription *>(subs->subscribers[soon_i]);
       sleep_ns = std::max<int64_t>(catch_at - now, 0);
-    } else {
-      soon = nullptr;
     }
     timespec ts{};
     if (sleep_ns >= 0) {
@@ -356,9 +356,23 @@ rmw_ret_t rmw_wait(
       return RMW_RET_ERROR;
     }
     if (r == 0 && soon) {
-      std::unique_lock<std::mutex> guard(soon->lock, std::try_to_lock);
-      if (guard.owns_lock() && soon->fsub) {
-        ferry_subscriber_catch(soon->fsub, catch_at);
+      bool caught = false;
+      {
+        std::unique_lock<std::mutex> guard(soon->lock, std::try_to_lock);
+        caught = guard.owns_lock() && soon->fsub &&
+          ferry_subscriber_catch(soon->fsub, catch_at) == FERRY_OK;
+      }
+      // The frame it caught is returned at once: looking at every other entity first (each
+      // idle subscription runs its housekeeping after a long sleep) would delay it by as much
+      // as the anticipation saved. They are looked at on the next wait.
+      if (caught && subscription_ready(soon)) {
+        std::fill(ready_subs.begin(), ready_subs.end(), 0);
+        std::fill(ready_gcs.begin(), ready_gcs.end(), 0);
+        std::fill(ready_srvs.begin(), ready_srvs.end(), 0);
+        std::fill(ready_cls.begin(), ready_cls.end(), 0);
+        std::fill(ready_evs.begin(), ready_evs.end(), 0);
+        ready_subs[soon_i] = 1;
+        break;
       }
     }
     if (r <= 0) {
