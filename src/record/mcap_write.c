@@ -24,7 +24,8 @@
 #define CHUNK_SIZE_DEFAULT (4u * 1024u * 1024u)
 #define ZSTD_LEVEL 1
 #define IOV_PIECES 8u
-#define WRITE_BEHIND (8u << 20) /* bytes written between two sync_file_range calls */
+#define WRITE_BEHIND (8u << 20)  /* bytes written between two sync_file_range calls */
+#define WRITE_SLICE (256u << 10) /* most bytes one writev takes */
 /* The reserved header of an uncompressed chunk: opcode, length, start, end, uncompressed size,
  * CRC, compression "" and the records' length. */
 #define CHUNK_HEAD_NONE (1u + 8u + 8u + 8u + 8u + 4u + 4u + 8u)
@@ -109,11 +110,26 @@ static uint32_t crc_update(const ferry_mcap_writer *w, uint32_t crc, const void 
     return w->o.no_crc ? 0 : ferry__mcap_crc32(crc, p, n);
 }
 
-/* Writes all of iov (which it may modify). */
+/* Writes all of iov (which it may modify), WRITE_SLICE bytes a call at most: on a kernel without
+ * preemption (PREEMPT_NONE) the copy of a whole frame into the page cache, milliseconds, is not
+ * interrupted for a camera woken on the same CPU, however idle the writer's scheduling class; the
+ * return from each slice to user space lets it in. */
 static ferry_err write_all(ferry_mcap_writer *w, struct iovec *iov, int n)
 {
     while (n > 0) {
-        ssize_t done = writev(w->fd, iov, n > IOV_MAX ? IOV_MAX : n);
+        size_t len = 0, whole = 0;
+        int k = 0;
+        ssize_t done;
+
+        while (k < n && k < IOV_MAX && len < WRITE_SLICE)
+            len += iov[k++].iov_len;
+        if (len > WRITE_SLICE) { /* the last piece in part */
+            whole = iov[k - 1].iov_len;
+            iov[k - 1].iov_len -= len - WRITE_SLICE;
+        }
+        done = writev(w->fd, iov, k);
+        if (whole != 0)
+            iov[k - 1].iov_len = whole;
 
         if (done < 0) {
             if (errno == EINTR)
