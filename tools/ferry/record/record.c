@@ -7,7 +7,9 @@
  * when it falls behind, and it counts what it lost per topic.
  *
  * A sample's serialisation goes from the sample's own pages to writev (src/record/mcap.h); for
- * lz4 and zstd it is compressed from them. Single-threaded.
+ * lz4 and zstd it is compressed from them. One thread takes and writes the samples; the writer's
+ * own thread starts the writeback. A failed write (a full disk) ends the recording with the file
+ * cut back to its last complete chunk and finished there.
  */
 #include "cli.h"
 #include "commands.h"
@@ -32,7 +34,7 @@
 #define NS_PER_S 1000000000LL
 #define TOPICS_MAX 256 /* a waitset's capacity */
 #define PATTERNS_MAX 64
-#define DEPTH_DEFAULT 16u /* half a second of a 30 fps camera */
+#define DEPTH_DEFAULT 32u /* a second of a 30 fps camera */
 #define NICE_DEFAULT 10u
 #define TAKE_BURST 64 /* samples taken from one topic before the others get a turn */
 #define STATS_NAME "ferry.record.stats"
@@ -120,7 +122,7 @@ static const cli_option options[] = {
      .help = "write no CRCs (0: not computed), which read every byte once\n"
              "more (a quarter of a core at 250 MB/s with zlib's; ISA-L's,\n"
              "when the build has it, is 12 times faster)"},
-    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default 16)"),
+    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default 32)"),
     {.name = "--sched",
      .value = "idle|normal",
      CLI_CHOICE_AT(rec_args, sched_normal),
