@@ -112,7 +112,9 @@ typedef struct ferry_mcap_writer_options {
     bool no_crc;
     /** Leave the page cache alone. By default every 8 MiB written start their writeback
      *  (sync_file_range) and what was written back before leaves the cache (posix_fadvise), so
-     *  that a long recording never meets a dirty-page stall. */
+     *  that a long recording never meets a dirty-page stall; a thread of the writer's own makes
+     *  those calls (they wait for room in the device's queue), made by ferry_mcap_writer_open
+     *  with the caller's scheduling policy and joined by close or abandon. */
     bool no_write_behind;
 } ferry_mcap_writer_options;
 
@@ -161,6 +163,21 @@ ferry_err ferry_mcap_writer_add_metadata(ferry_mcap_writer *w, const char *name,
 
 /** Closes the current chunk, if any, so that everything so far survives a crash. */
 ferry_err ferry_mcap_writer_flush(ferry_mcap_writer *w);
+
+/**
+ * After a write failed (a full disk, a quota, an I/O error): takes the file back to the end of
+ * its last complete chunk or metadata record (ftruncate, which also gives the space of the rest
+ * back), forgets the messages after it and clears the error, so that ferry_mcap_writer_add_metadata
+ * and ferry_mcap_writer_close can still finish a file every reader takes whole. kept[i], for the
+ * channel ids i < nkept, is set to how many messages of channel i the file holds then (a message
+ * whose write call failed may or may not have been taken into the open chunk). Schemas and
+ * channels added since stay in the summary (a channel without messages). A writer without an
+ * error is cut the same way (its open chunk dropped).
+ * @retval FERRY_OK      cut; the writer takes calls again
+ * @retval FERRY_EINVAL  kept is NULL with nkept > 0
+ * @retval FERRY_ESYS    ftruncate failed (errno); the writer keeps that error
+ */
+ferry_err ferry_mcap_writer_cut(ferry_mcap_writer *w, uint64_t *kept, size_t nkept);
 
 /** Bytes written so far (the file's size, reserved headers included). */
 uint64_t ferry_mcap_writer_size(const ferry_mcap_writer *w);

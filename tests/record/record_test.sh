@@ -152,7 +152,7 @@ rec2=$!
 sleep 0.3
 # Policy (SCHED_IDLE is 5) and nice, from /proc/PID/stat. The recorders that must keep every
 # frame run --sched normal with a queue that holds them all (--depth 64): on a machine whose CPUs
-# other tests keep busy, a SCHED_IDLE recorder, or one with the default 16, falls behind (and
+# other tests keep busy, a SCHED_IDLE recorder, or one with the default 32, falls behind (and
 # counts it), as documented.
 sched() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $39 "/" $17}'; }
 [ "$(sched $rec2)" = "0/5" ] || fail "--sched normal --nice 5: policy/nice $(sched $rec2)"

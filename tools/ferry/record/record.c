@@ -7,7 +7,9 @@
  * when it falls behind, and it counts what it lost per topic.
  *
  * A sample's serialisation goes from the sample's own pages to writev (src/record/mcap.h); for
- * lz4 and zstd it is compressed from them. Single-threaded.
+ * lz4 and zstd it is compressed from them. One thread takes and writes the samples; the writer's
+ * own thread starts the writeback. A failed write (a full disk) ends the recording with the file
+ * cut back to its last complete chunk and finished there.
  */
 #include "cli.h"
 #include "commands.h"
@@ -32,10 +34,13 @@
 #define NS_PER_S 1000000000LL
 #define TOPICS_MAX 256 /* a waitset's capacity */
 #define PATTERNS_MAX 64
-#define DEPTH_DEFAULT 16u /* half a second of a 30 fps camera */
+#define DEPTH_DEFAULT 32u /* a second of a 30 fps camera */
 #define NICE_DEFAULT 10u
 #define TAKE_BURST 64 /* samples taken from one topic before the others get a turn */
 #define STATS_NAME "ferry.record.stats"
+/* Disk space held back for finishing a file on a full disk: the summary of a recording of 50,000
+ * chunks (200 GB in chunks of 4 MiB), its statistics and the recorder's counts fit in it. */
+#define RESERVE_BYTES (4u << 20)
 
 typedef struct rec_args {
     cli_opts o; /* --depth, --quiet, --domain, --dir */
@@ -117,7 +122,7 @@ static const cli_option options[] = {
      .help = "write no CRCs (0: not computed), which read every byte once\n"
              "more (a quarter of a core at 250 MB/s with zlib's; ISA-L's,\n"
              "when the build has it, is 12 times faster)"},
-    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default 16)"),
+    CLI_OPTION_DEPTH("queue depth per publisher, 1..4096 (default 32)"),
     {.name = "--sched",
      .value = "idle|normal",
      CLI_CHOICE_AT(rec_args, sched_normal),
@@ -186,6 +191,7 @@ typedef struct rtopic {
     bool in_file;              /* its channel is in the current file */
     uint16_t channel;
     uint64_t recorded, bytes, dropped, invalid, skipped;
+    uint64_t cut; /* taken, then lost when a failed write cut the file back */
     uint64_t recorded_file, bytes_file, dropped_at_file, last_recorded;
 } rtopic;
 
@@ -210,8 +216,9 @@ typedef struct recorder {
     int64_t realtime_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the start */
     int64_t start_ns;
 
-    /* The current file. */
-    int fd;
+    /* The current file, and an unnamed file of RESERVE_BYTES in its directory (-1: none), given
+     * back when a write fails so that the file can still be finished. */
+    int fd, reserve_fd;
     ferry_mcap_writer *w;
     char path[4096];
     unsigned file_index;
@@ -366,6 +373,32 @@ static void file_path(const recorder *R, char *out, size_t cap)
     snprintf(out, cap, "%.*s_%u.mcap", (int)n, o, R->file_index);
 }
 
+/* The reserve: an unnamed file (O_TMPFILE: nothing to clean up after a crash) with its blocks
+ * allocated, in the directory of R->path. Where the filesystem takes neither, there is none, and
+ * a disk that fills up right after a chunk may leave no room for the summary (the file then
+ * reads up to its last complete chunk, as after a crash). */
+static void reserve_open(recorder *R)
+{
+    char dir[sizeof R->path];
+    char *slash;
+
+    if (R->reserve_fd >= 0)
+        return;
+    snprintf(dir, sizeof dir, "%s", R->path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    R->reserve_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (R->reserve_fd >= 0 && fallocate(R->reserve_fd, 0, 0, RESERVE_BYTES) != 0) {
+        close(R->reserve_fd);
+        R->reserve_fd = -1;
+    }
+}
+
 static int file_open(recorder *R)
 {
     ferry_mcap_writer_options wo;
@@ -413,6 +446,7 @@ static int file_open(recorder *R)
         return cli_fail(CMD, 1, "%s: %s%s%s", R->path, ferry_strerror(err),
                         err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(errno) : "");
     }
+    reserve_open(R);
     R->nschemas = 0;
     R->file_start_ns = ferry_now().ns;
     for (size_t i = 0; i < R->ntopics; i++) {
@@ -439,7 +473,8 @@ static void write_stats(recorder *R)
         const rtopic *t = &R->topics[i];
         const char *names[PER_TOPIC] = {"recorded", "bytes", "dropped", "invalid", "skipped"};
         uint64_t values[PER_TOPIC] = {t->recorded_file, t->bytes_file,
-                                      t->dropped - t->dropped_at_file, t->invalid, t->skipped};
+                                      t->dropped - t->dropped_at_file + t->cut, t->invalid,
+                                      t->skipped};
 
         for (int k = 0; k < PER_TOPIC; k++) {
             snprintf(text[2 * n], sizeof text[0], "%s.%s", t->topic, names[k]);
@@ -477,9 +512,13 @@ static int file_close(recorder *R)
     R->bytes_before += ferry_mcap_writer_size(R->w);
     err = ferry_mcap_writer_close(R->w);
     R->w = NULL;
-    if (err != FERRY_OK)
-        status = cli_fail(CMD, 1, "finishing %s: %s%s%s", R->path, ferry_strerror(err),
-                          err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(errno) : "");
+    if (err == FERRY_ESYS)
+        status = cli_fail(CMD, 1,
+                          "finishing %s: %s: it has no summary, and readers take it up to its last "
+                          "complete chunk",
+                          R->path, strerror(errno));
+    else if (err != FERRY_OK)
+        status = cli_fail(CMD, 1, "finishing %s: %s", R->path, ferry_strerror(err));
     if (close(R->fd) != 0 && status == 0)
         status = cli_fail(CMD, 1, "closing %s: %s", R->path, strerror(errno));
     R->fd = -1;
@@ -616,6 +655,57 @@ static int maybe_rotate(recorder *R, size_t next)
     return 0;
 }
 
+/* A write failed (a full disk, a quota, an I/O error) while t's sample was written: the recording
+ * stops. The file is cut back to its last complete chunk, which gives the space of the rest back,
+ * and finished there (the caller closes it), so that it reads whole; the messages of the chunk
+ * that did not fit, and the sample, count as dropped. Returns 1. */
+static int write_failed(recorder *R, rtopic *t_failed, ferry_err err)
+{
+    int e = errno;
+    uint64_t kept[TOPICS_MAX], cut = 0;
+    const char *cause = err == FERRY_ESYS ? strerror(e) : ferry_strerror(err);
+
+    if (R->reserve_fd >= 0) {
+        close(R->reserve_fd);
+        R->reserve_fd = -1;
+    }
+    if (ferry_mcap_writer_cut(R->w, kept, TOPICS_MAX) != FERRY_OK) {
+        t_failed->cut++;
+        fprintf(stderr,
+                "ferry record: %s: %s after %.1f MB; recording stopped, and the file could not be "
+                "cut back to its last complete chunk (%s): readers take it up to there\n",
+                R->path, cause, (double)(R->bytes_before + ferry_mcap_writer_size(R->w)) / 1e6,
+                strerror(errno));
+        return 1;
+    }
+    for (size_t i = 0; i < R->ntopics; i++) {
+        rtopic *t = &R->topics[i];
+        uint64_t taken = t->recorded_file + (t == t_failed);
+        uint64_t n = taken - (t->in_file && t->channel < TOPICS_MAX ? kept[t->channel] : 0);
+
+        if (n == 0 || n > taken)
+            continue;
+        /* Bytes are counted per topic, not per chunk: the lost messages' share of them. */
+        if (t->recorded_file > 0) {
+            uint64_t share = t->bytes_file / t->recorded_file * (n - (t == t_failed));
+
+            t->bytes -= share;
+            t->bytes_file -= share;
+        }
+        t->recorded -= n - (t == t_failed);
+        t->recorded_file -= n - (t == t_failed);
+        t->cut += n;
+        cut += n;
+    }
+    fprintf(stderr,
+            "ferry record: %s: %s after %.1f MB; recording stopped, the file cut back to its "
+            "last complete chunk (the %" PRIu64 " message%s taken since counted as dropped) to "
+            "be finished there\n",
+            R->path, cause, (double)(R->bytes_before + ferry_mcap_writer_size(R->w)) / 1e6, cut,
+            cut == 1 ? "" : "s");
+    return 1;
+}
+
 static int record_sample(recorder *R, rtopic *t, const ferry_sample *s, int64_t take_ns)
 {
     struct iovec raw = {(void *)s->data, s->size};
@@ -666,9 +756,10 @@ static int record_sample(recorder *R, rtopic *t, const ferry_sample *s, int64_t 
         err = ferry_mcap_writer_write(
             R->w, t->channel, (uint32_t)s->sequence, (uint64_t)(take_ns + R->realtime_offset),
             (uint64_t)(s->publish_time.ns + R->realtime_offset), iov, niov);
+    if (err == FERRY_ESYS)
+        return write_failed(R, t, err);
     if (err != FERRY_OK)
-        return cli_fail(CMD, 1, "writing %s: %s%s%s", R->path, ferry_strerror(err),
-                        err == FERRY_ESYS ? ": " : "", err == FERRY_ESYS ? strerror(errno) : "");
+        return cli_fail(CMD, 1, "writing %s: %s", R->path, ferry_strerror(err));
     t->recorded++;
     t->recorded_file++;
     t->bytes += size;
@@ -714,7 +805,7 @@ static void print_stats(recorder *R, bool final)
         printf("%s%s: recorded %" PRIu64, final ? "total " : "", t->topic, t->recorded);
         if (!final)
             printf(" (%+" PRId64 ")", (int64_t)(t->recorded - t->last_recorded));
-        printf(" dropped %" PRIu64 " bytes %" PRIu64, t->dropped, t->bytes);
+        printf(" dropped %" PRIu64 " bytes %" PRIu64, t->dropped + t->cut, t->bytes);
         if (t->invalid != 0)
             printf(" invalid %" PRIu64, t->invalid);
         if (t->skipped != 0)
@@ -806,7 +897,7 @@ int ferry_cmd_record(int argc, char **argv)
         return cli_fail(CMD, 1, "out of memory");
     R->cdr = malloc(sizeof *R->cdr);
     R->a = &a;
-    R->fd = -1;
+    R->fd = R->reserve_fd = -1;
     if (R->cdr == NULL) {
         free(R);
         return cli_fail(CMD, 1, "out of memory");
@@ -871,6 +962,8 @@ out:
         ferry_mcap_writer_close(R->w);
         close(R->fd);
     }
+    if (R->reserve_fd >= 0)
+        close(R->reserve_fd);
     for (size_t i = 0; i < R->ntopics; i++) {
         if (R->topics[i].sub == NULL)
             continue;
