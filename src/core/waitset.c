@@ -185,7 +185,8 @@ ferry_err ferry_waitset_wait(ferry_waitset *ws, int64_t timeout_ns, void **ready
         else
             soon = NULL;
         ferry__event ev[32];
-        int got = ferry__poller_wait(ws->epfd, ev, 32, sleep);
+        int got = soon ? ferry__poller_wait_precise(ws->epfd, ev, 32, sleep)
+                       : ferry__poller_wait(ws->epfd, ev, 32, sleep);
         if (soon && got == 0)
             ferry_subscriber_catch(soon, at);
         for (int i = 0; i < got; i++)

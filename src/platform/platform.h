@@ -123,6 +123,9 @@ int ferry__poller_del(int poller, int fd);
 /* Waits up to timeout_ns (negative: for ever); returns the number of events, 0 on timeout,
  * -1 on error. EINTR is returned as 0 events. */
 int ferry__poller_wait(int poller, ferry__event *events, int capacity, int64_t timeout_ns);
+/* The same, with a timeout of under a second kept to the nanosecond rather than rounded up to a
+ * millisecond: for a wait that must end just before an anticipated sample (spin.h). */
+int ferry__poller_wait_precise(int poller, ferry__event *events, int capacity, int64_t timeout_ns);
 
 /* Notifier (eventfd). */
 int ferry__notifier_create(void);

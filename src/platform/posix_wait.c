@@ -22,37 +22,38 @@ int ferry__poller_del(int poller, int fd)
 /* epoll_pwait2 is refused (an older kernel, a seccomp filter): milliseconds from then on. */
 static _Atomic bool no_pwait2;
 
-int ferry__poller_wait(int poller, ferry__event *events, int capacity, int64_t timeout_ns)
+/* The wait itself: with precise, a timeout of under a second to the nanosecond (epoll_pwait2),
+ * else rounded up to whole milliseconds. */
+static int poller_wait(int poller, struct epoll_event *evs, int capacity, int64_t timeout_ns,
+                       bool precise)
+{
+    if (precise && timeout_ns > 0 && timeout_ns < 1000000000 &&
+        !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)timeout_ns};
+        int n = epoll_pwait2(poller, evs, capacity, &ts, NULL);
+        if (n >= 0 || (errno != ENOSYS && errno != EPERM))
+            return n;
+        atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+    }
+    int ms;
+    if (timeout_ns < 0)
+        ms = -1;
+    else if (timeout_ns == 0)
+        ms = 0;
+    else if (timeout_ns > (int64_t)INT_MAX * 1000000)
+        ms = INT_MAX;
+    else
+        ms = (int)((timeout_ns + 999999) / 1000000);
+    return epoll_wait(poller, evs, capacity, ms);
+}
+
+static int poller_events(int poller, ferry__event *events, int capacity, int64_t timeout_ns,
+                         bool precise)
 {
     struct epoll_event evs[32];
     if (capacity > 32)
         capacity = 32;
-    int n = -1;
-    /* A timeout that is not whole milliseconds (an anticipated sample, spin.h) to the
-     * nanosecond: rounded up to the next millisecond, the wait would end after the sample. */
-    if (timeout_ns > 0 && timeout_ns % 1000000 != 0 && timeout_ns < 1000000000 &&
-        !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)timeout_ns};
-        n = epoll_pwait2(poller, evs, capacity, &ts, NULL);
-        if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
-            atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
-            n = -2;
-        }
-    } else {
-        n = -2;
-    }
-    if (n == -2) {
-        int ms;
-        if (timeout_ns < 0)
-            ms = -1;
-        else if (timeout_ns == 0)
-            ms = 0;
-        else if (timeout_ns > (int64_t)INT_MAX * 1000000)
-            ms = INT_MAX;
-        else
-            ms = (int)((timeout_ns + 999999) / 1000000);
-        n = epoll_wait(poller, evs, capacity, ms);
-    }
+    int n = poller_wait(poller, evs, capacity, timeout_ns, precise);
     if (n < 0)
         return errno == EINTR ? 0 : -1;
     for (int i = 0; i < n; i++) {
@@ -62,6 +63,16 @@ int ferry__poller_wait(int poller, ferry__event *events, int capacity, int64_t t
         events[i].err = (evs[i].events & EPOLLERR) != 0;
     }
     return n;
+}
+
+int ferry__poller_wait(int poller, ferry__event *events, int capacity, int64_t timeout_ns)
+{
+    return poller_events(poller, events, capacity, timeout_ns, false);
+}
+
+int ferry__poller_wait_precise(int poller, ferry__event *events, int capacity, int64_t timeout_ns)
+{
+    return poller_events(poller, events, capacity, timeout_ns, true);
 }
 
 int ferry__notifier_create(void)
