@@ -123,27 +123,7 @@ int pub_main(const std::string & kind, const std::vector<std::string> & a)
 int sub_main(const std::string & kind, int count, int seconds)
 {
   auto node = rclcpp::Node::make_shared("bench_sub");
-  std::vector<int64_t> lat;
-  lat.reserve(static_cast<size_t>(count));
-  int received = 0, last = 0, lost = 0;
-  const int warmup = kind == "image" ? 15 : 500;
-  uint64_t sum = 0;
-  int64_t cpu0 = 0, t0 = 0;
-  // now: CLOCK_MONOTONIC at the callback's start (publish-to-callback), before the message is read.
-  auto account = [&](int number, int64_t sent, int64_t now) {
-      if (received == 0) {
-        cpu0 = cpu_ns();
-        t0 = now;
-      }
-      // The first half second (pools carved, pages first touched, connections made) is start-up,
-      // left out of the latencies as ferry's demo does; it is counted for losses.
-      if (number > warmup) {
-        lat.push_back(now - sent);
-      }
-      lost += number > last + 1 ? number - last - 1 : 0;
-      last = std::max(last, number);
-      received++;
-    };
+  Receiver r(count, kind == "image" ? 15 : 500);
   rclcpp::SubscriptionBase::SharedPtr sub;
   if (kind == "image") {
     sub = node->create_subscription<sensor_msgs::msg::Image>(
@@ -152,47 +132,27 @@ int sub_main(const std::string & kind, int count, int seconds)
         // The consumer reads every byte of the frame.
         const uint64_t * p = reinterpret_cast<const uint64_t *>(m->data.data());
         for (size_t k = 0; k < m->data.size() / 8; k++) {
-          sum += p[k];
+          r.sum += p[k];
         }
         int64_t sent = static_cast<int64_t>(m->header.stamp.sec) * 1000000000 +
         m->header.stamp.nanosec;
-        account(std::atoi(m->header.frame_id.c_str()), sent, now);
+        r.account(std::atoi(m->header.frame_id.c_str()), sent, now);
       });
   } else {
     sub = node->create_subscription<std_msgs::msg::String>(
       "/bench/string", qos(), [&](std_msgs::msg::String::ConstSharedPtr m) {
         int64_t now = mono_ns();
         for (char c : m->data) {
-          sum += static_cast<uint8_t>(c);
+          r.sum += static_cast<uint8_t>(c);
         }
         int number = 0;
         int64_t sent = 0;
         sscanf(m->data.c_str(), "%d %" SCNd64, &number, &sent);
-        account(number, sent, now);
+        r.account(number, sent, now);
       });
   }
-  rclcpp::executors::SingleThreadedExecutor exec;
-  exec.add_node(node);
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (rclcpp::ok() && last < count && std::chrono::steady_clock::now() < end) {
-    exec.spin_once(100ms);
-  }
-  int64_t span = received ? mono_ns() - t0 : 0, cpu = received ? cpu_ns() - cpu0 : 0;
-  lost += count - last;
-  std::sort(lat.begin(), lat.end());
-  auto pct = [&](double q) {
-      if (lat.empty()) {
-        return 0.0;
-      }
-      size_t i = std::min(lat.size() - 1, static_cast<size_t>(q * lat.size()));
-      return lat[i] / 1e3;
-    };
-  printf(
-    "sub received=%d lost=%d p50_us=%.1f p99_us=%.1f max_us=%.1f cpu_us_per_msg=%.1f "
-    "seconds=%.2f checksum=%" PRIu64 "\n", received, lost, pct(0.5), pct(0.99),
-    lat.empty() ? 0.0 : lat.back() / 1e3, received > 1 ? cpu / 1e3 / (received - 1) : 0.0,
-    span / 1e9, sum);
-  return received > 0 ? 0 : 1;
+  r.spin(node, count, seconds);
+  return r.report(count, "");
 }
 
 }  // namespace

@@ -76,53 +76,18 @@ int pub_main(double hz, int count)
 int sub_main(int count, int seconds)
 {
   auto node = rclcpp::Node::make_shared("loan_sub");
-  std::vector<int64_t> lat;
-  lat.reserve(static_cast<size_t>(count));
-  int received = 0, last = 0, lost = 0;
-  const int warmup = 15;
-  uint64_t sum = 0;
-  int64_t cpu0 = 0, t0 = 0;
+  Receiver r(count, 15);
   auto sub = node->create_subscription<Frame>(
     "/bench/frame", qos(), [&](const Frame & m) {
       int64_t now = mono_ns();
       const uint64_t * p = reinterpret_cast<const uint64_t *>(m.data.data());
       for (size_t k = 0; k < m.data.size() / 8; k++) {
-        sum += p[k];
+        r.sum += p[k];
       }
-      int number = static_cast<int>(m.number);
-      if (received == 0) {
-        cpu0 = cpu_ns();
-        t0 = now;
-      }
-      if (number > warmup) {
-        lat.push_back(now - m.stamp_ns);
-      }
-      lost += number > last + 1 ? number - last - 1 : 0;
-      last = std::max(last, number);
-      received++;
+      r.account(static_cast<int>(m.number), m.stamp_ns, now);
     });
-  rclcpp::executors::SingleThreadedExecutor exec;
-  exec.add_node(node);
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (rclcpp::ok() && last < count && std::chrono::steady_clock::now() < end) {
-    exec.spin_once(100ms);
-  }
-  int64_t span = received ? mono_ns() - t0 : 0, cpu = received ? cpu_ns() - cpu0 : 0;
-  lost += count - last;
-  std::sort(lat.begin(), lat.end());
-  auto pct = [&](double q) {
-      if (lat.empty()) {
-        return 0.0;
-      }
-      size_t i = std::min(lat.size() - 1, static_cast<size_t>(q * lat.size()));
-      return lat[i] / 1e3;
-    };
-  printf(
-    "sub received=%d lost=%d p50_us=%.1f p99_us=%.1f max_us=%.1f cpu_us_per_msg=%.1f "
-    "seconds=%.2f loaned=%d checksum=%" PRIu64 "\n", received, lost, pct(0.5), pct(0.99),
-    lat.empty() ? 0.0 : lat.back() / 1e3, received > 1 ? cpu / 1e3 / (received - 1) : 0.0,
-    span / 1e9, sub->can_loan_messages() ? 1 : 0, sum);
-  return received > 0 ? 0 : 1;
+  r.spin(node, count, seconds);
+  return r.report(count, std::string(" loaned=") + (sub->can_loan_messages() ? "1" : "0"));
 }
 
 }  // namespace
