@@ -365,12 +365,8 @@ rmw_ret_t rmw_wait(
       // The frame it caught is returned at once: looking at every other entity first (each
       // idle subscription runs its housekeeping after a long sleep) would delay it by as much
       // as the anticipation saved. They are looked at on the next wait.
+      // (Every ready flag is clear here: the loop sleeps only when nothing was ready.)
       if (caught && subscription_ready(soon)) {
-        std::fill(ready_subs.begin(), ready_subs.end(), 0);
-        std::fill(ready_gcs.begin(), ready_gcs.end(), 0);
-        std::fill(ready_srvs.begin(), ready_srvs.end(), 0);
-        std::fill(ready_cls.begin(), ready_cls.end(), 0);
-        std::fill(ready_evs.begin(), ready_evs.end(), 0);
         ready_subs[soon_i] = 1;
         break;
       }
